@@ -1,0 +1,174 @@
+//! The agent's configuration, from flags and environment, checked once at start.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bootc_crds::selector::check_dns_subdomain;
+use clap::Parser;
+
+/// The host's system bus, as the DaemonSet mounts it.
+pub const DEFAULT_SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
+
+/// Command line of `bootc-node-agent`.
+#[derive(Debug, Parser)]
+#[command(name = "bootc-node-agent", version, about = "Stages the image its node's BootcNode asks for with bootc, reboots when the controller allows it, and reports what the host booted.")]
+pub struct Args {
+    /// Name of this node; the agent reads and writes only the BootcNode of this name.
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+
+    /// Kubeconfig to use (host service); without it, the in-cluster service account.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// D-Bus address of the host's system bus.
+    #[arg(long, env = "BOOTC_SYSTEM_BUS_ADDRESS", default_value = DEFAULT_SYSTEM_BUS)]
+    pub system_bus_address: String,
+
+    /// Host directory (absolute, as the host sees it) where command output is kept.
+    #[arg(long, env = "BOOTC_AGENT_WORK_DIR", default_value = "/var/lib/bootc-node-agent")]
+    pub host_work_dir: PathBuf,
+
+    /// How often bootc status is read when no change is signalled: seconds, or a number
+    /// with s, m or h ("300", "90s", "5m", "1h").
+    #[arg(long, env = "BOOTC_STATUS_POLL_INTERVAL", default_value = "5m", value_parser = parse_interval)]
+    pub status_poll_interval: Duration,
+}
+
+/// The checked configuration the agent runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// See [`Args::node_name`].
+    pub node_name: String,
+    /// See [`Args::kubeconfig`].
+    pub kubeconfig: Option<PathBuf>,
+    /// See [`Args::system_bus_address`].
+    pub system_bus_address: String,
+    /// See [`Args::host_work_dir`].
+    pub host_work_dir: PathBuf,
+    /// See [`Args::status_poll_interval`].
+    pub status_poll_interval: Duration,
+}
+
+/// A configuration value that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `NODE_NAME` is not a node name.
+    #[error("NODE_NAME {name:?} {message}")]
+    NodeName {
+        /// The value given.
+        name: String,
+        /// Why it is refused.
+        message: String,
+    },
+    /// The bus address is not a unix socket address.
+    #[error("--system-bus-address {0:?} must be a unix socket address such as {DEFAULT_SYSTEM_BUS}")]
+    BusAddress(String),
+    /// The work directory is relative or has `..`.
+    #[error("--host-work-dir {0:?} must be an absolute path without '..'")]
+    WorkDir(PathBuf),
+}
+
+impl TryFrom<Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(args: Args) -> Result<Self, Self::Error> {
+        check_dns_subdomain(&args.node_name).map_err(|message| ConfigError::NodeName {
+            name: args.node_name.clone(),
+            message,
+        })?;
+        let socket = args.system_bus_address.strip_prefix("unix:path=");
+        if socket.is_none_or(|p| !p.starts_with('/') || p.contains(',')) {
+            return Err(ConfigError::BusAddress(args.system_bus_address));
+        }
+        let dir = &args.host_work_dir;
+        if !dir.is_absolute() || dir.components().any(|c| c == std::path::Component::ParentDir) {
+            return Err(ConfigError::WorkDir(args.host_work_dir));
+        }
+        Ok(Config {
+            node_name: args.node_name,
+            kubeconfig: args.kubeconfig,
+            system_bus_address: args.system_bus_address,
+            host_work_dir: args.host_work_dir,
+            status_poll_interval: args.status_poll_interval,
+        })
+    }
+}
+
+/// Parses "300", "90s", "5m" or "1h" into a duration from 1 second to 24 hours.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s:?} is not an interval such as 300, 90s, 5m or 1h");
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.checked_mul(60).ok_or_else(bad)?,
+        "h" => n.checked_mul(3600).ok_or_else(bad)?,
+        _ => return Err(bad()),
+    };
+    if !(1..=86_400).contains(&secs) {
+        return Err(format!("{s:?} is out of range: use 1s to 24h"));
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let args = Args::try_parse_from(std::iter::once("bootc-node-agent").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        Config::try_from(args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&["--node-name", "worker-1"]).unwrap();
+        assert_eq!(c.system_bus_address, DEFAULT_SYSTEM_BUS);
+        assert_eq!(c.status_poll_interval, Duration::from_secs(300));
+        assert_eq!(c.host_work_dir, PathBuf::from("/var/lib/bootc-node-agent"));
+        assert_eq!(c.kubeconfig, None);
+    }
+
+    #[test]
+    fn node_name_is_required_and_checked() {
+        // The flag is also read from NODE_NAME; only run the "missing" check when the
+        // test's own environment does not set it.
+        if std::env::var_os("NODE_NAME").is_none() {
+            assert!(parse(&[]).unwrap_err().contains("--node-name"));
+        }
+        assert!(parse(&["--node-name", "Worker_1"]).unwrap_err().starts_with("NODE_NAME"));
+        assert!(parse(&["--node-name", "-x"]).is_err());
+    }
+
+    #[test]
+    fn intervals() {
+        for (s, secs) in [("300", 300), ("90s", 90), ("5m", 300), ("1h", 3600), ("24h", 86_400)] {
+            assert_eq!(parse_interval(s), Ok(Duration::from_secs(secs)), "{s}");
+        }
+        for bad in ["", "0", "0s", "25h", "5d", "1.5m", "-1", "m", "99999999999999999999h"] {
+            assert!(parse_interval(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn host_paths_are_checked() {
+        let base = ["--node-name", "n"];
+        let with = |extra: &[&str]| parse(&[&base[..], extra].concat());
+        assert!(with(&["--system-bus-address", "tcp:host=x"]).unwrap_err().contains("--system-bus-address"));
+        assert!(with(&["--system-bus-address", "unix:path=relative"]).is_err());
+        assert!(with(&["--host-work-dir", "relative"]).unwrap_err().contains("--host-work-dir"));
+        assert!(with(&["--host-work-dir", "/var/../etc"]).is_err());
+        assert_eq!(with(&["--status-poll-interval", "30s"]).unwrap().status_poll_interval, Duration::from_secs(30));
+    }
+}

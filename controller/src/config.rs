@@ -1,0 +1,174 @@
+//! The controller's configuration, from flags and environment, checked once at start.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use bootc_crds::selector::{check_dns_label, check_dns_subdomain};
+use clap::{Parser, ValueEnum};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (for clusters).
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// Command line of `bootc-pool-controller`.
+#[derive(Debug, Parser)]
+#[command(name = "bootc-pool-controller", version, about = "Resolves each BootcNodePool's image to a digest and decides which nodes may reboot, cordoning and draining them first.")]
+pub struct Args {
+    /// Kubeconfig to use; without it, the in-cluster service account (or the usual
+    /// kubeconfig inference) is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    #[arg(long, env = "BOOTC_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+
+    /// A registry (host[:port]) reached over plain HTTP or with an unverified certificate.
+    /// Repeat the flag or separate with commas. Never the default for any registry.
+    #[arg(long = "insecure-registry", env = "BOOTC_INSECURE_REGISTRIES", value_delimiter = ',')]
+    pub insecure_registries: Vec<String>,
+
+    /// Name of the coordination.k8s.io Lease used for leader election.
+    #[arg(long, env = "BOOTC_LEASE_NAME", default_value = "bootc-pool-controller")]
+    pub lease_name: String,
+
+    /// Namespace of the Lease (the controller's own namespace in a cluster).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "bootc-system")]
+    pub lease_namespace: String,
+
+    /// This replica's identity in the Lease (the pod name in a cluster).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// Log format.
+    #[arg(long, env = "BOOTC_LOG_FORMAT", value_enum, default_value = "json")]
+    pub log_format: LogFormat,
+}
+
+/// The checked configuration the controller runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// See [`Args::kubeconfig`].
+    pub kubeconfig: Option<PathBuf>,
+    /// See [`Args::metrics_addr`].
+    pub metrics_addr: SocketAddr,
+    /// See [`Args::insecure_registries`]; empty entries dropped.
+    pub insecure_registries: Vec<String>,
+    /// See [`Args::lease_name`].
+    pub lease_name: String,
+    /// See [`Args::lease_namespace`].
+    pub lease_namespace: String,
+    /// See [`Args::identity`].
+    pub identity: Option<String>,
+    /// See [`Args::log_format`].
+    pub log_format: LogFormat,
+}
+
+/// A configuration value that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `--insecure-registry` is not `host[:port]`.
+    #[error("--insecure-registry {0:?} must be a registry host with an optional port, e.g. 127.0.0.1:5000")]
+    InsecureRegistry(String),
+    /// `--lease-name` is not an object name.
+    #[error("--lease-name {name:?} {message}")]
+    LeaseName {
+        /// The value given.
+        name: String,
+        /// Why it is refused.
+        message: String,
+    },
+    /// `--lease-namespace` is not a namespace name.
+    #[error("--lease-namespace {name:?} {message}")]
+    LeaseNamespace {
+        /// The value given.
+        name: String,
+        /// Why it is refused.
+        message: String,
+    },
+}
+
+impl TryFrom<Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(args: Args) -> Result<Self, Self::Error> {
+        let mut insecure_registries = Vec::new();
+        for registry in args.insecure_registries.iter().map(|r| r.trim()) {
+            if registry.is_empty() {
+                continue;
+            }
+            // A registry is valid when `registry/x` parses with exactly that registry.
+            let probe = bootc_crds::ImageRef::parse(&format!("{registry}/x"));
+            if probe.as_ref().map(|r| r.registry()) != Ok(registry) {
+                return Err(ConfigError::InsecureRegistry(registry.to_string()));
+            }
+            insecure_registries.push(registry.to_string());
+        }
+        check_dns_subdomain(&args.lease_name).map_err(|message| ConfigError::LeaseName {
+            name: args.lease_name.clone(),
+            message,
+        })?;
+        check_dns_label(&args.lease_namespace).map_err(|message| ConfigError::LeaseNamespace {
+            name: args.lease_namespace.clone(),
+            message,
+        })?;
+        Ok(Config {
+            kubeconfig: args.kubeconfig,
+            metrics_addr: args.metrics_addr,
+            insecure_registries,
+            lease_name: args.lease_name,
+            lease_namespace: args.lease_namespace,
+            identity: args.identity,
+            log_format: args.log_format,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let args = Args::try_parse_from(std::iter::once("bootc-pool-controller").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        Config::try_from(args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.metrics_addr, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(c.lease_name, "bootc-pool-controller");
+        assert!(c.insecure_registries.is_empty());
+        assert_eq!(c.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn insecure_registries_are_checked() {
+        let c = parse(&["--insecure-registry", "127.0.0.1:5000,localhost", "--insecure-registry", "[::1]:5000"]).unwrap();
+        assert_eq!(c.insecure_registries, ["127.0.0.1:5000", "localhost", "[::1]:5000"]);
+        for bad in ["quay.io/x", "-x", "a b", "host:99999", "http://127.0.0.1:5000"] {
+            let err = parse(&["--insecure-registry", bad]).unwrap_err();
+            assert!(err.contains("--insecure-registry"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_flag_named() {
+        assert!(parse(&["--lease-name", "Bad Name"]).unwrap_err().starts_with("--lease-name"));
+        assert!(parse(&["--lease-namespace", "a.b"]).unwrap_err().starts_with("--lease-namespace"));
+        assert!(parse(&["--metrics-addr", "nope"]).unwrap_err().contains("--metrics-addr"));
+        assert!(parse(&["--log-format", "xml"]).unwrap_err().contains("--log-format"));
+    }
+}

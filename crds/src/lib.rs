@@ -1,0 +1,30 @@
+//! API types of the bootc node-pool updater (`node.bootc.dev/v1alpha1`) and the checks on them.
+
+pub mod budget;
+pub mod conditions;
+pub mod crdgen;
+pub mod image_ref;
+pub mod node;
+pub mod pool;
+pub mod selector;
+pub mod validate;
+pub mod window;
+
+pub use budget::{Budget, BudgetError};
+pub use image_ref::{Digest, ImageRef, ImageRefError};
+pub use node::{BootcNode, BootcNodeSpec, BootcNodeStatus};
+pub use pool::{BootcNodePool, BootcNodePoolSpec, BootcNodePoolStatus};
+pub use validate::{FieldError, FieldErrors};
+
+/// The API group of both kinds.
+pub const GROUP: &str = "node.bootc.dev";
+/// The API version of both kinds.
+pub const VERSION: &str = "v1alpha1";
+
+/// Label the controller puts on every member Node (the agent DaemonSet's nodeSelector).
+pub const MANAGED_LABEL: &str = "node.bootc.dev/managed";
+/// Annotation on a BootcNode that holds a reboot slot; survives controller restarts.
+pub const REBOOT_SLOT_ANNOTATION: &str = "node.bootc.dev/reboot-slot";
+/// Annotation on a BootcNode whose Node was unschedulable before the controller cordoned
+/// it, so the controller must not uncordon it.
+pub const WAS_CORDONED_ANNOTATION: &str = "node.bootc.dev/was-cordoned";

@@ -1,0 +1,179 @@
+//! `BootcNode`: the one object through which the controller and a node's agent talk.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::image_ref::IMAGE_PIN_PATTERN;
+use crate::pool::{RebootPolicy, SecretRef};
+
+/// What the controller wants a node to run. Written by the controller only; the agent on
+/// the node of the same name reads it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "node.bootc.dev",
+    version = "v1alpha1",
+    kind = "BootcNode",
+    plural = "bootcnodes",
+    shortname = "bn",
+    category = "bootc",
+    status = "BootcNodeStatus",
+    derive = "PartialEq",
+    doc = "The bootc state of one Node (same name), owned by its BootcNodePool: spec is written by the controller, status by the node's agent.",
+    printcolumn(name = "Desired", type_ = "string", json_path = ".spec.desiredImage", description = "Image the node should run"),
+    printcolumn(name = "Booted", type_ = "string", json_path = ".status.booted.image", description = "Image the node runs"),
+    printcolumn(name = "State", type_ = "string", json_path = ".status.conditions[?(@.type==\"Idle\")].reason", description = "Idle, Staging, Staged or Rebooting"),
+    printcolumn(name = "Degraded", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].status", description = "Whether the agent reports an error"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BootcNodeSpec {
+    /// The image the node should run, always pinned: registry/repo@sha256:<64 hex>.
+    #[schemars(length(max = 512), regex(pattern = IMAGE_PIN_PATTERN))]
+    pub desired_image: String,
+
+    /// Staged: pull desiredImage and keep it staged (locked, so an unplanned reboot does
+    /// not apply it). Booted: the node holds a reboot slot and may reboot into it.
+    #[serde(default)]
+    pub desired_image_state: DesiredImageState,
+
+    /// Whether the agent may soft-reboot (copied from the pool).
+    #[serde(default)]
+    pub reboot_policy: RebootPolicy,
+
+    /// The pool's pull Secret, which the agent writes to the host's /run/ostree/auth.json.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret_ref: Option<SecretRef>,
+
+    /// Hash of the pull Secret's content; changes when the Secret does, so the agent
+    /// rewrites the host's credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub pull_secret_hash: Option<String>,
+}
+
+/// How far the node should go with desiredImage.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DesiredImageState {
+    /// Pull and stage only.
+    #[default]
+    Staged,
+    /// Reboot into it (only with the reboot-slot annotation).
+    Booted,
+}
+
+/// What the node runs, as its agent last saw it; written by the agent only.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootcNodeStatus {
+    /// The metadata.generation of the spec this status answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// The deployment the host is running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booted: Option<BootedImage>,
+
+    /// The deployment staged for the next boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<StagedImage>,
+
+    /// The previous deployment, which a rollback would boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<ImageStatus>,
+
+    /// The last reboot the agent started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reboot: Option<LastReboot>,
+
+    /// Version of bootc on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootc_version: Option<String>,
+
+    /// Version of the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+
+    /// Idle and Degraded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// One deployment on the host, as bootc reports it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageStatus {
+    /// The image reference bootc tracks for this deployment (may carry a manifest-list
+    /// digest).
+    pub image: String,
+
+    /// The per-architecture manifest digest (sha256:<hex>).
+    pub image_digest: String,
+
+    /// The image's version label, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+
+    /// The image's creation time, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<Time>,
+
+    /// The image's architecture, when bootc reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+
+    /// Whether the host can switch to this deployment with a soft reboot.
+    #[serde(default)]
+    pub soft_reboot_capable: bool,
+
+    /// Whether bootc flags this deployment as incompatible with the running system.
+    #[serde(default)]
+    pub incompatible: bool,
+}
+
+/// The booted deployment.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootedImage {
+    /// The deployment.
+    #[serde(flatten)]
+    pub image: ImageStatus,
+
+    /// When the agent first saw this digest booted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+/// The staged deployment.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StagedImage {
+    /// The deployment.
+    #[serde(flatten)]
+    pub image: ImageStatus,
+
+    /// True while the deployment is locked: a reboot nobody asked for boots the old one.
+    #[serde(default)]
+    pub download_only: bool,
+}
+
+/// A reboot the agent started, so that it never reboots twice for one approval.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastReboot {
+    /// The digest the reboot was for.
+    pub digest: String,
+
+    /// The host's boot ID before the reboot.
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+
+    /// systemd's SoftRebootsCount before the reboot.
+    #[serde(default)]
+    pub soft_reboots: i64,
+
+    /// When the reboot was started.
+    pub time: Time,
+}

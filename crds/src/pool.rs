@@ -1,0 +1,419 @@
+//! `BootcNodePool`: which nodes run which image, and how fast they may move to it.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::image_ref::{IMAGE_REF_PATTERN, REF_MAX_LEN};
+use crate::window::{DURATION_PATTERN, START_PATTERN};
+
+/// CEL rule for an integer-or-percent budget (kube-apiserver sees the value as `dyn`).
+pub const BUDGET_RULE: &str = "type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')";
+const BUDGET_MESSAGE: &str = "must be an integer of at least 1 or a percentage from 1% to 100%";
+
+/// Desired state of a pool of nodes that run one bootc image. A pool written for
+/// bootc-operator's v1alpha1 API is accepted unchanged and means the same thing.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "node.bootc.dev",
+    version = "v1alpha1",
+    kind = "BootcNodePool",
+    plural = "bootcnodepools",
+    shortname = "bnp",
+    category = "bootc",
+    status = "BootcNodePoolStatus",
+    derive = "PartialEq",
+    doc = "A pool of nodes that run one bootc image: the nodes its nodeSelector matches are moved to the image in image.ref, at most rollout.maxUnavailable of them rebooting at a time.",
+    printcolumn(name = "Target", type_ = "string", json_path = ".status.targetShortDigest", description = "Short digest of the image the pool is rolling out"),
+    printcolumn(name = "Nodes", type_ = "integer", json_path = ".status.nodeCount", description = "Nodes in the pool"),
+    printcolumn(name = "Updated", type_ = "integer", json_path = ".status.updatedCount", description = "Nodes running the target"),
+    printcolumn(name = "Updating", type_ = "integer", json_path = ".status.updatingCount", description = "Nodes staging, staged or rebooting"),
+    printcolumn(name = "Degraded", type_ = "integer", json_path = ".status.degradedCount", description = "Nodes reporting Degraded"),
+    printcolumn(name = "UpToDate", type_ = "string", json_path = ".status.conditions[?(@.type==\"UpToDate\")].status", description = "Whether every node runs the target"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BootcNodePoolSpec {
+    /// Selects the Nodes of this pool. A node belongs to at most one pool: a node selected
+    /// by two pools stays with the pool that owns its BootcNode and the other pool reports
+    /// Degraded with reason NodeConflict. An empty selector selects every node.
+    pub node_selector: LabelSelector,
+
+    /// The image the pool's nodes run.
+    pub image: ImageSpec,
+
+    /// How fast the pool moves to a new image.
+    #[serde(default)]
+    pub rollout: RolloutSpec,
+
+    /// How a node is taken out of service for its reboot.
+    #[serde(default)]
+    pub disruption: DisruptionSpec,
+
+    /// A kubernetes.io/dockerconfigjson Secret with credentials for the image's registry,
+    /// used by the controller to resolve tags and by the agents to pull. Unset means
+    /// anonymous access.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret_ref: Option<SecretRef>,
+
+    /// How much deployment history the pool's status keeps.
+    #[serde(default)]
+    pub history: HistorySpec,
+}
+
+/// The image a pool runs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSpec {
+    /// Image reference: registry/repo:tag (followed: re-resolved every
+    /// resolveIntervalSeconds), registry/repo@sha256:<64 hex> (pinned), or
+    /// registry/repo:tag@sha256:<64 hex> (pinned; the digest wins). The registry defaults
+    /// to docker.io and single-segment names to library/, as docker does.
+    #[schemars(length(min = 1, max = REF_MAX_LEN), regex(pattern = IMAGE_REF_PATTERN))]
+    pub r#ref: String,
+
+    /// How often, in seconds, a tag is re-resolved to a digest.
+    #[serde(default = "default_resolve_interval")]
+    #[schemars(range(min = 30))]
+    pub resolve_interval_seconds: i64,
+}
+
+/// Rollout pacing.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    /// Most nodes cordoned for the update or rebooting at once: an integer (at least 1) or
+    /// a percentage of the pool ("25%", rounded down, but at least one node).
+    #[serde(default = "default_max_unavailable")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": BUDGET_RULE, "message": BUDGET_MESSAGE}]))]
+    pub max_unavailable: IntOrString,
+
+    /// When true, no new reboots are approved; reboots already approved finish, and
+    /// staging and tag resolution go on.
+    #[serde(default)]
+    pub paused: bool,
+
+    /// Most nodes pulling the new image at once: an integer (at least 1) or a percentage of
+    /// the pool. Unset means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": BUDGET_RULE, "message": BUDGET_MESSAGE}]))]
+    pub max_staging: Option<IntOrString>,
+
+    /// Seconds to wait for a node's drain before giving up: the node is marked Degraded
+    /// (DrainTimeout), uncordoned and its reboot slot freed. Unset means wait forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub drain_timeout_seconds: Option<i64>,
+
+    /// Seconds from a node's reboot approval until it must be back, Ready and on the
+    /// target; a node past it is unhealthy (RebootTimeout) and counts toward
+    /// haltAfterUnhealthy.
+    #[serde(default = "default_reboot_timeout")]
+    #[schemars(range(min = 1))]
+    pub reboot_timeout_seconds: i64,
+
+    /// Number of unhealthy nodes holding reboot slots at which no new reboots are approved
+    /// (the pool reports Degraded with reason RolloutHalted).
+    #[serde(default = "default_halt_after_unhealthy")]
+    #[schemars(range(min = 1))]
+    pub halt_after_unhealthy: i32,
+
+    /// When set, new reboots are approved only inside one of these windows. Staging is
+    /// never held back by windows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub maintenance_windows: Vec<MaintenanceWindow>,
+
+    /// Seconds a node that came back on the target keeps its reboot slot (soak time)
+    /// before the slot goes to the next node.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub post_reboot_delay_seconds: i64,
+}
+
+/// A recurring period in which reboots may be approved.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceWindow {
+    /// Days of the week on which the window opens (in timeZone).
+    #[schemars(length(min = 1, max = 7), extend("x-kubernetes-list-type" = "set"))]
+    pub days: Vec<Weekday>,
+
+    /// Local time the window opens, 24-hour "HH:MM".
+    #[schemars(regex(pattern = START_PATTERN))]
+    pub start: String,
+
+    /// How long the window stays open: "3h", "90m" or "1h30m", from 1m to 168h. A window
+    /// may run past midnight.
+    #[schemars(
+        length(min = 2, max = 9),
+        regex(pattern = DURATION_PATTERN),
+        extend("x-kubernetes-validations" = [{
+            "rule": "duration(self) >= duration('1m') && duration(self) <= duration('168h')",
+            "message": "must be from 1m to 168h"
+        }])
+    )]
+    pub duration: String,
+
+    /// IANA time zone of start and days, e.g. "Europe/Berlin". Daylight-saving changes
+    /// are followed.
+    #[serde(default = "default_time_zone")]
+    #[schemars(length(min = 1, max = 64))]
+    pub time_zone: String,
+}
+
+/// A day of the week.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+pub enum Weekday {
+    /// Monday.
+    Mon,
+    /// Tuesday.
+    Tue,
+    /// Wednesday.
+    Wed,
+    /// Thursday.
+    Thu,
+    /// Friday.
+    Fri,
+    /// Saturday.
+    Sat,
+    /// Sunday.
+    Sun,
+}
+
+impl From<Weekday> for chrono::Weekday {
+    fn from(day: Weekday) -> Self {
+        match day {
+            Weekday::Mon => chrono::Weekday::Mon,
+            Weekday::Tue => chrono::Weekday::Tue,
+            Weekday::Wed => chrono::Weekday::Wed,
+            Weekday::Thu => chrono::Weekday::Thu,
+            Weekday::Fri => chrono::Weekday::Fri,
+            Weekday::Sat => chrono::Weekday::Sat,
+            Weekday::Sun => chrono::Weekday::Sun,
+        }
+    }
+}
+
+/// How nodes are disrupted.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionSpec {
+    /// RebootOnly always reboots fully; AllowSoftReboot uses a systemd soft reboot
+    /// (userspace restart, same kernel) when the staged deployment is soft-reboot capable,
+    /// and a full reboot otherwise.
+    #[serde(default)]
+    pub reboot_policy: RebootPolicy,
+
+    /// How a node is drained before its reboot.
+    #[serde(default)]
+    pub drain: DrainSpec,
+}
+
+/// How a node reboots into a new image.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RebootPolicy {
+    /// Always a full reboot.
+    #[default]
+    RebootOnly,
+    /// A soft reboot when the staged deployment allows it, else a full reboot.
+    AllowSoftReboot,
+}
+
+/// Drain options, as `kubectl drain` has them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainSpec {
+    /// Grace period in seconds given to each evicted pod; unset uses the pod's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub grace_period_seconds: Option<i64>,
+
+    /// Evict pods that use emptyDir volumes (their data is lost).
+    #[serde(default = "default_true")]
+    pub delete_empty_dir_data: bool,
+
+    /// Evict pods that no controller manages (they are not recreated).
+    #[serde(default)]
+    pub force: bool,
+
+    /// Only pods matching this selector are evicted; unset evicts all pods except
+    /// DaemonSet and mirror pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+}
+
+/// A reference to a Secret in a namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+
+    /// Namespace of the Secret.
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+}
+
+/// Deployment history settings.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistorySpec {
+    /// How many deployHistory entries (one per digest) the status keeps, newest first.
+    #[serde(default = "default_history_limit")]
+    #[schemars(range(min = 1, max = 20))]
+    pub limit: i32,
+}
+
+/// Observed state of a pool; written by the controller only.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootcNodePoolStatus {
+    /// The metadata.generation this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// The image the pool is moving to, pinned: registry/repo@sha256:<hex>.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_image: Option<String>,
+
+    /// The digest of targetImage (sha256:<hex>); may be a manifest-list digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_digest: Option<String>,
+
+    /// The first 12 hex characters of targetDigest, for display.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_short_digest: Option<String>,
+
+    /// The target image's org.opencontainers.image.version label, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_version: Option<String>,
+
+    /// When the tag was last resolved (tag refs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_resolved_time: Option<Time>,
+
+    /// When the tag will next be resolved (tag refs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_resolve_time: Option<Time>,
+
+    /// Nodes in the pool.
+    #[serde(default)]
+    pub node_count: i32,
+
+    /// Nodes booted on the target.
+    #[serde(default)]
+    pub updated_count: i32,
+
+    /// Nodes staging, staged or rebooting toward the target.
+    #[serde(default)]
+    pub updating_count: i32,
+
+    /// Nodes with the target staged, waiting for a reboot slot.
+    #[serde(default)]
+    pub staged_count: i32,
+
+    /// Nodes reporting Degraded or found unhealthy by the controller.
+    #[serde(default)]
+    pub degraded_count: i32,
+
+    /// One entry per digest the pool's nodes have booted, newest lastDeployed first, at
+    /// most spec.history.limit entries. Recomputed from what the agents report, so it is
+    /// the same however often the controller runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deploy_history: Vec<DeployHistoryEntry>,
+
+    /// UpToDate, Degraded and Progressing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// What the pool's nodes have run: one entry per digest.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeployHistoryEntry {
+    /// The digest booted (sha256:<hex>).
+    pub digest: String,
+
+    /// The pinned image, registry/repo@sha256:<hex>.
+    pub image: String,
+
+    /// The image's version label, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+
+    /// The most nodes seen booted on this digest at once.
+    pub node_count: i32,
+
+    /// When the first node was seen booted on this digest.
+    pub first_deployed: Time,
+
+    /// When the last node was seen booted on this digest.
+    pub last_deployed: Time,
+}
+
+fn default_resolve_interval() -> i64 {
+    300
+}
+
+fn default_max_unavailable() -> IntOrString {
+    IntOrString::Int(1)
+}
+
+fn default_reboot_timeout() -> i64 {
+    1800
+}
+
+fn default_halt_after_unhealthy() -> i32 {
+    2
+}
+
+fn default_time_zone() -> String {
+    "UTC".into()
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_history_limit() -> i32 {
+    5
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        RolloutSpec {
+            max_unavailable: default_max_unavailable(),
+            paused: false,
+            max_staging: None,
+            drain_timeout_seconds: None,
+            reboot_timeout_seconds: default_reboot_timeout(),
+            halt_after_unhealthy: default_halt_after_unhealthy(),
+            maintenance_windows: Vec::new(),
+            post_reboot_delay_seconds: 0,
+        }
+    }
+}
+
+impl Default for DrainSpec {
+    fn default() -> Self {
+        DrainSpec {
+            grace_period_seconds: None,
+            delete_empty_dir_data: true,
+            force: false,
+            pod_selector: None,
+        }
+    }
+}
+
+impl Default for HistorySpec {
+    fn default() -> Self {
+        HistorySpec {
+            limit: default_history_limit(),
+        }
+    }
+}

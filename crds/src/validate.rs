@@ -1,0 +1,202 @@
+//! Checks on a spec that its schema cannot express (or that an old or missing CRD would
+//! not enforce), each reported with its field path. The controller calls these before it
+//! acts on a spec; the agent before it acts on a BootcNode.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::budget::Budget;
+use crate::image_ref::ImageRef;
+use crate::node::BootcNodeSpec;
+use crate::pool::{BootcNodePoolSpec, DrainSpec, MaintenanceWindow, RolloutSpec, SecretRef};
+use crate::selector::{check_dns_label, check_dns_subdomain, check_selector, mentions_key};
+use crate::window::{parse_duration, parse_start, parse_time_zone};
+use crate::MANAGED_LABEL;
+
+/// One problem, at one field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// Path of the field, e.g. `spec.rollout.maintenanceWindows[0].timeZone`.
+    pub path: String,
+    /// What is wrong, in words an admin can act on.
+    pub message: String,
+}
+
+impl FieldError {
+    /// A problem at `path`.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Every problem found in one object, in field order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct FieldErrors(pub Vec<FieldError>);
+
+impl fmt::Display for FieldErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+fn finish(errors: Vec<FieldError>) -> Result<(), FieldErrors> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(FieldErrors(errors))
+    }
+}
+
+impl BootcNodePoolSpec {
+    /// Every problem in the spec, or `Ok` when the controller may act on it.
+    pub fn validate(&self) -> Result<(), FieldErrors> {
+        let mut errors = Vec::new();
+        check_selector(&self.node_selector, "spec.nodeSelector", &mut errors);
+        if mentions_key(&self.node_selector, MANAGED_LABEL) {
+            errors.push(FieldError::new(
+                "spec.nodeSelector",
+                format!("must not select on {MANAGED_LABEL}, which the controller itself sets on member nodes"),
+            ));
+        }
+        if let Err(e) = ImageRef::parse(&self.image.r#ref) {
+            errors.push(FieldError::new(
+                "spec.image.ref",
+                format!("{:?} is not a valid image reference: it {e}", self.image.r#ref),
+            ));
+        }
+        if self.image.resolve_interval_seconds < 30 {
+            errors.push(FieldError::new(
+                "spec.image.resolveIntervalSeconds",
+                format!("{} is below the minimum of 30", self.image.resolve_interval_seconds),
+            ));
+        }
+        check_rollout(&self.rollout, &mut errors);
+        check_drain(&self.disruption.drain, &mut errors);
+        if let Some(secret) = &self.pull_secret_ref {
+            check_secret_ref(secret, "spec.pullSecretRef", &mut errors);
+        }
+        if !(1..=20).contains(&self.history.limit) {
+            errors.push(FieldError::new(
+                "spec.history.limit",
+                format!("{} is out of range: keep from 1 to 20 entries", self.history.limit),
+            ));
+        }
+        finish(errors)
+    }
+}
+
+fn check_rollout(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
+    if let Err(e) = Budget::parse(&rollout.max_unavailable) {
+        errors.push(FieldError::new("spec.rollout.maxUnavailable", e.to_string()));
+    }
+    if let Some(Err(e)) = rollout.max_staging.as_ref().map(Budget::parse) {
+        errors.push(FieldError::new("spec.rollout.maxStaging", e.to_string()));
+    }
+    let minimums = [
+        ("drainTimeoutSeconds", rollout.drain_timeout_seconds, 0),
+        ("rebootTimeoutSeconds", Some(rollout.reboot_timeout_seconds), 1),
+        ("haltAfterUnhealthy", Some(i64::from(rollout.halt_after_unhealthy)), 1),
+        ("postRebootDelaySeconds", Some(rollout.post_reboot_delay_seconds), 0),
+    ];
+    for (field, value, min) in minimums {
+        if let Some(v) = value.filter(|v| *v < min) {
+            errors.push(FieldError::new(
+                format!("spec.rollout.{field}"),
+                format!("{v} is below the minimum of {min}"),
+            ));
+        }
+    }
+    for (i, window) in rollout.maintenance_windows.iter().enumerate() {
+        check_window(window, &format!("spec.rollout.maintenanceWindows[{i}]"), errors);
+    }
+}
+
+fn check_window(window: &MaintenanceWindow, path: &str, errors: &mut Vec<FieldError>) {
+    if window.days.is_empty() {
+        errors.push(FieldError::new(format!("{path}.days"), "must name at least one day"));
+    }
+    let mut seen = BTreeSet::new();
+    for day in &window.days {
+        if !seen.insert(day) {
+            errors.push(FieldError::new(format!("{path}.days"), format!("{day:?} is listed twice")));
+        }
+    }
+    let checks = [
+        ("start", parse_start(&window.start).err()),
+        ("duration", parse_duration(&window.duration).err()),
+        ("timeZone", parse_time_zone(&window.time_zone).err()),
+    ];
+    for (field, problem) in checks {
+        if let Some(message) = problem {
+            errors.push(FieldError::new(format!("{path}.{field}"), message));
+        }
+    }
+}
+
+fn check_drain(drain: &DrainSpec, errors: &mut Vec<FieldError>) {
+    if let Some(g) = drain.grace_period_seconds.filter(|g| *g < 0) {
+        errors.push(FieldError::new(
+            "spec.disruption.drain.gracePeriodSeconds",
+            format!("{g} is below the minimum of 0 (leave it unset to use each pod's own)"),
+        ));
+    }
+    if let Some(selector) = &drain.pod_selector {
+        check_selector(selector, "spec.disruption.drain.podSelector", errors);
+    }
+}
+
+fn check_secret_ref(secret: &SecretRef, path: &str, errors: &mut Vec<FieldError>) {
+    if let Err(m) = check_dns_subdomain(&secret.name) {
+        errors.push(FieldError::new(format!("{path}.name"), format!("{:?} {m}", secret.name)));
+    }
+    if let Err(m) = check_dns_label(&secret.namespace) {
+        errors.push(FieldError::new(
+            format!("{path}.namespace"),
+            format!("{:?} {m}", secret.namespace),
+        ));
+    }
+}
+
+impl BootcNodeSpec {
+    /// Every problem in the spec, or `Ok` when the agent may act on it. `desiredImage`
+    /// must be a canonical pin: no tag, a sha256 digest, nothing a command line could
+    /// misread.
+    pub fn validate(&self) -> Result<(), FieldErrors> {
+        let mut errors = Vec::new();
+        match ImageRef::parse(&self.desired_image) {
+            Err(e) => errors.push(FieldError::new(
+                "spec.desiredImage",
+                format!("{:?} is not a valid image reference: it {e}", self.desired_image),
+            )),
+            Ok(r) if !r.is_pin() || r.pinned().as_deref() != Some(self.desired_image.as_str()) => {
+                errors.push(FieldError::new(
+                    "spec.desiredImage",
+                    format!(
+                        "{:?} must be a canonical pin registry/repo@sha256:<hex> without a tag",
+                        self.desired_image
+                    ),
+                ))
+            }
+            Ok(_) => {}
+        }
+        if let Some(secret) = &self.pull_secret_ref {
+            check_secret_ref(secret, "spec.pullSecretRef", &mut errors);
+        }
+        finish(errors)
+    }
+}
