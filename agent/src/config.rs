@@ -11,7 +11,11 @@ pub const DEFAULT_SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
 
 /// Command line of `bootc-node-agent`.
 #[derive(Debug, Parser)]
-#[command(name = "bootc-node-agent", version, about = "Stages the image its node's BootcNode asks for with bootc, reboots when the controller allows it, and reports what the host booted.")]
+#[command(
+    name = "bootc-node-agent",
+    version,
+    about = "Stages the image its node's BootcNode asks for with bootc, reboots when the controller allows it, and reports what the host booted."
+)]
 pub struct Args {
     /// Name of this node; the agent reads and writes only the BootcNode of this name.
     #[arg(long, env = "NODE_NAME")]
@@ -26,7 +30,11 @@ pub struct Args {
     pub system_bus_address: String,
 
     /// Host directory (absolute, as the host sees it) where command output is kept.
-    #[arg(long, env = "BOOTC_AGENT_WORK_DIR", default_value = "/var/lib/bootc-node-agent")]
+    #[arg(
+        long,
+        env = "BOOTC_AGENT_WORK_DIR",
+        default_value = "/var/lib/bootc-node-agent"
+    )]
     pub host_work_dir: PathBuf,
 
     /// How often bootc status is read when no change is signalled: seconds, or a number
@@ -62,7 +70,9 @@ pub enum ConfigError {
         message: String,
     },
     /// The bus address is not a unix socket address.
-    #[error("--system-bus-address {0:?} must be a unix socket address such as {DEFAULT_SYSTEM_BUS}")]
+    #[error(
+        "--system-bus-address {0:?} must be a unix socket address such as {DEFAULT_SYSTEM_BUS}"
+    )]
     BusAddress(String),
     /// The work directory is relative or has `..`.
     #[error("--host-work-dir {0:?} must be an absolute path without '..'")]
@@ -82,7 +92,11 @@ impl TryFrom<Args> for Config {
             return Err(ConfigError::BusAddress(args.system_bus_address));
         }
         let dir = &args.host_work_dir;
-        if !dir.is_absolute() || dir.components().any(|c| c == std::path::Component::ParentDir) {
+        if !dir.is_absolute()
+            || dir
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
             return Err(ConfigError::WorkDir(args.host_work_dir));
         }
         Ok(Config {
@@ -121,8 +135,9 @@ mod tests {
     use clap::CommandFactory;
 
     fn parse(args: &[&str]) -> Result<Config, String> {
-        let args = Args::try_parse_from(std::iter::once("bootc-node-agent").chain(args.iter().copied()))
-            .map_err(|e| e.to_string())?;
+        let args =
+            Args::try_parse_from(std::iter::once("bootc-node-agent").chain(args.iter().copied()))
+                .map_err(|e| e.to_string())?;
         Config::try_from(args).map_err(|e| e.to_string())
     }
 
@@ -147,16 +162,36 @@ mod tests {
         if std::env::var_os("NODE_NAME").is_none() {
             assert!(parse(&[]).unwrap_err().contains("--node-name"));
         }
-        assert!(parse(&["--node-name", "Worker_1"]).unwrap_err().starts_with("NODE_NAME"));
+        assert!(
+            parse(&["--node-name", "Worker_1"])
+                .unwrap_err()
+                .starts_with("NODE_NAME")
+        );
         assert!(parse(&["--node-name", "-x"]).is_err());
     }
 
     #[test]
     fn intervals() {
-        for (s, secs) in [("300", 300), ("90s", 90), ("5m", 300), ("1h", 3600), ("24h", 86_400)] {
+        for (s, secs) in [
+            ("300", 300),
+            ("90s", 90),
+            ("5m", 300),
+            ("1h", 3600),
+            ("24h", 86_400),
+        ] {
             assert_eq!(parse_interval(s), Ok(Duration::from_secs(secs)), "{s}");
         }
-        for bad in ["", "0", "0s", "25h", "5d", "1.5m", "-1", "m", "99999999999999999999h"] {
+        for bad in [
+            "",
+            "0",
+            "0s",
+            "25h",
+            "5d",
+            "1.5m",
+            "-1",
+            "m",
+            "99999999999999999999h",
+        ] {
             assert!(parse_interval(bad).is_err(), "{bad:?}");
         }
     }
@@ -165,10 +200,23 @@ mod tests {
     fn host_paths_are_checked() {
         let base = ["--node-name", "n"];
         let with = |extra: &[&str]| parse(&[&base[..], extra].concat());
-        assert!(with(&["--system-bus-address", "tcp:host=x"]).unwrap_err().contains("--system-bus-address"));
+        assert!(
+            with(&["--system-bus-address", "tcp:host=x"])
+                .unwrap_err()
+                .contains("--system-bus-address")
+        );
         assert!(with(&["--system-bus-address", "unix:path=relative"]).is_err());
-        assert!(with(&["--host-work-dir", "relative"]).unwrap_err().contains("--host-work-dir"));
+        assert!(
+            with(&["--host-work-dir", "relative"])
+                .unwrap_err()
+                .contains("--host-work-dir")
+        );
         assert!(with(&["--host-work-dir", "/var/../etc"]).is_err());
-        assert_eq!(with(&["--status-poll-interval", "30s"]).unwrap().status_poll_interval, Duration::from_secs(30));
+        assert_eq!(
+            with(&["--status-poll-interval", "30s"])
+                .unwrap()
+                .status_poll_interval,
+            Duration::from_secs(30)
+        );
     }
 }

@@ -17,7 +17,11 @@ pub enum LogFormat {
 
 /// Command line of `bootc-pool-controller`.
 #[derive(Debug, Parser)]
-#[command(name = "bootc-pool-controller", version, about = "Resolves each BootcNodePool's image to a digest and decides which nodes may reboot, cordoning and draining them first.")]
+#[command(
+    name = "bootc-pool-controller",
+    version,
+    about = "Resolves each BootcNodePool's image to a digest and decides which nodes may reboot, cordoning and draining them first."
+)]
 pub struct Args {
     /// Kubeconfig to use; without it, the in-cluster service account (or the usual
     /// kubeconfig inference) is used.
@@ -30,11 +34,19 @@ pub struct Args {
 
     /// A registry (host[:port]) reached over plain HTTP or with an unverified certificate.
     /// Repeat the flag or separate with commas. Never the default for any registry.
-    #[arg(long = "insecure-registry", env = "BOOTC_INSECURE_REGISTRIES", value_delimiter = ',')]
+    #[arg(
+        long = "insecure-registry",
+        env = "BOOTC_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
     pub insecure_registries: Vec<String>,
 
     /// Name of the coordination.k8s.io Lease used for leader election.
-    #[arg(long, env = "BOOTC_LEASE_NAME", default_value = "bootc-pool-controller")]
+    #[arg(
+        long,
+        env = "BOOTC_LEASE_NAME",
+        default_value = "bootc-pool-controller"
+    )]
     pub lease_name: String,
 
     /// Namespace of the Lease (the controller's own namespace in a cluster).
@@ -73,7 +85,9 @@ pub struct Config {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     /// `--insecure-registry` is not `host[:port]`.
-    #[error("--insecure-registry {0:?} must be a registry host with an optional port, e.g. 127.0.0.1:5000")]
+    #[error(
+        "--insecure-registry {0:?} must be a registry host with an optional port, e.g. 127.0.0.1:5000"
+    )]
     InsecureRegistry(String),
     /// `--lease-name` is not an object name.
     #[error("--lease-name {name:?} {message}")]
@@ -135,8 +149,10 @@ mod tests {
     use clap::CommandFactory;
 
     fn parse(args: &[&str]) -> Result<Config, String> {
-        let args = Args::try_parse_from(std::iter::once("bootc-pool-controller").chain(args.iter().copied()))
-            .map_err(|e| e.to_string())?;
+        let args = Args::try_parse_from(
+            std::iter::once("bootc-pool-controller").chain(args.iter().copied()),
+        )
+        .map_err(|e| e.to_string())?;
         Config::try_from(args).map_err(|e| e.to_string())
     }
 
@@ -156,9 +172,24 @@ mod tests {
 
     #[test]
     fn insecure_registries_are_checked() {
-        let c = parse(&["--insecure-registry", "127.0.0.1:5000,localhost", "--insecure-registry", "[::1]:5000"]).unwrap();
-        assert_eq!(c.insecure_registries, ["127.0.0.1:5000", "localhost", "[::1]:5000"]);
-        for bad in ["quay.io/x", "-x", "a b", "host:99999", "http://127.0.0.1:5000"] {
+        let c = parse(&[
+            "--insecure-registry",
+            "127.0.0.1:5000,localhost",
+            "--insecure-registry",
+            "[::1]:5000",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.insecure_registries,
+            ["127.0.0.1:5000", "localhost", "[::1]:5000"]
+        );
+        for bad in [
+            "quay.io/x",
+            "-x",
+            "a b",
+            "host:99999",
+            "http://127.0.0.1:5000",
+        ] {
             let err = parse(&["--insecure-registry", bad]).unwrap_err();
             assert!(err.contains("--insecure-registry"), "{bad}: {err}");
         }
@@ -166,9 +197,25 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused_with_the_flag_named() {
-        assert!(parse(&["--lease-name", "Bad Name"]).unwrap_err().starts_with("--lease-name"));
-        assert!(parse(&["--lease-namespace", "a.b"]).unwrap_err().starts_with("--lease-namespace"));
-        assert!(parse(&["--metrics-addr", "nope"]).unwrap_err().contains("--metrics-addr"));
-        assert!(parse(&["--log-format", "xml"]).unwrap_err().contains("--log-format"));
+        assert!(
+            parse(&["--lease-name", "Bad Name"])
+                .unwrap_err()
+                .starts_with("--lease-name")
+        );
+        assert!(
+            parse(&["--lease-namespace", "a.b"])
+                .unwrap_err()
+                .starts_with("--lease-namespace")
+        );
+        assert!(
+            parse(&["--metrics-addr", "nope"])
+                .unwrap_err()
+                .contains("--metrics-addr")
+        );
+        assert!(
+            parse(&["--log-format", "xml"])
+                .unwrap_err()
+                .contains("--log-format")
+        );
     }
 }

@@ -11,7 +11,9 @@ fn main() -> ExitCode {
     match config::Config::try_from(args) {
         Ok(config) => {
             eprintln!("bootc-pool-controller: configuration accepted: {config:?}");
-            eprintln!("bootc-pool-controller: the reconciler is not part of this build yet; exiting");
+            eprintln!(
+                "bootc-pool-controller: the reconciler is not part of this build yet; exiting"
+            );
             ExitCode::FAILURE
         }
         Err(e) => {

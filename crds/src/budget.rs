@@ -44,9 +44,9 @@ impl Budget {
                 .map(Budget::Count)
                 .ok_or(BudgetError::NotPositive { value: *n }),
             IntOrString::String(s) => {
-                let digits = s.strip_suffix('%').ok_or_else(|| BudgetError::Malformed {
-                    value: s.clone(),
-                })?;
+                let digits = s
+                    .strip_suffix('%')
+                    .ok_or_else(|| BudgetError::Malformed { value: s.clone() })?;
                 if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
                     return Err(BudgetError::Malformed { value: s.clone() });
                 }
@@ -129,18 +129,59 @@ mod tests {
         let cases: &[(IntOrString, BudgetError)] = &[
             (IntOrString::Int(0), BudgetError::NotPositive { value: 0 }),
             (IntOrString::Int(-1), BudgetError::NotPositive { value: -1 }),
-            (IntOrString::Int(i32::MIN), BudgetError::NotPositive { value: i32::MIN }),
-            (s("0%"), BudgetError::PercentOutOfRange { value: "0%".into() }),
-            (s("101%"), BudgetError::PercentOutOfRange { value: "101%".into() }),
-            (s("99999999999%"), BudgetError::PercentOutOfRange { value: "99999999999%".into() }),
-            (s("-5%"), BudgetError::Malformed { value: "-5%".into() }),
+            (
+                IntOrString::Int(i32::MIN),
+                BudgetError::NotPositive { value: i32::MIN },
+            ),
+            (
+                s("0%"),
+                BudgetError::PercentOutOfRange { value: "0%".into() },
+            ),
+            (
+                s("101%"),
+                BudgetError::PercentOutOfRange {
+                    value: "101%".into(),
+                },
+            ),
+            (
+                s("99999999999%"),
+                BudgetError::PercentOutOfRange {
+                    value: "99999999999%".into(),
+                },
+            ),
+            (
+                s("-5%"),
+                BudgetError::Malformed {
+                    value: "-5%".into(),
+                },
+            ),
             (s("10"), BudgetError::Malformed { value: "10".into() }),
             (s("%"), BudgetError::Malformed { value: "%".into() }),
             (s(""), BudgetError::Malformed { value: "".into() }),
-            (s("10.5%"), BudgetError::Malformed { value: "10.5%".into() }),
-            (s(" 10%"), BudgetError::Malformed { value: " 10%".into() }),
-            (s("ten%"), BudgetError::Malformed { value: "ten%".into() }),
-            (s("10%%"), BudgetError::Malformed { value: "10%%".into() }),
+            (
+                s("10.5%"),
+                BudgetError::Malformed {
+                    value: "10.5%".into(),
+                },
+            ),
+            (
+                s(" 10%"),
+                BudgetError::Malformed {
+                    value: " 10%".into(),
+                },
+            ),
+            (
+                s("ten%"),
+                BudgetError::Malformed {
+                    value: "ten%".into(),
+                },
+            ),
+            (
+                s("10%%"),
+                BudgetError::Malformed {
+                    value: "10%%".into(),
+                },
+            ),
         ];
         for (value, want) in cases {
             assert_eq!(Budget::parse(value).as_ref(), Err(want), "{value:?}");
@@ -158,8 +199,14 @@ mod tests {
     #[test]
     fn messages_name_the_value() {
         let msg = Budget::parse(&s("0%")).unwrap_err().to_string();
-        assert_eq!(msg, "0% is out of range: a percentage must be from 1% to 100%");
+        assert_eq!(
+            msg,
+            "0% is out of range: a percentage must be from 1% to 100%"
+        );
         let msg = Budget::parse(&s("10")).unwrap_err().to_string();
-        assert_eq!(msg, "\"10\" is neither an integer nor a percentage such as \"25%\"");
+        assert_eq!(
+            msg,
+            "\"10\" is neither an integer nor a percentage such as \"25%\""
+        );
     }
 }

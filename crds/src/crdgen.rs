@@ -37,9 +37,15 @@ pub fn render() -> Result<Vec<(String, String)>, RenderError> {
     crds()?
         .into_iter()
         .map(|crd| {
-            let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string();
+            let plural = crd["spec"]["names"]["plural"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             let yaml = serde_yaml_ng::to_string(&crd).map_err(RenderError::Yaml)?;
-            Ok((format!("{}_{plural}.yaml", crate::GROUP), format!("{HEADER}{yaml}")))
+            Ok((
+                format!("{}_{plural}.yaml", crate::GROUP),
+                format!("{HEADER}{yaml}"),
+            ))
         })
         .collect()
 }
@@ -92,6 +98,9 @@ mod tests {
     fn tidy_rewrites_nested_schemas() {
         let mut v = serde_json::json!({"properties": {"x": {"nullable": true, "minimum": 30.0, "maximum": 1.5, "description": "a\nb"}}});
         tidy(&mut v);
-        assert_eq!(v, serde_json::json!({"properties": {"x": {"minimum": 30, "maximum": 1.5, "description": "a b"}}}));
+        assert_eq!(
+            v,
+            serde_json::json!({"properties": {"x": {"minimum": 30, "maximum": 1.5, "description": "a b"}}})
+        );
     }
 }

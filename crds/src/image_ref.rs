@@ -44,15 +44,14 @@ pub const IMAGE_PIN_PATTERN: &str = concat!(
 
 /// Characters a POSIX shell gives a meaning to; none can appear in a valid reference.
 const SHELL_METACHARACTERS: &[char] = &[
-    ';', '&', '|', '$', '`', '(', ')', '<', '>', '\\', '"', '\'', '*', '?', '!', '{', '}', '~',
-    '#',
+    ';', '&', '|', '$', '`', '(', ')', '<', '>', '\\', '"', '\'', '*', '?', '!', '{', '}', '~', '#',
 ];
 
 /// Why a string is not a usable image reference.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ImageRefError {
     /// Nothing at all.
-    #[error("is empty")]
+    #[error("the reference is empty")]
     Empty,
     /// Longer than [`REF_MAX_LEN`] or the name longer than [`NAME_MAX_LEN`].
     #[error("{what} is {len} characters long, the limit is {max}")]
@@ -65,16 +64,16 @@ pub enum ImageRefError {
         max: usize,
     },
     /// Would be read as a command-line option.
-    #[error("must not start with '-' (it would be read as a command-line option)")]
+    #[error("it starts with '-' and would be read as a command-line option")]
     LeadingDash,
     /// Space, tab, newline or other Unicode whitespace.
-    #[error("contains whitespace at position {pos}")]
+    #[error("it contains whitespace at position {pos}")]
     Whitespace {
         /// Character index.
         pos: usize,
     },
     /// A control character such as NUL or ESC.
-    #[error("contains control character U+{code:04X} at position {pos}")]
+    #[error("it contains control character U+{code:04X} at position {pos}")]
     ControlCharacter {
         /// Character index.
         pos: usize,
@@ -82,7 +81,7 @@ pub enum ImageRefError {
         code: u32,
     },
     /// A character a shell would interpret.
-    #[error("contains shell metacharacter '{ch}' at position {pos}")]
+    #[error("it contains shell metacharacter '{ch}' at position {pos}")]
     ShellMetacharacter {
         /// The character.
         ch: char,
@@ -90,7 +89,7 @@ pub enum ImageRefError {
         pos: usize,
     },
     /// Any other character outside the reference grammar (including non-ASCII).
-    #[error("contains '{ch}' at position {pos}, which no image reference may contain")]
+    #[error("it contains '{ch}' at position {pos}, which no image reference may contain")]
     InvalidCharacter {
         /// The character.
         ch: char,
@@ -98,10 +97,10 @@ pub enum ImageRefError {
         pos: usize,
     },
     /// More than one `@`.
-    #[error("contains more than one '@'")]
+    #[error("it contains more than one '@'")]
     MultipleDigests,
     /// `@` with nothing after it, or `sha256:` with no hex.
-    #[error("has an empty digest after '@'")]
+    #[error("the digest after '@' is empty")]
     EmptyDigest,
     /// Digest without `algorithm:` prefix.
     #[error("digest \"{digest}\" must have the form sha256:<64 hex characters>")]
@@ -116,19 +115,19 @@ pub enum ImageRefError {
         algorithm: String,
     },
     /// sha256 digest of the wrong length.
-    #[error("sha256 digest has {len} hex characters, it must have exactly 64")]
+    #[error("the sha256 digest has {len} hex characters instead of 64")]
     DigestLength {
         /// Number of characters after `sha256:`.
         len: usize,
     },
     /// sha256 digest with characters outside lowercase hex.
-    #[error("sha256 digest contains '{ch}', only lowercase hex (0-9, a-f) is allowed")]
+    #[error("the sha256 digest contains '{ch}'; only lowercase hex (0-9, a-f) is allowed")]
     DigestNotHex {
         /// First offending character.
         ch: char,
     },
     /// `repo:` with no tag.
-    #[error("has an empty tag after ':'")]
+    #[error("the tag after ':' is empty")]
     EmptyTag,
     /// A tag outside `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`.
     #[error(
@@ -139,7 +138,7 @@ pub enum ImageRefError {
         tag: String,
     },
     /// No repository, e.g. `quay.io/` or `:tag`.
-    #[error("has no repository name")]
+    #[error("the repository name is missing")]
     EmptyRepository,
     /// `a//b` or a trailing `/`.
     #[error("repository \"{repository}\" has an empty path component")]
@@ -386,10 +385,7 @@ fn parse_digest(s: &str) -> Result<Digest, ImageRefError> {
     if hex.is_empty() {
         return Err(ImageRefError::EmptyDigest);
     }
-    if let Some(ch) = hex
-        .chars()
-        .find(|c| !matches!(c, '0'..='9' | 'a'..='f'))
-    {
+    if let Some(ch) = hex.chars().find(|c| !matches!(c, '0'..='9' | 'a'..='f')) {
         return Err(ImageRefError::DigestNotHex { ch });
     }
     if hex.len() != SHA256_HEX_LEN {

@@ -21,11 +21,35 @@ use crate::pool::{RebootPolicy, SecretRef};
     status = "BootcNodeStatus",
     derive = "PartialEq",
     doc = "The bootc state of one Node (same name), owned by its BootcNodePool: spec is written by the controller, status by the node's agent.",
-    printcolumn(name = "Desired", type_ = "string", json_path = ".spec.desiredImage", description = "Image the node should run"),
-    printcolumn(name = "Booted", type_ = "string", json_path = ".status.booted.image", description = "Image the node runs"),
-    printcolumn(name = "State", type_ = "string", json_path = ".status.conditions[?(@.type==\"Idle\")].reason", description = "Idle, Staging, Staged or Rebooting"),
-    printcolumn(name = "Degraded", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].status", description = "Whether the agent reports an error"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Desired",
+        type_ = "string",
+        json_path = ".spec.desiredImage",
+        description = "Image the node should run"
+    ),
+    printcolumn(
+        name = "Booted",
+        type_ = "string",
+        json_path = ".status.booted.image",
+        description = "Image the node runs"
+    ),
+    printcolumn(
+        name = "State",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Idle\")].reason",
+        description = "Idle, Staging, Staged or Rebooting"
+    ),
+    printcolumn(
+        name = "Degraded",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Degraded\")].status",
+        description = "Whether the agent reports an error"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BootcNodeSpec {

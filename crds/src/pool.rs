@@ -9,8 +9,11 @@ use serde::{Deserialize, Serialize};
 use crate::image_ref::{IMAGE_REF_PATTERN, REF_MAX_LEN};
 use crate::window::{DURATION_PATTERN, START_PATTERN};
 
-/// CEL rule for an integer-or-percent budget (kube-apiserver sees the value as `dyn`).
-pub const BUDGET_RULE: &str = "type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')";
+/// CEL rule for an integer-or-percent budget. kube-apiserver types the value as `dyn`;
+/// `string(self) == self` holds only for strings (CEL equality across types is false), so
+/// the rule needs no `type()`, which client-side CEL engines lack.
+pub const BUDGET_RULE: &str =
+    "string(self) == self ? string(self).matches('^(100|[1-9][0-9]?)%$') : int(self) >= 1";
 const BUDGET_MESSAGE: &str = "must be an integer of at least 1 or a percentage from 1% to 100%";
 
 /// Desired state of a pool of nodes that run one bootc image. A pool written for
@@ -26,13 +29,47 @@ const BUDGET_MESSAGE: &str = "must be an integer of at least 1 or a percentage f
     status = "BootcNodePoolStatus",
     derive = "PartialEq",
     doc = "A pool of nodes that run one bootc image: the nodes its nodeSelector matches are moved to the image in image.ref, at most rollout.maxUnavailable of them rebooting at a time.",
-    printcolumn(name = "Target", type_ = "string", json_path = ".status.targetShortDigest", description = "Short digest of the image the pool is rolling out"),
-    printcolumn(name = "Nodes", type_ = "integer", json_path = ".status.nodeCount", description = "Nodes in the pool"),
-    printcolumn(name = "Updated", type_ = "integer", json_path = ".status.updatedCount", description = "Nodes running the target"),
-    printcolumn(name = "Updating", type_ = "integer", json_path = ".status.updatingCount", description = "Nodes staging, staged or rebooting"),
-    printcolumn(name = "Degraded", type_ = "integer", json_path = ".status.degradedCount", description = "Nodes reporting Degraded"),
-    printcolumn(name = "UpToDate", type_ = "string", json_path = ".status.conditions[?(@.type==\"UpToDate\")].status", description = "Whether every node runs the target"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Target",
+        type_ = "string",
+        json_path = ".status.targetShortDigest",
+        description = "Short digest of the image the pool is rolling out"
+    ),
+    printcolumn(
+        name = "Nodes",
+        type_ = "integer",
+        json_path = ".status.nodeCount",
+        description = "Nodes in the pool"
+    ),
+    printcolumn(
+        name = "Updated",
+        type_ = "integer",
+        json_path = ".status.updatedCount",
+        description = "Nodes running the target"
+    ),
+    printcolumn(
+        name = "Updating",
+        type_ = "integer",
+        json_path = ".status.updatingCount",
+        description = "Nodes staging, staged or rebooting"
+    ),
+    printcolumn(
+        name = "Degraded",
+        type_ = "integer",
+        json_path = ".status.degradedCount",
+        description = "Nodes reporting Degraded"
+    ),
+    printcolumn(
+        name = "UpToDate",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"UpToDate\")].status",
+        description = "Whether every node runs the target"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BootcNodePoolSpec {
@@ -165,7 +202,9 @@ pub struct MaintenanceWindow {
 }
 
 /// A day of the week.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
 pub enum Weekday {
     /// Monday.
     Mon,

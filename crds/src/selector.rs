@@ -109,8 +109,7 @@ fn is_qualified_name(s: &str) -> bool {
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     edge(s.chars().next())
         && edge(s.chars().last())
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
@@ -141,8 +140,7 @@ fn is_dns_label(s: &str) -> bool {
         && s.len() <= NAME_MAX
         && edge(s.chars().next())
         && edge(s.chars().last())
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
@@ -167,10 +165,25 @@ mod tests {
 
     #[test]
     fn keys() {
-        for good in ["a", "node-role.kubernetes.io/worker", "example.com/x_y.z", "A1"] {
+        for good in [
+            "a",
+            "node-role.kubernetes.io/worker",
+            "example.com/x_y.z",
+            "A1",
+        ] {
             assert_eq!(check_key(good), Ok(()), "{good}");
         }
-        for bad in ["", "/a", "a/", "-a", "a-", "Example.com/a", "a b", "a/b/c", &"x".repeat(64)] {
+        for bad in [
+            "",
+            "/a",
+            "a/",
+            "-a",
+            "a-",
+            "Example.com/a",
+            "a b",
+            "a/b/c",
+            &"x".repeat(64),
+        ] {
             assert!(check_key(bad).is_err(), "{bad:?}");
         }
     }

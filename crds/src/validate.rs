@@ -5,13 +5,13 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::MANAGED_LABEL;
 use crate::budget::Budget;
 use crate::image_ref::ImageRef;
 use crate::node::BootcNodeSpec;
 use crate::pool::{BootcNodePoolSpec, DrainSpec, MaintenanceWindow, RolloutSpec, SecretRef};
 use crate::selector::{check_dns_label, check_dns_subdomain, check_selector, mentions_key};
 use crate::window::{parse_duration, parse_start, parse_time_zone};
-use crate::MANAGED_LABEL;
 
 /// One problem, at one field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,13 +76,16 @@ impl BootcNodePoolSpec {
         if let Err(e) = ImageRef::parse(&self.image.r#ref) {
             errors.push(FieldError::new(
                 "spec.image.ref",
-                format!("{:?} is not a valid image reference: it {e}", self.image.r#ref),
+                format!("{:?} is not a valid image reference: {e}", self.image.r#ref),
             ));
         }
         if self.image.resolve_interval_seconds < 30 {
             errors.push(FieldError::new(
                 "spec.image.resolveIntervalSeconds",
-                format!("{} is below the minimum of 30", self.image.resolve_interval_seconds),
+                format!(
+                    "{} is below the minimum of 30",
+                    self.image.resolve_interval_seconds
+                ),
             ));
         }
         check_rollout(&self.rollout, &mut errors);
@@ -93,7 +96,10 @@ impl BootcNodePoolSpec {
         if !(1..=20).contains(&self.history.limit) {
             errors.push(FieldError::new(
                 "spec.history.limit",
-                format!("{} is out of range: keep from 1 to 20 entries", self.history.limit),
+                format!(
+                    "{} is out of range: keep from 1 to 20 entries",
+                    self.history.limit
+                ),
             ));
         }
         finish(errors)
@@ -102,16 +108,31 @@ impl BootcNodePoolSpec {
 
 fn check_rollout(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
     if let Err(e) = Budget::parse(&rollout.max_unavailable) {
-        errors.push(FieldError::new("spec.rollout.maxUnavailable", e.to_string()));
+        errors.push(FieldError::new(
+            "spec.rollout.maxUnavailable",
+            e.to_string(),
+        ));
     }
     if let Some(Err(e)) = rollout.max_staging.as_ref().map(Budget::parse) {
         errors.push(FieldError::new("spec.rollout.maxStaging", e.to_string()));
     }
     let minimums = [
         ("drainTimeoutSeconds", rollout.drain_timeout_seconds, 0),
-        ("rebootTimeoutSeconds", Some(rollout.reboot_timeout_seconds), 1),
-        ("haltAfterUnhealthy", Some(i64::from(rollout.halt_after_unhealthy)), 1),
-        ("postRebootDelaySeconds", Some(rollout.post_reboot_delay_seconds), 0),
+        (
+            "rebootTimeoutSeconds",
+            Some(rollout.reboot_timeout_seconds),
+            1,
+        ),
+        (
+            "haltAfterUnhealthy",
+            Some(i64::from(rollout.halt_after_unhealthy)),
+            1,
+        ),
+        (
+            "postRebootDelaySeconds",
+            Some(rollout.post_reboot_delay_seconds),
+            0,
+        ),
     ];
     for (field, value, min) in minimums {
         if let Some(v) = value.filter(|v| *v < min) {
@@ -122,18 +143,28 @@ fn check_rollout(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
         }
     }
     for (i, window) in rollout.maintenance_windows.iter().enumerate() {
-        check_window(window, &format!("spec.rollout.maintenanceWindows[{i}]"), errors);
+        check_window(
+            window,
+            &format!("spec.rollout.maintenanceWindows[{i}]"),
+            errors,
+        );
     }
 }
 
 fn check_window(window: &MaintenanceWindow, path: &str, errors: &mut Vec<FieldError>) {
     if window.days.is_empty() {
-        errors.push(FieldError::new(format!("{path}.days"), "must name at least one day"));
+        errors.push(FieldError::new(
+            format!("{path}.days"),
+            "must name at least one day",
+        ));
     }
     let mut seen = BTreeSet::new();
     for day in &window.days {
         if !seen.insert(day) {
-            errors.push(FieldError::new(format!("{path}.days"), format!("{day:?} is listed twice")));
+            errors.push(FieldError::new(
+                format!("{path}.days"),
+                format!("{day:?} is listed twice"),
+            ));
         }
     }
     let checks = [
@@ -162,7 +193,10 @@ fn check_drain(drain: &DrainSpec, errors: &mut Vec<FieldError>) {
 
 fn check_secret_ref(secret: &SecretRef, path: &str, errors: &mut Vec<FieldError>) {
     if let Err(m) = check_dns_subdomain(&secret.name) {
-        errors.push(FieldError::new(format!("{path}.name"), format!("{:?} {m}", secret.name)));
+        errors.push(FieldError::new(
+            format!("{path}.name"),
+            format!("{:?} {m}", secret.name),
+        ));
     }
     if let Err(m) = check_dns_label(&secret.namespace) {
         errors.push(FieldError::new(
@@ -181,7 +215,10 @@ impl BootcNodeSpec {
         match ImageRef::parse(&self.desired_image) {
             Err(e) => errors.push(FieldError::new(
                 "spec.desiredImage",
-                format!("{:?} is not a valid image reference: it {e}", self.desired_image),
+                format!(
+                    "{:?} is not a valid image reference: {e}",
+                    self.desired_image
+                ),
             )),
             Ok(r) if !r.is_pin() || r.pinned().as_deref() != Some(self.desired_image.as_str()) => {
                 errors.push(FieldError::new(

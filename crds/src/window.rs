@@ -42,7 +42,9 @@ pub fn parse_duration(s: &str) -> Result<TimeDelta, String> {
     let number = |part: Option<&str>, max_len: usize| -> Result<i64, String> {
         match part {
             None => Ok(0),
-            Some(p) if !p.is_empty() && p.len() <= max_len && p.chars().all(|c| c.is_ascii_digit()) => {
+            Some(p)
+                if !p.is_empty() && p.len() <= max_len && p.chars().all(|c| c.is_ascii_digit()) =>
+            {
                 p.parse().map_err(|_| bad())
             }
             Some(_) => Err(bad()),
@@ -71,9 +73,17 @@ mod tests {
     #[test]
     fn starts() {
         assert_eq!(parse_start("00:00"), Ok(NaiveTime::MIN));
-        assert_eq!(parse_start("23:59"), Ok(NaiveTime::from_hms_opt(23, 59, 0).unwrap()));
-        assert_eq!(parse_start("02:30"), Ok(NaiveTime::from_hms_opt(2, 30, 0).unwrap()));
-        for bad in ["24:00", "2:30", "02:60", "0230", "02:30:00", "", "ab:cd", "+1:00", "02:3"] {
+        assert_eq!(
+            parse_start("23:59"),
+            Ok(NaiveTime::from_hms_opt(23, 59, 0).unwrap())
+        );
+        assert_eq!(
+            parse_start("02:30"),
+            Ok(NaiveTime::from_hms_opt(2, 30, 0).unwrap())
+        );
+        for bad in [
+            "24:00", "2:30", "02:60", "0230", "02:30:00", "", "ab:cd", "+1:00", "02:3",
+        ] {
             assert!(parse_start(bad).is_err(), "{bad:?}");
         }
         let pattern = regex::Regex::new(START_PATTERN).unwrap();
@@ -84,11 +94,21 @@ mod tests {
 
     #[test]
     fn durations() {
-        let cases = [("3h", 180), ("90m", 90), ("1h30m", 90), ("1m", 1), ("168h", 10080), ("0h1m", 1)];
+        let cases = [
+            ("3h", 180),
+            ("90m", 90),
+            ("1h30m", 90),
+            ("1m", 1),
+            ("168h", 10080),
+            ("0h1m", 1),
+        ];
         for (s, minutes) in cases {
             assert_eq!(parse_duration(s), Ok(TimeDelta::minutes(minutes)), "{s}");
         }
-        for bad in ["", "0h", "0m", "169h", "10081m", "3", "h", "m", "1h30", "30m1h", "1.5h", "-1h", "1d", " 3h", "3h ", "1hm"] {
+        for bad in [
+            "", "0h", "0m", "169h", "10081m", "3", "h", "m", "1h30", "30m1h", "1.5h", "-1h", "1d",
+            " 3h", "3h ", "1hm",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
         assert_eq!(

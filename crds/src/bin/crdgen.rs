@@ -16,7 +16,9 @@ fn main() -> ExitCode {
                 None => return usage("--out needs a directory"),
             },
             "-h" | "--help" => {
-                println!("usage: bootc-crdgen [--check] [--out DIR]\n\nWrites the CRD YAML generated from the API types into DIR (default: the crds/ directory).\n--check compares instead of writing and exits 1 on a difference.");
+                println!(
+                    "usage: bootc-crdgen [--check] [--out DIR]\n\nWrites the CRD YAML generated from the API types into DIR (default: the crds/ directory).\n--check compares instead of writing and exits 1 on a difference."
+                );
                 return ExitCode::SUCCESS;
             }
             other => return usage(&format!("unknown argument {other:?}")),
@@ -34,7 +36,10 @@ fn main() -> ExitCode {
         let path = dir.join(&name);
         if check {
             if std::fs::read_to_string(&path).ok().as_deref() != Some(yaml.as_str()) {
-                eprintln!("{} is out of date: run `cargo run -p bootc-crds --bin bootc-crdgen`", path.display());
+                eprintln!(
+                    "{} is out of date: run `cargo run -p bootc-crds --bin bootc-crdgen`",
+                    path.display()
+                );
                 stale = true;
             }
         } else if let Err(e) = std::fs::write(&path, yaml) {
@@ -44,7 +49,11 @@ fn main() -> ExitCode {
             println!("wrote {}", path.display());
         }
     }
-    if stale { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if stale {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn usage(msg: &str) -> ExitCode {

@@ -26,41 +26,89 @@ fn cases() -> Vec<(String, Expect)> {
     let long_name = format!("quay.io/{}", "a".repeat(250));
     vec![
         // Good: normalisation and canonical rendering.
-        (d("quay.io/fedora/fedora-bootc:42"), good("quay.io/fedora/fedora-bootc:42")),
+        (
+            d("quay.io/fedora/fedora-bootc:42"),
+            good("quay.io/fedora/fedora-bootc:42"),
+        ),
         (d("ubuntu"), good("docker.io/library/ubuntu:latest")),
         (d("ubuntu:24.04"), good("docker.io/library/ubuntu:24.04")),
         (d("library/ubuntu"), good("docker.io/library/ubuntu:latest")),
-        (d("docker.io/ubuntu"), good("docker.io/library/ubuntu:latest")),
-        (d("index.docker.io/library/ubuntu:22.04"), good("docker.io/library/ubuntu:22.04")),
-        (d("index.docker.io/busybox"), good("docker.io/library/busybox:latest")),
+        (
+            d("docker.io/ubuntu"),
+            good("docker.io/library/ubuntu:latest"),
+        ),
+        (
+            d("index.docker.io/library/ubuntu:22.04"),
+            good("docker.io/library/ubuntu:22.04"),
+        ),
+        (
+            d("index.docker.io/busybox"),
+            good("docker.io/library/busybox:latest"),
+        ),
         (d("myorg/myimage:v1"), good("docker.io/myorg/myimage:v1")),
         (d("localhost/foo"), good("localhost/foo:latest")),
-        (d("localhost:5000/foo/bar:dev"), good("localhost:5000/foo/bar:dev")),
-        (d("127.0.0.1:5000/os/base:stable"), good("127.0.0.1:5000/os/base:stable")),
-        (d("[::1]:5000/os/base:stable"), good("[::1]:5000/os/base:stable")),
+        (
+            d("localhost:5000/foo/bar:dev"),
+            good("localhost:5000/foo/bar:dev"),
+        ),
+        (
+            d("127.0.0.1:5000/os/base:stable"),
+            good("127.0.0.1:5000/os/base:stable"),
+        ),
+        (
+            d("[::1]:5000/os/base:stable"),
+            good("[::1]:5000/os/base:stable"),
+        ),
         (d("[fe80::1]/os"), good("[fe80::1]/os:latest")),
-        (d("registry.example.com/a/b/c/d/e:tag"), good("registry.example.com/a/b/c/d/e:tag")),
+        (
+            d("registry.example.com/a/b/c/d/e:tag"),
+            good("registry.example.com/a/b/c/d/e:tag"),
+        ),
         (d("example.com:443/x"), good("example.com:443/x:latest")),
-        (d("Registry.Example.COM/ns/img"), good("Registry.Example.COM/ns/img:latest")),
-        (d("ghcr.io/org/repo_name.with-seps__x:1.0.0-rc.1"), good("ghcr.io/org/repo_name.with-seps__x:1.0.0-rc.1")),
-        (d("registry-1.example.com/a--b/c"), good("registry-1.example.com/a--b/c:latest")),
+        (
+            d("Registry.Example.COM/ns/img"),
+            good("Registry.Example.COM/ns/img:latest"),
+        ),
+        (
+            d("ghcr.io/org/repo_name.with-seps__x:1.0.0-rc.1"),
+            good("ghcr.io/org/repo_name.with-seps__x:1.0.0-rc.1"),
+        ),
+        (
+            d("registry-1.example.com/a--b/c"),
+            good("registry-1.example.com/a--b/c:latest"),
+        ),
         (d("quay.io/x:_under"), good("quay.io/x:_under")),
-        (format!("quay.io/x:{long_tag}"), good(format!("quay.io/x:{long_tag}"))),
+        (
+            format!("quay.io/x:{long_tag}"),
+            good(format!("quay.io/x:{long_tag}")),
+        ),
         (
             d("quay.io/centos-bootc/centos-bootc@sha256:{HEX}"),
-            pinned(d("quay.io/centos-bootc/centos-bootc@sha256:{HEX}"), d("quay.io/centos-bootc/centos-bootc@sha256:{HEX}")),
+            pinned(
+                d("quay.io/centos-bootc/centos-bootc@sha256:{HEX}"),
+                d("quay.io/centos-bootc/centos-bootc@sha256:{HEX}"),
+            ),
         ),
         (
             d("quay.io/x/y:stable@sha256:{HEX}"),
-            pinned(d("quay.io/x/y:stable@sha256:{HEX}"), d("quay.io/x/y@sha256:{HEX}")),
+            pinned(
+                d("quay.io/x/y:stable@sha256:{HEX}"),
+                d("quay.io/x/y@sha256:{HEX}"),
+            ),
         ),
         (
             d("busybox@sha256:{HEX}"),
-            pinned(d("docker.io/library/busybox@sha256:{HEX}"), d("docker.io/library/busybox@sha256:{HEX}")),
+            pinned(
+                d("docker.io/library/busybox@sha256:{HEX}"),
+                d("docker.io/library/busybox@sha256:{HEX}"),
+            ),
         ),
         (
             d("127.0.0.1:5000/os:v2@sha256:{HEX}"),
-            pinned(d("127.0.0.1:5000/os:v2@sha256:{HEX}"), d("127.0.0.1:5000/os@sha256:{HEX}")),
+            pinned(
+                d("127.0.0.1:5000/os:v2@sha256:{HEX}"),
+                d("127.0.0.1:5000/os@sha256:{HEX}"),
+            ),
         ),
         // Bad: option injection, whitespace, control and shell characters.
         (d(""), Bad(ImageRefError::Empty)),
@@ -70,60 +118,234 @@ fn cases() -> Vec<(String, Expect)> {
         (d(" quay.io/x"), Bad(ImageRefError::Whitespace { pos: 0 })),
         (d("quay.io/x\n"), Bad(ImageRefError::Whitespace { pos: 9 })),
         (d("quay.io/x\tv"), Bad(ImageRefError::Whitespace { pos: 9 })),
-        (d("quay.io/x\u{1b}[0m"), Bad(ImageRefError::ControlCharacter { pos: 9, code: 0x1b })),
-        (d("quay.io/x\0"), Bad(ImageRefError::ControlCharacter { pos: 9, code: 0 })),
-        (d("x; reboot"), Bad(ImageRefError::ShellMetacharacter { ch: ';', pos: 1 })),
-        (d("quay.io/x$(id)"), Bad(ImageRefError::ShellMetacharacter { ch: '$', pos: 9 })),
-        (d("quay.io/x`id`"), Bad(ImageRefError::ShellMetacharacter { ch: '`', pos: 9 })),
-        (d("quay.io/x|sh"), Bad(ImageRefError::ShellMetacharacter { ch: '|', pos: 9 })),
-        (d("quay.io/x&&y"), Bad(ImageRefError::ShellMetacharacter { ch: '&', pos: 9 })),
-        (d("quay.io/x>out"), Bad(ImageRefError::ShellMetacharacter { ch: '>', pos: 9 })),
-        (d("quay.io/x*"), Bad(ImageRefError::ShellMetacharacter { ch: '*', pos: 9 })),
-        (d("quay.io/é"), Bad(ImageRefError::InvalidCharacter { ch: 'é', pos: 8 })),
-        (d("quay.io/x\u{200b}"), Bad(ImageRefError::InvalidCharacter { ch: '\u{200b}', pos: 9 })),
-        (d("quay.io/x+y"), Bad(ImageRefError::InvalidCharacter { ch: '+', pos: 9 })),
+        (
+            d("quay.io/x\u{1b}[0m"),
+            Bad(ImageRefError::ControlCharacter { pos: 9, code: 0x1b }),
+        ),
+        (
+            d("quay.io/x\0"),
+            Bad(ImageRefError::ControlCharacter { pos: 9, code: 0 }),
+        ),
+        (
+            d("x; reboot"),
+            Bad(ImageRefError::ShellMetacharacter { ch: ';', pos: 1 }),
+        ),
+        (
+            d("quay.io/x$(id)"),
+            Bad(ImageRefError::ShellMetacharacter { ch: '$', pos: 9 }),
+        ),
+        (
+            d("quay.io/x`id`"),
+            Bad(ImageRefError::ShellMetacharacter { ch: '`', pos: 9 }),
+        ),
+        (
+            d("quay.io/x|sh"),
+            Bad(ImageRefError::ShellMetacharacter { ch: '|', pos: 9 }),
+        ),
+        (
+            d("quay.io/x&&y"),
+            Bad(ImageRefError::ShellMetacharacter { ch: '&', pos: 9 }),
+        ),
+        (
+            d("quay.io/x>out"),
+            Bad(ImageRefError::ShellMetacharacter { ch: '>', pos: 9 }),
+        ),
+        (
+            d("quay.io/x*"),
+            Bad(ImageRefError::ShellMetacharacter { ch: '*', pos: 9 }),
+        ),
+        (
+            d("quay.io/é"),
+            Bad(ImageRefError::InvalidCharacter { ch: 'é', pos: 8 }),
+        ),
+        (
+            d("quay.io/x\u{200b}"),
+            Bad(ImageRefError::InvalidCharacter {
+                ch: '\u{200b}',
+                pos: 9,
+            }),
+        ),
+        (
+            d("quay.io/x+y"),
+            Bad(ImageRefError::InvalidCharacter { ch: '+', pos: 9 }),
+        ),
         // Bad: repository.
-        (d("quay.io/Fedora/bootc"), Bad(ImageRefError::UppercaseRepository { repository: "Fedora/bootc".into() })),
-        (d("Ubuntu"), Bad(ImageRefError::UppercaseRepository { repository: "Ubuntu".into() })),
+        (
+            d("quay.io/Fedora/bootc"),
+            Bad(ImageRefError::UppercaseRepository {
+                repository: "Fedora/bootc".into(),
+            }),
+        ),
+        (
+            d("Ubuntu"),
+            Bad(ImageRefError::UppercaseRepository {
+                repository: "Ubuntu".into(),
+            }),
+        ),
         (d("quay.io/"), Bad(ImageRefError::EmptyRepository)),
         (d(":tag"), Bad(ImageRefError::EmptyRepository)),
         (d("@sha256:{HEX}"), Bad(ImageRefError::EmptyRepository)),
-        (d("quay.io//x"), Bad(ImageRefError::EmptyPathComponent { repository: "/x".into() })),
-        (d("quay.io/x/"), Bad(ImageRefError::EmptyPathComponent { repository: "x/".into() })),
-        (d("quay.io/x..y"), Bad(ImageRefError::InvalidPathComponent { component: "x..y".into() })),
-        (d("quay.io/_x"), Bad(ImageRefError::InvalidPathComponent { component: "_x".into() })),
-        (d("quay.io/x___y"), Bad(ImageRefError::InvalidPathComponent { component: "x___y".into() })),
-        (d("quay.io/x-"), Bad(ImageRefError::InvalidPathComponent { component: "x-".into() })),
-        (d("quay.io/x:tag:more"), Bad(ImageRefError::InvalidPathComponent { component: "x:tag".into() })),
+        (
+            d("quay.io//x"),
+            Bad(ImageRefError::EmptyPathComponent {
+                repository: "/x".into(),
+            }),
+        ),
+        (
+            d("quay.io/x/"),
+            Bad(ImageRefError::EmptyPathComponent {
+                repository: "x/".into(),
+            }),
+        ),
+        (
+            d("quay.io/x..y"),
+            Bad(ImageRefError::InvalidPathComponent {
+                component: "x..y".into(),
+            }),
+        ),
+        (
+            d("quay.io/_x"),
+            Bad(ImageRefError::InvalidPathComponent {
+                component: "_x".into(),
+            }),
+        ),
+        (
+            d("quay.io/x___y"),
+            Bad(ImageRefError::InvalidPathComponent {
+                component: "x___y".into(),
+            }),
+        ),
+        (
+            d("quay.io/x-"),
+            Bad(ImageRefError::InvalidPathComponent {
+                component: "x-".into(),
+            }),
+        ),
+        (
+            d("quay.io/x:tag:more"),
+            Bad(ImageRefError::InvalidPathComponent {
+                component: "x:tag".into(),
+            }),
+        ),
         // Bad: tag.
         (d("quay.io/x:"), Bad(ImageRefError::EmptyTag)),
-        (d("quay.io/x:-bad"), Bad(ImageRefError::InvalidTag { tag: "-bad".into() })),
-        (d("quay.io/x:.bad"), Bad(ImageRefError::InvalidTag { tag: ".bad".into() })),
-        (format!("quay.io/x:{too_long_tag}"), Bad(ImageRefError::InvalidTag { tag: too_long_tag.clone() })),
+        (
+            d("quay.io/x:-bad"),
+            Bad(ImageRefError::InvalidTag { tag: "-bad".into() }),
+        ),
+        (
+            d("quay.io/x:.bad"),
+            Bad(ImageRefError::InvalidTag { tag: ".bad".into() }),
+        ),
+        (
+            format!("quay.io/x:{too_long_tag}"),
+            Bad(ImageRefError::InvalidTag {
+                tag: too_long_tag.clone(),
+            }),
+        ),
         // Bad: digest.
         (d("quay.io/x@"), Bad(ImageRefError::EmptyDigest)),
         (d("quay.io/x@sha256:"), Bad(ImageRefError::EmptyDigest)),
-        (d("quay.io/x@sha256:abc"), Bad(ImageRefError::DigestLength { len: 3 })),
-        (format!("quay.io/x@sha256:{}", &HEX[..63]), Bad(ImageRefError::DigestLength { len: 63 })),
-        (format!("quay.io/x@sha256:{HEX}0"), Bad(ImageRefError::DigestLength { len: 65 })),
-        (format!("quay.io/x@sha256:{}g", &HEX[..63]), Bad(ImageRefError::DigestNotHex { ch: 'g' })),
-        (format!("quay.io/x@sha256:{upper_hex}"), Bad(ImageRefError::DigestNotHex { ch: 'A' })),
-        (format!("quay.io/x@sha512:{HEX}{HEX}"), Bad(ImageRefError::UnsupportedDigestAlgorithm { algorithm: "sha512".into() })),
-        (d("quay.io/x@md5:abc"), Bad(ImageRefError::UnsupportedDigestAlgorithm { algorithm: "md5".into() })),
-        (d("quay.io/x@{HEX}"), Bad(ImageRefError::MalformedDigest { digest: HEX.into() })),
-        (d("quay.io/x@sha256:{HEX}@sha256:{HEX}"), Bad(ImageRefError::MultipleDigests)),
+        (
+            d("quay.io/x@sha256:abc"),
+            Bad(ImageRefError::DigestLength { len: 3 }),
+        ),
+        (
+            format!("quay.io/x@sha256:{}", &HEX[..63]),
+            Bad(ImageRefError::DigestLength { len: 63 }),
+        ),
+        (
+            format!("quay.io/x@sha256:{HEX}0"),
+            Bad(ImageRefError::DigestLength { len: 65 }),
+        ),
+        (
+            format!("quay.io/x@sha256:{}g", &HEX[..63]),
+            Bad(ImageRefError::DigestNotHex { ch: 'g' }),
+        ),
+        (
+            format!("quay.io/x@sha256:{upper_hex}"),
+            Bad(ImageRefError::DigestNotHex { ch: 'A' }),
+        ),
+        (
+            format!("quay.io/x@sha512:{HEX}{HEX}"),
+            Bad(ImageRefError::UnsupportedDigestAlgorithm {
+                algorithm: "sha512".into(),
+            }),
+        ),
+        (
+            d("quay.io/x@md5:abc"),
+            Bad(ImageRefError::UnsupportedDigestAlgorithm {
+                algorithm: "md5".into(),
+            }),
+        ),
+        (
+            d("quay.io/x@{HEX}"),
+            Bad(ImageRefError::MalformedDigest { digest: HEX.into() }),
+        ),
+        (
+            d("quay.io/x@sha256:{HEX}@sha256:{HEX}"),
+            Bad(ImageRefError::MultipleDigests),
+        ),
         // Bad: registry and port.
-        (d("quay.io:99999/x"), Bad(ImageRefError::InvalidPort { port: "99999".into() })),
-        (d("quay.io:0/x"), Bad(ImageRefError::InvalidPort { port: "0".into() })),
-        (d("quay.io:/x"), Bad(ImageRefError::InvalidPort { port: "".into() })),
-        (d("quay.io:abc/x"), Bad(ImageRefError::InvalidPort { port: "abc".into() })),
-        (d("bad-.example.com/x"), Bad(ImageRefError::InvalidRegistry { registry: "bad-.example.com".into() })),
-        (d("quay..io/x"), Bad(ImageRefError::InvalidRegistry { registry: "quay..io".into() })),
-        (d("[::1/x"), Bad(ImageRefError::InvalidRegistry { registry: "[::1".into() })),
-        (d("[]:5000/x"), Bad(ImageRefError::InvalidRegistry { registry: "[]:5000".into() })),
+        (
+            d("quay.io:99999/x"),
+            Bad(ImageRefError::InvalidPort {
+                port: "99999".into(),
+            }),
+        ),
+        (
+            d("quay.io:0/x"),
+            Bad(ImageRefError::InvalidPort { port: "0".into() }),
+        ),
+        (
+            d("quay.io:/x"),
+            Bad(ImageRefError::InvalidPort { port: "".into() }),
+        ),
+        (
+            d("quay.io:abc/x"),
+            Bad(ImageRefError::InvalidPort { port: "abc".into() }),
+        ),
+        (
+            d("bad-.example.com/x"),
+            Bad(ImageRefError::InvalidRegistry {
+                registry: "bad-.example.com".into(),
+            }),
+        ),
+        (
+            d("quay..io/x"),
+            Bad(ImageRefError::InvalidRegistry {
+                registry: "quay..io".into(),
+            }),
+        ),
+        (
+            d("[::1/x"),
+            Bad(ImageRefError::InvalidRegistry {
+                registry: "[::1".into(),
+            }),
+        ),
+        (
+            d("[]:5000/x"),
+            Bad(ImageRefError::InvalidRegistry {
+                registry: "[]:5000".into(),
+            }),
+        ),
         // Bad: length.
-        ("a".repeat(600), Bad(ImageRefError::TooLong { what: "the reference", len: 600, max: REF_MAX_LEN })),
-        (long_name, Bad(ImageRefError::TooLong { what: "the name (registry/repository)", len: 258, max: NAME_MAX_LEN })),
+        (
+            "a".repeat(600),
+            Bad(ImageRefError::TooLong {
+                what: "the reference",
+                len: 600,
+                max: REF_MAX_LEN,
+            }),
+        ),
+        (
+            long_name,
+            Bad(ImageRefError::TooLong {
+                what: "the name (registry/repository)",
+                len: 258,
+                max: NAME_MAX_LEN,
+            }),
+        ),
     ]
 }
 
@@ -156,8 +378,12 @@ fn schema_pattern_agrees_with_parser() {
         match expect {
             Good(..) => assert!(pattern.is_match(&input), "pattern refuses good {input:?}"),
             Bad(ImageRefError::TooLong { .. }) => {}
-            Bad(ImageRefError::InvalidPort { port }) if port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() => {}
-            Bad(err) => assert!(!pattern.is_match(&input), "pattern accepts bad {input:?} ({err})"),
+            Bad(ImageRefError::InvalidPort { port })
+                if port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() => {}
+            Bad(err) => assert!(
+                !pattern.is_match(&input),
+                "pattern accepts bad {input:?} ({err})"
+            ),
         }
     }
 }
@@ -165,7 +391,10 @@ fn schema_pattern_agrees_with_parser() {
 #[test]
 fn pin_pattern_matches_only_pins() {
     let pattern = regex::Regex::new(IMAGE_PIN_PATTERN).unwrap();
-    let pin = ImageRef::parse(&format!("quay.io/x/y:tag@sha256:{HEX}")).unwrap().pinned().unwrap();
+    let pin = ImageRef::parse(&format!("quay.io/x/y:tag@sha256:{HEX}"))
+        .unwrap()
+        .pinned()
+        .unwrap();
     assert!(pattern.is_match(&pin));
     assert!(ImageRef::parse(&pin).unwrap().is_pin());
     for not_pin in [
@@ -180,12 +409,27 @@ fn pin_pattern_matches_only_pins() {
 #[test]
 fn messages_say_what_is_wrong() {
     let msg = |s: &str| ImageRef::parse(s).unwrap_err().to_string();
-    assert_eq!(msg("--apply"), "must not start with '-' (it would be read as a command-line option)");
-    assert_eq!(msg("x; reboot"), "contains shell metacharacter ';' at position 1");
+    assert_eq!(
+        msg("--apply"),
+        "it starts with '-' and would be read as a command-line option"
+    );
+    assert_eq!(
+        msg("x; reboot"),
+        "it contains shell metacharacter ';' at position 1"
+    );
     assert_eq!(msg("quay.io/Foo"), "repository \"Foo\" must be lowercase");
-    assert_eq!(msg("x@sha256:abc"), "sha256 digest has 3 hex characters, it must have exactly 64");
-    assert_eq!(msg("x@sha1:abc"), "digest algorithm \"sha1\" is not supported (only sha256)");
-    assert_eq!(msg("a\u{7}"), "contains control character U+0007 at position 1");
+    assert_eq!(
+        msg("x@sha256:abc"),
+        "the sha256 digest has 3 hex characters instead of 64"
+    );
+    assert_eq!(
+        msg("x@sha1:abc"),
+        "digest algorithm \"sha1\" is not supported (only sha256)"
+    );
+    assert_eq!(
+        msg("a\u{7}"),
+        "it contains control character U+0007 at position 1"
+    );
 }
 
 #[test]
@@ -198,7 +442,10 @@ fn digest_parses_and_shortens() {
     let r = ImageRef::parse("quay.io/a/b:1").unwrap();
     assert_eq!(r.pin(&d), format!("quay.io/a/b@sha256:{HEX}"));
     assert_eq!(r.name(), "quay.io/a/b");
-    assert_eq!((r.registry(), r.repository(), r.tag()), ("quay.io", "a/b", Some("1")));
+    assert_eq!(
+        (r.registry(), r.repository(), r.tag()),
+        ("quay.io", "a/b", Some("1"))
+    );
     assert!(r.digest().is_none() && !r.is_pin());
 }
 
@@ -212,8 +459,17 @@ fn reference_strategy() -> impl Strategy<Value = String> {
         "127\\.0\\.0\\.1:[1-9][0-9]{0,3}/",
         "\\[::[1-9a-f]\\](:[1-9][0-9]{0,3})?/",
     ];
+    // Without a registry, a first component holding '.' would be read as a registry (as
+    // docker reads it), so the first component never has one.
+    let first = "[a-z0-9]{1,6}((_|__|-{1,2})[a-z0-9]{1,6}){0,2}";
     let component = "[a-z0-9]{1,6}(([._]|__|-{1,2})[a-z0-9]{1,6}){0,2}";
-    let repository = proptest::collection::vec(component, 1..4).prop_map(|c| c.join("/"));
+    let repository =
+        (first, proptest::collection::vec(component, 0..3)).prop_map(|(first, rest)| {
+            std::iter::once(first)
+                .chain(rest)
+                .collect::<Vec<_>>()
+                .join("/")
+        });
     let tag = proptest::option::of("[A-Za-z0-9_][A-Za-z0-9_.-]{0,20}");
     let digest = proptest::option::of("[a-f0-9]{64}");
     (registry, repository, tag, digest).prop_map(|(reg, repo, tag, digest)| {

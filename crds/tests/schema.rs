@@ -1,0 +1,482 @@
+//! The committed CRDs refuse bad input (as kube-apiserver would, through the structural
+//! schema and its CEL rules), and validate() reports what a schema cannot say, every
+//! problem with its field path.
+
+mod common;
+
+use bootc_crds::BootcNodePool;
+use common::*;
+use serde_json::{Value, json};
+
+fn minimal() -> Value {
+    load_yaml("samples/pool-minimal.yaml")
+}
+
+fn with(path: &str, value: Value) -> Value {
+    let mut object = minimal();
+    set(&mut object, path, value);
+    object
+}
+
+/// Inputs the schema itself refuses, and the field the refusal names.
+fn refused_by_schema() -> Vec<(&'static str, Value, &'static str)> {
+    let r = |v: &str| json!(v);
+    vec![
+        (
+            "uppercase repository",
+            with("spec.image.ref", r("quay.io/Example/os:1")),
+            "spec.image.ref",
+        ),
+        ("empty ref", with("spec.image.ref", r("")), "spec.image.ref"),
+        (
+            "empty tag",
+            with("spec.image.ref", r("quay.io/os:")),
+            "spec.image.ref",
+        ),
+        (
+            "empty path part",
+            with("spec.image.ref", r("quay.io//os")),
+            "spec.image.ref",
+        ),
+        (
+            "short digest",
+            with("spec.image.ref", r("quay.io/os@sha256:abc")),
+            "spec.image.ref",
+        ),
+        (
+            "non-hex digest",
+            with(
+                "spec.image.ref",
+                json!(format!("quay.io/os@sha256:{}", "g".repeat(64))),
+            ),
+            "spec.image.ref",
+        ),
+        (
+            "uppercase hex",
+            with(
+                "spec.image.ref",
+                json!(format!("quay.io/os@sha256:{}", HEX.to_uppercase())),
+            ),
+            "spec.image.ref",
+        ),
+        (
+            "sha512",
+            with(
+                "spec.image.ref",
+                json!(format!("quay.io/os@sha512:{HEX}{HEX}")),
+            ),
+            "spec.image.ref",
+        ),
+        (
+            "whitespace",
+            with("spec.image.ref", r("quay.io/os :1")),
+            "spec.image.ref",
+        ),
+        (
+            "newline",
+            with("spec.image.ref", r("quay.io/os\n")),
+            "spec.image.ref",
+        ),
+        (
+            "control character",
+            with("spec.image.ref", r("quay.io/os\u{1b}")),
+            "spec.image.ref",
+        ),
+        (
+            "leading dash",
+            with("spec.image.ref", r("--apply")),
+            "spec.image.ref",
+        ),
+        (
+            "shell metacharacter",
+            with("spec.image.ref", r("x; reboot")),
+            "spec.image.ref",
+        ),
+        (
+            "command substitution",
+            with("spec.image.ref", r("quay.io/os$(id)")),
+            "spec.image.ref",
+        ),
+        (
+            "too long",
+            with("spec.image.ref", json!("a".repeat(600))),
+            "spec.image.ref",
+        ),
+        (
+            "maxUnavailable 0",
+            with("spec.rollout.maxUnavailable", json!(0)),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable -1",
+            with("spec.rollout.maxUnavailable", json!(-1)),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable 0%",
+            with("spec.rollout.maxUnavailable", r("0%")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable 101%",
+            with("spec.rollout.maxUnavailable", r("101%")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable words",
+            with("spec.rollout.maxUnavailable", r("two")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable digits as string",
+            with("spec.rollout.maxUnavailable", r("10")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable bool",
+            with("spec.rollout.maxUnavailable", json!(true)),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxStaging 0%",
+            with("spec.rollout.maxStaging", r("0%")),
+            "spec.rollout.maxStaging",
+        ),
+        (
+            "maxStaging 0",
+            with("spec.rollout.maxStaging", json!(0)),
+            "spec.rollout.maxStaging",
+        ),
+        (
+            "resolve interval",
+            with("spec.image.resolveIntervalSeconds", json!(10)),
+            "spec.image.resolveIntervalSeconds",
+        ),
+        (
+            "drain timeout",
+            with("spec.rollout.drainTimeoutSeconds", json!(-1)),
+            "spec.rollout.drainTimeoutSeconds",
+        ),
+        (
+            "reboot timeout",
+            with("spec.rollout.rebootTimeoutSeconds", json!(0)),
+            "spec.rollout.rebootTimeoutSeconds",
+        ),
+        (
+            "halt threshold",
+            with("spec.rollout.haltAfterUnhealthy", json!(0)),
+            "spec.rollout.haltAfterUnhealthy",
+        ),
+        (
+            "soak",
+            with("spec.rollout.postRebootDelaySeconds", json!(-5)),
+            "spec.rollout.postRebootDelaySeconds",
+        ),
+        (
+            "paused string",
+            with("spec.rollout.paused", r("yes")),
+            "spec.rollout.paused",
+        ),
+        (
+            "history 0",
+            with("spec.history.limit", json!(0)),
+            "spec.history.limit",
+        ),
+        (
+            "history 21",
+            with("spec.history.limit", json!(21)),
+            "spec.history.limit",
+        ),
+        (
+            "reboot policy",
+            with("spec.disruption.rebootPolicy", r("Sometimes")),
+            "spec.disruption.rebootPolicy",
+        ),
+        (
+            "grace period",
+            with("spec.disruption.drain.gracePeriodSeconds", json!(-1)),
+            "spec.disruption.drain.gracePeriodSeconds",
+        ),
+        (
+            "secret without namespace",
+            with("spec.pullSecretRef", json!({"name": "s"})),
+            "spec.pullSecretRef.namespace",
+        ),
+        (
+            "secret empty name",
+            with("spec.pullSecretRef", json!({"name": "", "namespace": "n"})),
+            "spec.pullSecretRef.name",
+        ),
+        (
+            "window day",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!([{"days": ["Monday"], "start": "01:00", "duration": "1h"}]),
+            ),
+            "spec.rollout.maintenanceWindows[0].days[0]",
+        ),
+        (
+            "window no days",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!([{"days": [], "start": "01:00", "duration": "1h"}]),
+            ),
+            "spec.rollout.maintenanceWindows[0].days",
+        ),
+        (
+            "window twice a day",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!([{"days": ["Mon", "Mon"], "start": "01:00", "duration": "1h"}]),
+            ),
+            "spec.rollout.maintenanceWindows[0].days[1]",
+        ),
+        (
+            "window start",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!([{"days": ["Mon"], "start": "24:00", "duration": "1h"}]),
+            ),
+            "spec.rollout.maintenanceWindows[0].start",
+        ),
+        (
+            "window duration unit",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!([{"days": ["Mon"], "start": "01:00", "duration": "1d"}]),
+            ),
+            "spec.rollout.maintenanceWindows[0].duration",
+        ),
+        (
+            "window zero duration",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!([{"days": ["Mon"], "start": "01:00", "duration": "0m"}]),
+            ),
+            "spec.rollout.maintenanceWindows[0].duration",
+        ),
+        (
+            "window over a week",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!([{"days": ["Mon"], "start": "01:00", "duration": "200h"}]),
+            ),
+            "spec.rollout.maintenanceWindows[0].duration",
+        ),
+        (
+            "window without start",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!([{"days": ["Mon"], "duration": "1h"}]),
+            ),
+            "spec.rollout.maintenanceWindows[0].start",
+        ),
+        (
+            "no image",
+            {
+                let mut o = minimal();
+                remove(&mut o, "spec.image");
+                o
+            },
+            "spec.image",
+        ),
+        (
+            "no selector",
+            {
+                let mut o = minimal();
+                remove(&mut o, "spec.nodeSelector");
+                o
+            },
+            "spec.nodeSelector",
+        ),
+    ]
+}
+
+#[test]
+fn the_schema_refuses_bad_pools() {
+    admit("bootcnodepools", &minimal()).expect("the baseline is accepted");
+    for (what, object, path) in refused_by_schema() {
+        match admit("bootcnodepools", &object) {
+            Ok(_) => panic!("{what}: accepted"),
+            Err(errors) => assert!(
+                errors.iter().any(|e| e.starts_with(&format!("{path}:"))),
+                "{what}: no error at {path}: {errors:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn the_schema_refuses_bad_bootcnodes() {
+    let node = load_yaml("samples/bootcnode.yaml");
+    admit("bootcnodes", &node).expect("baseline");
+    let bad_images = [
+        "quay.io/example/node-os:stable".to_string(),
+        format!("quay.io/example/node-os:stable@sha256:{HEX}"),
+        format!("--apply@sha256:{HEX}"),
+        format!("quay.io/x y@sha256:{HEX}"),
+    ];
+    for image in bad_images {
+        let mut object = node.clone();
+        set(&mut object, "spec.desiredImage", json!(image));
+        let errors = admit("bootcnodes", &object).expect_err(&image);
+        assert!(
+            errors.iter().any(|e| e.starts_with("spec.desiredImage:")),
+            "{image}: {errors:?}"
+        );
+    }
+    let mut object = node.clone();
+    set(&mut object, "spec.desiredImageState", json!("Rebooted"));
+    assert!(admit("bootcnodes", &object).is_err());
+}
+
+/// Whatever the schema refuses, validate() refuses too: a pool that reaches the controller
+/// through an old CRD, or none, is still never acted on.
+#[test]
+fn validate_catches_what_the_schema_catches() {
+    for (what, object, path) in refused_by_schema() {
+        // Type errors and missing required fields cannot even be read into the types.
+        let Ok(pool) = serde_json::from_value::<BootcNodePool>(object) else {
+            continue;
+        };
+        let errors = pool.spec.validate().expect_err(what);
+        let root = path.split('[').next().unwrap_or(path);
+        let root = root.rsplit_once(".days").map_or(root, |(r, _)| r);
+        assert!(
+            errors.0.iter().any(|e| e.path.starts_with(root)),
+            "{what}: validate() says nothing at {root}: {errors}"
+        );
+    }
+}
+
+/// What only a program can check: validate() finds it, with the field path.
+#[test]
+fn validate_reports_what_no_schema_can_say() {
+    let cases = [
+        (
+            "unknown time zone",
+            "spec.rollout.maintenanceWindows",
+            json!([{"days": ["Mon"], "start": "01:00", "duration": "1h", "timeZone": "Mars/Olympus"}]),
+            "spec.rollout.maintenanceWindows[0].timeZone",
+        ),
+        (
+            "port out of range",
+            "spec.image.ref",
+            json!("quay.io:99999/os:1"),
+            "spec.image.ref",
+        ),
+        (
+            "name too long",
+            "spec.image.ref",
+            json!(format!("quay.io/{}", "a".repeat(300))),
+            "spec.image.ref",
+        ),
+        (
+            "selector key",
+            "spec.nodeSelector",
+            json!({"matchLabels": {"bad key": "x"}}),
+            "spec.nodeSelector.matchLabels[bad key]",
+        ),
+        (
+            "selector operator",
+            "spec.nodeSelector",
+            json!({"matchExpressions": [{"key": "a", "operator": "Has"}]}),
+            "spec.nodeSelector.matchExpressions[0].operator",
+        ),
+        (
+            "In without values",
+            "spec.nodeSelector",
+            json!({"matchExpressions": [{"key": "a", "operator": "In"}]}),
+            "spec.nodeSelector.matchExpressions[0].values",
+        ),
+        (
+            "selects the managed label",
+            "spec.nodeSelector",
+            json!({"matchLabels": {"node.bootc.dev/managed": ""}}),
+            "spec.nodeSelector",
+        ),
+        (
+            "pod selector",
+            "spec.disruption.drain.podSelector",
+            json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
+            "spec.disruption.drain.podSelector.matchExpressions[0].values",
+        ),
+        (
+            "secret name",
+            "spec.pullSecretRef",
+            json!({"name": "Bad_Name", "namespace": "ns"}),
+            "spec.pullSecretRef.name",
+        ),
+        (
+            "secret namespace",
+            "spec.pullSecretRef",
+            json!({"name": "s", "namespace": "a.b"}),
+            "spec.pullSecretRef.namespace",
+        ),
+    ];
+    for (what, field, value, path) in cases {
+        let object = with(field, value);
+        // The schema may or may not catch these; validate() must.
+        let pool: BootcNodePool =
+            serde_json::from_value(admit("bootcnodepools", &object).unwrap_or(object)).unwrap();
+        let errors = pool.spec.validate().expect_err(what);
+        assert!(errors.0.iter().any(|e| e.path == path), "{what}: {errors}");
+    }
+}
+
+#[test]
+fn validate_lists_every_problem() {
+    let mut object = minimal();
+    set(&mut object, "spec.image.ref", json!("quay.io/Bad"));
+    set(&mut object, "spec.rollout.maxUnavailable", json!("0%"));
+    set(&mut object, "spec.rollout.maxStaging", json!(-2));
+    set(&mut object, "spec.history.limit", json!(50));
+    set(
+        &mut object,
+        "spec.rollout.maintenanceWindows",
+        json!([{"days": ["Mon", "Mon"], "start": "25:00", "duration": "0m", "timeZone": "Nowhere"}]),
+    );
+    let pool: BootcNodePool = serde_json::from_value(object).unwrap();
+    let errors = pool.spec.validate().unwrap_err();
+    let paths: Vec<&str> = errors.0.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.image.ref",
+            "spec.rollout.maxUnavailable",
+            "spec.rollout.maxStaging",
+            "spec.rollout.maintenanceWindows[0].days",
+            "spec.rollout.maintenanceWindows[0].start",
+            "spec.rollout.maintenanceWindows[0].duration",
+            "spec.rollout.maintenanceWindows[0].timeZone",
+            "spec.history.limit",
+        ]
+    );
+    assert_eq!(
+        errors.0[0].to_string(),
+        "spec.image.ref: \"quay.io/Bad\" is not a valid image reference: repository \"Bad\" must be lowercase"
+    );
+    assert_eq!(
+        errors.0[1].to_string(),
+        "spec.rollout.maxUnavailable: 0% is out of range: a percentage must be from 1% to 100%"
+    );
+}
+
+#[test]
+fn bootcnode_validate_wants_a_canonical_pin() {
+    let node: bootc_crds::BootcNode =
+        serde_json::from_value(load_yaml("samples/bootcnode.yaml")).unwrap();
+    node.spec.validate().unwrap();
+    for bad in [
+        "quay.io/os:1".to_string(),
+        format!("quay.io/os:1@sha256:{HEX}"),
+        format!("os@sha256:{HEX}"),
+        format!("index.docker.io/library/os@sha256:{HEX}"),
+        format!("-x@sha256:{HEX}"),
+    ] {
+        let mut n = node.clone();
+        n.spec.desired_image = bad.clone();
+        let errors = n.spec.validate().expect_err(&bad);
+        assert_eq!(errors.0[0].path, "spec.desiredImage", "{bad}");
+    }
+}
