@@ -190,7 +190,7 @@ mod tests {
             "host:99999",
             "http://127.0.0.1:5000",
         ] {
-            let err = parse(&["--insecure-registry", bad]).unwrap_err();
+            let err = parse(&[&format!("--insecure-registry={bad}")]).unwrap_err();
             assert!(err.contains("--insecure-registry"), "{bad}: {err}");
         }
     }

@@ -10,6 +10,8 @@ use crate::pool::{RebootPolicy, SecretRef};
 
 /// What the controller wants a node to run. Written by the controller only; the agent on
 /// the node of the same name reads it.
+// Each printer column repeats `type_ = ...`, which clippy takes for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "node.bootc.dev",

@@ -1,6 +1,8 @@
 //! The committed CRD YAML is exactly what the types generate, and carries what admins and
 //! kubectl rely on.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

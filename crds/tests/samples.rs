@@ -1,6 +1,8 @@
 //! Every sample parses into the Rust types, passes validate(), and is stored by the
 //! committed CRD without losing a field.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use bootc_crds::node::DesiredImageState;

@@ -2,6 +2,8 @@
 //! schema and its CEL rules), and validate() reports what a schema cannot say, every
 //! problem with its field path.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use bootc_crds::BootcNodePool;

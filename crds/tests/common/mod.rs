@@ -1,6 +1,6 @@
 //! Helpers shared by the crate's integration tests: the committed CRDs and samples.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 

@@ -46,8 +46,11 @@ fn is_time(time: &str) -> bool {
     if b.len() < 9 || b[2] != b':' || b[5] != b':' {
         return false;
     }
-    let (Some(h), Some(m), Some(s)) = (two_digits(&b[0..2]), two_digits(&b[3..5]), two_digits(&b[6..8]))
-    else {
+    let (Some(h), Some(m), Some(s)) = (
+        two_digits(&b[0..2]),
+        two_digits(&b[3..5]),
+        two_digits(&b[6..8]),
+    ) else {
         return false;
     };
     if h > 23 || m > 59 || s > 59 {
@@ -55,7 +58,11 @@ fn is_time(time: &str) -> bool {
     }
     let mut rest = &time[8..];
     // `(.[0-9]+)?`: any one character, then digits.
-    if let Some(c) = rest.chars().next().filter(|c| !matches!(c, 'z' | '+' | '-')) {
+    if let Some(c) = rest
+        .chars()
+        .next()
+        .filter(|c| !matches!(c, 'z' | '+' | '-'))
+    {
         let after = &rest[c.len_utf8()..];
         let digits = after.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
@@ -128,7 +135,10 @@ fn is_uuid(value: &str) -> bool {
 
 /// Go's `base64.StdEncoding.DecodeString` succeeds (it skips `\r` and `\n`).
 fn is_base64(value: &str) -> bool {
-    let data: Vec<u8> = value.bytes().filter(|c| *c != b'\r' && *c != b'\n').collect();
+    let data: Vec<u8> = value
+        .bytes()
+        .filter(|c| *c != b'\r' && *c != b'\n')
+        .collect();
     if data.len() % 4 != 0 {
         return false;
     }
@@ -195,10 +205,22 @@ mod tests {
 
     #[test]
     fn uuid() {
-        assert_eq!(check("uuid", "123e4567-e89b-12d3-a456-426614174000"), Some(true));
-        assert_eq!(check("uuid", "123E4567E89B12D3A456426614174000"), Some(true));
-        assert_eq!(check("uuid", "123e4567-e89b-12d3-a456-42661417400"), Some(false));
-        assert_eq!(check("uuid", "g23e4567-e89b-12d3-a456-426614174000"), Some(false));
+        assert_eq!(
+            check("uuid", "123e4567-e89b-12d3-a456-426614174000"),
+            Some(true)
+        );
+        assert_eq!(
+            check("uuid", "123E4567E89B12D3A456426614174000"),
+            Some(true)
+        );
+        assert_eq!(
+            check("uuid", "123e4567-e89b-12d3-a456-42661417400"),
+            Some(false)
+        );
+        assert_eq!(
+            check("uuid", "g23e4567-e89b-12d3-a456-426614174000"),
+            Some(false)
+        );
     }
 
     #[test]
@@ -206,7 +228,7 @@ mod tests {
         assert_eq!(check("byte", "aGVsbG8="), Some(true));
         assert_eq!(check("byte", ""), Some(true));
         assert_eq!(check("byte", "aGVsbG8"), Some(false));
-        assert_eq!(check("byte", "a===")  , Some(false));
+        assert_eq!(check("byte", "a==="), Some(false));
         assert_eq!(check("byte", "aGV*bG8="), Some(false));
     }
 

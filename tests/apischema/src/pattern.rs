@@ -76,7 +76,11 @@ fn translate(pattern: &str) -> String {
                 if let Some((outside, inside)) = perl_class(next) {
                     out.push_str(if in_class { inside } else { outside });
                 } else if (next == 'b' || next == 'B') && !in_class {
-                    out.push_str(if next == 'b' { r"(?-u:\b)" } else { r"(?-u:\B)" });
+                    out.push_str(if next == 'b' {
+                        r"(?-u:\b)"
+                    } else {
+                        r"(?-u:\B)"
+                    });
                 } else if next == 'Q' && !in_class {
                     let mut literal = String::new();
                     while let Some(q) = chars.next() {
@@ -140,8 +144,14 @@ mod tests {
     fn matches_unanchored_like_go() {
         assert_eq!(is_match("b+", "abbbc"), Ok(true));
         assert_eq!(is_match("^b+$", "abbbc"), Ok(false));
-        assert_eq!(is_match("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "my-pool"), Ok(true));
-        assert_eq!(is_match("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "My-pool"), Ok(false));
+        assert_eq!(
+            is_match("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "my-pool"),
+            Ok(true)
+        );
+        assert_eq!(
+            is_match("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "My-pool"),
+            Ok(false)
+        );
     }
 
     #[test]

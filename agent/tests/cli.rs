@@ -1,0 +1,60 @@
+//! The binary's command line: help, refusal of bad configuration, and an honest exit.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-node-agent"))
+        .args(args)
+        .env_remove("NODE_NAME")
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run the binary");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn help_lists_the_configuration() {
+    let (code, stdout, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    for flag in [
+        "--node-name",
+        "--kubeconfig",
+        "--system-bus-address",
+        "--host-work-dir",
+        "--status-poll-interval",
+    ] {
+        assert!(stdout.contains(flag), "--help lacks {flag}:\n{stdout}");
+    }
+    assert!(stdout.contains("NODE_NAME"), "{stdout}");
+}
+
+#[test]
+fn node_name_is_required() {
+    let (code, _, stderr) = run(&[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--node-name"), "{stderr}");
+}
+
+#[test]
+fn bad_configuration_exits_2_naming_it() {
+    let (code, _, stderr) = run(&["--node-name", "n1", "--status-poll-interval", "0s"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--status-poll-interval"), "{stderr}");
+    let (code, _, stderr) = run(&["--node-name", "Not_A_Node"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("NODE_NAME"), "{stderr}");
+}
+
+#[test]
+fn good_configuration_is_accepted_but_nothing_runs_yet() {
+    let (code, _, stderr) = run(&["--node-name", "worker-1"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("configuration accepted"), "{stderr}");
+    assert!(stderr.contains("not part of this build yet"), "{stderr}");
+}
