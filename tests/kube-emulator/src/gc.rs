@@ -1,0 +1,134 @@
+//! Garbage collection: dependents whose owners are all gone are deleted (background propagation), and terminating namespaces are emptied.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use crate::ops::{Inner, now};
+use crate::policy;
+use crate::registry::ResourceKey;
+
+/// Deletes, until nothing more qualifies: objects whose every owner is gone, objects in
+/// terminating namespaces, and terminating namespaces that became empty. Objects with
+/// finalizers get a deletionTimestamp and stay until their finalizers are removed.
+pub fn collect(inner: &mut Inner) {
+    let mut pod_namespaces = BTreeSet::new();
+    loop {
+        let terminating: BTreeSet<String> = namespaces(inner)
+            .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_some())
+            .filter_map(|ns| {
+                ns.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect();
+        let mut victims: Vec<(ResourceKey, String, String)> = Vec::new();
+        for key in inner.store.keys() {
+            for object in inner.store.list(&key, None) {
+                if object.pointer("/metadata/deletionTimestamp").is_some() {
+                    continue;
+                }
+                let ns = object
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let owners = object
+                    .pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array);
+                let orphaned = owners.is_some_and(|refs| {
+                    !refs.is_empty()
+                        && refs.iter().all(|r| {
+                            r["uid"]
+                                .as_str()
+                                .is_none_or(|uid| inner.store.locate_uid(uid).is_none())
+                        })
+                });
+                if orphaned || (!ns.is_empty() && terminating.contains(ns)) {
+                    let name = object
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    victims.push((key.clone(), ns.to_string(), name.to_string()));
+                }
+            }
+        }
+        // A terminating namespace with nothing left in it goes.
+        for ns in &terminating {
+            let empty = inner
+                .store
+                .keys()
+                .iter()
+                .all(|k| inner.store.list(k, Some(ns)).is_empty());
+            if empty {
+                victims.push((namespace_key(), String::new(), ns.clone()));
+            }
+        }
+        if victims.is_empty() {
+            break;
+        }
+        for (key, ns, name) in victims {
+            let Some(object) = inner.store.get(&key, &ns, &name) else {
+                continue;
+            };
+            let finalizers = object
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+            if finalizers && object.pointer("/metadata/deletionTimestamp").is_none() {
+                let mut marked = (*object).clone();
+                marked["metadata"]["deletionTimestamp"] = json!(now());
+                marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                inner.store.replace(&key, marked);
+            } else if !finalizers || key == namespace_key() {
+                inner.store.remove(&key, &ns, &name);
+                if key.group.is_empty() && key.plural == "pods" {
+                    pod_namespaces.insert(ns);
+                }
+            }
+        }
+    }
+    for ns in pod_namespaces {
+        policy::refresh_budgets(inner, &ns);
+    }
+}
+
+fn namespace_key() -> ResourceKey {
+    ResourceKey {
+        group: String::new(),
+        plural: "namespaces".into(),
+    }
+}
+
+fn namespaces(inner: &Inner) -> impl Iterator<Item = std::sync::Arc<Value>> {
+    inner.store.list(&namespace_key(), None).into_iter()
+}
+
+/// Removes owner references to `uid` (delete with `propagationPolicy: Orphan`).
+pub fn orphan_dependents(inner: &mut Inner, uid: &str) {
+    for key in inner.store.keys() {
+        for object in inner.store.list(&key, None) {
+            let Some(refs) = object
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+            else {
+                continue;
+            };
+            if refs.iter().any(|r| r["uid"].as_str() == Some(uid)) {
+                let kept: Vec<Value> = refs
+                    .iter()
+                    .filter(|r| r["uid"].as_str() != Some(uid))
+                    .cloned()
+                    .collect();
+                let mut changed = (*object).clone();
+                if kept.is_empty() {
+                    if let Some(m) = changed["metadata"].as_object_mut() {
+                        m.remove("ownerReferences");
+                    }
+                } else {
+                    changed["metadata"]["ownerReferences"] = json!(kept);
+                }
+                inner.store.replace(&key, changed);
+            }
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! An in-memory Kubernetes API server for tests: behaves like kube-apiserver for what this project and its real clients (kubectl, kube-rs) use.
+
+pub mod error;
+pub mod faults;
+mod gc;
+pub mod jsonpath;
+pub mod openapi;
+pub mod ops;
+pub mod patch;
+pub mod policy;
+pub mod registry;
+pub mod selectors;
+pub mod server;
+pub mod store;
+pub mod table;
+mod watch;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+
+pub use faults::{Counters, FaultConfig, RequestRecord};
+pub use store::{Event, EventType};
+
+/// How to start an emulator.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where to listen; port 0 picks a free one. Loopback only.
+    pub listen: SocketAddr,
+    /// Events kept for watches to resume from; older versions get 410 Gone.
+    pub history_limit: usize,
+    /// Events buffered per watcher before a slow watcher is disconnected.
+    pub fanout: usize,
+    /// How often watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            history_limit: 100_000,
+            fanout: 16_384,
+            bookmark_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A running emulator. Dropping it stops the server.
+#[derive(Debug)]
+pub struct Emulator {
+    addr: SocketAddr,
+    app: Arc<server::App>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Emulator {
+    /// Starts on a free loopback port with default options.
+    pub async fn start() -> std::io::Result<Self> {
+        Self::start_with(Options::default()).await
+    }
+
+    /// Starts with `options`.
+    pub async fn start_with(options: Options) -> std::io::Result<Self> {
+        if !options.listen.ip().is_loopback() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the emulator listens on loopback addresses only",
+            ));
+        }
+        let listener = tokio::net::TcpListener::bind(options.listen).await?;
+        let addr = listener.local_addr()?;
+        let app = Arc::new(server::App::new(
+            addr.to_string(),
+            options.history_limit,
+            options.fanout,
+            options.bookmark_interval,
+        ));
+        let router = server::router(app.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            if let Err(e) = axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::error!(error = %e, "kube-emulator server failed");
+            }
+        });
+        Ok(Emulator {
+            addr,
+            app,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kube-rs configuration for this server (plain HTTP, no credentials).
+    pub fn config(&self) -> kube::Config {
+        // A SocketAddr always renders as a valid authority.
+        let uri = axum::http::Uri::builder()
+            .scheme("http")
+            .authority(self.addr.to_string())
+            .path_and_query("/")
+            .build()
+            .unwrap_or_default();
+        kube::Config::new(uri)
+    }
+
+    /// A kube-rs client for this server, configured as kube-rs configures clients by default
+    /// (including its retries of 429 and 503 answers).
+    pub fn client(&self) -> Result<kube::Client, kube::Error> {
+        kube::Client::try_from(self.config())
+    }
+
+    /// A kubeconfig for kubectl and kube-rs (plain HTTP, no credentials).
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig(&self.url())
+    }
+
+    /// Writes [`Emulator::kubeconfig`] to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig())
+    }
+
+    /// Inspection and fault injection.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            app: self.app.clone(),
+        }
+    }
+
+    /// Stops the server and waits for it.
+    pub async fn stop(mut self) {
+        self.shutdown();
+        let _ = self.app.cut.send(());
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.shutdown();
+        let _ = self.app.cut.send(());
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// A kubeconfig pointing at `url` with an empty user (kubectl sends no token over HTTP).
+pub fn kubeconfig(url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n    server: {url}\ncontexts:\n- name: emulator\n  context:\n    cluster: emulator\n    user: emulator\ncurrent-context: emulator\nusers:\n- name: emulator\n  user: {{}}\npreferences: {{}}\n"
+    )
+}
+
+/// Looks inside a running emulator and injects faults into it.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    app: Arc<server::App>,
+}
+
+impl Handle {
+    /// Replaces the fault configuration.
+    pub fn set_faults(&self, config: FaultConfig) {
+        self.app
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set(config);
+    }
+
+    /// Stops injecting faults.
+    pub fn clear_faults(&self) {
+        self.set_faults(FaultConfig::default());
+    }
+
+    /// Closes every open watch stream now (clients resume from their last version).
+    pub fn cut_watches(&self) {
+        let _ = self.app.cut.send(());
+    }
+
+    /// Forgets the event history, so a watch resuming from any earlier version gets 410
+    /// Gone and must list again; open watches are cut.
+    pub fn expire_history(&self) {
+        self.app.lock().store.compact();
+        self.cut_watches();
+    }
+
+    /// Every request served so far, in order.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.app.log().clone()
+    }
+
+    /// Counts of the requests served so far.
+    pub fn counters(&self) -> Counters {
+        Counters::of(self.app.log().iter())
+    }
+
+    /// Forgets the request log.
+    pub fn clear_requests(&self) {
+        self.app.log().clear();
+    }
+
+    /// The newest resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.app.lock().store.rv()
+    }
+
+    /// Every future change, in resourceVersion order (for invariant checks).
+    pub fn events(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.app.lock().store.subscribe()
+    }
+
+    /// A stored object, by group, plural, namespace (`""` when cluster-scoped) and name.
+    pub fn get(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value> {
+        let key = registry::ResourceKey {
+            group: group.into(),
+            plural: plural.into(),
+        };
+        self.app
+            .lock()
+            .store
+            .get(&key, namespace, name)
+            .map(|o| (*o).clone())
+    }
+
+    /// Stored objects of a resource (all namespaces).
+    pub fn list(&self, group: &str, plural: &str) -> Vec<Value> {
+        let key = registry::ResourceKey {
+            group: group.into(),
+            plural: plural.into(),
+        };
+        self.app
+            .lock()
+            .store
+            .list(&key, None)
+            .iter()
+            .map(|o| (**o).clone())
+            .collect()
+    }
+}

@@ -1,0 +1,304 @@
+//! Stored objects, the one global resourceVersion counter, and the event history that watches resume from.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::registry::ResourceKey;
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Created.
+    Added,
+    /// Changed.
+    Modified,
+    /// Removed from the store.
+    Deleted,
+}
+
+impl EventType {
+    /// The watch event `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as watches see it.
+#[derive(Debug)]
+pub struct Event {
+    /// The resourceVersion the change produced.
+    pub rv: u64,
+    /// Which resource.
+    pub key: ResourceKey,
+    /// The object's namespace (`""` when cluster-scoped).
+    pub namespace: String,
+    /// What happened.
+    pub kind: EventType,
+    /// The object after the change (for deletions: as it was, with the deletion's version).
+    pub object: Arc<Value>,
+    /// The object before the change (modifications), so selector watches can tell an
+    /// object that stopped matching.
+    pub previous: Option<Arc<Value>>,
+}
+
+/// Object identity within a resource: `(namespace, name)`.
+pub type ObjectKey = (String, String);
+
+/// The emulator's storage.
+#[derive(Debug)]
+pub struct Store {
+    rv: u64,
+    objects: HashMap<ResourceKey, BTreeMap<ObjectKey, Arc<Value>>>,
+    uids: HashMap<String, (ResourceKey, ObjectKey)>,
+    history: VecDeque<Arc<Event>>,
+    history_limit: usize,
+    /// Watches asking for a version at or below this get 410 Gone.
+    compacted: u64,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+/// A watch or continue token asked for history that is no longer kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gone {
+    /// The oldest version still available.
+    pub oldest: u64,
+}
+
+impl Store {
+    /// An empty store keeping `history_limit` events for watches to resume from, and a
+    /// fan-out buffer of `fanout` events per watcher.
+    pub fn new(history_limit: usize, fanout: usize) -> Self {
+        let (tx, _) = broadcast::channel(fanout.max(16));
+        Store {
+            rv: 1,
+            objects: HashMap::new(),
+            uids: HashMap::new(),
+            history: VecDeque::new(),
+            history_limit: history_limit.max(1),
+            compacted: 0,
+            tx,
+        }
+    }
+
+    /// The newest resourceVersion.
+    pub fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// One object.
+    pub fn get(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.objects
+            .get(key)?
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Objects of a resource, in `(namespace, name)` order; `ns: None` for all namespaces.
+    pub fn list(&self, key: &ResourceKey, ns: Option<&str>) -> Vec<Arc<Value>> {
+        let Some(objects) = self.objects.get(key) else {
+            return Vec::new();
+        };
+        match ns {
+            None => objects.values().cloned().collect(),
+            Some(ns) => objects
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, v)| v.clone())
+                .collect(),
+        }
+    }
+
+    /// Every resource that has objects.
+    pub fn keys(&self) -> Vec<ResourceKey> {
+        self.objects.keys().cloned().collect()
+    }
+
+    /// Where the object with this uid is, if it exists.
+    pub fn locate_uid(&self, uid: &str) -> Option<&(ResourceKey, ObjectKey)> {
+        self.uids.get(uid)
+    }
+
+    fn next_rv(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
+    fn record(&mut self, event: Event) {
+        let event = Arc::new(event);
+        self.history.push_back(event.clone());
+        while self.history.len() > self.history_limit {
+            if let Some(old) = self.history.pop_front() {
+                self.compacted = old.rv;
+            }
+        }
+        // No receivers is fine: nobody watches.
+        let _ = self.tx.send(event);
+    }
+
+    /// Stores a new object (its metadata already complete but for `resourceVersion`).
+    pub fn insert(&mut self, key: &ResourceKey, mut object: Value) -> Arc<Value> {
+        let rv = self.next_rv();
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let (ns, name, uid) = identity(&object);
+        let object = Arc::new(object);
+        self.objects
+            .entry(key.clone())
+            .or_default()
+            .insert((ns.clone(), name.clone()), object.clone());
+        self.uids.insert(uid, (key.clone(), (ns.clone(), name)));
+        self.record(Event {
+            rv,
+            key: key.clone(),
+            namespace: ns,
+            kind: EventType::Added,
+            object: object.clone(),
+            previous: None,
+        });
+        object
+    }
+
+    /// Replaces an existing object.
+    pub fn replace(&mut self, key: &ResourceKey, mut object: Value) -> Arc<Value> {
+        let rv = self.next_rv();
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let (ns, name, _) = identity(&object);
+        let object = Arc::new(object);
+        let previous = self
+            .objects
+            .entry(key.clone())
+            .or_default()
+            .insert((ns.clone(), name), object.clone());
+        self.record(Event {
+            rv,
+            key: key.clone(),
+            namespace: ns,
+            kind: EventType::Modified,
+            object: object.clone(),
+            previous,
+        });
+        object
+    }
+
+    /// Removes an object; returns it as the DELETED event carries it.
+    pub fn remove(&mut self, key: &ResourceKey, ns: &str, name: &str) -> Option<Arc<Value>> {
+        let removed = self
+            .objects
+            .get_mut(key)?
+            .remove(&(ns.to_string(), name.to_string()))?;
+        let rv = self.next_rv();
+        let mut object = (*removed).clone();
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let (_, _, uid) = identity(&object);
+        self.uids.remove(&uid);
+        let object = Arc::new(object);
+        self.record(Event {
+            rv,
+            key: key.clone(),
+            namespace: ns.to_string(),
+            kind: EventType::Deleted,
+            object: object.clone(),
+            previous: Some(removed),
+        });
+        Some(object)
+    }
+
+    /// A receiver of every future event.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.tx.subscribe()
+    }
+
+    /// The kept events after `rv`, or `Gone` when some of them were dropped.
+    pub fn since(&self, rv: u64) -> Result<Vec<Arc<Event>>, Gone> {
+        if rv < self.compacted {
+            return Err(Gone {
+                oldest: self.compacted,
+            });
+        }
+        Ok(self.history.iter().filter(|e| e.rv > rv).cloned().collect())
+    }
+
+    /// Forgets all history and moves the version on by one, so every watch or continue
+    /// token from any existing version gets 410, while a fresh list's version is valid.
+    pub fn compact(&mut self) {
+        self.history.clear();
+        self.rv += 1;
+        self.compacted = self.rv;
+    }
+
+    /// Versions a watch may resume from: `(oldest, newest)`.
+    pub fn window(&self) -> (u64, u64) {
+        (self.compacted, self.rv)
+    }
+}
+
+/// `(namespace, name, uid)` of an object.
+fn identity(object: &Value) -> (String, String, String) {
+    let field = |f: &str| {
+        object["metadata"][f]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    (field("namespace"), field("name"), field("uid"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> ResourceKey {
+        ResourceKey {
+            group: "".into(),
+            plural: "configmaps".into(),
+        }
+    }
+
+    fn cm(ns: &str, name: &str) -> Value {
+        json!({"metadata": {"namespace": ns, "name": name, "uid": format!("{ns}-{name}")}})
+    }
+
+    #[test]
+    fn one_counter_orders_everything() {
+        let mut s = Store::new(100, 16);
+        let a = s.insert(&key(), cm("a", "x"));
+        let b = s.insert(&key(), cm("b", "x"));
+        assert_eq!(a["metadata"]["resourceVersion"], "2");
+        assert_eq!(b["metadata"]["resourceVersion"], "3");
+        let c = s.replace(&key(), (*a).clone());
+        assert_eq!(c["metadata"]["resourceVersion"], "4");
+        let d = s.remove(&key(), "b", "x").unwrap();
+        assert_eq!(d["metadata"]["resourceVersion"], "5");
+        assert_eq!(s.list(&key(), None).len(), 1);
+        assert_eq!(s.list(&key(), Some("a")).len(), 1);
+        assert_eq!(s.list(&key(), Some("b")).len(), 0);
+        assert!(s.locate_uid("b-x").is_none() && s.locate_uid("a-x").is_some());
+        let since: Vec<u64> = s.since(3).unwrap().iter().map(|e| e.rv).collect();
+        assert_eq!(since, [4, 5]);
+    }
+
+    #[test]
+    fn old_versions_are_gone_after_compaction() {
+        let mut s = Store::new(2, 16);
+        for i in 0..5 {
+            s.insert(&key(), cm("a", &i.to_string()));
+        }
+        // Versions 2..=6 were written; only the last two events are kept.
+        assert_eq!(s.since(5).unwrap().len(), 1);
+        assert!(s.since(4).is_ok());
+        assert_eq!(s.since(3).unwrap_err(), Gone { oldest: 4 });
+        s.compact();
+        assert!(
+            s.since(6).is_err(),
+            "even the newest version before compaction is gone"
+        );
+        assert_eq!(s.rv(), 7);
+        assert!(s.since(7).unwrap().is_empty());
+    }
+}

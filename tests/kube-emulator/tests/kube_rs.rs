@@ -1,0 +1,673 @@
+//! The emulator held to kube-rs, a real client nobody here wrote: watches that resume or
+//! restart, conflicts, status subresources and generation, schema refusals, garbage
+//! collection, finalizers, pagination, evictions and injected faults.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use bootc_crds::{BootcNode, BootcNodePool};
+use common::*;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use kube_emulator::{Emulator, FaultConfig};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn pool(name: &str) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+        "metadata": {"name": name},
+        "spec": {"nodeSelector": {"matchLabels": {"pool": name}}, "image": {"ref": "quay.io/example/os:stable"}}
+    }))
+    .unwrap()
+}
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": "0"}})).unwrap()
+}
+
+/// Every change reaches a kube-rs watcher exactly once across a dropped stream, and after
+/// a forced 410 the watcher lists again and still ends with every object's latest version.
+#[tokio::test]
+async fn watcher_survives_dropped_streams_and_410() {
+    let emulator = Emulator::start().await.unwrap();
+    let handle = emulator.handle();
+    let client = emulator.client().unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stream_api = api.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(stream_api, watcher::Config::default()).boxed();
+        while let Some(event) = stream.next().await {
+            if let Ok(event) = event {
+                if tx.send(event).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    // Applied (not initial-list) deliveries per (name, resourceVersion), and the latest seen.
+    let mut applied: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut latest: BTreeMap<String, String> = BTreeMap::new();
+    let mut relists = 0;
+    let drain = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<watcher::Event<ConfigMap>>,
+                 applied: &mut BTreeMap<(String, String), usize>,
+                 latest: &mut BTreeMap<String, String>,
+                 relists: &mut usize| {
+        while let Ok(event) = rx.try_recv() {
+            match event {
+                watcher::Event::Apply(o) => {
+                    *applied
+                        .entry((o.name_any(), o.resource_version().unwrap()))
+                        .or_default() += 1;
+                    latest.insert(o.name_any(), o.resource_version().unwrap());
+                }
+                watcher::Event::InitApply(o) => {
+                    latest.insert(o.name_any(), o.resource_version().unwrap());
+                }
+                watcher::Event::Init => *relists += 1,
+                watcher::Event::InitDone | watcher::Event::Delete(_) => {}
+            }
+        }
+    };
+    // The first list is done before anything is written.
+    eventually(WAIT, "the first list", || {
+        drain(&mut rx, &mut applied, &mut latest, &mut relists);
+        let done = relists == 1;
+        async move { done.then_some(()) }
+    })
+    .await;
+
+    let mut written: BTreeMap<String, String> = BTreeMap::new();
+    for i in 0..10 {
+        let o = api
+            .create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
+        written.insert(o.name_any(), o.resource_version().unwrap());
+    }
+    let mut all_rvs: Vec<(String, String)> = written
+        .iter()
+        .map(|(n, r)| (n.clone(), r.clone()))
+        .collect();
+    let wait_for = |written: BTreeMap<String, String>| written;
+    let target = wait_for(written.clone());
+    eventually(WAIT, "the creations", || {
+        drain(&mut rx, &mut applied, &mut latest, &mut relists);
+        let done = latest == target;
+        async move { done.then_some(()) }
+    })
+    .await;
+
+    // Phase 2: the stream drops; changes made meanwhile are replayed from history.
+    handle.cut_watches();
+    for i in 0..10 {
+        let name = format!("c{i}");
+        let o = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"v": "1"}})),
+            )
+            .await
+            .unwrap();
+        written.insert(name.clone(), o.resource_version().unwrap());
+        all_rvs.push((name, o.resource_version().unwrap()));
+    }
+    let target = written.clone();
+    eventually(WAIT, "the changes made while the stream was down", || {
+        drain(&mut rx, &mut applied, &mut latest, &mut relists);
+        let done = latest == target;
+        async move { done.then_some(()) }
+    })
+    .await;
+    assert_eq!(relists, 1, "a dropped stream resumes without listing again");
+    for key in &all_rvs {
+        assert_eq!(applied.get(key), Some(&1), "{key:?} delivered once");
+    }
+
+    // Phase 3: history expires; the resuming watch gets 410 and lists again.
+    let lists_before = handle.counters().by_verb.get("list").copied().unwrap_or(0);
+    handle.expire_history();
+    for i in 0..10 {
+        let name = format!("c{i}");
+        let o = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"v": "2"}})),
+            )
+            .await
+            .unwrap();
+        written.insert(name, o.resource_version().unwrap());
+    }
+    let target = written.clone();
+    eventually(WAIT, "the state after the 410", || {
+        drain(&mut rx, &mut applied, &mut latest, &mut relists);
+        let done = latest == target && relists == 2;
+        async move { done.then_some(()) }
+    })
+    .await;
+    let lists_after = handle.counters().by_verb.get("list").copied().unwrap_or(0);
+    assert!(
+        lists_after > lists_before,
+        "the watcher listed again after 410"
+    );
+    assert!(
+        applied.values().all(|n| *n == 1),
+        "no change was delivered twice: {applied:?}"
+    );
+    task.abort();
+}
+
+#[tokio::test]
+async fn stale_replace_conflicts() {
+    let emulator = Emulator::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(emulator.client().unwrap(), "default");
+    let created = api.create(&PostParams::default(), &cm("x")).await.unwrap();
+    let mut first = created.clone();
+    first.data = Some(BTreeMap::from([("v".into(), "first".into())]));
+    let replaced = api
+        .replace("x", &PostParams::default(), &first)
+        .await
+        .unwrap();
+    assert_ne!(replaced.resource_version(), created.resource_version());
+    let mut stale = created.clone();
+    stale.data = Some(BTreeMap::from([("v".into(), "stale".into())]));
+    let err = api
+        .replace("x", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), 409, "{err}");
+    assert!(
+        message(&err).contains("the object has been modified"),
+        "{err}"
+    );
+    assert_eq!(api.get("x").await.unwrap().data.unwrap()["v"], "first");
+    // Creating twice is a conflict too; getting what is not there is 404.
+    assert_eq!(
+        code(
+            &api.create(&PostParams::default(), &cm("x"))
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
+    assert_eq!(code(&api.get("nope").await.unwrap_err()), 404);
+}
+
+#[tokio::test]
+async fn status_subresource_and_generation() {
+    let (_emulator, client) = with_crds().await;
+    let api: Api<BootcNodePool> = Api::all(client);
+    let created = api
+        .create(&PostParams::default(), &pool("p"))
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    // Server-side defaults were applied.
+    assert_eq!(created.spec.history.limit, 5);
+
+    // A status patch changes status only, even when it carries spec, and not generation.
+    let p = api
+        .patch_status(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"rollout": {"paused": true}}, "status": {"nodeCount": 3}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.status.as_ref().unwrap().node_count, 3);
+    assert!(!p.spec.rollout.paused, "spec untouched by a status write");
+    assert_eq!(p.metadata.generation, Some(1));
+
+    // A spec patch bumps generation and leaves status alone, even when it carries status.
+    let p = api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"rollout": {"paused": true}}, "status": {"nodeCount": 99}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(p.spec.rollout.paused);
+    assert_eq!(p.metadata.generation, Some(2));
+    assert_eq!(p.status.as_ref().unwrap().node_count, 3);
+
+    // Metadata-only changes do not bump generation; a no-op patch does not even bump the version.
+    let p = api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.metadata.generation, Some(2));
+    let again = api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.resource_version(), p.resource_version());
+
+    // Status given at create is dropped (the status subresource owns it).
+    let mut with_status = pool("q");
+    with_status.status = Some(Default::default());
+    with_status.status.as_mut().unwrap().node_count = 7;
+    let q = api
+        .create(&PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    assert!(q.status.is_none());
+}
+
+#[tokio::test]
+async fn schema_violations_are_refused_with_the_field_named() {
+    let (_emulator, client) = with_crds().await;
+    let api: Api<kube::api::DynamicObject> =
+        Api::all_with(client, &kube::api::ApiResource::erase::<BootcNodePool>(&()));
+    let base = json!({
+        "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+        "metadata": {"name": "bad"},
+        "spec": {"nodeSelector": {}, "image": {"ref": "quay.io/example/os:1"}}
+    });
+    let cases = [
+        (json!({"rollout": {"paused": "yes"}}), "spec.rollout.paused"),
+        (
+            json!({"disruption": {"rebootPolicy": "Sometimes"}}),
+            "spec.disruption.rebootPolicy",
+        ),
+        (json!({"history": {"limit": 50}}), "spec.history.limit"),
+        (
+            json!({"rollout": {"maxUnavailable": "0%"}}),
+            "spec.rollout.maxUnavailable",
+        ),
+        (json!({"image": {"ref": "--apply"}}), "spec.image.ref"),
+        (json!({"image": {}}), "spec.image.ref"),
+    ];
+    for (spec, field) in cases {
+        let mut object = base.clone();
+        for (k, v) in spec.as_object().unwrap() {
+            object["spec"][k] = v.clone();
+        }
+        let object: kube::api::DynamicObject = serde_json::from_value(object).unwrap();
+        let err = api
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_err();
+        assert_eq!(code(&err), 422, "{field}: {err}");
+        let msg = message(&err);
+        assert!(msg.contains(field), "{field}: {msg}");
+        assert!(
+            msg.starts_with("BootcNodePool.node.bootc.dev \"bad\" is invalid"),
+            "{msg}"
+        );
+    }
+}
+
+/// With a tenth of writes failing, the request log shows exactly what was sent and what
+/// was refused, and the store holds exactly what succeeded.
+#[tokio::test]
+async fn injected_faults_are_counted_exactly() {
+    let emulator = Emulator::start().await.unwrap();
+    let handle = emulator.handle();
+    let api: Api<ConfigMap> = Api::namespaced(emulator.client().unwrap(), "default");
+    handle.set_faults(FaultConfig {
+        error_rate: 0.1,
+        error_codes: vec![500, 409, 429],
+        writes_only: true,
+        seed: 42,
+        ..Default::default()
+    });
+    handle.clear_requests();
+    let mut succeeded = BTreeSet::new();
+    let mut failed = BTreeMap::<u16, usize>::new();
+    for i in 0..300 {
+        match api
+            .create(&PostParams::default(), &cm(&format!("f{i}")))
+            .await
+        {
+            Ok(o) => {
+                succeeded.insert(o.name_any());
+            }
+            Err(e) => *failed.entry(code(&e)).or_default() += 1,
+        }
+    }
+    // Reads are not failed.
+    let listed = api.list(&ListParams::default()).await.unwrap();
+    handle.clear_faults();
+    let failures: usize = failed.values().sum();
+    assert!(
+        (5..=60).contains(&failures),
+        "some writes failed: {failed:?}"
+    );
+    // kube-rs retries 429 answers itself, so the server saw more creates than were made:
+    // every logged create either succeeded or was refused by an injected fault.
+    let log: Vec<_> = handle
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "create")
+        .collect();
+    let injected = |code: u16| log.iter().filter(|r| r.injected && r.code == code).count();
+    assert_eq!(
+        log.len(),
+        succeeded.len() + log.iter().filter(|r| r.injected).count()
+    );
+    assert!(log.iter().all(|r| r.injected || r.code == 201));
+    assert_eq!(failed.get(&500).copied().unwrap_or(0), injected(500));
+    assert_eq!(failed.get(&409).copied().unwrap_or(0), injected(409));
+    let retried = log.len() - 300;
+    assert_eq!(
+        injected(429),
+        retried + failed.get(&429).copied().unwrap_or(0)
+    );
+    assert!(injected(429) > 0 && injected(500) > 0 && injected(409) > 0);
+    let counters = handle.counters();
+    assert_eq!(
+        counters.by_verb_resource["create configmaps"] as usize,
+        log.len()
+    );
+    assert_eq!(
+        counters.injected as usize,
+        log.iter().filter(|r| r.injected).count()
+    );
+    assert_eq!(counters.by_verb["list"], 1, "reads were not failed");
+    let stored: BTreeSet<String> = listed.items.iter().map(|o| o.name_any()).collect();
+    assert_eq!(stored, succeeded);
+}
+
+#[tokio::test]
+async fn owners_finalizers_and_namespaces() {
+    let (emulator, client) = with_crds().await;
+    let handle = emulator.handle();
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let nodes: Api<BootcNode> = Api::all(client.clone());
+    let owner = pools
+        .create(&PostParams::default(), &pool("owner"))
+        .await
+        .unwrap();
+    let owner_ref = OwnerReference {
+        api_version: "node.bootc.dev/v1alpha1".into(),
+        kind: "BootcNodePool".into(),
+        name: owner.name_any(),
+        uid: owner.uid().unwrap(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let hex = "0123456789abcdef".repeat(4);
+    for name in ["n1", "n2"] {
+        let mut node: BootcNode = serde_json::from_value(json!({
+            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode", "metadata": {"name": name},
+            "spec": {"desiredImage": format!("quay.io/example/os@sha256:{hex}")}
+        }))
+        .unwrap();
+        node.meta_mut().owner_references = Some(vec![owner_ref.clone()]);
+        if name == "n2" {
+            node.meta_mut().finalizers = Some(vec!["example.com/hold".into()]);
+        }
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    pools
+        .delete("owner", &DeleteParams::default())
+        .await
+        .unwrap();
+    // n1 is collected; n2 waits for its finalizer with a deletionTimestamp.
+    eventually(WAIT, "garbage collection", || {
+        let nodes = nodes.clone();
+        async move {
+            let n1_gone = matches!(nodes.get("n1").await, Err(e) if code(&e) == 404);
+            let n2 = nodes.get("n2").await.ok()?;
+            (n1_gone && n2.metadata.deletion_timestamp.is_some()).then_some(())
+        }
+    })
+    .await;
+    nodes
+        .patch(
+            "n2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(code(&nodes.get("n2").await.unwrap_err()), 404);
+
+    // Deleting a namespace deletes what is in it.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "scratch"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "scratch");
+    cms.create(&PostParams::default(), &cm("a")).await.unwrap();
+    namespaces
+        .delete("scratch", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(handle.get("", "configmaps", "scratch", "a").is_none());
+    assert!(handle.get("", "namespaces", "", "scratch").is_none());
+    // Creating in a namespace that does not exist is refused.
+    assert_eq!(
+        code(
+            &cms.create(&PostParams::default(), &cm("b"))
+                .await
+                .unwrap_err()
+        ),
+        404
+    );
+}
+
+#[tokio::test]
+async fn selectors_pagination_and_generate_name() {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..25 {
+        let mut c = cm(&format!("p{i:02}"));
+        c.metadata.labels = Some(BTreeMap::from([(
+            "parity".into(),
+            if i % 2 == 0 { "even" } else { "odd" }.into(),
+        )]));
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    let even = api
+        .list(&ListParams::default().labels("parity=even"))
+        .await
+        .unwrap();
+    assert_eq!(even.items.len(), 13);
+    let not_even = api
+        .list(&ListParams::default().labels("parity!=even"))
+        .await
+        .unwrap();
+    assert_eq!(not_even.items.len(), 12);
+    let one = api
+        .list(&ListParams::default().fields("metadata.name=p07"))
+        .await
+        .unwrap();
+    assert_eq!(one.items.len(), 1);
+    // Pages of 10: 10, 10, 5, every object once, in order.
+    let mut names = Vec::new();
+    let mut params = ListParams::default().limit(10);
+    let mut pages = 0;
+    loop {
+        let page = api.list(&params).await.unwrap();
+        pages += 1;
+        names.extend(page.items.iter().map(|o| o.name_any()));
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => params = params.continue_token(&c),
+            _ => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    let expected: Vec<String> = (0..25).map(|i| format!("p{i:02}")).collect();
+    assert_eq!(names, expected);
+    // Unsupported field selectors are refused as kube-apiserver refuses them.
+    let err = api
+        .list(&ListParams::default().fields("data.v=1"))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), 400);
+    // generateName.
+    let generated = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"generateName": "gen-"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(generated.name_any().starts_with("gen-") && generated.name_any().len() == 9);
+    // Pods by node, as kubectl drain and the controller ask for them.
+    let in_default: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, node) in [("a", "n1"), ("b", "n2"), ("c", "n1")] {
+        let pod = json!({"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}});
+        in_default
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(pod).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let pods: Api<Pod> = Api::all(client);
+    let on_n1 = pods
+        .list(&ListParams::default().fields("spec.nodeName=n1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        on_n1.items.iter().map(|p| p.name_any()).collect::<Vec<_>>(),
+        ["a", "c"]
+    );
+}
+
+#[tokio::test]
+async fn evictions_honour_disruption_budgets() {
+    let emulator = Emulator::start().await.unwrap();
+    // kube-rs retries 429 answers for minutes by default; see the refusal at once.
+    let mut config = emulator.config();
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for name in ["w1", "w2"] {
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "web"}}, "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})).unwrap(),
+        )
+        .await
+        .unwrap();
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .unwrap();
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let status = pdbs.get("web").await.unwrap().status.unwrap();
+    assert_eq!(
+        (
+            status.current_healthy,
+            status.desired_healthy,
+            status.disruptions_allowed
+        ),
+        (2, 2, 0)
+    );
+    let err = pods.evict("w1", &EvictParams::default()).await.unwrap_err();
+    assert_eq!(code(&err), 429, "{err}");
+    assert!(message(&err).contains("disruption budget"), "{err}");
+    assert!(pods.get("w1").await.is_ok());
+    // Loosen the budget: one eviction is allowed, the second is not.
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"minAvailable": 1}})),
+    )
+    .await
+    .unwrap();
+    pods.evict("w1", &EvictParams::default()).await.unwrap();
+    assert_eq!(code(&pods.get("w1").await.unwrap_err()), 404);
+    assert_eq!(
+        code(&pods.evict("w2", &EvictParams::default()).await.unwrap_err()),
+        429
+    );
+    assert_eq!(
+        pdbs.get("web")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .disruptions_allowed,
+        0
+    );
+    // Nodes keep the status they register with.
+    let nodes: Api<Node> = Api::all(client);
+    let n = nodes
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})).unwrap())
+        .await
+        .unwrap();
+    assert!(n.status.unwrap().conditions.is_some());
+}
+
+#[tokio::test]
+async fn bookmarks_and_initial_events() {
+    let emulator = Emulator::start_with(kube_emulator::Options {
+        bookmark_interval: Duration::from_millis(100),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = emulator.client().unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &cm("b1")).await.unwrap();
+    // A streaming-list watcher (sendInitialEvents) sees the object, then keeps going.
+    let config = watcher::Config::default().streaming_lists();
+    let mut stream = watcher(api.clone(), config).boxed();
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let event = tokio::time::timeout(WAIT, stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push(match event {
+            watcher::Event::Init => "init".to_string(),
+            watcher::Event::InitApply(o) => format!("initapply {}", o.name_any()),
+            watcher::Event::InitDone => "initdone".to_string(),
+            other => format!("{other:?}"),
+        });
+    }
+    assert_eq!(seen, ["init", "initapply b1", "initdone"]);
+    api.create(&PostParams::default(), &cm("b2")).await.unwrap();
+    let event = tokio::time::timeout(WAIT, stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(matches!(event, watcher::Event::Apply(o) if o.name_any() == "b2"));
+}

@@ -1,0 +1,360 @@
+//! The `kube-emulator` binary held to kubectl, a real client nobody here wrote: apply of
+//! the project's CRDs and samples, printer columns, explain, merge patches, cordon,
+//! drain against a PodDisruptionBudget, and `get -w`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+/// A `kube-emulator` process, stopped (by its PID) when dropped.
+struct Server {
+    child: Child,
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kube-emulator"))
+            .args(["--listen", "127.0.0.1:0", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(url.to_string());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("kube-emulator prints its address");
+        Server { child, url, dir }
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("kubectl");
+        c.arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("HOME", self.dir.path());
+        c
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .output()
+            .expect("kubectl is on the PATH (.ci/run installs it where it is missing)")
+    }
+
+    fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn apply(&self, yaml: &str) {
+        let out = self.kubectl_stdin(&["apply", "-f", "-"], yaml);
+        assert!(
+            out.status.success(),
+            "apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn client(&self) -> kube::Client {
+        kube::Client::try_from(kube::Config::new(self.url.parse().unwrap())).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn crds_dir() -> String {
+    repo_root().join("crds").to_string_lossy().into_owned()
+}
+
+#[test]
+fn apply_get_explain_patch_and_watch() {
+    let server = Server::start();
+    // The project's CRDs (the directory holds the two generated files) and every sample.
+    let out = server.ok(&["apply", "-f", &crds_dir()]);
+    assert!(
+        out.contains(
+            "customresourcedefinition.apiextensions.k8s.io/bootcnodepools.node.bootc.dev created"
+        ),
+        "{out}"
+    );
+    let samples = repo_root().join("crds/samples");
+    let out = server.ok(&["apply", "-f", &samples.to_string_lossy()]);
+    for name in ["workers", "databases", "edge", "workers-classic"] {
+        assert!(
+            out.contains(&format!("bootcnodepool.node.bootc.dev/{name} created")),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("bootcnode.node.bootc.dev/worker-1 created"),
+        "{out}"
+    );
+    // A second apply changes nothing.
+    let out = server.ok(&["apply", "-f", &samples.to_string_lossy()]);
+    assert!(
+        out.contains("bootcnodepool.node.bootc.dev/workers unchanged"),
+        "{out}"
+    );
+
+    // Printer columns.
+    let out = server.ok(&["get", "bootcnodepools"]);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "TARGET", "NODES", "UPDATED", "UPDATING", "DEGRADED", "UPTODATE", "AGE"
+        ],
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 5, "{out}");
+    let out = server.ok(&["get", "bn"]);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "DESIRED", "BOOTED", "STATE", "DEGRADED", "AGE"],
+        "{out}"
+    );
+    let out = server.ok(&["get", "bootc"]);
+    assert!(
+        out.contains("bootcnodepool.node.bootc.dev/edge")
+            && out.contains("bootcnode.node.bootc.dev/worker-1"),
+        "{out}"
+    );
+
+    // explain reads the CRD schema through OpenAPI v3.
+    let out = server.ok(&["explain", "bootcnodepool.spec.rollout"]);
+    for field in [
+        "maxUnavailable",
+        "maintenanceWindows",
+        "haltAfterUnhealthy",
+        "Most nodes cordoned",
+    ] {
+        assert!(out.contains(field), "explain lacks {field}:\n{out}");
+    }
+
+    // A merge patch.
+    server.ok(&[
+        "patch",
+        "bootcnodepool",
+        "workers",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"rollout":{"paused":true}}}"#,
+    ]);
+    let out = server.ok(&[
+        "get",
+        "bnp",
+        "workers",
+        "-o",
+        "jsonpath={.spec.rollout.paused} {.metadata.generation}",
+    ]);
+    assert_eq!(out, "true 2");
+    // A patch the schema refuses is refused with the field named.
+    let out = server.kubectl(&[
+        "patch",
+        "bnp",
+        "workers",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"rollout":{"maxUnavailable":"0%"}}}"#,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("spec.rollout.maxUnavailable"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // get -w streams a change.
+    let mut watch = server
+        .command(&[
+            "get",
+            "bnp",
+            "workers",
+            "-w",
+            "-o",
+            "jsonpath={.spec.rollout.maxUnavailable}{\"\\n\"}",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the watch prints the object");
+    assert_eq!(first, "1");
+    server.ok(&[
+        "patch",
+        "bnp",
+        "workers",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"rollout":{"maxUnavailable":"30%"}}}"#,
+    ]);
+    let next = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the watch prints the change");
+    assert_eq!(next, "30%");
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
+
+#[test]
+fn cordon_and_drain_honour_disruption_budgets() {
+    let server = Server::start();
+    server.apply(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    pool: workers\nstatus:\n  conditions:\n  - type: Ready\n    status: \"True\"\n",
+    );
+    server.ok(&["cordon", "n1"]);
+    assert_eq!(
+        server.ok(&["get", "node", "n1", "-o", "jsonpath={.spec.unschedulable}"]),
+        "true"
+    );
+    server.ok(&["uncordon", "n1"]);
+    assert_eq!(
+        server.ok(&["get", "node", "n1", "-o", "jsonpath={.spec.unschedulable}"]),
+        ""
+    );
+
+    // Two web pods under a budget that allows no disruption, and a DaemonSet pod.
+    server.apply("apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\n  namespace: default\nspec:\n  selector:\n    matchLabels:\n      app: agent\n  template:\n    metadata:\n      labels:\n        app: agent\n    spec:\n      containers:\n      - name: a\n        image: x\n");
+    server.apply("apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: web\n  namespace: default\nspec:\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: x\n");
+    let ds_uid = server.ok(&["get", "ds", "agent", "-o", "jsonpath={.metadata.uid}"]);
+    let rs_uid = server.ok(&["get", "rs", "web", "-o", "jsonpath={.metadata.uid}"]);
+    let pods = [
+        ("web-1", "web", "ReplicaSet", "web", &rs_uid),
+        ("web-2", "web", "ReplicaSet", "web", &rs_uid),
+        ("agent-n1", "agent", "DaemonSet", "agent", &ds_uid),
+    ];
+    for (name, app, kind, owner_name, uid) in pods {
+        let owner = format!(
+            "  ownerReferences:\n  - apiVersion: apps/v1\n    kind: {kind}\n    name: {owner_name}\n    uid: {uid}\n    controller: true\n"
+        );
+        server.apply(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n  labels:\n    app: {app}\n{owner}spec:\n  nodeName: n1\n  containers:\n  - name: c\n    image: x\n"
+        ));
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+        for name in ["web-1", "web-2", "agent-n1"] {
+            pods.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})))
+                .await
+                .unwrap();
+        }
+    });
+    server.apply("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\n  namespace: default\nspec:\n  minAvailable: 2\n  selector:\n    matchLabels:\n      app: web\n");
+
+    // Refused while the budget allows nothing: the node is cordoned, no pod is evicted.
+    let out = server.kubectl(&[
+        "drain",
+        "n1",
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=7s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "drain must fail: {stderr}");
+    assert!(stderr.contains("disruption budget"), "{stderr}");
+    assert_eq!(
+        server.ok(&["get", "node", "n1", "-o", "jsonpath={.spec.unschedulable}"]),
+        "true"
+    );
+    assert_eq!(server.ok(&["get", "pods", "-o", "name"]).lines().count(), 3);
+
+    // With the budget loosened, drain evicts the web pods and leaves the DaemonSet pod.
+    server.ok(&[
+        "patch",
+        "pdb",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"minAvailable":0}}"#,
+    ]);
+    let out = server.ok(&[
+        "drain",
+        "n1",
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=30s",
+    ]);
+    assert!(out.contains("evicted") || out.contains("drained"), "{out}");
+    assert_eq!(
+        server.ok(&["get", "pods", "-o", "name"]).trim(),
+        "pod/agent-n1"
+    );
+    let requests = server.ok(&["get", "--raw", "/api/v1/nodes/n1"]);
+    assert!(requests.contains("\"unschedulable\":true"), "{requests}");
+}
