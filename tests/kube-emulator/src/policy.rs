@@ -195,11 +195,11 @@ pub fn evict(
                     .pointer("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                let mut e = ApiError::too_many_requests(
+                let mut e = ApiError::new(
+                    429,
+                    "TooManyRequests",
                     "Cannot evict pod as it would violate the pod's disruption budget.",
-                    0,
                 );
-                e.retry_after = None;
                 e.details = Some(json!({"causes": [{
                     "reason": "DisruptionBudget",
                     "message": format!("The disruption budget {pdb_name} needs {} healthy pods and has {} currently", b.desired_healthy, b.current_healthy),

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 use crate::registry::ResourceKey;
 
@@ -51,6 +51,16 @@ pub struct Event {
 /// Object identity within a resource: `(namespace, name)`.
 pub type ObjectKey = (String, String);
 
+/// Where one watch's events go: only events of its resource, namespace and (when its
+/// field selector names one object) name are sent, so a change wakes only the watches
+/// that may care about it.
+#[derive(Debug)]
+struct Sink {
+    namespace: Option<String>,
+    name: Option<String>,
+    tx: mpsc::Sender<Arc<Event>>,
+}
+
 /// The emulator's storage.
 #[derive(Debug)]
 pub struct Store {
@@ -62,6 +72,8 @@ pub struct Store {
     /// Watches asking for a version at or below this get 410 Gone.
     compacted: u64,
     tx: broadcast::Sender<Arc<Event>>,
+    sinks: HashMap<ResourceKey, Vec<Sink>>,
+    fanout: usize,
 }
 
 /// A watch or continue token asked for history that is no longer kept.
@@ -84,6 +96,8 @@ impl Store {
             history_limit: history_limit.max(1),
             compacted: 0,
             tx,
+            sinks: HashMap::new(),
+            fanout: fanout.max(16),
         }
     }
 
@@ -138,8 +152,45 @@ impl Store {
                 self.compacted = old.rv;
             }
         }
-        // No receivers is fine: nobody watches.
+        if let Some(sinks) = self.sinks.get_mut(&event.key) {
+            let name = event.object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default();
+            // A watch whose queue is full has fallen behind: it is dropped, its stream
+            // ends, and the client resumes from its last version, as after any cut.
+            sinks.retain(|sink| {
+                let wanted = sink
+                    .namespace
+                    .as_ref()
+                    .is_none_or(|ns| *ns == event.namespace)
+                    && sink.name.as_ref().is_none_or(|n| n == name);
+                if wanted {
+                    sink.tx.try_send(event.clone()).is_ok()
+                } else {
+                    !sink.tx.is_closed()
+                }
+            });
+        }
+        // No receivers is fine: nobody follows the whole stream.
         let _ = self.tx.send(event);
+    }
+
+    /// A queue of the future events of one resource (optionally one namespace, one name).
+    pub fn watch(
+        &mut self,
+        key: &ResourceKey,
+        namespace: Option<String>,
+        name: Option<String>,
+    ) -> mpsc::Receiver<Arc<Event>> {
+        let (tx, rx) = mpsc::channel(self.fanout);
+        let sinks = self.sinks.entry(key.clone()).or_default();
+        sinks.retain(|s| !s.tx.is_closed());
+        sinks.push(Sink {
+            namespace,
+            name,
+            tx,
+        });
+        rx
     }
 
     /// Stores a new object (its metadata already complete but for `resourceVersion`).
@@ -209,7 +260,8 @@ impl Store {
         Some(object)
     }
 
-    /// A receiver of every future event.
+    /// A receiver of every future event of every resource (for tests that check
+    /// invariants over the whole stream).
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.tx.subscribe()
     }
@@ -300,5 +352,50 @@ mod tests {
         );
         assert_eq!(s.rv(), 7);
         assert!(s.since(7).unwrap().is_empty());
+    }
+
+    #[test]
+    fn watches_get_only_their_events() {
+        let mut s = Store::new(100, 16);
+        let mut all = s.watch(&key(), None, None);
+        let mut in_b = s.watch(&key(), Some("b".into()), None);
+        let mut named = s.watch(&key(), Some("a".into()), Some("y".into()));
+        s.insert(&key(), cm("a", "x"));
+        s.insert(&key(), cm("a", "y"));
+        s.insert(&key(), cm("b", "y"));
+        let names = |rx: &mut mpsc::Receiver<Arc<Event>>| {
+            let mut out = Vec::new();
+            while let Ok(e) = rx.try_recv() {
+                out.push(format!(
+                    "{}/{}",
+                    e.namespace,
+                    e.object["metadata"]["name"].as_str().unwrap()
+                ));
+            }
+            out
+        };
+        assert_eq!(names(&mut all), ["a/x", "a/y", "b/y"]);
+        assert_eq!(names(&mut in_b), ["b/y"]);
+        assert_eq!(names(&mut named), ["a/y"]);
+    }
+
+    #[test]
+    fn a_watch_that_falls_behind_is_dropped() {
+        let mut s = Store::new(1000, 16);
+        let mut slow = s.watch(&key(), None, None);
+        for i in 0..17 {
+            s.insert(&key(), cm("a", &i.to_string()));
+        }
+        let mut received = 0;
+        while slow.try_recv().is_ok() {
+            received += 1;
+        }
+        assert_eq!(received, 16, "the queue held what fit");
+        assert!(
+            slow.is_closed(),
+            "then the watch was dropped, ending its stream"
+        );
+        // History still has everything, for the client to resume from.
+        assert_eq!(s.since(1).unwrap().len(), 17);
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
 use crate::error::ApiError;
@@ -77,8 +77,9 @@ pub fn start(
 ) -> Result<mpsc::Receiver<Result<Bytes, Infallible>>, ApiError> {
     let t = req.resource.clone();
     let (events, initial, mut last, gone) = {
-        let inner = app.lock();
-        let events = inner.store.subscribe();
+        let mut inner = app.lock();
+        let name = req.fields.single_name().map(str::to_string);
+        let events = inner.store.watch(&t.key(), req.namespace.clone(), name);
         let current = inner.store.rv();
         match req.resource_version {
             Some(rv) if rv > 0 && !req.send_initial_events => match inner.store.since(rv) {
@@ -163,7 +164,7 @@ pub fn start(
 async fn run(
     app: &Arc<App>,
     req: &WatchRequest,
-    mut events: broadcast::Receiver<Arc<Event>>,
+    mut events: mpsc::Receiver<Arc<Event>>,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
     last: &mut u64,
     render: &(dyn Fn(EventType, &Value) -> Bytes + Send + Sync),
@@ -174,24 +175,40 @@ async fn run(
     let mut ticks = tokio::time::interval(app.bookmark_interval);
     ticks.tick().await;
     let mut cut = app.cut.subscribe();
+    let send = |event: &Event, last: &mut u64| -> Option<Bytes> {
+        if event.rv <= *last {
+            return None;
+        }
+        *last = event.rv;
+        view(req, event).map(|(kind, object)| render(kind, &object))
+    };
     loop {
         tokio::select! {
             received = events.recv() => match received {
-                Ok(event) => {
-                    if event.rv <= *last {
-                        continue;
-                    }
-                    *last = event.rv;
-                    if let Some((kind, object)) = view(req, &event)
-                        && tx.send(Ok(render(kind, &object))).await.is_err() {
+                Some(event) => {
+                    if let Some(line) = send(&event, last) {
+                        if tx.send(Ok(line)).await.is_err() {
                             return;
                         }
+                    }
                 }
-                // A watcher that falls behind is closed; the client resumes from its
+                // Dropped by the store for falling behind: the client resumes from its
                 // last version, as after any dropped stream.
-                Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => return,
+                None => return,
             },
             _ = ticks.tick(), if req.bookmarks => {
+                // Every event up to the store's version is already queued here (events
+                // are queued under the same lock), so send those first: a bookmark never
+                // overtakes an event.
+                let now = app.lock().store.rv();
+                while let Ok(event) = events.try_recv() {
+                    if let Some(line) = send(&event, last) {
+                        if tx.send(Ok(line)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                *last = (*last).max(now);
                 if tx.send(Ok(bookmark(*last, false))).await.is_err() {
                     return;
                 }

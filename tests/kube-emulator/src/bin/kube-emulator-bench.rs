@@ -58,6 +58,19 @@ struct Args {
     /// Seconds to wait for watches to be established, and for deliveries after the last write.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
+
+    /// Watchers of the selective phase, each watching its own object by name (as node
+    /// agents watch their BootcNode); 0 skips the phase.
+    #[arg(long, default_value_t = 1000)]
+    own_watchers: usize,
+
+    /// Rounds of the selective phase: each round changes every watched object once.
+    #[arg(long, default_value_t = 5)]
+    own_rounds: usize,
+
+    /// Concurrent writers of the selective phase.
+    #[arg(long, default_value_t = 8)]
+    own_writers: usize,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -276,23 +289,29 @@ async fn run(args: &Args) -> Result<(Value, bool), BoxError> {
     let handle = emulator.handle();
     let admin = client(&emulator)?;
     let mut report = serde_json::Map::new();
-    report.insert("cores".into(), json!(std::thread::available_parallelism().map_or(0, |n| n.get())));
+    report.insert(
+        "cores".into(),
+        json!(std::thread::available_parallelism().map_or(0, |n| n.get())),
+    );
 
     // 1. GET throughput.
-    eprintln!(
-        "GET: {} clients for {} s",
-        args.concurrency, args.seconds
-    );
+    eprintln!("GET: {} clients for {} s", args.concurrency, args.seconds);
     create_namespace(&admin, "bench-get").await?;
     Api::<ConfigMap>::namespaced(admin.clone(), "bench-get")
-        .create(&PostParams::default(), &config_map("target", &[("k", "v")])?)
+        .create(
+            &PostParams::default(),
+            &config_map("target", &[("k", "v")])?,
+        )
         .await?;
     handle.clear_requests();
-    let (latencies, errors, wall) = hammer(&emulator, args.concurrency, args.seconds, |c| async move {
-        Api::<ConfigMap>::namespaced(c, "bench-get").get("target").await?;
-        Ok(())
-    })
-    .await?;
+    let (latencies, errors, wall) =
+        hammer(&emulator, args.concurrency, args.seconds, |c| async move {
+            Api::<ConfigMap>::namespaced(c, "bench-get")
+                .get("target")
+                .await?;
+            Ok(())
+        })
+        .await?;
     let logged = handle.counters().by_verb.get("get").copied().unwrap_or(0);
     let latencies = sorted(latencies);
     let get_rps = latencies.len() as f64 / wall.as_secs_f64();
@@ -303,8 +322,14 @@ async fn run(args: &Args) -> Result<(Value, bool), BoxError> {
     report.insert("get_errors".into(), json!(errors));
     report.insert("get_requests_logged_by_emulator".into(), json!(logged));
     report.insert("get_rps".into(), json!(round3(get_rps)));
-    report.insert("get_p50_ms".into(), json!(round3(percentile(&latencies, 50.0))));
-    report.insert("get_p99_ms".into(), json!(round3(percentile(&latencies, 99.0))));
+    report.insert(
+        "get_p50_ms".into(),
+        json!(round3(percentile(&latencies, 50.0))),
+    );
+    report.insert(
+        "get_p99_ms".into(),
+        json!(round3(percentile(&latencies, 99.0))),
+    );
 
     // 2. LIST throughput.
     eprintln!("LIST: creating {} ConfigMaps", args.list_objects);
@@ -329,8 +354,11 @@ async fn run(args: &Args) -> Result<(Value, bool), BoxError> {
         args.list_concurrency, args.list_seconds
     );
     let expected = args.list_objects;
-    let (latencies, errors, wall) =
-        hammer(&emulator, args.list_concurrency, args.list_seconds, move |c| async move {
+    let (latencies, errors, wall) = hammer(
+        &emulator,
+        args.list_concurrency,
+        args.list_seconds,
+        move |c| async move {
             let list = Api::<ConfigMap>::namespaced(c, "bench-list")
                 .list(&ListParams::default())
                 .await?;
@@ -338,8 +366,9 @@ async fn run(args: &Args) -> Result<(Value, bool), BoxError> {
                 return Err(format!("listed {} of {expected} objects", list.items.len()).into());
             }
             Ok(())
-        })
-        .await?;
+        },
+    )
+    .await?;
     let latencies = sorted(latencies);
     let list_rps = latencies.len() as f64 / wall.as_secs_f64();
     eprintln!("LIST: {} requests, {list_rps:.1}/s", latencies.len());
@@ -354,18 +383,30 @@ async fn run(args: &Args) -> Result<(Value, bool), BoxError> {
         "listed_objects_per_second".into(),
         json!(round3(list_rps * args.list_objects as f64)),
     );
-    report.insert("list_p50_ms".into(), json!(round3(percentile(&latencies, 50.0))));
-    report.insert("list_p99_ms".into(), json!(round3(percentile(&latencies, 99.0))));
+    report.insert(
+        "list_p50_ms".into(),
+        json!(round3(percentile(&latencies, 50.0))),
+    );
+    report.insert(
+        "list_p99_ms".into(),
+        json!(round3(percentile(&latencies, 99.0))),
+    );
 
     // 3. Watch fan-out.
     create_namespace(&admin, "bench-fanout").await?;
     let fanout_api = Api::<ConfigMap>::namespaced(admin.clone(), "bench-fanout");
     let target = fanout_api
-        .create(&PostParams::default(), &config_map("target", &[("seq", "0")])?)
+        .create(
+            &PostParams::default(),
+            &config_map("target", &[("seq", "0")])?,
+        )
         .await?;
     let from = rv_of(&target).ok_or("created ConfigMap has no resourceVersion")?;
     handle.clear_requests();
-    eprintln!("WATCH: starting {} watchers from resourceVersion {from}", args.watchers);
+    eprintln!(
+        "WATCH: starting {} watchers from resourceVersion {from}",
+        args.watchers
+    );
     let watch_client = client(&emulator)?;
     let established = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0), Notify::new()));
     let (stop, deadline) = watch::channel(false);
@@ -494,10 +535,16 @@ async fn run(args: &Args) -> Result<(Value, bool), BoxError> {
     report.insert("watchers".into(), json!(args.watchers));
     report.insert("events".into(), json!(args.events));
     report.insert("fanout_buffer".into(), json!(args.fanout_buffer));
-    report.insert("watch_establish_seconds".into(), json!(round3(established_seconds)));
+    report.insert(
+        "watch_establish_seconds".into(),
+        json!(round3(established_seconds)),
+    );
     report.insert("watches_established".into(), json!(watch_started));
     report.insert("watch_start_errors".into(), json!(watch_failed));
-    report.insert("watch_requests_logged_before_writes".into(), json!(watches_logged));
+    report.insert(
+        "watch_requests_logged_before_writes".into(),
+        json!(watches_logged),
+    );
     report.insert("watch_requests_logged_total".into(), json!(watches_total));
     report.insert("open_fds_during_fanout".into(), json!(fds));
     report.insert("deliveries".into(), json!(deliveries));
@@ -542,8 +589,132 @@ async fn run(args: &Args) -> Result<(Value, bool), BoxError> {
     );
 
     drop(results);
+
+    // 5. Selective watches: one object per watcher, many writers.
+    let own_complete = if args.own_watchers > 0 {
+        let (fields, own_complete) = own_objects(args, &emulator).await?;
+        report.extend(fields);
+        own_complete
+    } else {
+        true
+    };
     emulator.stop().await;
-    Ok((Value::Object(report), complete))
+    Ok((Value::Object(report), complete && own_complete))
+}
+
+/// The selective phase: `own_watchers` watchers each watch one ConfigMap by name while
+/// `own_writers` writers change every ConfigMap `own_rounds` times. Every watcher must see
+/// exactly its object's changes, in order.
+async fn own_objects(
+    args: &Args,
+    emulator: &Emulator,
+) -> Result<(serde_json::Map<String, Value>, bool), BoxError> {
+    let admin = client(emulator)?;
+    create_namespace(&admin, "bench-own").await?;
+    let api = Api::<ConfigMap>::namespaced(admin, "bench-own");
+    let mut from = 0u64;
+    for i in 0..args.own_watchers {
+        let cm = api
+            .create(
+                &PostParams::default(),
+                &config_map(&format!("own-{i}"), &[("seq", "0")])?,
+            )
+            .await?;
+        from = from.max(rv_of(&cm).unwrap_or(0));
+    }
+    let watch_client = client(emulator)?;
+    let rounds = args.own_rounds as u64;
+    let established = Arc::new(Barrier::new(args.own_watchers + 1));
+    let tasks: Vec<_> = (0..args.own_watchers)
+        .map(|i| {
+            let api = Api::<ConfigMap>::namespaced(watch_client.clone(), "bench-own");
+            let established = established.clone();
+            let from = from.to_string();
+            tokio::spawn(async move {
+                let params = WatchParams::default()
+                    .fields(&format!("metadata.name=own-{i}"))
+                    .disable_bookmarks()
+                    .timeout(290);
+                let stream = api.watch(&params, &from).await;
+                established.wait().await;
+                let mut seqs = Vec::new();
+                let Ok(stream) = stream else {
+                    return seqs;
+                };
+                let mut stream = std::pin::pin!(stream);
+                while let Ok(Some(Ok(WatchEvent::Modified(cm)))) =
+                    tokio::time::timeout(Duration::from_secs(120), stream.next()).await
+                {
+                    let seq: u64 = cm
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("seq"))
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0);
+                    seqs.push(seq);
+                    if seq == rounds {
+                        break;
+                    }
+                }
+                seqs
+            })
+        })
+        .collect();
+    established.wait().await;
+    eprintln!(
+        "OWN: {} watchers established; {} writers change every object {rounds} times",
+        args.own_watchers, args.own_writers
+    );
+    let writer = client(emulator)?;
+    let start = Instant::now();
+    let mut write_errors = 0u64;
+    for round in 1..=rounds {
+        let results: Vec<Result<ConfigMap, kube::Error>> = stream::iter(0..args.own_watchers)
+            .map(|i| {
+                let api = Api::<ConfigMap>::namespaced(writer.clone(), "bench-own");
+                async move {
+                    let patch = json!({"data": {"seq": round.to_string()}});
+                    api.patch(
+                        &format!("own-{i}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                }
+            })
+            .buffer_unordered(args.own_writers.max(1))
+            .collect()
+            .await;
+        write_errors += results.iter().filter(|r| r.is_err()).count() as u64;
+    }
+    let write_seconds = start.elapsed().as_secs_f64();
+    let expected: Vec<u64> = (1..=rounds).collect();
+    let mut incomplete = 0u64;
+    for task in tasks {
+        if task.await? != expected {
+            incomplete += 1;
+        }
+    }
+    let all_seconds = start.elapsed().as_secs_f64();
+    let writes = (args.own_watchers as u64) * rounds;
+    let complete = write_errors == 0 && incomplete == 0;
+    eprintln!(
+        "OWN: {writes} writes in {write_seconds:.3} s, all delivered after {all_seconds:.3} s; {incomplete} watchers incomplete"
+    );
+    let mut fields = serde_json::Map::new();
+    fields.insert("own_watchers".into(), json!(args.own_watchers));
+    fields.insert("own_writers".into(), json!(args.own_writers));
+    fields.insert("own_writes".into(), json!(writes));
+    fields.insert("own_write_errors".into(), json!(write_errors));
+    fields.insert("own_write_seconds".into(), json!(round3(write_seconds)));
+    fields.insert(
+        "own_write_rps".into(),
+        json!(round3(writes as f64 / write_seconds)),
+    );
+    fields.insert("own_delivered_seconds".into(), json!(round3(all_seconds)));
+    fields.insert("own_watchers_incomplete".into(), json!(incomplete));
+    fields.insert("own_complete".into(), json!(complete));
+    Ok((fields, complete))
 }
 
 #[tokio::main(flavor = "multi_thread")]
