@@ -93,10 +93,7 @@ pub fn collect(inner: &mut Inner) {
 }
 
 fn namespace_key() -> ResourceKey {
-    ResourceKey {
-        group: String::new(),
-        plural: "namespaces".into(),
-    }
+    ResourceKey::new("", "namespaces")
 }
 
 fn namespaces(inner: &Inner) -> impl Iterator<Item = std::sync::Arc<Value>> {

@@ -241,10 +241,7 @@ impl Handle {
 
     /// A stored object, by group, plural, namespace (`""` when cluster-scoped) and name.
     pub fn get(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value> {
-        let key = registry::ResourceKey {
-            group: group.into(),
-            plural: plural.into(),
-        };
+        let key = registry::ResourceKey::new(group, plural);
         self.app
             .lock()
             .store
@@ -254,10 +251,7 @@ impl Handle {
 
     /// Stored objects of a resource (all namespaces).
     pub fn list(&self, group: &str, plural: &str) -> Vec<Value> {
-        let key = registry::ResourceKey {
-            group: group.into(),
-            plural: plural.into(),
-        };
+        let key = registry::ResourceKey::new(group, plural);
         self.app
             .lock()
             .store

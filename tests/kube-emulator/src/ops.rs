@@ -576,9 +576,11 @@ impl Inner {
                 warnings,
             });
         }
-        let has_owners = object.pointer("/metadata/ownerReferences").is_some();
+        // Collection only needs to look again when an object's owners changed.
+        let owners_changed =
+            object.pointer("/metadata/ownerReferences") != old.pointer("/metadata/ownerReferences");
         let stored = self.store.replace(&t.key(), object);
-        self.after_write(t, &ns, &stored, has_owners);
+        self.after_write(t, &ns, &stored, owners_changed);
         Ok(Written {
             object: (*stored).clone(),
             code: 200,
@@ -688,12 +690,12 @@ impl Inner {
         t: &Arc<ResourceType>,
         ns: &str,
         object: &Arc<Value>,
-        has_owners: bool,
+        owners_changed: bool,
     ) {
         if t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions" {
             self.establish_crd(t, object);
         }
-        if has_owners {
+        if owners_changed {
             gc::collect(self);
         }
         if t.group.is_empty() && t.plural == "pods" || t.group == "policy" {

@@ -9,13 +9,6 @@ use crate::ops::{Inner, WriteOptions, now};
 use crate::registry::ResourceKey;
 use crate::selectors::LabelSelector;
 
-fn key(group: &str, plural: &str) -> ResourceKey {
-    ResourceKey {
-        group: group.into(),
-        plural: plural.into(),
-    }
-}
-
 /// A pod counts as healthy when Ready and not being deleted.
 fn healthy(pod: &Value) -> bool {
     pod.pointer("/metadata/deletionTimestamp").is_none()
@@ -90,12 +83,12 @@ pub fn budget(pdb: &Value, pods: &[Arc<Value>]) -> Budget {
 
 /// Recomputes the status of every budget in `ns`, writing only what changed.
 pub fn refresh_budgets(inner: &mut Inner, ns: &str) {
-    let pdb_key = key("policy", "poddisruptionbudgets");
+    let pdb_key = ResourceKey::new("policy", "poddisruptionbudgets");
     let pdbs = inner.store.list(&pdb_key, Some(ns));
     if pdbs.is_empty() {
         return;
     }
-    let pods = inner.store.list(&key("", "pods"), Some(ns));
+    let pods = inner.store.list(&ResourceKey::new("", "pods"), Some(ns));
     for pdb in pdbs {
         let b = budget(&pdb, &pods);
         let allowed = b.disruptions_allowed > 0;
@@ -165,7 +158,10 @@ pub fn evict(
     if !matches!(phase, "Succeeded" | "Failed") {
         let pdbs: Vec<Arc<Value>> = inner
             .store
-            .list(&key("policy", "poddisruptionbudgets"), Some(ns))
+            .list(
+                &ResourceKey::new("policy", "poddisruptionbudgets"),
+                Some(ns),
+            )
             .into_iter()
             .filter(|pdb| {
                 pdb.pointer("/spec/selector")

@@ -74,10 +74,7 @@ impl ResourceType {
 
     /// The storage key: versions of one resource share their objects.
     pub fn key(&self) -> ResourceKey {
-        ResourceKey {
-            group: self.group.clone(),
-            plural: self.plural.clone(),
-        }
+        ResourceKey::new(&self.group, &self.plural)
     }
 
     /// The structural schema of a custom resource.
@@ -95,6 +92,16 @@ pub struct ResourceKey {
     pub group: String,
     /// Plural name.
     pub plural: String,
+}
+
+impl ResourceKey {
+    /// The key of `plural` in `group` (`""` for core).
+    pub fn new(group: &str, plural: &str) -> Self {
+        ResourceKey {
+            group: group.into(),
+            plural: plural.into(),
+        }
+    }
 }
 
 /// A built-in kind: `(group, version, kind, plural, namespaced, short names, status subresource, generation)`.
