@@ -1,10 +1,9 @@
 //! `bootc-node-agent`: stages the image its BootcNode asks for, reboots when allowed, and
 //! reports what the host booted.
 
-mod config;
-
 use std::process::ExitCode;
 
+use bootc_node_agent::config;
 use clap::Parser;
 
 fn main() -> ExitCode {

@@ -1,0 +1,349 @@
+//! The agent's decisions as a pure function: from what the BootcNode asks, what the host reports and what the agent last did, the next host action and the state to report.
+
+use std::time::Duration;
+
+use bootc_crds::ImageRef;
+use bootc_crds::conditions::{idle, node_degraded};
+use bootc_crds::image_ref::Digest;
+use bootc_crds::node::DesiredImageState;
+use bootc_crds::pool::RebootPolicy;
+use chrono::{DateTime, Utc};
+
+/// Shortest wait before a failed command is tried again.
+pub const BACKOFF_MIN: Duration = Duration::from_secs(10);
+/// Longest wait before a failed command is tried again.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// How long a requested reboot may take to happen before it is requested again. A
+/// request that did not take is not a reboot: asking again keeps "one reboot per approval".
+pub const REBOOT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One deployment slot of the host (booted, staged or rollback).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Slot {
+    /// The image reference bootc tracks (may carry a manifest-list digest).
+    pub image: String,
+    /// The per-architecture manifest digest bootc reports.
+    pub image_digest: String,
+    /// Whether a soft reboot can switch to this deployment.
+    pub soft_reboot_capable: bool,
+    /// Whether the deployment is locked (staged with `--download-only`).
+    pub download_only: bool,
+}
+
+impl Slot {
+    /// The digest-matching rule: the per-architecture digest, or the digest inside the
+    /// tracked reference (a manifest-list digest), equals `target`.
+    pub fn is(&self, target: &Digest) -> bool {
+        let target = target.to_string();
+        self.image_digest == target
+            || ImageRef::parse(&self.image)
+                .ok()
+                .and_then(|r| r.digest().map(ToString::to_string))
+                .is_some_and(|d| d == target)
+    }
+}
+
+/// What the host reports, reduced to what decisions need.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HostFacts {
+    /// The running deployment.
+    pub booted: Option<Slot>,
+    /// The deployment staged for the next boot.
+    pub staged: Option<Slot>,
+    /// The previous deployment.
+    pub rollback: Option<Slot>,
+    /// The kernel's boot ID (changes with every full reboot).
+    pub boot_id: String,
+    /// systemd's `SoftRebootsCount` (grows with every soft reboot).
+    pub soft_reboots: u64,
+    /// Whether the host's systemd can soft-reboot at all.
+    pub can_soft_reboot: bool,
+}
+
+/// What the BootcNode asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    /// `spec.desiredImage`, as written (checked here before anything uses it).
+    pub image: String,
+    /// `spec.desiredImageState`.
+    pub state: DesiredImageState,
+    /// `spec.rebootPolicy`.
+    pub reboot_policy: RebootPolicy,
+    /// Whether the BootcNode carries the reboot-slot annotation.
+    pub holds_slot: bool,
+}
+
+/// A reboot the agent started (reported as `status.lastReboot`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebootRecord {
+    /// The digest the reboot was for.
+    pub digest: String,
+    /// The boot ID before the reboot.
+    pub boot_id: String,
+    /// `SoftRebootsCount` before the reboot.
+    pub soft_reboots: u64,
+    /// When it was requested.
+    pub time: DateTime<Utc>,
+}
+
+impl RebootRecord {
+    /// True when the host has rebooted (fully or softly) since this record.
+    pub fn happened(&self, host: &HostFacts) -> bool {
+        host.boot_id != self.boot_id || host.soft_reboots > self.soft_reboots
+    }
+}
+
+/// The last command that failed, for backoff and the Degraded message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The image the failing command worked on.
+    pub image: String,
+    /// The command's stderr (or why it could not run).
+    pub message: String,
+    /// Failures in a row.
+    pub attempts: u32,
+    /// When the last one happened.
+    pub at: DateTime<Utc>,
+}
+
+/// What the agent remembers between decisions (its last report and its own failures).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Memory {
+    /// `status.lastReboot`.
+    pub last_reboot: Option<RebootRecord>,
+    /// The last failed command, if the one after it has not succeeded yet.
+    pub failure: Option<Failure>,
+}
+
+/// How a staged deployment is made the next boot's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unlock {
+    /// `bootc upgrade --from-downloaded`: the staged deployment is locked.
+    FromDownloaded,
+    /// Nothing: the staged deployment is already unlocked.
+    AlreadyUnlocked,
+    /// `bootc rollback`: the desired image is the rollback deployment.
+    Rollback,
+}
+
+/// The next thing to do on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing; wait for a change (or `retry_after`).
+    Wait,
+    /// Pull and stage this canonical pin, locked.
+    Stage {
+        /// `registry/repo@sha256:<hex>`.
+        image: String,
+    },
+    /// Unlock, record, and reboot.
+    Reboot {
+        /// How the deployment becomes the next boot's.
+        unlock: Unlock,
+        /// Soft reboot (systemd) instead of a full one.
+        soft: bool,
+        /// What to report as `lastReboot` before rebooting.
+        record: RebootRecord,
+    },
+}
+
+/// The `Idle` condition's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Booted is desired.
+    Idle,
+    /// Pulling the desired image.
+    Staging,
+    /// The desired image is staged; waiting for approval.
+    Staged,
+    /// Rebooting into the desired image.
+    Rebooting,
+}
+
+impl Phase {
+    /// The `Idle` condition's reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Phase::Idle => idle::IDLE,
+            Phase::Staging => idle::STAGING,
+            Phase::Staged => idle::STAGED,
+            Phase::Rebooting => idle::REBOOTING,
+        }
+    }
+}
+
+/// A decision: what to do and what to report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The state to report.
+    pub phase: Phase,
+    /// `Degraded=True` with this reason and message, or healthy.
+    pub degraded: Option<(&'static str, String)>,
+    /// What to do now.
+    pub action: Action,
+    /// When to decide again even if nothing changes (backoff, reboot timeout).
+    pub retry_after: Option<Duration>,
+}
+
+fn backoff(attempts: u32) -> Duration {
+    let factor = 2u32.saturating_pow(attempts.saturating_sub(1).min(16));
+    BACKOFF_MIN.saturating_mul(factor).min(BACKOFF_MAX)
+}
+
+fn remaining(since: DateTime<Utc>, wait: Duration, now: DateTime<Utc>) -> Option<Duration> {
+    let elapsed = (now - since).to_std().unwrap_or(Duration::ZERO);
+    wait.checked_sub(elapsed).filter(|d| !d.is_zero())
+}
+
+/// Decides the next step. Pure: the same inputs always give the same decision.
+pub fn decide(
+    desired: &Desired,
+    host: &HostFacts,
+    memory: &Memory,
+    now: DateTime<Utc>,
+) -> Decision {
+    let booted_phase = |phase| Decision {
+        phase,
+        degraded: None,
+        action: Action::Wait,
+        retry_after: None,
+    };
+    // Nothing reaches a command line unless it is a canonical pin.
+    let target = match ImageRef::parse(&desired.image) {
+        Ok(r) if r.is_pin() && r.pinned().as_deref() == Some(desired.image.as_str()) => r,
+        Ok(_) => {
+            return Decision {
+                degraded: Some((
+                    node_degraded::ERROR,
+                    format!(
+                        "spec.desiredImage {:?} is not a canonical pin registry/repo@sha256:<hex>; nothing was done",
+                        desired.image
+                    ),
+                )),
+                ..booted_phase(Phase::Idle)
+            };
+        }
+        Err(e) => {
+            return Decision {
+                degraded: Some((
+                    node_degraded::ERROR,
+                    format!(
+                        "spec.desiredImage {:?} is not a valid image reference: {e}; nothing was done",
+                        desired.image
+                    ),
+                )),
+                ..booted_phase(Phase::Idle)
+            };
+        }
+    };
+    let Some(digest) = target.digest() else {
+        // is_pin() guarantees a digest; stay put rather than guess.
+        return booted_phase(Phase::Idle);
+    };
+    let on = |slot: &Option<Slot>| slot.as_ref().is_some_and(|s| s.is(digest));
+    if on(&host.booted) {
+        return booted_phase(Phase::Idle);
+    }
+    // At most one reboot per approval: the host rebooted for this digest and came back on
+    // something else. Report it and do nothing more until the desired image changes.
+    if let Some(record) = memory
+        .last_reboot
+        .as_ref()
+        .filter(|r| r.digest == digest.to_string())
+    {
+        if record.happened(host) {
+            let booted = host.booted.as_ref().map_or("nothing", |s| s.image.as_str());
+            return Decision {
+                degraded: Some((
+                    node_degraded::REBOOT_DID_NOT_APPLY,
+                    format!(
+                        "the host rebooted into {booted} instead of {}; it will not be rebooted again for this image",
+                        desired.image
+                    ),
+                )),
+                ..booted_phase(if on(&host.staged) {
+                    Phase::Staged
+                } else {
+                    Phase::Staging
+                })
+            };
+        }
+    }
+    let failure = memory.failure.as_ref().filter(|f| f.image == desired.image);
+    let degraded = failure.map(|f| (node_degraded::ERROR, f.message.clone()));
+    let staged = on(&host.staged);
+    let in_rollback = !staged && on(&host.rollback);
+    if staged || in_rollback {
+        let approved = desired.state == DesiredImageState::Booted && desired.holds_slot;
+        if !approved {
+            return Decision {
+                degraded,
+                ..booted_phase(Phase::Staged)
+            };
+        }
+        // A reboot already requested for this digest that has not happened yet: wait for
+        // it, and ask again only when it is overdue.
+        if let Some(record) = memory
+            .last_reboot
+            .as_ref()
+            .filter(|r| r.digest == digest.to_string())
+        {
+            if let Some(wait) = remaining(record.time, REBOOT_REQUEST_TIMEOUT, now) {
+                return Decision {
+                    degraded,
+                    retry_after: Some(wait),
+                    ..booted_phase(Phase::Rebooting)
+                };
+            }
+        }
+        if let Some(wait) = failure.and_then(|f| remaining(f.at, backoff(f.attempts), now)) {
+            return Decision {
+                degraded,
+                retry_after: Some(wait),
+                ..booted_phase(Phase::Rebooting)
+            };
+        }
+        let slot = if staged { &host.staged } else { &host.rollback };
+        let capable = slot.as_ref().is_some_and(|s| s.soft_reboot_capable);
+        let unlock = match (staged, slot.as_ref().is_some_and(|s| s.download_only)) {
+            (true, true) => Unlock::FromDownloaded,
+            (true, false) => Unlock::AlreadyUnlocked,
+            (false, _) => Unlock::Rollback,
+        };
+        return Decision {
+            phase: Phase::Rebooting,
+            degraded,
+            action: Action::Reboot {
+                unlock,
+                soft: desired.reboot_policy == RebootPolicy::AllowSoftReboot
+                    && capable
+                    && host.can_soft_reboot,
+                record: RebootRecord {
+                    digest: digest.to_string(),
+                    boot_id: host.boot_id.clone(),
+                    soft_reboots: host.soft_reboots,
+                    time: now,
+                },
+            },
+            retry_after: None,
+        };
+    }
+    if let Some(wait) = failure.and_then(|f| remaining(f.at, backoff(f.attempts), now)) {
+        return Decision {
+            degraded,
+            retry_after: Some(wait),
+            ..booted_phase(Phase::Staging)
+        };
+    }
+    Decision {
+        phase: Phase::Staging,
+        degraded,
+        action: Action::Stage {
+            image: desired.image.clone(),
+        },
+        retry_after: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,513 @@
+use super::*;
+use chrono::TimeZone;
+
+const A: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const B: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const C: &str = "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+const LIST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
+}
+
+fn pin(digest: &str) -> String {
+    format!("quay.io/example/os@{digest}")
+}
+
+fn slot(digest: &str) -> Slot {
+    Slot {
+        image: "quay.io/example/os:stable".to_string(),
+        image_digest: digest.into(),
+        soft_reboot_capable: false,
+        download_only: true,
+    }
+}
+
+fn host(booted: &str) -> HostFacts {
+    HostFacts {
+        booted: Some(slot(booted)),
+        staged: None,
+        rollback: None,
+        boot_id: "boot-1".into(),
+        soft_reboots: 0,
+        can_soft_reboot: true,
+    }
+}
+
+fn want(digest: &str, state: DesiredImageState, holds_slot: bool) -> Desired {
+    Desired {
+        image: pin(digest),
+        state,
+        reboot_policy: RebootPolicy::RebootOnly,
+        holds_slot,
+    }
+}
+
+use DesiredImageState::{Booted, Staged};
+
+fn record(digest: &str, boot_id: &str, soft: u64, minutes_ago: i64) -> RebootRecord {
+    RebootRecord {
+        digest: digest.into(),
+        boot_id: boot_id.into(),
+        soft_reboots: soft,
+        time: now() - chrono::TimeDelta::minutes(minutes_ago),
+    }
+}
+
+fn reboot(unlock: Unlock, soft: bool, host: &HostFacts) -> Action {
+    Action::Reboot {
+        unlock,
+        soft,
+        record: RebootRecord {
+            digest: B.into(),
+            boot_id: host.boot_id.clone(),
+            soft_reboots: host.soft_reboots,
+            time: now(),
+        },
+    }
+}
+
+fn stage() -> Action {
+    Action::Stage { image: pin(B) }
+}
+
+#[test]
+fn every_state() {
+    let staged_b = HostFacts {
+        staged: Some(slot(B)),
+        ..host(A)
+    };
+    let unlocked_b = HostFacts {
+        staged: Some(Slot {
+            download_only: false,
+            ..slot(B)
+        }),
+        ..host(A)
+    };
+    let rollback_b = HostFacts {
+        rollback: Some(slot(B)),
+        ..host(A)
+    };
+    let staged_c = HostFacts {
+        staged: Some(slot(C)),
+        ..host(A)
+    };
+    let mut via_list = host(A);
+    via_list.booted = Some(Slot {
+        image: format!("quay.io/example/os@{B}"),
+        ..slot(LIST)
+    });
+    let none = Memory::default();
+    type Case<'a> = (
+        &'a str,
+        Desired,
+        HostFacts,
+        Memory,
+        Phase,
+        Option<&'static str>,
+        Action,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "booted is desired",
+            want(B, Staged, false),
+            host(B),
+            none.clone(),
+            Phase::Idle,
+            None,
+            Action::Wait,
+        ),
+        (
+            "booted is desired, still approved",
+            want(B, Booted, true),
+            host(B),
+            none.clone(),
+            Phase::Idle,
+            None,
+            Action::Wait,
+        ),
+        (
+            "booted via the digest in the reference",
+            want(B, Staged, false),
+            via_list,
+            none.clone(),
+            Phase::Idle,
+            None,
+            Action::Wait,
+        ),
+        (
+            "nothing staged",
+            want(B, Staged, false),
+            host(A),
+            none.clone(),
+            Phase::Staging,
+            None,
+            stage(),
+        ),
+        (
+            "another image staged",
+            want(B, Booted, true),
+            staged_c.clone(),
+            none.clone(),
+            Phase::Staging,
+            None,
+            stage(),
+        ),
+        (
+            "staged, not approved",
+            want(B, Staged, false),
+            staged_b.clone(),
+            none.clone(),
+            Phase::Staged,
+            None,
+            Action::Wait,
+        ),
+        (
+            "staged, Booted without the slot",
+            want(B, Booted, false),
+            staged_b.clone(),
+            none.clone(),
+            Phase::Staged,
+            None,
+            Action::Wait,
+        ),
+        (
+            "staged, slot without Booted",
+            want(B, Staged, true),
+            staged_b.clone(),
+            none.clone(),
+            Phase::Staged,
+            None,
+            Action::Wait,
+        ),
+        (
+            "approved",
+            want(B, Booted, true),
+            staged_b.clone(),
+            none.clone(),
+            Phase::Rebooting,
+            None,
+            reboot(Unlock::FromDownloaded, false, &staged_b),
+        ),
+        (
+            "approved, already unlocked",
+            want(B, Booted, true),
+            unlocked_b.clone(),
+            none.clone(),
+            Phase::Rebooting,
+            None,
+            reboot(Unlock::AlreadyUnlocked, false, &unlocked_b),
+        ),
+        (
+            "rollback slot, not approved: nothing to pull",
+            want(B, Staged, false),
+            rollback_b.clone(),
+            none.clone(),
+            Phase::Staged,
+            None,
+            Action::Wait,
+        ),
+        (
+            "rollback slot, approved",
+            want(B, Booted, true),
+            rollback_b.clone(),
+            none.clone(),
+            Phase::Rebooting,
+            None,
+            reboot(Unlock::Rollback, false, &rollback_b),
+        ),
+    ];
+    for (what, desired, host, memory, phase, degraded, action) in cases {
+        let d = decide(&desired, &host, &memory, now());
+        assert_eq!(d.phase, phase, "{what}");
+        assert_eq!(
+            d.degraded.as_ref().map(|(r, _)| *r),
+            degraded,
+            "{what}: {:?}",
+            d.degraded
+        );
+        assert_eq!(d.action, action, "{what}");
+    }
+}
+
+#[test]
+fn soft_reboot_only_when_allowed_capable_and_supported() {
+    let capable = |c: bool| HostFacts {
+        staged: Some(Slot {
+            soft_reboot_capable: c,
+            ..slot(B)
+        }),
+        ..host(A)
+    };
+    let cases = [
+        (RebootPolicy::AllowSoftReboot, true, true, true),
+        (RebootPolicy::RebootOnly, true, true, false),
+        (RebootPolicy::AllowSoftReboot, false, true, false),
+        (RebootPolicy::AllowSoftReboot, true, false, false),
+    ];
+    for (policy, staged_capable, systemd_can, soft) in cases {
+        let mut h = capable(staged_capable);
+        h.can_soft_reboot = systemd_can;
+        let desired = Desired {
+            reboot_policy: policy,
+            ..want(B, Booted, true)
+        };
+        let d = decide(&desired, &h, &Memory::default(), now());
+        assert!(
+            matches!(d.action, Action::Reboot { soft: s, .. } if s == soft),
+            "{policy:?} {staged_capable} {systemd_can}: {:?}",
+            d.action
+        );
+    }
+}
+
+#[test]
+fn bad_desired_images_never_reach_a_command() {
+    for bad in [
+        "quay.io/example/os:stable".to_string(),
+        format!("quay.io/example/os:stable@{B}"),
+        format!("os@{B}"),
+        "--apply".to_string(),
+        "x; reboot".to_string(),
+        format!("quay.io/example/os @{B}"),
+        String::new(),
+    ] {
+        let desired = Desired {
+            image: bad.clone(),
+            ..want(B, Booted, true)
+        };
+        let h = HostFacts {
+            staged: Some(slot(B)),
+            ..host(A)
+        };
+        let d = decide(&desired, &h, &Memory::default(), now());
+        assert_eq!(d.action, Action::Wait, "{bad:?}");
+        let (reason, message) = d.degraded.expect("degraded");
+        assert_eq!(reason, node_degraded::ERROR);
+        assert!(
+            message.contains("spec.desiredImage") && message.contains("nothing was done"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn reboots_that_did_not_apply_are_not_repeated() {
+    let approved = want(B, Booted, true);
+    // Came back (new boot ID, or one more soft reboot) on the old image.
+    for (boot_id, soft) in [("boot-2", 0), ("boot-1", 1)] {
+        let h = HostFacts {
+            boot_id: boot_id.into(),
+            soft_reboots: soft,
+            staged: Some(slot(B)),
+            ..host(A)
+        };
+        let memory = Memory {
+            last_reboot: Some(record(B, "boot-1", 0, 5)),
+            failure: None,
+        };
+        let d = decide(&approved, &h, &memory, now());
+        assert_eq!(d.action, Action::Wait);
+        assert_eq!(
+            d.degraded.as_ref().map(|(r, _)| *r),
+            Some(node_degraded::REBOOT_DID_NOT_APPLY)
+        );
+        assert_eq!(d.phase, Phase::Staged);
+    }
+    // The reboot was for another digest: this approval may reboot.
+    let h = HostFacts {
+        boot_id: "boot-2".into(),
+        staged: Some(slot(B)),
+        ..host(A)
+    };
+    let memory = Memory {
+        last_reboot: Some(record(C, "boot-1", 0, 5)),
+        failure: None,
+    };
+    assert!(matches!(
+        decide(&approved, &h, &memory, now()).action,
+        Action::Reboot { .. }
+    ));
+    // It applied: idle and healthy.
+    let memory = Memory {
+        last_reboot: Some(record(B, "boot-1", 0, 5)),
+        failure: None,
+    };
+    let d = decide(
+        &approved,
+        &HostFacts {
+            boot_id: "boot-2".into(),
+            ..host(B)
+        },
+        &memory,
+        now(),
+    );
+    assert_eq!(
+        (d.phase, d.degraded, d.action),
+        (Phase::Idle, None, Action::Wait)
+    );
+}
+
+#[test]
+fn a_requested_reboot_is_awaited_then_requested_again() {
+    let approved = want(B, Booted, true);
+    let h = HostFacts {
+        staged: Some(slot(B)),
+        ..host(A)
+    };
+    let recent = Memory {
+        last_reboot: Some(record(B, "boot-1", 0, 2)),
+        failure: None,
+    };
+    let d = decide(&approved, &h, &recent, now());
+    assert_eq!((d.phase, d.action), (Phase::Rebooting, Action::Wait));
+    assert_eq!(
+        d.retry_after,
+        Some(REBOOT_REQUEST_TIMEOUT - Duration::from_secs(120))
+    );
+    let overdue = Memory {
+        last_reboot: Some(record(B, "boot-1", 0, 11)),
+        failure: None,
+    };
+    assert!(matches!(
+        decide(&approved, &h, &overdue, now()).action,
+        Action::Reboot { .. }
+    ));
+}
+
+#[test]
+fn failures_back_off_and_stay_reported() {
+    let failed = |attempts: u32, seconds_ago: i64, image: &str| Memory {
+        last_reboot: None,
+        failure: Some(Failure {
+            image: image.into(),
+            message: "error: pulling image: 401 Unauthorized".into(),
+            attempts,
+            at: now() - chrono::TimeDelta::seconds(seconds_ago),
+        }),
+    };
+    let d = decide(
+        &want(B, Staged, false),
+        &host(A),
+        &failed(1, 3, &pin(B)),
+        now(),
+    );
+    assert_eq!(
+        (d.phase, d.action.clone(), d.retry_after),
+        (Phase::Staging, Action::Wait, Some(Duration::from_secs(7)))
+    );
+    let (reason, message) = d.degraded.unwrap();
+    assert_eq!(
+        (reason, message.as_str()),
+        (
+            node_degraded::ERROR,
+            "error: pulling image: 401 Unauthorized"
+        )
+    );
+    // Past the backoff: try again, still reporting the last failure.
+    let d = decide(
+        &want(B, Staged, false),
+        &host(A),
+        &failed(1, 11, &pin(B)),
+        now(),
+    );
+    assert_eq!(d.action, stage());
+    assert!(d.degraded.is_some());
+    // A failure for another image does not hold this one back.
+    let d = decide(
+        &want(B, Staged, false),
+        &host(A),
+        &failed(3, 1, &pin(C)),
+        now(),
+    );
+    assert_eq!((d.action, d.degraded), (stage(), None));
+    // A failed reboot backs off too.
+    let h = HostFacts {
+        staged: Some(slot(B)),
+        ..host(A)
+    };
+    let d = decide(&want(B, Booted, true), &h, &failed(2, 5, &pin(B)), now());
+    assert_eq!(
+        (d.phase, d.action, d.retry_after),
+        (
+            Phase::Rebooting,
+            Action::Wait,
+            Some(Duration::from_secs(15))
+        )
+    );
+}
+
+#[test]
+fn backoff_doubles_up_to_five_minutes() {
+    let secs: Vec<u64> = (1..=8).map(|a| backoff(a).as_secs()).collect();
+    assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300, 300]);
+    assert_eq!(backoff(0).as_secs(), 10);
+    assert_eq!(backoff(u32::MAX).as_secs(), 300);
+}
+
+/// Over every combination of a small state space, an approval never reboots a host that
+/// already rebooted for this digest and came back on another image.
+#[test]
+fn at_most_one_reboot_per_approval_exhaustively() {
+    let slots = [None, Some(slot(A)), Some(slot(B)), Some(slot(C))];
+    let records = [
+        None,
+        Some(record(B, "boot-1", 0, 1)),
+        Some(record(B, "boot-1", 0, 30)),
+        Some(record(C, "boot-1", 0, 1)),
+    ];
+    let mut checked = 0;
+    for booted in &slots {
+        for staged in &slots {
+            for rollback in &slots {
+                for boot_id in ["boot-1", "boot-2"] {
+                    for soft_reboots in [0, 1] {
+                        for last_reboot in &records {
+                            for state in [Staged, Booted] {
+                                for holds_slot in [false, true] {
+                                    let h = HostFacts {
+                                        booted: booted.clone(),
+                                        staged: staged.clone(),
+                                        rollback: rollback.clone(),
+                                        boot_id: boot_id.into(),
+                                        soft_reboots,
+                                        can_soft_reboot: true,
+                                    };
+                                    let memory = Memory {
+                                        last_reboot: last_reboot.clone(),
+                                        failure: None,
+                                    };
+                                    let d = decide(&want(B, state, holds_slot), &h, &memory, now());
+                                    let on_b = booted.as_ref().is_some_and(|s| s.image_digest == B);
+                                    let rebooted_for_b = last_reboot
+                                        .as_ref()
+                                        .is_some_and(|r| r.digest == B && r.happened(&h));
+                                    if rebooted_for_b && !on_b {
+                                        assert!(
+                                            !matches!(d.action, Action::Reboot { .. }),
+                                            "{h:?} {memory:?}"
+                                        );
+                                    }
+                                    if matches!(d.action, Action::Reboot { .. }) {
+                                        assert!(
+                                            state == Booted && holds_slot,
+                                            "reboot without approval: {h:?}"
+                                        );
+                                    }
+                                    if on_b {
+                                        assert_eq!(
+                                            (d.phase, &d.action),
+                                            (Phase::Idle, &Action::Wait)
+                                        );
+                                    }
+                                    checked += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 4 * 4 * 2 * 2 * 4 * 2 * 2);
+}
