@@ -250,24 +250,23 @@ pub fn decide(
         .last_reboot
         .as_ref()
         .filter(|r| r.digest == digest.to_string())
+        && record.happened(host)
     {
-        if record.happened(host) {
-            let booted = host.booted.as_ref().map_or("nothing", |s| s.image.as_str());
-            return Decision {
-                degraded: Some((
-                    node_degraded::REBOOT_DID_NOT_APPLY,
-                    format!(
-                        "the host rebooted into {booted} instead of {}; it will not be rebooted again for this image",
-                        desired.image
-                    ),
-                )),
-                ..booted_phase(if on(&host.staged) {
-                    Phase::Staged
-                } else {
-                    Phase::Staging
-                })
-            };
-        }
+        let booted = host.booted.as_ref().map_or("nothing", |s| s.image.as_str());
+        return Decision {
+            degraded: Some((
+                node_degraded::REBOOT_DID_NOT_APPLY,
+                format!(
+                    "the host rebooted into {booted} instead of {}; it will not be rebooted again for this image",
+                    desired.image
+                ),
+            )),
+            ..booted_phase(if on(&host.staged) {
+                Phase::Staged
+            } else {
+                Phase::Staging
+            })
+        };
     }
     let failure = memory.failure.as_ref().filter(|f| f.image == desired.image);
     let degraded = failure.map(|f| (node_degraded::ERROR, f.message.clone()));
@@ -287,14 +286,13 @@ pub fn decide(
             .last_reboot
             .as_ref()
             .filter(|r| r.digest == digest.to_string())
+            && let Some(wait) = remaining(record.time, REBOOT_REQUEST_TIMEOUT, now)
         {
-            if let Some(wait) = remaining(record.time, REBOOT_REQUEST_TIMEOUT, now) {
-                return Decision {
-                    degraded,
-                    retry_after: Some(wait),
-                    ..booted_phase(Phase::Rebooting)
-                };
-            }
+            return Decision {
+                degraded,
+                retry_after: Some(wait),
+                ..booted_phase(Phase::Rebooting)
+            };
         }
         if let Some(wait) = failure.and_then(|f| remaining(f.at, backoff(f.attempts), now)) {
             return Decision {

@@ -60,10 +60,11 @@ fn tidy(value: &mut Value) {
         Value::Object(map) => {
             map.remove("nullable");
             for key in ["minimum", "maximum"] {
-                if let Some(n) = map.get(key).and_then(Value::as_f64) {
-                    if n.fract() == 0.0 && n.abs() < 9.0e15 {
-                        map.insert(key.to_string(), Value::from(n as i64));
-                    }
+                if let Some(n) = map.get(key).and_then(Value::as_f64)
+                    && n.fract() == 0.0
+                    && n.abs() < 9.0e15
+                {
+                    map.insert(key.to_string(), Value::from(n as i64));
                 }
             }
             if let Some(Value::String(d)) = map.get_mut("description") {

@@ -127,10 +127,10 @@ fn fill_properties(props: &Map<String, Value>, map: &mut Map<String, Value>, roo
 
 /// Replaces a non-nullable `null` item or map value by its schema's default.
 fn replace_null(schema: &Value, value: &mut Value) {
-    if non_nullable_null(value, schema) {
-        if let Some(default) = schema::default(schema) {
-            *value = default.clone();
-        }
+    if non_nullable_null(value, schema)
+        && let Some(default) = schema::default(schema)
+    {
+        *value = default.clone();
     }
 }
 

@@ -139,7 +139,7 @@ fn is_base64(value: &str) -> bool {
         .bytes()
         .filter(|c| *c != b'\r' && *c != b'\n')
         .collect();
-    if data.len() % 4 != 0 {
+    if !data.len().is_multiple_of(4) {
         return false;
     }
     let padding = data.iter().rev().take_while(|c| **c == b'=').count();

@@ -161,19 +161,19 @@ impl Walker {
                 ),
             }
         }
-        if let Some(f) = self.kw_str(s, "format", path) {
-            if format::check(f, text) == Some(false) {
-                self.openapi.push(SchemaError::new(
-                    path,
-                    ErrorKind::TypeInvalid,
-                    Some(value.clone()),
-                    format!(
-                        "{} must be of type {f}: {}",
-                        path::in_body(path),
-                        gofmt::quote(text)
-                    ),
-                ));
-            }
+        if let Some(f) = self.kw_str(s, "format", path)
+            && format::check(f, text) == Some(false)
+        {
+            self.openapi.push(SchemaError::new(
+                path,
+                ErrorKind::TypeInvalid,
+                Some(value.clone()),
+                format!(
+                    "{} must be of type {f}: {}",
+                    path::in_body(path),
+                    gofmt::quote(text)
+                ),
+            ));
         }
     }
 
@@ -489,10 +489,10 @@ impl Walker {
                 );
             }
         }
-        if let Some(not) = s.get("not") {
-            if self.branch(not, value, path, depth).is_empty() {
-                self.composite(path, format!("{body} must not validate the schema (not)"));
-            }
+        if let Some(not) = s.get("not")
+            && self.branch(not, value, path, depth).is_empty()
+        {
+            self.composite(path, format!("{body} must not validate the schema (not)"));
         }
     }
 
@@ -762,10 +762,11 @@ fn as_i128(n: &Number) -> Option<i128> {
 
 /// `n` compared with a bound given as a float, exactly when both are integral.
 fn compare(n: &Number, bound: f64) -> Option<Ordering> {
-    if let Some(i) = as_i128(n) {
-        if bound.fract() == 0.0 && bound.abs() < 1.0e30 {
-            return Some(i.cmp(&(bound as i128)));
-        }
+    if let Some(i) = as_i128(n)
+        && bound.fract() == 0.0
+        && bound.abs() < 1.0e30
+    {
+        return Some(i.cmp(&(bound as i128)));
     }
     n.as_f64()?.partial_cmp(&bound)
 }
@@ -773,11 +774,12 @@ fn compare(n: &Number, bound: f64) -> Option<Ordering> {
 /// `multipleOf`: exact for integers and integral factors, otherwise
 /// go-openapi's float test (the quotient is an integer within 1e-9).
 fn is_multiple_of(n: &Number, factor: f64) -> bool {
-    if let Some(i) = as_i128(n) {
-        if factor.fract() == 0.0 && factor < 1.0e30 {
-            let f = factor as i128;
-            return f != 0 && i % f == 0;
-        }
+    if let Some(i) = as_i128(n)
+        && factor.fract() == 0.0
+        && factor < 1.0e30
+    {
+        let f = factor as i128;
+        return f != 0 && i % f == 0;
     }
     let Some(data) = n.as_f64() else {
         return false;

@@ -364,11 +364,10 @@ impl Parser {
             .chars()
             .all(|c| c.is_ascii_digit() || "+-.".contains(c))
             && value.chars().any(|c| c.is_ascii_digit())
+            && let Ok(f) = value.parse::<f64>()
         {
-            if let Ok(f) = value.parse::<f64>() {
-                cur.push(Node::Float(f));
-                return Ok(());
-            }
+            cur.push(Node::Float(f));
+            return Ok(());
         }
         Err(format!("cannot parse number {value}"))
     }

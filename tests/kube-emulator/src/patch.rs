@@ -136,10 +136,10 @@ pub struct SchemaLists<'a>(pub &'a Value);
 
 impl ListSemantics for SchemaLists<'_> {
     fn list_kind(&self, path: &[&str]) -> ListKind {
-        if let [.., "metadata", _] = path {
-            if let Some(kind) = object_meta_list(path) {
-                return kind;
-            }
+        if let [.., "metadata", _] = path
+            && let Some(kind) = object_meta_list(path)
+        {
+            return kind;
         }
         let mut node = self.0;
         for seg in path {
@@ -270,10 +270,10 @@ impl BuiltinLists {
 impl ListSemantics for BuiltinLists {
     fn list_kind(&self, path: &[&str]) -> ListKind {
         let kind = self.kind.as_str();
-        if let Some(prefix) = pod_spec_prefix(kind) {
-            if let Some(rest) = path.strip_prefix(prefix) {
-                return pod_spec_list(rest);
-            }
+        if let Some(prefix) = pod_spec_prefix(kind)
+            && let Some(rest) = path.strip_prefix(prefix)
+        {
+            return pod_spec_list(rest);
         }
         if let Some(k) = object_meta_list(path) {
             return k;

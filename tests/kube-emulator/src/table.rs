@@ -795,10 +795,10 @@ fn node_roles(obj: &Value, _: DateTime<Utc>) -> Value {
                 if !role.is_empty() {
                     roles.insert(role.to_string());
                 }
-            } else if k == "kubernetes.io/role" {
-                if let Some(v) = v.as_str().filter(|v| !v.is_empty()) {
-                    roles.insert(v.to_string());
-                }
+            } else if k == "kubernetes.io/role"
+                && let Some(v) = v.as_str().filter(|v| !v.is_empty())
+            {
+                roles.insert(v.to_string());
             }
         }
     }
@@ -959,10 +959,10 @@ fn pod_summary(pod: &Value, now: DateTime<Utc>) -> PodSummary {
     }
 
     let mut restarts_text = restarts.to_string();
-    if restarts != 0 {
-        if let Some(t) = last_restart.filter(|t| !is_zero_time(*t)) {
-            restarts_text = format!("{restarts} ({} ago)", human_duration(now - t));
-        }
+    if restarts != 0
+        && let Some(t) = last_restart.filter(|t| !is_zero_time(*t))
+    {
+        restarts_text = format!("{restarts} ({} ago)", human_duration(now - t));
     }
     PodSummary {
         ready: format!("{ready}/{total}"),

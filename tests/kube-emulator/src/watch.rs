@@ -186,11 +186,10 @@ async fn run(
         tokio::select! {
             received = events.recv() => match received {
                 Some(event) => {
-                    if let Some(line) = send(&event, last) {
-                        if tx.send(Ok(line)).await.is_err() {
+                    if let Some(line) = send(&event, last)
+                        && tx.send(Ok(line)).await.is_err() {
                             return;
                         }
-                    }
                 }
                 // Dropped by the store for falling behind: the client resumes from its
                 // last version, as after any dropped stream.
@@ -202,11 +201,10 @@ async fn run(
                 // overtakes an event.
                 let now = app.lock().store.rv();
                 while let Ok(event) = events.try_recv() {
-                    if let Some(line) = send(&event, last) {
-                        if tx.send(Ok(line)).await.is_err() {
+                    if let Some(line) = send(&event, last)
+                        && tx.send(Ok(line)).await.is_err() {
                             return;
                         }
-                    }
                 }
                 *last = (*last).max(now);
                 if tx.send(Ok(bookmark(*last, false))).await.is_err() {

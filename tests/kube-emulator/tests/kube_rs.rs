@@ -49,10 +49,10 @@ async fn watcher_survives_dropped_streams_and_410() {
     let task = tokio::spawn(async move {
         let mut stream = watcher(stream_api, watcher::Config::default()).boxed();
         while let Some(event) = stream.next().await {
-            if let Ok(event) = event {
-                if tx.send(event).is_err() {
-                    return;
-                }
+            if let Ok(event) = event
+                && tx.send(event).is_err()
+            {
+                return;
             }
         }
     });

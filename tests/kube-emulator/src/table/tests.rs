@@ -1,4 +1,3 @@
-
 use super::*;
 
 const POOLS_CRD: &str = include_str!("../../../../crds/node.bootc.dev_bootcnodepools.yaml");

@@ -1,0 +1,498 @@
+//! [`Host`] over the host's system bus.
+//!
+//! bootc runs as a transient oneshot service: the argv goes as a list in `ExecStart`
+//! (never through a shell), its output to files in the work directory, with an explicit
+//! start timeout. The unit is started with `RemainAfterExit=true` so that, once its job is
+//! removed, the unit stays loaded (`active (exited)` or `failed`) and its `Result` and
+//! `ExecMainStatus` can be read without racing systemd's garbage collection; after
+//! reading, the agent stops the unit and resets a failed state so nothing lingers.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::OnceCell;
+use zbus::proxy::CacheProperties;
+use zbus::{Connection, OwnedObjectPath, Variant};
+
+use super::{BootIdentity, Host, HostError};
+use crate::machine::Unlock;
+
+/// The host's bootc, as systemd sees it.
+const DEFAULT_BOOTC: &str = "/usr/bin/bootc";
+/// The timer that would update the host behind the pool's back.
+const UPDATE_TIMER: &str = "bootc-fetch-apply-updates.timer";
+/// Extra time past the unit's own start timeout before the agent gives up.
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(2);
+/// How much of a command's standard error an error carries.
+const STDERR_TAIL: u64 = 4096;
+/// logind's `SD_LOGIND_SOFT_REBOOT` flag.
+const SOFT_REBOOT_FLAG: u64 = 1 << 2;
+
+/// One `ExecStart` entry: path, argv, ignore-failure.
+type ExecCommand = (String, Vec<String>, bool);
+
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Manager",
+    default_service = "org.freedesktop.systemd1",
+    default_path = "/org/freedesktop/systemd1"
+)]
+trait SystemdManager {
+    fn subscribe(&self) -> zbus::Result<()>;
+
+    fn start_transient_unit(
+        &self,
+        name: &str,
+        mode: &str,
+        properties: &[(&str, Variant<'_>)],
+        aux: &[(&str, &[(&str, Variant<'_>)])],
+    ) -> zbus::Result<OwnedObjectPath>;
+
+    fn stop_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
+
+    fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
+
+    fn reset_failed_unit(&self, name: &str) -> zbus::Result<()>;
+
+    fn mask_unit_files(
+        &self,
+        files: &[&str],
+        runtime: bool,
+        force: bool,
+    ) -> zbus::Result<Vec<(String, String, String)>>;
+
+    #[zbus(property)]
+    fn soft_reboots_count(&self) -> zbus::Result<u32>;
+
+    #[zbus(signal)]
+    fn job_removed(
+        &self,
+        id: u32,
+        job: OwnedObjectPath,
+        unit: String,
+        result: String,
+    ) -> zbus::Result<()>;
+}
+
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Service",
+    default_service = "org.freedesktop.systemd1"
+)]
+trait SystemdService {
+    #[zbus(property)]
+    fn result(&self) -> zbus::Result<String>;
+
+    #[zbus(property)]
+    fn exec_main_status(&self) -> zbus::Result<i32>;
+}
+
+#[zbus::proxy(
+    interface = "org.freedesktop.login1.Manager",
+    default_service = "org.freedesktop.login1",
+    default_path = "/org/freedesktop/login1"
+)]
+trait LoginManager {
+    fn reboot_with_flags(&self, flags: u64) -> zbus::Result<()>;
+}
+
+#[zbus::proxy(
+    interface = "org.freedesktop.hostname1",
+    default_service = "org.freedesktop.hostname1",
+    default_path = "/org/freedesktop/hostname1"
+)]
+trait Hostname {
+    #[zbus(property, name = "BootID")]
+    fn boot_id(&self) -> zbus::Result<Vec<u8>>;
+}
+
+/// [`Host`] through the host's system bus.
+#[derive(Debug)]
+pub struct DbusHost {
+    connection: Connection,
+    work_dir: PathBuf,
+    timeout: Duration,
+    bootc: String,
+    counter: AtomicU64,
+    download_only: OnceCell<bool>,
+}
+
+/// What a finished command left behind.
+struct Finished {
+    stdout_path: PathBuf,
+}
+
+impl DbusHost {
+    /// Connects to the bus at `address` (`unix:path=/run/dbus/system_bus_socket`).
+    ///
+    /// `work_dir` is an absolute directory that the host sees and the agent reads at the
+    /// same path; commands write their output there. Each command may run for `timeout`.
+    pub async fn connect(
+        address: &str,
+        work_dir: impl Into<PathBuf>,
+        timeout: Duration,
+    ) -> Result<Self, HostError> {
+        let work_dir = work_dir.into();
+        if !work_dir.is_absolute() {
+            return Err(HostError::WorkDirNotAbsolute {
+                path: work_dir.display().to_string(),
+            });
+        }
+        let connection = zbus::connection::Builder::address(address)
+            .build()
+            .await
+            .map_err(|source| HostError::Connect {
+                address: address.to_owned(),
+                source,
+            })?;
+        Ok(Self {
+            connection,
+            work_dir,
+            timeout,
+            bootc: DEFAULT_BOOTC.to_owned(),
+            counter: AtomicU64::new(0),
+            download_only: OnceCell::new(),
+        })
+    }
+
+    /// Uses `path` (absolute, as the host sees it) as the bootc binary.
+    pub fn with_bootc_path(mut self, path: impl Into<String>) -> Self {
+        self.bootc = path.into();
+        self
+    }
+
+    async fn manager(&self) -> Result<SystemdManagerProxy<'static>, HostError> {
+        SystemdManagerProxy::builder(&self.connection)
+            .cache_properties(CacheProperties::No)
+            .build()
+            .await
+            .map_err(|source| HostError::Call {
+                call: "systemd1.Manager",
+                source,
+            })
+    }
+
+    /// Runs `bootc ARGS` as a transient unit and returns its standard output.
+    async fn bootc(&self, args: &[&str]) -> Result<String, HostError> {
+        let mut argv = vec![self.bootc.clone()];
+        argv.extend(args.iter().map(|a| (*a).to_owned()));
+        let finished = self.run(argv.clone()).await?;
+        let command = argv.join(" ");
+        let out = tokio::fs::read(&finished.stdout_path)
+            .await
+            .map_err(|source| HostError::Output {
+                command,
+                path: finished.stdout_path.display().to_string(),
+                source,
+            })?;
+        let _ = tokio::fs::remove_file(&finished.stdout_path).await;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    async fn run(&self, argv: Vec<String>) -> Result<Finished, HostError> {
+        let command = argv.join(" ");
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let unit = format!("bootc-node-agent-{n}-{}.service", std::process::id());
+        let stdout_path = self.work_dir.join(format!("{unit}.out"));
+        let stderr_path = self.work_dir.join(format!("{unit}.err"));
+        for path in [&stdout_path, &stderr_path] {
+            prepare_output(path, &command).await?;
+        }
+
+        let manager = self.manager().await?;
+        manager
+            .subscribe()
+            .await
+            .map_err(|source| HostError::Call {
+                call: "Manager.Subscribe",
+                source,
+            })?;
+        let mut removed =
+            manager
+                .receive_job_removed()
+                .await
+                .map_err(|source| HostError::Call {
+                    call: "Manager.JobRemoved",
+                    source,
+                })?;
+
+        let exec: Vec<ExecCommand> = vec![(argv[0].clone(), argv.clone(), false)];
+        let timeout_usec = u64::try_from(self.timeout.as_micros()).unwrap_or(u64::MAX);
+        let properties: Vec<(&str, Variant<'_>)> = vec![
+            (
+                "Description",
+                Variant::from(format!("bootc-node-agent: {command}")),
+            ),
+            ("Type", Variant::from("oneshot")),
+            ("RemainAfterExit", Variant::from(true)),
+            ("ExecStart", Variant::from(exec)),
+            (
+                "StandardOutput",
+                Variant::from(format!("file:{}", stdout_path.display())),
+            ),
+            (
+                "StandardError",
+                Variant::from(format!("file:{}", stderr_path.display())),
+            ),
+            ("TimeoutStartUSec", Variant::from(timeout_usec)),
+        ];
+        let job = manager
+            .start_transient_unit(&unit, "fail", &properties, &[])
+            .await
+            .map_err(|source| HostError::Call {
+                call: "Manager.StartTransientUnit",
+                source,
+            })?;
+
+        let wait = async {
+            while let Some(signal) = removed.next().await {
+                let Ok(args) = signal.args() else { continue };
+                if args.job.as_str() == job.as_str() {
+                    return Some(args.result);
+                }
+            }
+            None
+        };
+        let job_result = match tokio::time::timeout(self.timeout + TIMEOUT_MARGIN, wait).await {
+            Ok(Some(result)) => result,
+            Ok(None) => return Err(HostError::SignalStreamEnded { command }),
+            Err(_) => {
+                manager
+                    .stop_unit(&unit, "replace")
+                    .await
+                    .map_err(|source| HostError::Call {
+                        call: "Manager.StopUnit",
+                        source,
+                    })?;
+                return Err(HostError::Timeout {
+                    command,
+                    timeout: self.timeout,
+                });
+            }
+        };
+
+        let (result, exit_status) = self.service_outcome(&manager, &unit).await?;
+        // Release the unit; it has served its purpose.
+        let _ = manager.stop_unit(&unit, "replace").await;
+        let _ = manager.reset_failed_unit(&unit).await;
+
+        if result == "timeout" {
+            return Err(HostError::Timeout {
+                command,
+                timeout: self.timeout,
+            });
+        }
+        if job_result != "done" || result != "success" || exit_status != 0 {
+            let stderr = tail(&stderr_path).await;
+            let _ = tokio::fs::remove_file(&stderr_path).await;
+            let _ = tokio::fs::remove_file(&stdout_path).await;
+            return Err(HostError::CommandFailed {
+                command,
+                job_result,
+                result,
+                exit_status,
+                stderr,
+            });
+        }
+        let _ = tokio::fs::remove_file(&stderr_path).await;
+        Ok(Finished { stdout_path })
+    }
+
+    async fn service_outcome(
+        &self,
+        manager: &SystemdManagerProxy<'_>,
+        unit: &str,
+    ) -> Result<(String, i32), HostError> {
+        let path = manager
+            .get_unit(unit)
+            .await
+            .map_err(|source| HostError::Call {
+                call: "Manager.GetUnit",
+                source,
+            })?;
+        let service = SystemdServiceProxy::builder(&self.connection)
+            .path(path)
+            .cache_properties(CacheProperties::No)
+            .build()
+            .await
+            .map_err(|source| HostError::Call {
+                call: "systemd1.Service",
+                source,
+            })?;
+        let result = service.result().await.map_err(|source| HostError::Call {
+            call: "Service.Result",
+            source,
+        })?;
+        let status = service
+            .exec_main_status()
+            .await
+            .map_err(|source| HostError::Call {
+                call: "Service.ExecMainStatus",
+                source,
+            })?;
+        Ok((result, status))
+    }
+
+    async fn supports_download_only(&self) -> Result<bool, HostError> {
+        self.download_only
+            .get_or_try_init(|| async {
+                let help = self.bootc(&["switch", "--help"]).await?;
+                Ok(help.contains("--download-only"))
+            })
+            .await
+            .copied()
+    }
+}
+
+/// Removes a stale output file so the command's output starts empty.
+async fn prepare_output(path: &Path, command: &str) -> Result<(), HostError> {
+    match tokio::fs::remove_file(path).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(HostError::Output {
+            command: command.to_owned(),
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+/// The last [`STDERR_TAIL`] bytes of `path`, trimmed; empty when unreadable.
+async fn tail(path: &Path) -> String {
+    let Ok(bytes) = tokio::fs::read(path).await else {
+        return String::new();
+    };
+    let start = bytes
+        .len()
+        .saturating_sub(usize::try_from(STDERR_TAIL).unwrap_or(usize::MAX));
+    String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
+}
+
+/// True when a property read failed because the property does not exist.
+fn is_unknown_property(error: &zbus::Error) -> bool {
+    match error {
+        zbus::Error::FDO(e) => matches!(
+            **e,
+            zbus::fdo::Error::UnknownProperty(_) | zbus::fdo::Error::InvalidArgs(_)
+        ),
+        zbus::Error::MethodError(name, _, _) => matches!(
+            name.as_str(),
+            "org.freedesktop.DBus.Error.UnknownProperty" | "org.freedesktop.DBus.Error.InvalidArgs"
+        ),
+        _ => false,
+    }
+}
+
+impl Host for DbusHost {
+    async fn status(&self) -> Result<crate::bootc_status::Host, HostError> {
+        let args = ["status", "--format=json", "--format-version=1"];
+        let out = self.bootc(&args).await?;
+        crate::bootc_status::parse(out.as_bytes()).map_err(|source| HostError::ParseStatus {
+            command: format!("{} {}", self.bootc, args.join(" ")),
+            source,
+        })
+    }
+
+    async fn identity(&self) -> Result<BootIdentity, HostError> {
+        let hostname = HostnameProxy::builder(&self.connection)
+            .cache_properties(CacheProperties::No)
+            .build()
+            .await
+            .map_err(|source| HostError::Call {
+                call: "hostname1",
+                source,
+            })?;
+        let id = hostname.boot_id().await.map_err(|source| HostError::Call {
+            call: "hostname1.BootID",
+            source,
+        })?;
+        if id.len() != 16 {
+            return Err(HostError::BadBootId { len: id.len() });
+        }
+        let boot_id = id.iter().map(|b| format!("{b:02x}")).collect();
+        let manager = self.manager().await?;
+        let (soft_reboots, can_soft_reboot) = match manager.soft_reboots_count().await {
+            Ok(n) => (u64::from(n), true),
+            Err(e) if is_unknown_property(&e) => (0, false),
+            Err(source) => {
+                return Err(HostError::Call {
+                    call: "Manager.SoftRebootsCount",
+                    source,
+                });
+            }
+        };
+        Ok(BootIdentity {
+            boot_id,
+            soft_reboots,
+            can_soft_reboot,
+        })
+    }
+
+    async fn stage(&self, pin: &bootc_crds::ImageRef) -> Result<(), HostError> {
+        let reference = pin.to_string();
+        if !pin.is_pin() || pin.pinned().as_deref() != Some(reference.as_str()) {
+            return Err(HostError::NotAPin { reference });
+        }
+        if self.supports_download_only().await? {
+            self.bootc(&["switch", "--download-only", &reference])
+                .await?;
+        } else {
+            self.bootc(&["switch", &reference]).await?;
+            self.bootc(&["upgrade", "--download-only"]).await?;
+        }
+        Ok(())
+    }
+
+    async fn unlock(&self, how: Unlock) -> Result<(), HostError> {
+        match how {
+            Unlock::FromDownloaded => {
+                self.bootc(&["upgrade", "--from-downloaded"]).await?;
+            }
+            Unlock::AlreadyUnlocked => {}
+            Unlock::Rollback => {
+                self.bootc(&["rollback"]).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn reboot(&self, soft: bool) -> Result<(), HostError> {
+        let flags = if soft { SOFT_REBOOT_FLAG } else { 0 };
+        let login = LoginManagerProxy::new(&self.connection)
+            .await
+            .map_err(|source| HostError::Call {
+                call: "login1.Manager",
+                source,
+            })?;
+        login
+            .reboot_with_flags(flags)
+            .await
+            .map_err(|source| HostError::Call {
+                call: "Manager.RebootWithFlags",
+                source,
+            })
+    }
+
+    async fn mask_update_timer(&self) -> Result<(), HostError> {
+        let manager = self.manager().await?;
+        manager
+            .mask_unit_files(&[UPDATE_TIMER], true, true)
+            .await
+            .map_err(|source| HostError::Call {
+                call: "Manager.MaskUnitFiles",
+                source,
+            })?;
+        match manager.stop_unit(UPDATE_TIMER, "replace").await {
+            Ok(_) => Ok(()),
+            Err(zbus::Error::MethodError(name, _, _))
+                if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" =>
+            {
+                Ok(())
+            }
+            Err(source) => Err(HostError::Call {
+                call: "Manager.StopUnit",
+                source,
+            }),
+        }
+    }
+}

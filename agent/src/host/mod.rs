@@ -1,0 +1,144 @@
+//! Host access: the [`Host`] trait the agent's logic talks to, and its D-Bus implementation.
+//!
+//! Every host action goes through the host's system bus (ARCHITECTURE §4): bootc runs as
+//! a transient systemd unit, reboots go through logind, the boot identity comes from
+//! hostname1 and the systemd Manager.
+
+use std::future::Future;
+use std::time::Duration;
+
+pub mod dbus;
+
+pub use dbus::DbusHost;
+
+/// Which boot the host is in: what `lastReboot` records, to tell later whether a reboot
+/// happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootIdentity {
+    /// hostname1's `BootID`, as 32 lowercase hex digits.
+    pub boot_id: String,
+    /// The systemd Manager's `SoftRebootsCount` (0 when this systemd lacks it).
+    pub soft_reboots: u64,
+    /// Whether this systemd knows soft reboots (it has `SoftRebootsCount`).
+    pub can_soft_reboot: bool,
+}
+
+/// Why a host operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The image to stage is not a canonical digest pin; nothing was sent to the host.
+    #[error("refusing to stage `{reference}`: not a canonical digest pin (registry/repo@sha256:…)")]
+    NotAPin {
+        /// The reference as given.
+        reference: String,
+    },
+    /// The work directory is not an absolute path.
+    #[error("the host work directory `{path}` is not absolute")]
+    WorkDirNotAbsolute {
+        /// The path as given.
+        path: String,
+    },
+    /// Connecting to the host's bus failed.
+    #[error("cannot connect to the host's bus at `{address}`")]
+    Connect {
+        /// The bus address.
+        address: String,
+        /// The cause.
+        #[source]
+        source: zbus::Error,
+    },
+    /// A D-Bus call failed.
+    #[error("D-Bus call {call} failed")]
+    Call {
+        /// The interface member called (`Manager.StartTransientUnit`, …).
+        call: &'static str,
+        /// The cause.
+        #[source]
+        source: zbus::Error,
+    },
+    /// The bus closed the `JobRemoved` signal stream before the command's job finished.
+    #[error("the bus stopped delivering JobRemoved while `{command}` ran")]
+    SignalStreamEnded {
+        /// The command's argv, joined with spaces.
+        command: String,
+    },
+    /// Preparing or reading a command's output file failed.
+    #[error("cannot access `{path}`, output of `{command}`")]
+    Output {
+        /// The command's argv, joined with spaces.
+        command: String,
+        /// The output file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A command ran and failed.
+    #[error(
+        "`{command}` failed (job {job_result}, result {result}, exit status {exit_status}): {stderr}"
+    )]
+    CommandFailed {
+        /// The command's argv, joined with spaces.
+        command: String,
+        /// The systemd job's result (`done`, `failed`, …).
+        job_result: String,
+        /// The service's `Result` (`success`, `exit-code`, …).
+        result: String,
+        /// The service's `ExecMainStatus`.
+        exit_status: i32,
+        /// The last 4 KiB of the command's standard error.
+        stderr: String,
+    },
+    /// A command did not finish in time; its unit was stopped.
+    #[error("`{command}` did not finish within {timeout:?}")]
+    Timeout {
+        /// The command's argv, joined with spaces.
+        command: String,
+        /// The timeout it was given.
+        timeout: Duration,
+    },
+    /// `bootc status` printed something the agent cannot read.
+    #[error("cannot read the output of `{command}`")]
+    ParseStatus {
+        /// The command's argv, joined with spaces.
+        command: String,
+        /// The cause.
+        #[source]
+        source: crate::bootc_status::StatusError,
+    },
+    /// hostname1's `BootID` is not 16 bytes.
+    #[error("hostname1 BootID has {len} bytes, not 16")]
+    BadBootId {
+        /// The number of bytes received.
+        len: usize,
+    },
+}
+
+/// What the agent needs from the host. [`DbusHost`] talks to a real host; tests and scale
+/// runs can provide their own.
+pub trait Host: Send + Sync {
+    /// `bootc status --format=json --format-version=1`, parsed.
+    fn status(&self) -> impl Future<Output = Result<crate::bootc_status::Host, HostError>> + Send;
+
+    /// The current boot's identity.
+    fn identity(&self) -> impl Future<Output = Result<BootIdentity, HostError>> + Send;
+
+    /// Pulls and stages `pin` locked: `bootc switch --download-only PIN` when this bootc
+    /// supports it, else `bootc switch PIN` then `bootc upgrade --download-only`.
+    fn stage(
+        &self,
+        pin: &bootc_crds::ImageRef,
+    ) -> impl Future<Output = Result<(), HostError>> + Send;
+
+    /// Makes the staged (or rollback) deployment the next boot's.
+    fn unlock(
+        &self,
+        how: crate::machine::Unlock,
+    ) -> impl Future<Output = Result<(), HostError>> + Send;
+
+    /// Reboots the host (`soft`: userspace only).
+    fn reboot(&self, soft: bool) -> impl Future<Output = Result<(), HostError>> + Send;
+
+    /// Masks `bootc-fetch-apply-updates.timer` at runtime and stops it.
+    fn mask_update_timer(&self) -> impl Future<Output = Result<(), HostError>> + Send;
+}

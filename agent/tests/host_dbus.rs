@@ -1,0 +1,589 @@
+//! `DbusHost` against fake systemd, logind and hostname1 services on a private
+//! dbus-daemon; the commands run against a fake `bootc` script.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bootc_node_agent::host::{DbusHost, Host, HostError};
+use bootc_node_agent::machine::Unlock;
+use zbus::{Connection, OwnedObjectPath, OwnedVariant, fdo};
+
+const PIN: &str =
+    "quay.io/example/os@sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38";
+
+/// A private dbus-daemon, killed (by its PID) on drop.
+struct Bus {
+    child: Child,
+    address: String,
+}
+
+impl Drop for Bus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_bus(dir: &Path) -> Bus {
+    let config = dir.join("bus.conf");
+    std::fs::write(
+        &config,
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>custom</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"#,
+            dir.join("bus.sock").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", config.display()))
+        .args(["--nofork", "--print-address=1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("dbus-daemon on PATH");
+    let stdout = child.stdout.take().unwrap();
+    let mut bus = Bus {
+        child,
+        address: String::new(),
+    };
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    bus.address = line.trim().to_owned();
+    assert!(!bus.address.is_empty(), "dbus-daemon printed no address");
+    bus
+}
+
+/// What the fake systemd saw in one StartTransientUnit.
+#[derive(Debug, Clone)]
+struct Started {
+    name: String,
+    argv: Vec<String>,
+    exec_path: String,
+    service_type: String,
+    timeout_usec: u64,
+    stdout: String,
+    stderr: String,
+}
+
+#[derive(Debug, Default)]
+struct Record {
+    calls: Vec<String>,
+    started: Vec<Started>,
+    stopped: Vec<String>,
+    masked: Vec<(Vec<String>, bool)>,
+    reboots: Vec<u64>,
+    kills: HashMap<String, tokio::sync::oneshot::Sender<()>>,
+}
+
+type Shared = Arc<Mutex<Record>>;
+
+struct FakeManager {
+    record: Shared,
+    soft_reboots: Option<u32>,
+    jobs: u32,
+}
+
+fn escape(name: &str) -> String {
+    name.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("_{b:02x}")
+            }
+        })
+        .collect()
+}
+
+fn string_prop(props: &HashMap<String, OwnedVariant>, key: &str) -> String {
+    String::try_from(props[key].try_clone().unwrap()).unwrap()
+}
+
+fn output_file(spec: &str) -> std::fs::File {
+    let path = spec.strip_prefix("file:").expect("file: output");
+    std::fs::File::create(path).unwrap()
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
+impl FakeManager {
+    fn subscribe(&self) {
+        self.record.lock().unwrap().calls.push("Subscribe".into());
+    }
+
+    async fn start_transient_unit(
+        &mut self,
+        name: String,
+        _mode: String,
+        properties: Vec<(String, OwnedVariant)>,
+        _aux: Vec<(String, Vec<(String, OwnedVariant)>)>,
+        #[zbus(connection)] conn: &Connection,
+    ) -> fdo::Result<OwnedObjectPath> {
+        let props: HashMap<String, OwnedVariant> = properties.into_iter().collect();
+        let exec: Vec<(String, Vec<String>, bool)> =
+            Vec::try_from(props["ExecStart"].try_clone().unwrap()).unwrap();
+        let (exec_path, argv, _) = exec.into_iter().next().unwrap();
+        let started = Started {
+            name: name.clone(),
+            argv: argv.clone(),
+            exec_path,
+            service_type: string_prop(&props, "Type"),
+            timeout_usec: u64::try_from(props["TimeoutStartUSec"].try_clone().unwrap()).unwrap(),
+            stdout: string_prop(&props, "StandardOutput"),
+            stderr: string_prop(&props, "StandardError"),
+        };
+        self.jobs += 1;
+        let id = self.jobs;
+        let job = OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/job/{id}")).unwrap();
+        let mut child = tokio::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdout(output_file(&started.stdout))
+            .stderr(output_file(&started.stderr))
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| fdo::Error::Failed(e.to_string()))?;
+        let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
+        {
+            let mut record = self.record.lock().unwrap();
+            record.calls.push("StartTransientUnit".into());
+            record.started.push(started);
+            record.kills.insert(name.clone(), kill_tx);
+        }
+        let conn = conn.clone();
+        let job_path = job.clone();
+        tokio::spawn(async move {
+            let (result, status) = tokio::select! {
+                status = child.wait() => {
+                    let code = status.unwrap().code().unwrap_or(-1);
+                    (if code == 0 { "success" } else { "exit-code" }, code)
+                }
+                _ = kill_rx => {
+                    let _ = child.kill().await;
+                    ("signal", 15)
+                }
+            };
+            let unit_path = format!("/org/freedesktop/systemd1/unit/{}", escape(&name));
+            conn.object_server()
+                .at(
+                    unit_path.as_str(),
+                    FakeService {
+                        result: result.into(),
+                        status,
+                    },
+                )
+                .await
+                .unwrap();
+            let job_result = if result == "success" {
+                "done"
+            } else {
+                "failed"
+            };
+            conn.emit_signal(
+                None::<&str>,
+                "/org/freedesktop/systemd1",
+                "org.freedesktop.systemd1.Manager",
+                "JobRemoved",
+                &(id, job_path, name, job_result),
+            )
+            .await
+            .unwrap();
+        });
+        Ok(job)
+    }
+
+    fn stop_unit(&self, name: String, _mode: String) -> OwnedObjectPath {
+        let mut record = self.record.lock().unwrap();
+        record.calls.push("StopUnit".into());
+        record.stopped.push(name.clone());
+        if let Some(kill) = record.kills.remove(&name) {
+            let _ = kill.send(());
+        }
+        OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/0").unwrap()
+    }
+
+    fn get_unit(&self, name: String) -> OwnedObjectPath {
+        self.record.lock().unwrap().calls.push("GetUnit".into());
+        OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/unit/{}", escape(&name)))
+            .unwrap()
+    }
+
+    fn reset_failed_unit(&self, _name: String) {
+        self.record
+            .lock()
+            .unwrap()
+            .calls
+            .push("ResetFailedUnit".into());
+    }
+
+    fn mask_unit_files(
+        &self,
+        files: Vec<String>,
+        runtime: bool,
+        _force: bool,
+    ) -> Vec<(String, String, String)> {
+        let mut record = self.record.lock().unwrap();
+        record.calls.push("MaskUnitFiles".into());
+        record.masked.push((files, runtime));
+        Vec::new()
+    }
+
+    #[zbus(property)]
+    fn soft_reboots_count(&self) -> fdo::Result<u32> {
+        self.soft_reboots
+            .ok_or_else(|| fdo::Error::UnknownProperty("SoftRebootsCount".into()))
+    }
+}
+
+struct FakeService {
+    result: String,
+    status: i32,
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Service")]
+impl FakeService {
+    #[zbus(property)]
+    fn result(&self) -> String {
+        self.result.clone()
+    }
+
+    #[zbus(property)]
+    fn exec_main_status(&self) -> i32 {
+        self.status
+    }
+}
+
+struct FakeLogin {
+    record: Shared,
+}
+
+#[zbus::interface(name = "org.freedesktop.login1.Manager")]
+impl FakeLogin {
+    fn reboot_with_flags(&self, flags: u64) {
+        let mut record = self.record.lock().unwrap();
+        record.calls.push("RebootWithFlags".into());
+        record.reboots.push(flags);
+    }
+}
+
+struct FakeHostname {
+    boot_id: Vec<u8>,
+}
+
+#[zbus::interface(name = "org.freedesktop.hostname1")]
+impl FakeHostname {
+    #[zbus(property, name = "BootID")]
+    fn boot_id(&self) -> Vec<u8> {
+        self.boot_id.clone()
+    }
+}
+
+const FAKE_BOOTC: &str = r#"#!/bin/sh
+d=$(dirname "$0")
+echo "$*" >> "$d/calls"
+case "$*" in
+  "status --format=json --format-version=1") cat "$d/status.json"; exit 0;;
+  "switch --help")
+    echo "Usage: bootc switch [OPTIONS] <TARGET>"
+    if [ -e "$d/download-only" ]; then echo "      --download-only  Download and stage only"; fi
+    exit 0;;
+esac
+if [ -e "$d/fail" ]; then echo "error: $(cat "$d/fail")" >&2; exit 1; fi
+if [ -e "$d/hang" ]; then exec sleep 600; fi
+echo "ok"
+"#;
+
+const STATUS_JSON: &str = r#"{
+  "apiVersion": "org.containers.bootc/v1",
+  "kind": "BootcHost",
+  "metadata": {"name": "host"},
+  "spec": {"image": {"image": "quay.io/example/os:latest", "transport": "registry"}, "bootOrder": "default"},
+  "status": {
+    "staged": null,
+    "booted": {
+      "image": {
+        "image": {"image": "quay.io/example/os:latest", "transport": "registry"},
+        "architecture": "amd64",
+        "version": "1.0",
+        "timestamp": null,
+        "imageDigest": "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38"
+      },
+      "cachedUpdate": null,
+      "incompatible": false,
+      "pinned": false,
+      "downloadOnly": false,
+      "ostree": {"checksum": "439f6bd2e2361bee292c1f31840d798c5ac5ba76483b8021dc9f7b0164ac0f48", "deploySerial": 0, "stateroot": "default"}
+    },
+    "rollback": null,
+    "rollbackQueued": false,
+    "type": "bootcHost"
+  }
+}"#;
+
+struct Fixture {
+    _bus: Bus,
+    _server: Connection,
+    dir: tempfile::TempDir,
+    record: Shared,
+    host: DbusHost,
+}
+
+impl Fixture {
+    fn bootc_calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn flag(&self, name: &str, content: &str) {
+        std::fs::write(self.dir.path().join(name), content).unwrap();
+    }
+}
+
+async fn fixture(soft_reboots: Option<u32>, timeout: Duration) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = start_bus(dir.path());
+    let bootc = dir.path().join("bootc");
+    std::fs::write(&bootc, FAKE_BOOTC).unwrap();
+    std::fs::set_permissions(&bootc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.path().join("status.json"), STATUS_JSON).unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+
+    let record = Shared::default();
+    let server = zbus::connection::Builder::address(bus.address.as_str())
+        .name("org.freedesktop.systemd1")
+        .name("org.freedesktop.login1")
+        .name("org.freedesktop.hostname1")
+        .serve_at(
+            "/org/freedesktop/systemd1",
+            FakeManager {
+                record: record.clone(),
+                soft_reboots,
+                jobs: 0,
+            },
+        )
+        .serve_at(
+            "/org/freedesktop/login1",
+            FakeLogin {
+                record: record.clone(),
+            },
+        )
+        .serve_at(
+            "/org/freedesktop/hostname1",
+            FakeHostname {
+                boot_id: (0u8..16).collect(),
+            },
+        )
+        .build()
+        .await
+        .unwrap();
+    let host = DbusHost::connect(&bus.address, &work, timeout)
+        .await
+        .unwrap()
+        .with_bootc_path(bootc.display().to_string());
+    Fixture {
+        _bus: bus,
+        _server: server,
+        dir,
+        record,
+        host,
+    }
+}
+
+fn pin() -> bootc_crds::ImageRef {
+    bootc_crds::ImageRef::parse(PIN).unwrap()
+}
+
+fn bootc_path(f: &Fixture) -> PathBuf {
+    f.dir.path().join("bootc")
+}
+
+#[tokio::test]
+async fn stage_uses_switch_download_only_when_supported() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    f.flag("download-only", "");
+    f.host.stage(&pin()).await.unwrap();
+    assert_eq!(
+        f.bootc_calls(),
+        vec![
+            "switch --help".to_owned(),
+            format!("switch --download-only {PIN}")
+        ]
+    );
+    // The answer to --help is cached.
+    f.host.stage(&pin()).await.unwrap();
+    assert_eq!(f.bootc_calls().len(), 3);
+
+    let record = f.record.lock().unwrap();
+    let started = &record.started[1];
+    let bootc = bootc_path(&f).display().to_string();
+    assert_eq!(started.exec_path, bootc);
+    assert_eq!(
+        started.argv,
+        vec![bootc, "switch".into(), "--download-only".into(), PIN.into()]
+    );
+    assert_eq!(started.service_type, "oneshot");
+    assert_eq!(started.timeout_usec, 30_000_000);
+    let work = f.dir.path().join("work").display().to_string();
+    assert_eq!(started.stdout, format!("file:{work}/{}.out", started.name));
+    assert_eq!(started.stderr, format!("file:{work}/{}.err", started.name));
+    assert!(started.name.starts_with("bootc-node-agent-"));
+    assert!(started.name.ends_with(".service"));
+    // Subscribe precedes every StartTransientUnit.
+    let first_start = record
+        .calls
+        .iter()
+        .position(|c| c == "StartTransientUnit")
+        .unwrap();
+    assert!(record.calls[..first_start].contains(&"Subscribe".to_owned()));
+}
+
+#[tokio::test]
+async fn stage_falls_back_to_switch_then_upgrade() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    f.host.stage(&pin()).await.unwrap();
+    assert_eq!(
+        f.bootc_calls(),
+        vec![
+            "switch --help".to_owned(),
+            format!("switch {PIN}"),
+            "upgrade --download-only".to_owned()
+        ]
+    );
+}
+
+#[tokio::test]
+async fn failing_command_surfaces_its_stderr() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    f.flag("fail", "pulling image: manifest unknown");
+    let err = f.host.unlock(Unlock::FromDownloaded).await.unwrap_err();
+    match &err {
+        HostError::CommandFailed {
+            command,
+            result,
+            exit_status,
+            stderr,
+            ..
+        } => {
+            assert!(
+                command.ends_with("bootc upgrade --from-downloaded"),
+                "{command}"
+            );
+            assert_eq!(result, "exit-code");
+            assert_eq!(*exit_status, 1);
+            assert_eq!(stderr, "error: pulling image: manifest unknown");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(err.to_string().contains("manifest unknown"));
+}
+
+#[tokio::test]
+async fn hanging_command_times_out_and_is_stopped() {
+    let f = fixture(Some(0), Duration::from_secs(1)).await;
+    f.flag("hang", "");
+    let begin = Instant::now();
+    let err = f.host.unlock(Unlock::Rollback).await.unwrap_err();
+    assert!(matches!(err, HostError::Timeout { .. }), "{err:?}");
+    assert!(begin.elapsed() < Duration::from_secs(20));
+    let record = f.record.lock().unwrap();
+    assert_eq!(record.stopped, vec![record.started[0].name.clone()]);
+    assert_eq!(f.bootc_calls(), vec!["rollback".to_owned()]);
+}
+
+#[tokio::test]
+async fn unlock_already_unlocked_runs_nothing() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    f.host.unlock(Unlock::AlreadyUnlocked).await.unwrap();
+    assert!(f.record.lock().unwrap().calls.is_empty());
+}
+
+#[tokio::test]
+async fn reboot_sends_flags() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    f.host.reboot(false).await.unwrap();
+    f.host.reboot(true).await.unwrap();
+    assert_eq!(f.record.lock().unwrap().reboots, vec![0, 4]);
+}
+
+#[tokio::test]
+async fn identity_reads_boot_id_and_soft_reboots() {
+    let f = fixture(Some(3), Duration::from_secs(30)).await;
+    let id = f.host.identity().await.unwrap();
+    assert_eq!(id.boot_id, "000102030405060708090a0b0c0d0e0f");
+    assert_eq!(id.soft_reboots, 3);
+    assert!(id.can_soft_reboot);
+}
+
+#[tokio::test]
+async fn identity_without_soft_reboots_count() {
+    let f = fixture(None, Duration::from_secs(30)).await;
+    let id = f.host.identity().await.unwrap();
+    assert_eq!(id.soft_reboots, 0);
+    assert!(!id.can_soft_reboot);
+}
+
+#[tokio::test]
+async fn non_pins_are_refused_before_any_bus_call() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    for reference in [
+        "quay.io/example/os:latest",
+        "quay.io/example/os:latest@sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
+    ] {
+        let image = bootc_crds::ImageRef::parse(reference).unwrap();
+        let err = f.host.stage(&image).await.unwrap_err();
+        assert!(matches!(err, HostError::NotAPin { .. }), "{err:?}");
+    }
+    // An option-looking reference does not even parse as an image reference.
+    assert!(bootc_crds::ImageRef::parse("--apply").is_err());
+    assert!(f.record.lock().unwrap().calls.is_empty());
+    assert!(f.bootc_calls().is_empty());
+}
+
+#[tokio::test]
+async fn status_parses_the_json() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    let status = f.host.status().await.unwrap();
+    let booted = status.status.booted.as_ref().unwrap();
+    assert_eq!(
+        booted.image.as_ref().unwrap().image_digest.to_string(),
+        "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38"
+    );
+    assert_eq!(
+        f.bootc_calls(),
+        vec!["status --format=json --format-version=1".to_owned()]
+    );
+}
+
+#[tokio::test]
+async fn mask_update_timer_masks_at_runtime_and_stops() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    f.host.mask_update_timer().await.unwrap();
+    let record = f.record.lock().unwrap();
+    assert_eq!(
+        record.masked,
+        vec![(vec!["bootc-fetch-apply-updates.timer".to_owned()], true)]
+    );
+    assert_eq!(
+        record.stopped,
+        vec!["bootc-fetch-apply-updates.timer".to_owned()]
+    );
+}
