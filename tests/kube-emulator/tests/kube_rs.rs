@@ -36,6 +36,65 @@ fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": "0"}})).unwrap()
 }
 
+/// What a kube-rs watcher delivered: applied (not initial-list) deliveries per
+/// (name, resourceVersion), the latest version seen per name, and how often it listed.
+#[derive(Default)]
+struct Observed {
+    applied: BTreeMap<(String, String), usize>,
+    latest: BTreeMap<String, String>,
+    relists: usize,
+}
+
+impl Observed {
+    fn take(&mut self, rx: &mut tokio::sync::mpsc::UnboundedReceiver<watcher::Event<ConfigMap>>) {
+        while let Ok(event) = rx.try_recv() {
+            match event {
+                watcher::Event::Apply(o) => {
+                    let rv = o.resource_version().unwrap();
+                    *self.applied.entry((o.name_any(), rv.clone())).or_default() += 1;
+                    self.latest.insert(o.name_any(), rv);
+                }
+                watcher::Event::InitApply(o) => {
+                    self.latest
+                        .insert(o.name_any(), o.resource_version().unwrap());
+                }
+                watcher::Event::Init => self.relists += 1,
+                watcher::Event::InitDone | watcher::Event::Delete(_) => {}
+            }
+        }
+    }
+
+    /// Takes deliveries until `done` holds, or panics naming `what`.
+    async fn until(
+        &mut self,
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<watcher::Event<ConfigMap>>,
+        what: &str,
+        done: impl Fn(&Observed) -> bool,
+    ) {
+        eventually(WAIT, what, || {
+            self.take(rx);
+            let ok = done(self);
+            async move { ok.then_some(()) }
+        })
+        .await;
+    }
+}
+
+/// Sets `data.v` on c0..c9; returns each object's new resourceVersion.
+async fn patch_all(api: &Api<ConfigMap>, v: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for i in 0..10 {
+        let name = format!("c{i}");
+        let patch = Patch::Merge(json!({"data": {"v": v}}));
+        let o = api
+            .patch(&name, &PatchParams::default(), &patch)
+            .await
+            .unwrap();
+        out.push((name, o.resource_version().unwrap()));
+    }
+    out
+}
+
 /// Every change reaches a kube-rs watcher exactly once across a dropped stream, and after
 /// a forced 410 the watcher lists again and still ends with every object's latest version.
 #[tokio::test]
@@ -56,37 +115,10 @@ async fn watcher_survives_dropped_streams_and_410() {
             }
         }
     });
-    // Applied (not initial-list) deliveries per (name, resourceVersion), and the latest seen.
-    let mut applied: BTreeMap<(String, String), usize> = BTreeMap::new();
-    let mut latest: BTreeMap<String, String> = BTreeMap::new();
-    let mut relists = 0;
-    let drain = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<watcher::Event<ConfigMap>>,
-                 applied: &mut BTreeMap<(String, String), usize>,
-                 latest: &mut BTreeMap<String, String>,
-                 relists: &mut usize| {
-        while let Ok(event) = rx.try_recv() {
-            match event {
-                watcher::Event::Apply(o) => {
-                    *applied
-                        .entry((o.name_any(), o.resource_version().unwrap()))
-                        .or_default() += 1;
-                    latest.insert(o.name_any(), o.resource_version().unwrap());
-                }
-                watcher::Event::InitApply(o) => {
-                    latest.insert(o.name_any(), o.resource_version().unwrap());
-                }
-                watcher::Event::Init => *relists += 1,
-                watcher::Event::InitDone | watcher::Event::Delete(_) => {}
-            }
-        }
-    };
+    let mut seen = Observed::default();
     // The first list is done before anything is written.
-    eventually(WAIT, "the first list", || {
-        drain(&mut rx, &mut applied, &mut latest, &mut relists);
-        let done = relists == 1;
-        async move { done.then_some(()) }
-    })
-    .await;
+    seen.until(&mut rx, "the first list", |o| o.relists == 1)
+        .await;
 
     let mut written: BTreeMap<String, String> = BTreeMap::new();
     for i in 0..10 {
@@ -96,66 +128,33 @@ async fn watcher_survives_dropped_streams_and_410() {
             .unwrap();
         written.insert(o.name_any(), o.resource_version().unwrap());
     }
-    let mut all_rvs: Vec<(String, String)> = written
-        .iter()
-        .map(|(n, r)| (n.clone(), r.clone()))
-        .collect();
-    let wait_for = |written: BTreeMap<String, String>| written;
-    let target = wait_for(written.clone());
-    eventually(WAIT, "the creations", || {
-        drain(&mut rx, &mut applied, &mut latest, &mut relists);
-        let done = latest == target;
-        async move { done.then_some(()) }
-    })
-    .await;
+    let mut all_rvs: Vec<(String, String)> = written.clone().into_iter().collect();
+    seen.until(&mut rx, "the creations", |o| o.latest == written)
+        .await;
 
     // Phase 2: the stream drops; changes made meanwhile are replayed from history.
     handle.cut_watches();
-    for i in 0..10 {
-        let name = format!("c{i}");
-        let o = api
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"data": {"v": "1"}})),
-            )
-            .await
-            .unwrap();
-        written.insert(name.clone(), o.resource_version().unwrap());
-        all_rvs.push((name, o.resource_version().unwrap()));
-    }
-    let target = written.clone();
-    eventually(WAIT, "the changes made while the stream was down", || {
-        drain(&mut rx, &mut applied, &mut latest, &mut relists);
-        let done = latest == target;
-        async move { done.then_some(()) }
+    let changed = patch_all(&api, "1").await;
+    written.extend(changed.iter().cloned());
+    all_rvs.extend(changed);
+    seen.until(&mut rx, "the changes made while the stream was down", |o| {
+        o.latest == written
     })
     .await;
-    assert_eq!(relists, 1, "a dropped stream resumes without listing again");
+    assert_eq!(
+        seen.relists, 1,
+        "a dropped stream resumes without listing again"
+    );
     for key in &all_rvs {
-        assert_eq!(applied.get(key), Some(&1), "{key:?} delivered once");
+        assert_eq!(seen.applied.get(key), Some(&1), "{key:?} delivered once");
     }
 
     // Phase 3: history expires; the resuming watch gets 410 and lists again.
     let lists_before = handle.counters().by_verb.get("list").copied().unwrap_or(0);
     handle.expire_history();
-    for i in 0..10 {
-        let name = format!("c{i}");
-        let o = api
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"data": {"v": "2"}})),
-            )
-            .await
-            .unwrap();
-        written.insert(name, o.resource_version().unwrap());
-    }
-    let target = written.clone();
-    eventually(WAIT, "the state after the 410", || {
-        drain(&mut rx, &mut applied, &mut latest, &mut relists);
-        let done = latest == target && relists == 2;
-        async move { done.then_some(()) }
+    written.extend(patch_all(&api, "2").await);
+    seen.until(&mut rx, "the state after the 410", |o| {
+        o.latest == written && o.relists == 2
     })
     .await;
     let lists_after = handle.counters().by_verb.get("list").copied().unwrap_or(0);
@@ -164,8 +163,9 @@ async fn watcher_survives_dropped_streams_and_410() {
         "the watcher listed again after 410"
     );
     assert!(
-        applied.values().all(|n| *n == 1),
-        "no change was delivered twice: {applied:?}"
+        seen.applied.values().all(|n| *n == 1),
+        "no change was delivered twice: {:?}",
+        seen.applied
     );
     task.abort();
 }

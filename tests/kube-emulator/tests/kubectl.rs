@@ -17,6 +17,19 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+/// The lines a child process prints, as they come.
+fn lines_of(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// A `kube-emulator` process, stopped (by its PID) when dropped.
 struct Server {
     child: Child,
@@ -35,18 +48,17 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(url.to_string());
-                }
+        let lines = lines_of(child.stdout.take().unwrap());
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let url = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = lines
+                .recv_timeout(left)
+                .expect("kube-emulator prints its address");
+            if let Some(url) = line.strip_prefix("listening on ") {
+                break url.to_string();
             }
-        });
-        let url = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("kube-emulator prints its address");
+        };
         Server { child, url, dir }
     }
 
@@ -240,15 +252,7 @@ fn apply_get_explain_patch_and_watch() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = watch.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = lines_of(watch.stdout.take().unwrap());
     let first = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("the watch prints the object");
