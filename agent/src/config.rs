@@ -41,6 +41,21 @@ pub struct Args {
     /// with s, m or h ("300", "90s", "5m", "1h").
     #[arg(long, env = "BOOTC_STATUS_POLL_INTERVAL", default_value = "5m", value_parser = parse_interval)]
     pub status_poll_interval: Duration,
+
+    /// Where the agent sees the host's root file system: the work directory and
+    /// /run/ostree/auth.json are reached under it. The DaemonSet mounts those host
+    /// directories at their own paths, so the default is /.
+    #[arg(long, env = "BOOTC_HOST_ROOT", default_value = "/")]
+    pub host_root: PathBuf,
+
+    /// How long one bootc command may run before it is stopped (same forms as the poll
+    /// interval).
+    #[arg(long, env = "BOOTC_COMMAND_TIMEOUT", default_value = "1h", value_parser = parse_interval)]
+    pub command_timeout: Duration,
+
+    /// Log format: text or json.
+    #[arg(long, env = "BOOTC_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
 }
 
 /// The checked configuration the agent runs with.
@@ -56,6 +71,12 @@ pub struct Config {
     pub host_work_dir: PathBuf,
     /// See [`Args::status_poll_interval`].
     pub status_poll_interval: Duration,
+    /// See [`Args::host_root`].
+    pub host_root: PathBuf,
+    /// See [`Args::command_timeout`].
+    pub command_timeout: Duration,
+    /// See [`Args::log_format`].
+    pub log_format: String,
 }
 
 /// A configuration value that cannot be used.
@@ -77,6 +98,9 @@ pub enum ConfigError {
     /// The work directory is relative or has `..`.
     #[error("--host-work-dir {0:?} must be an absolute path without '..'")]
     WorkDir(PathBuf),
+    /// The host root is relative or has `..`.
+    #[error("--host-root {0:?} must be an absolute path without '..'")]
+    HostRoot(PathBuf),
 }
 
 impl TryFrom<Args> for Config {
@@ -91,13 +115,17 @@ impl TryFrom<Args> for Config {
         if socket.is_none_or(|p| !p.starts_with('/') || p.contains(',')) {
             return Err(ConfigError::BusAddress(args.system_bus_address));
         }
-        let dir = &args.host_work_dir;
-        if !dir.is_absolute()
-            || dir
-                .components()
-                .any(|c| c == std::path::Component::ParentDir)
-        {
+        let plain = |dir: &PathBuf| {
+            dir.is_absolute()
+                && !dir
+                    .components()
+                    .any(|c| c == std::path::Component::ParentDir)
+        };
+        if !plain(&args.host_work_dir) {
             return Err(ConfigError::WorkDir(args.host_work_dir));
+        }
+        if !plain(&args.host_root) {
+            return Err(ConfigError::HostRoot(args.host_root));
         }
         Ok(Config {
             node_name: args.node_name,
@@ -105,6 +133,9 @@ impl TryFrom<Args> for Config {
             system_bus_address: args.system_bus_address,
             host_work_dir: args.host_work_dir,
             status_poll_interval: args.status_poll_interval,
+            host_root: args.host_root,
+            command_timeout: args.command_timeout,
+            log_format: args.log_format,
         })
     }
 }
@@ -153,6 +184,8 @@ mod tests {
         assert_eq!(c.status_poll_interval, Duration::from_secs(300));
         assert_eq!(c.host_work_dir, PathBuf::from("/var/lib/bootc-node-agent"));
         assert_eq!(c.kubeconfig, None);
+        assert_eq!(c.host_root, PathBuf::from("/"));
+        assert_eq!(c.command_timeout, Duration::from_secs(3600));
     }
 
     #[test]
@@ -212,6 +245,15 @@ mod tests {
                 .contains("--host-work-dir")
         );
         assert!(with(&["--host-work-dir", "/var/../etc"]).is_err());
+        assert!(
+            with(&["--host-root", "proc/1/root"])
+                .unwrap_err()
+                .contains("--host-root")
+        );
+        assert_eq!(
+            with(&["--command-timeout", "90s"]).unwrap().command_timeout,
+            Duration::from_secs(90)
+        );
         assert_eq!(
             with(&["--status-poll-interval", "30s"])
                 .unwrap()

@@ -52,9 +52,27 @@ fn bad_configuration_exits_2_naming_it() {
 }
 
 #[test]
-fn good_configuration_is_accepted_but_nothing_runs_yet() {
+fn without_a_cluster_or_a_bus_it_exits_1_saying_why() {
     let (code, _, stderr) = run(&["--node-name", "worker-1"]);
     assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("configuration accepted"), "{stderr}");
-    assert!(stderr.contains("not part of this build yet"), "{stderr}");
+    assert!(stderr.contains("not in a cluster"), "{stderr}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:9\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+    )
+    .unwrap();
+    let bus = format!("unix:path={}", dir.path().join("no-bus").display());
+    let (code, _, stderr) = run(&[
+        "--node-name",
+        "worker-1",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--system-bus-address",
+        &bus,
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("cannot connect to the host's bus"), "{stderr}");
 }

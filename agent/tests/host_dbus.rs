@@ -544,6 +544,8 @@ async fn identity_without_soft_reboots_count() {
 #[tokio::test]
 async fn non_pins_are_refused_before_any_bus_call() {
     let f = fixture(Some(0), Duration::from_secs(30)).await;
+    // Connecting subscribes to systemd's signals; nothing after that may reach the bus.
+    f.record.lock().unwrap().calls.clear();
     for reference in [
         "quay.io/example/os:latest",
         "quay.io/example/os:latest@sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",

@@ -21,6 +21,12 @@ use crate::machine::Unlock;
 
 /// The host's bootc, as systemd sees it.
 const DEFAULT_BOOTC: &str = "/usr/bin/bootc";
+/// The target bootc's path unit starts whenever bootc's status changes.
+const STATUS_UPDATED_TARGET: &str = "bootc-status-updated.target";
+/// Prefix of the agent's transient units.
+const UNIT_PREFIX: &str = "bootc-node-agent-";
+/// Where bootc reads registry credentials first, as the host sees it.
+const AUTH_FILE: &str = "run/ostree/auth.json";
 /// The timer that would update the host behind the pool's back.
 const UPDATE_TIMER: &str = "bootc-fetch-apply-updates.timer";
 /// Extra time past the unit's own start timeout before the agent gives up.
@@ -54,6 +60,26 @@ trait SystemdManager {
     fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
 
     fn reset_failed_unit(&self, name: &str) -> zbus::Result<()>;
+
+    #[allow(clippy::type_complexity)]
+    fn list_units_by_patterns(
+        &self,
+        states: &[&str],
+        patterns: &[&str],
+    ) -> zbus::Result<
+        Vec<(
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            OwnedObjectPath,
+            u32,
+            String,
+            OwnedObjectPath,
+        )>,
+    >;
 
     fn mask_unit_files(
         &self,
@@ -111,6 +137,9 @@ trait Hostname {
 pub struct DbusHost {
     connection: Connection,
     work_dir: PathBuf,
+    host_root: PathBuf,
+    changes: tokio::sync::watch::Receiver<u64>,
+    watcher: tokio::task::JoinHandle<()>,
     timeout: Duration,
     bootc: String,
     counter: AtomicU64,
@@ -123,10 +152,13 @@ struct Finished {
 }
 
 impl DbusHost {
-    /// Connects to the bus at `address` (`unix:path=/run/dbus/system_bus_socket`).
+    /// Connects to the bus at `address` (`unix:path=/run/dbus/system_bus_socket`),
+    /// subscribes to systemd's job signals and starts following
+    /// `bootc-status-updated.target`.
     ///
-    /// `work_dir` is an absolute directory that the host sees and the agent reads at the
-    /// same path; commands write their output there. Each command may run for `timeout`.
+    /// `work_dir` is an absolute directory as the host sees it; commands write their
+    /// output there and the agent reads it at the same path (see [`Self::with_host_root`]).
+    /// Each command may run for `timeout`.
     pub async fn connect(
         address: &str,
         work_dir: impl Into<PathBuf>,
@@ -145,14 +177,32 @@ impl DbusHost {
                 address: address.to_owned(),
                 source,
             })?;
+        let (changes, watcher) = follow_status_updates(&connection).await?;
         Ok(Self {
             connection,
             work_dir,
+            host_root: PathBuf::from("/"),
+            changes,
+            watcher,
             timeout,
             bootc: DEFAULT_BOOTC.to_owned(),
             counter: AtomicU64::new(0),
             download_only: OnceCell::new(),
         })
+    }
+
+    /// Where the agent sees the host's root file system (default `/`: the DaemonSet
+    /// mounts the host directories it needs at their own paths). The work directory and
+    /// `/run/ostree/auth.json` are reached under it.
+    pub fn with_host_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.host_root = root.into();
+        self
+    }
+
+    /// `path` (absolute, as the host sees it) as the agent sees it.
+    fn local(&self, path: &Path) -> PathBuf {
+        self.host_root
+            .join(path.strip_prefix("/").unwrap_or(path))
     }
 
     /// Uses `path` (absolute, as the host sees it) as the bootc binary.
@@ -193,20 +243,24 @@ impl DbusHost {
         let command = argv.join(" ");
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let unit = format!("bootc-node-agent-{n}-{}.service", std::process::id());
-        let stdout_path = self.work_dir.join(format!("{unit}.out"));
-        let stderr_path = self.work_dir.join(format!("{unit}.err"));
+        let host_stdout = self.work_dir.join(format!("{unit}.out"));
+        let host_stderr = self.work_dir.join(format!("{unit}.err"));
+        let stdout_path = self.local(&host_stdout);
+        let stderr_path = self.local(&host_stderr);
+        let local_dir = self.local(&self.work_dir);
+        tokio::fs::create_dir_all(&local_dir)
+            .await
+            .map_err(|source| HostError::Output {
+                command: command.clone(),
+                path: local_dir.display().to_string(),
+                source,
+            })?;
         for path in [&stdout_path, &stderr_path] {
             prepare_output(path, &command).await?;
         }
 
         let manager = self.manager().await?;
-        manager
-            .subscribe()
-            .await
-            .map_err(|source| HostError::Call {
-                call: "Manager.Subscribe",
-                source,
-            })?;
+        subscribe(&manager).await?;
         let mut removed =
             manager
                 .receive_job_removed()
@@ -228,11 +282,11 @@ impl DbusHost {
             ("ExecStart", Variant::from(exec)),
             (
                 "StandardOutput",
-                Variant::from(format!("file:{}", stdout_path.display())),
+                Variant::from(format!("file:{}", host_stdout.display())),
             ),
             (
                 "StandardError",
-                Variant::from(format!("file:{}", stderr_path.display())),
+                Variant::from(format!("file:{}", host_stderr.display())),
             ),
             ("TimeoutStartUSec", Variant::from(timeout_usec)),
         ];
@@ -342,6 +396,58 @@ impl DbusHost {
             .await
             .copied()
     }
+}
+
+/// `Manager.Subscribe`; a client that is already subscribed is fine.
+async fn subscribe(manager: &SystemdManagerProxy<'_>) -> Result<(), HostError> {
+    match manager.subscribe().await {
+        Ok(()) => Ok(()),
+        Err(zbus::Error::MethodError(name, _, _))
+            if name.as_str() == "org.freedesktop.systemd1.AlreadySubscribed" =>
+        {
+            Ok(())
+        }
+        Err(source) => Err(HostError::Call {
+            call: "Manager.Subscribe",
+            source,
+        }),
+    }
+}
+
+/// Follows `JobRemoved` for `bootc-status-updated.target`: each one moves the returned
+/// counter. The counter's channel closes when the bus connection ends.
+async fn follow_status_updates(
+    connection: &Connection,
+) -> Result<(tokio::sync::watch::Receiver<u64>, tokio::task::JoinHandle<()>), HostError> {
+    let manager = SystemdManagerProxy::builder(connection)
+        .cache_properties(CacheProperties::No)
+        .build()
+        .await
+        .map_err(|source| HostError::Call {
+            call: "systemd1.Manager",
+            source,
+        })?;
+    let mut removed = manager
+        .receive_job_removed()
+        .await
+        .map_err(|source| HostError::Call {
+            call: "Manager.JobRemoved",
+            source,
+        })?;
+    subscribe(&manager).await?;
+    let (tx, rx) = tokio::sync::watch::channel(0u64);
+    let task = tokio::spawn(async move {
+        while let Some(signal) = removed.next().await {
+            if signal
+                .args()
+                .is_ok_and(|args| args.unit == STATUS_UPDATED_TARGET)
+            {
+                tx.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        }
+        // The connection is gone: dropping `tx` closes the channel.
+    });
+    Ok((rx, task))
 }
 
 /// Removes a stale output file so the command's output starts empty.
@@ -495,4 +601,96 @@ impl Host for DbusHost {
             }),
         }
     }
+
+    async fn write_credentials(&self, auth: Option<&[u8]>) -> Result<(), HostError> {
+        let path = self.local(Path::new("/").join(AUTH_FILE).as_path());
+        write_private(&path, auth)
+            .await
+            .map_err(|source| HostError::Credentials {
+                path: path.display().to_string(),
+                source,
+            })
+    }
+
+    async fn cancel(&self) -> Result<(), HostError> {
+        let manager = self.manager().await?;
+        let pattern = format!("{UNIT_PREFIX}*.service");
+        let units = manager
+            .list_units_by_patterns(&["activating", "active", "deactivating"], &[&pattern])
+            .await
+            .map_err(|source| HostError::Call {
+                call: "Manager.ListUnitsByPatterns",
+                source,
+            })?;
+        for (name, ..) in units {
+            match manager.stop_unit(&name, "replace").await {
+                Ok(_) => {}
+                Err(zbus::Error::MethodError(error, _, _))
+                    if error.as_str() == "org.freedesktop.systemd1.NoSuchUnit" => {}
+                Err(source) => {
+                    return Err(HostError::Call {
+                        call: "Manager.StopUnit",
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.clone()
+    }
+}
+
+impl Drop for DbusHost {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+/// Writes `content` to `path` with mode 0600 through a temporary file in the same
+/// directory (created 0700 when missing) and a rename, so readers never see half a
+/// file; `None` removes `path`.
+pub(crate) async fn write_private(path: &Path, content: Option<&[u8]>) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+    let Some(content) = content else {
+        return match tokio::fs::remove_file(path).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+    };
+    let path = path.to_owned();
+    let content = content.to_vec();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("auth");
+        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let write = || -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            // The mode of an existing temporary file is not changed by open().
+            std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+            file.write_all(&content)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        };
+        let result = write();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }

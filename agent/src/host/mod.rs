@@ -106,6 +106,15 @@ pub enum HostError {
         #[source]
         source: crate::bootc_status::StatusError,
     },
+    /// Writing or removing the host's registry credentials failed.
+    #[error("cannot write the registry credentials `{path}`")]
+    Credentials {
+        /// The file, as the agent sees it.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// hostname1's `BootID` is not 16 bytes.
     #[error("hostname1 BootID has {len} bytes, not 16")]
     BadBootId {
@@ -141,4 +150,19 @@ pub trait Host: Send + Sync {
 
     /// Masks `bootc-fetch-apply-updates.timer` at runtime and stops it.
     fn mask_update_timer(&self) -> impl Future<Output = Result<(), HostError>> + Send;
+
+    /// Writes `auth` (a containers `auth.json`) to the host's `/run/ostree/auth.json`
+    /// with mode 0600, replacing it atomically; `None` removes the file.
+    fn write_credentials(
+        &self,
+        auth: Option<&[u8]>,
+    ) -> impl Future<Output = Result<(), HostError>> + Send;
+
+    /// Stops the agent's commands still running on the host (its own and those a
+    /// previous agent process left behind). A command stopped this way fails.
+    fn cancel(&self) -> impl Future<Output = Result<(), HostError>> + Send;
+
+    /// A counter that moves whenever the host signals that bootc's status may have
+    /// changed. The channel closes when the host connection is lost.
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64>;
 }

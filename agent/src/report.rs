@@ -1,0 +1,194 @@
+//! The BootcNode status the agent reports, composed from the host's bootc status and the
+//! decision, so that an unchanged situation gives an identical status (and no write).
+
+use bootc_crds::conditions::{DEGRADED, IDLE, node_degraded};
+use bootc_crds::node::{BootcNodeStatus, LastReboot};
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::{Map, Value};
+
+use crate::machine::{Phase, RebootRecord};
+
+/// Everything a status is made of.
+#[derive(Debug, Clone)]
+pub struct Inputs<'a> {
+    /// The status currently on the object (or last written).
+    pub previous: Option<&'a BootcNodeStatus>,
+    /// The BootcNode's `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The host's bootc status; `None` when it could not be read (the previous images are
+    /// kept).
+    pub host: Option<&'a crate::bootc_status::Host>,
+    /// `spec.desiredImage`.
+    pub desired: &'a str,
+    /// The state to report.
+    pub phase: Phase,
+    /// `Degraded=True` with this reason and message, or healthy.
+    pub degraded: Option<(&'a str, String)>,
+    /// The last reboot the agent started.
+    pub last_reboot: Option<&'a RebootRecord>,
+    /// The agent's version.
+    pub agent_version: &'a str,
+    /// The time of this report.
+    pub now: DateTime<Utc>,
+}
+
+/// Converts a chrono time to the Kubernetes type (second precision, as the API keeps it).
+pub fn to_time(t: DateTime<Utc>) -> Option<Time> {
+    serde_json::from_value(Value::String(t.to_rfc3339_opts(SecondsFormat::Secs, true))).ok()
+}
+
+/// Converts a Kubernetes time to chrono.
+pub fn from_time(t: &Time) -> Option<DateTime<Utc>> {
+    let Value::String(s) = serde_json::to_value(t).ok()? else {
+        return None;
+    };
+    DateTime::parse_from_rfc3339(&s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// `status.lastReboot` as the decision logic remembers it.
+pub fn record_from_status(last: &LastReboot) -> Option<RebootRecord> {
+    Some(RebootRecord {
+        digest: last.digest.clone(),
+        boot_id: last.boot_id.clone(),
+        soft_reboots: u64::try_from(last.soft_reboots).unwrap_or(0),
+        time: from_time(&last.time)?,
+    })
+}
+
+fn record_to_status(record: &RebootRecord) -> Option<LastReboot> {
+    Some(LastReboot {
+        digest: record.digest.clone(),
+        boot_id: record.boot_id.clone(),
+        soft_reboots: i64::try_from(record.soft_reboots).unwrap_or(i64::MAX),
+        time: to_time(record.time)?,
+    })
+}
+
+fn phase_message(phase: Phase, desired: &str) -> String {
+    match phase {
+        Phase::Idle => format!("the host runs {desired}"),
+        Phase::Staging => format!("pulling and staging {desired}"),
+        Phase::Staged => format!("{desired} is staged (locked); waiting for a reboot slot"),
+        Phase::Rebooting => format!("rebooting into {desired}"),
+    }
+}
+
+fn condition(
+    previous: Option<&BootcNodeStatus>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) -> Option<Condition> {
+    let status = if status { "True" } else { "False" }.to_owned();
+    let old = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_));
+    let last_transition_time = match old {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => to_time(now)?,
+    };
+    Some(Condition {
+        type_: type_.to_owned(),
+        status,
+        reason: reason.to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    })
+}
+
+/// The status to report.
+pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
+    let previous = inputs.previous;
+    let (booted, staged, rollback) = match inputs.host {
+        Some(host) => {
+            let (mut booted, staged, rollback) = host.report();
+            if let Some(b) = booted.as_mut() {
+                let same = previous
+                    .and_then(|p| p.booted.as_ref())
+                    .filter(|p| p.image.image_digest == b.image.image_digest);
+                b.since = match same {
+                    Some(p) => p.since.clone(),
+                    None => to_time(inputs.now),
+                };
+            }
+            (booted, staged, rollback)
+        }
+        None => (
+            previous.and_then(|p| p.booted.clone()),
+            previous.and_then(|p| p.staged.clone()),
+            previous.and_then(|p| p.rollback.clone()),
+        ),
+    };
+    let idle = condition(
+        previous,
+        IDLE,
+        inputs.phase == Phase::Idle,
+        inputs.phase.reason(),
+        phase_message(inputs.phase, inputs.desired),
+        inputs.generation,
+        inputs.now,
+    );
+    let degraded = match &inputs.degraded {
+        Some((reason, message)) => condition(
+            previous,
+            DEGRADED,
+            true,
+            reason,
+            message.clone(),
+            inputs.generation,
+            inputs.now,
+        ),
+        None => condition(
+            previous,
+            DEGRADED,
+            false,
+            node_degraded::HEALTHY,
+            String::new(),
+            inputs.generation,
+            inputs.now,
+        ),
+    };
+    BootcNodeStatus {
+        observed_generation: inputs.generation,
+        booted,
+        staged,
+        rollback,
+        last_reboot: inputs
+            .last_reboot
+            .and_then(record_to_status)
+            .or_else(|| previous.and_then(|p| p.last_reboot.clone())),
+        bootc_version: previous.and_then(|p| p.bootc_version.clone()),
+        agent_version: Some(inputs.agent_version.to_owned()),
+        conditions: idle.into_iter().chain(degraded).collect(),
+    }
+}
+
+/// A JSON merge patch that makes the object's status exactly `status`: fields that
+/// `status` leaves out are sent as `null`, so that a merge removes them.
+pub fn merge_patch(status: &BootcNodeStatus) -> Value {
+    let mut body = match serde_json::to_value(status) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    for key in [
+        "observedGeneration",
+        "booted",
+        "staged",
+        "rollback",
+        "lastReboot",
+        "bootcVersion",
+        "agentVersion",
+        "conditions",
+    ] {
+        body.entry(key).or_insert(Value::Null);
+    }
+    serde_json::json!({ "status": body })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,158 @@
+use chrono::TimeZone;
+
+use super::*;
+
+const A: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const B: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+fn entry(digest: &str, extra: &str) -> String {
+    format!(
+        r#"{{"image":{{"image":{{"image":"q.io/os@{digest}","transport":"registry"}},"imageDigest":"{digest}","timestamp":"2026-01-02T03:04:05Z"}},"incompatible":false,"pinned":false{extra}}}"#
+    )
+}
+
+fn host(booted: &str, staged: Option<&str>) -> crate::bootc_status::Host {
+    let staged = staged.map_or("null".to_owned(), |d| {
+        entry(d, r#","downloadOnly":true,"softRebootCapable":true"#)
+    });
+    let json = format!(
+        r#"{{"apiVersion":"org.containers.bootc/v1","kind":"BootcHost","metadata":{{"name":"host"}},"spec":{{}},"status":{{"booted":{},"staged":{staged},"rollback":null}}}}"#,
+        entry(booted, "")
+    );
+    crate::bootc_status::parse(json.as_bytes()).unwrap()
+}
+
+fn at(minute: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 10, minute, 0).unwrap()
+}
+
+fn inputs<'a>(
+    previous: Option<&'a BootcNodeStatus>,
+    host: Option<&'a crate::bootc_status::Host>,
+    phase: Phase,
+    now: DateTime<Utc>,
+) -> Inputs<'a> {
+    Inputs {
+        previous,
+        generation: Some(3),
+        host,
+        desired: "q.io/os@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+        phase,
+        degraded: None,
+        last_reboot: None,
+        agent_version: "0.1.0",
+        now,
+    }
+}
+
+fn condition_of<'a>(status: &'a BootcNodeStatus, type_: &str) -> &'a Condition {
+    status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+}
+
+#[test]
+fn the_same_situation_later_gives_the_same_status() {
+    let h = host(A, Some(B));
+    let first = compose(&inputs(None, Some(&h), Phase::Staged, at(0)));
+    let again = compose(&inputs(Some(&first), Some(&h), Phase::Staged, at(30)));
+    assert_eq!(first, again, "an unchanged situation must not cause a write");
+    assert_eq!(first.observed_generation, Some(3));
+    let staged = first.staged.as_ref().unwrap();
+    assert!(staged.download_only);
+    assert_eq!(staged.image.image_digest, B);
+    assert_eq!(condition_of(&first, IDLE).reason, "Staged");
+    assert_eq!(condition_of(&first, IDLE).status, "False");
+    assert_eq!(condition_of(&first, DEGRADED).status, "False");
+    assert_eq!(condition_of(&first, DEGRADED).reason, "Healthy");
+}
+
+#[test]
+fn transition_times_move_only_when_a_condition_flips() {
+    let h = host(A, Some(B));
+    let staging = compose(&inputs(None, Some(&h), Phase::Staging, at(0)));
+    let staged = compose(&inputs(Some(&staging), Some(&h), Phase::Staged, at(5)));
+    // Idle stays False (Staging -> Staged): time kept, reason and message follow.
+    assert_eq!(
+        condition_of(&staged, IDLE).last_transition_time,
+        condition_of(&staging, IDLE).last_transition_time
+    );
+    assert_eq!(condition_of(&staged, IDLE).reason, "Staged");
+    let h2 = host(B, None);
+    let idle = compose(&inputs(Some(&staged), Some(&h2), Phase::Idle, at(9)));
+    assert_eq!(condition_of(&idle, IDLE).status, "True");
+    assert_eq!(
+        condition_of(&idle, IDLE).last_transition_time,
+        to_time(at(9)).unwrap()
+    );
+    let mut degraded_inputs = inputs(Some(&idle), Some(&h2), Phase::Idle, at(12));
+    degraded_inputs.degraded = Some(("Error", "boom".to_owned()));
+    let degraded = compose(&degraded_inputs);
+    let d = condition_of(&degraded, DEGRADED);
+    assert_eq!(
+        (d.status.as_str(), d.reason.as_str(), d.message.as_str()),
+        ("True", "Error", "boom")
+    );
+    assert_eq!(d.last_transition_time, to_time(at(12)).unwrap());
+}
+
+#[test]
+fn booted_since_is_kept_for_the_same_digest_and_reset_for_a_new_one() {
+    let h = host(A, None);
+    let first = compose(&inputs(None, Some(&h), Phase::Idle, at(0)));
+    assert_eq!(first.booted.as_ref().unwrap().since, to_time(at(0)));
+    let later = compose(&inputs(Some(&first), Some(&h), Phase::Idle, at(20)));
+    assert_eq!(later.booted.as_ref().unwrap().since, to_time(at(0)));
+    let h2 = host(B, None);
+    let switched = compose(&inputs(Some(&later), Some(&h2), Phase::Idle, at(40)));
+    assert_eq!(switched.booted.as_ref().unwrap().since, to_time(at(40)));
+}
+
+#[test]
+fn an_unreadable_host_keeps_the_last_known_images() {
+    let h = host(A, Some(B));
+    let known = compose(&inputs(None, Some(&h), Phase::Staged, at(0)));
+    let mut blind = inputs(Some(&known), None, Phase::Staged, at(1));
+    blind.degraded = Some(("Error", "cannot read the host".to_owned()));
+    let status = compose(&blind);
+    assert_eq!(status.booted, known.booted);
+    assert_eq!(status.staged, known.staged);
+    assert_eq!(condition_of(&status, DEGRADED).status, "True");
+}
+
+#[test]
+fn last_reboot_round_trips_and_survives_restarts() {
+    let record = RebootRecord {
+        digest: B.to_owned(),
+        boot_id: "0123456789abcdef0123456789abcdef".to_owned(),
+        soft_reboots: 2,
+        time: at(7),
+    };
+    let h = host(A, Some(B));
+    let mut with = inputs(None, Some(&h), Phase::Rebooting, at(7));
+    with.last_reboot = Some(&record);
+    let status = compose(&with);
+    let last = status.last_reboot.as_ref().unwrap();
+    assert_eq!(record_from_status(last), Some(record.clone()));
+    // A later report without the record in memory keeps the one on the object.
+    let kept = compose(&inputs(Some(&status), Some(&h), Phase::Rebooting, at(8)));
+    assert_eq!(kept.last_reboot, status.last_reboot);
+}
+
+#[test]
+fn merge_patch_removes_what_the_status_no_longer_has() {
+    let h = host(A, None);
+    let status = compose(&inputs(None, Some(&h), Phase::Idle, at(0)));
+    let patch = merge_patch(&status);
+    let body = &patch["status"];
+    assert!(body["staged"].is_null() && body.get("staged").is_some());
+    assert!(body["lastReboot"].is_null() && body.get("lastReboot").is_some());
+    assert_eq!(body["booted"]["imageDigest"], A);
+    assert_eq!(body["agentVersion"], "0.1.0");
+    assert_eq!(body["conditions"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn times_convert_both_ways_at_second_precision() {
+    let t = at(3) + chrono::Duration::milliseconds(250);
+    let k = to_time(t).unwrap();
+    assert_eq!(from_time(&k), Some(at(3)));
+}

@@ -1,0 +1,419 @@
+//! The `bootc` command line, as a thin layer over [`State`] and a [`Resolver`].
+//!
+//! Exit codes: 0 on success (and for `--help`/`--version`), 1 with `error: <message>` on
+//! stderr when a command fails (as bootc), 2 with clap's message for a usage error
+//! (unknown flag, missing argument), as bootc (which uses clap) does.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Arg, ArgAction, ArgMatches, Command};
+
+use crate::faults::Faults;
+use crate::reference::{ImageRef, check_safe};
+use crate::resolver::{HttpResolver, ImageInfo, Resolver};
+use crate::state::{self, Outcome, State};
+use crate::{Error, seed};
+
+/// The version `bootc --version` prints (after `bootc `).
+pub const VERSION: &str = "1.16.9-standin";
+/// The default state directory.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/bootc-standin";
+/// Environment variable overriding the state directory.
+pub const STATE_DIR_ENV: &str = "BOOTC_STANDIN_STATE_DIR";
+/// Environment variable overriding the root under which auth files and `/ostree/bootc`
+/// are found (default `/`).
+pub const ROOT_ENV: &str = "BOOTC_STANDIN_ROOT";
+/// Environment variable that, set to `1`, skips the container check (for tests).
+pub const ALLOW_CONTAINER_ENV: &str = "BOOTC_STANDIN_ALLOW_CONTAINER";
+
+/// What the command line depends on besides its arguments.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// Where the deployments and `faults.json` are kept.
+    pub state_dir: PathBuf,
+    /// The root under which `run/ostree/auth.json` etc., `run/.containerenv` and
+    /// `ostree/bootc` are found.
+    pub root: PathBuf,
+    /// Skip the container check.
+    pub allow_container: bool,
+    /// The value of the `container` environment variable, if set.
+    pub container_var: Option<String>,
+    /// The effective uid (`None`: unknown, treated as not root).
+    pub uid: Option<u32>,
+}
+
+/// The effective uid, from the `Uid:` line of `/proc/self/status`.
+pub fn effective_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
+impl Env {
+    /// The environment of this process.
+    pub fn from_process() -> Env {
+        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        Env {
+            state_dir: var(STATE_DIR_ENV)
+                .map_or_else(|| PathBuf::from(DEFAULT_STATE_DIR), PathBuf::from),
+            root: var(ROOT_ENV).map_or_else(|| PathBuf::from("/"), PathBuf::from),
+            allow_container: var(ALLOW_CONTAINER_ENV).is_some_and(|v| v == "1"),
+            container_var: var("container").map(|v| v.to_string_lossy().into_owned()),
+            uid: effective_uid(),
+        }
+    }
+
+    fn check_privileges(&self) -> Result<(), Error> {
+        if self.uid != Some(0) {
+            return Err(Error::NotRoot);
+        }
+        if !self.allow_container {
+            if let Some(c) = &self.container_var {
+                return Err(Error::InContainer(format!("container={c}")));
+            }
+            if self.root.join("run/.containerenv").exists() {
+                return Err(Error::InContainer("/run/.containerenv".to_owned()));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn flag(name: &'static str, help: &'static str) -> Arg {
+    Arg::new(name)
+        .long(name)
+        .action(ArgAction::SetTrue)
+        .help(help)
+}
+
+fn soft_reboot() -> Arg {
+    Arg::new("soft-reboot")
+        .long("soft-reboot")
+        .value_name("SOFT_REBOOT")
+        .value_parser(["required", "auto"])
+        .help("Configure soft reboot behavior (only with --apply; the stand-in never reboots)")
+}
+
+/// The clap command; `switch_download_only` is false for a bootc older than
+/// `switch --download-only`.
+pub fn command(switch_download_only: bool) -> Command {
+    let mut switch = Command::new("switch")
+        .about("Target a new container image reference to boot")
+        .arg(flag("quiet", "Don't display progress"))
+        .arg(flag("apply", "Restart or reboot into the new target image (the stand-in does not reboot)"))
+        .arg(soft_reboot())
+        .arg(
+            Arg::new("transport")
+                .long("transport")
+                .value_name("TRANSPORT")
+                .default_value("registry")
+                .help("The transport; e.g. oci, oci-archive, containers-storage.  Defaults to `registry`"),
+        )
+        .arg(flag("enforce-container-sigpolicy", "Enable verification via an ostree remote"))
+        .arg(flag("retain", "Retain reference to currently booted image"));
+    if switch_download_only {
+        switch = switch.arg(flag(
+            "download-only",
+            "Download and stage the image without applying it: the staged deployment is locked until `bootc upgrade --from-downloaded`",
+        ));
+    }
+    let switch = switch.arg(
+        Arg::new("target")
+            .value_name("TARGET")
+            .required(true)
+            .help("Target image to use for the next boot"),
+    );
+    let upgrade = Command::new("upgrade")
+        .about("Download and queue an updated container image to apply")
+        .arg(flag("quiet", "Don't display progress"))
+        .arg(
+            flag(
+                "check",
+                "Check if an update is available without applying it",
+            )
+            .conflicts_with("apply"),
+        )
+        .arg(flag(
+            "apply",
+            "Restart or reboot into the new target image (the stand-in does not reboot)",
+        ))
+        .arg(soft_reboot())
+        .arg(
+            flag(
+                "download-only",
+                "Download and stage the update without applying it (locked)",
+            )
+            .conflicts_with_all(["apply", "check"]),
+        )
+        .arg(
+            flag(
+                "from-downloaded",
+                "Unlock a staged deployment that was downloaded with --download-only",
+            )
+            .conflicts_with_all(["download-only", "check"]),
+        );
+    let status = Command::new("status")
+        .about("Display status")
+        .arg(
+            Arg::new("format")
+                .long("format")
+                .value_name("FORMAT")
+                .value_parser(["humanreadable", "yaml", "json"])
+                .help("The output format"),
+        )
+        .arg(
+            Arg::new("format-version")
+                .long("format-version")
+                .value_name("FORMAT_VERSION")
+                .value_parser(["0", "1"])
+                .help("The desired format version (0 and 1 print the same)"),
+        )
+        .arg(flag("json", "Output in JSON format").hide(true))
+        .arg(flag(
+            "booted",
+            "Only display status for the booted deployment (accepted, ignored)",
+        ))
+        .arg(flag(
+            "verbose",
+            "Include additional fields (accepted, ignored)",
+        ));
+    let rollback = Command::new("rollback")
+        .about("Change the bootloader entry ordering; the deployment under `rollback` will be queued for the next boot")
+        .arg(flag("apply", "Restart or reboot into the rollback image (the stand-in does not reboot)"))
+        .arg(soft_reboot());
+    Command::new("bootc")
+        .version(VERSION)
+        .about("Deploy and transactionally in-place with bootable container images (stand-in for tests)")
+        .subcommand_required(true)
+        .arg_required_else_help(true)
+        .subcommand(upgrade)
+        .subcommand(switch)
+        .subcommand(rollback)
+        .subcommand(status)
+        .subcommand(
+            Command::new("internal-finalize-boot")
+                .hide(true)
+                .about("Apply an unlocked staged deployment or a queued rollback, discard a locked one (run at boot)"),
+        )
+        .subcommand(
+            Command::new("internal-seed")
+                .hide(true)
+                .about("Pull IMAGE and make it the booted deployment, replacing any state")
+                .arg(Arg::new("image").value_name("IMAGE").required(true)),
+        )
+}
+
+/// Runs the command line with `args` (without the program name) against `env`, pulling
+/// through `resolver`; returns the exit code.
+pub fn main_with(
+    args: &[String],
+    env: &Env,
+    resolver: &dyn Resolver,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let faults = match Faults::load(&env.state_dir) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            return 1;
+        }
+    };
+    let argv = std::iter::once("bootc".to_owned()).chain(args.iter().cloned());
+    let matches =
+        match command(!faults.switch_help_without_download_only).try_get_matches_from(argv) {
+            Ok(m) => m,
+            Err(e) => {
+                let text = e.render().to_string();
+                let sink: &mut dyn Write = if e.use_stderr() { err } else { out };
+                let _ = write!(sink, "{text}");
+                return e.exit_code();
+            }
+        };
+    let Some((sub, sub_matches)) = matches.subcommand() else {
+        let _ = writeln!(err, "error: no subcommand");
+        return 2;
+    };
+    if let Some(message) = faults.failure(sub, args) {
+        let _ = writeln!(err, "error: {message}");
+        return 1;
+    }
+    if faults.hangs(sub, args) {
+        let _ = out.flush();
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    match run(sub, sub_matches, env, resolver, out) {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e}");
+            1
+        }
+    }
+}
+
+/// Runs the command line of this process (`std::env::args`, [`Env::from_process`], the
+/// HTTP resolver); returns the exit code.
+pub fn main_from_process() -> i32 {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let env = Env::from_process();
+    let resolver = HttpResolver::new(&env.root);
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    main_with(
+        &args,
+        &env,
+        &resolver,
+        &mut stdout.lock(),
+        &mut stderr.lock(),
+    )
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::Io {
+        what: "writing output".to_owned(),
+        source: e,
+    }
+}
+
+fn describe(info: &ImageInfo) -> String {
+    let mut s = format!("  Digest: {}", info.digest);
+    if let Some(v) = &info.version {
+        s.push_str(&format!("\n  Version: {v}"));
+    }
+    s
+}
+
+/// Loads, changes and (when changed) saves the state under the lock, then touches the
+/// marker.
+fn mutate(
+    env: &Env,
+    change: impl FnOnce(&mut State) -> Result<Outcome, Error>,
+) -> Result<Outcome, Error> {
+    let _lock = state::lock(&env.state_dir)?;
+    let mut st = State::load(&env.state_dir)?;
+    let outcome = change(&mut st)?;
+    if outcome.changed() {
+        st.save(&env.state_dir)?;
+        state::touch_marker(&env.root)?;
+    }
+    Ok(outcome)
+}
+
+fn run(
+    sub: &str,
+    m: &ArgMatches,
+    env: &Env,
+    resolver: &dyn Resolver,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    let get_flag = |name: &str| {
+        m.try_get_one::<bool>(name)
+            .ok()
+            .flatten()
+            .copied()
+            .unwrap_or(false)
+    };
+    let quiet = get_flag("quiet");
+    let apply = get_flag("apply");
+    let outcome = match sub {
+        "status" => {
+            let st = State::load_optional(&env.state_dir)?.unwrap_or_default();
+            let format = m.get_one::<String>("format").map(String::as_str);
+            let json = get_flag("json") || matches!(format, Some("json" | "yaml"));
+            if json {
+                // YAML is a superset of JSON: `--format=yaml` prints JSON too.
+                let text = serde_json::to_string_pretty(&st.status())
+                    .map_err(|e| Error::Other(format!("serialising status: {e}")))?;
+                writeln!(out, "{text}").map_err(io)?;
+            } else {
+                write!(out, "{}", st.summary()).map_err(io)?;
+            }
+            return Ok(());
+        }
+        "switch" => {
+            env.check_privileges()?;
+            let target = m.get_one::<String>("target").cloned().unwrap_or_default();
+            check_safe(&target)?;
+            let transport = m
+                .get_one::<String>("transport")
+                .map_or("registry", String::as_str);
+            if transport != "registry" {
+                return Err(Error::UnsupportedTransport(transport.to_owned()));
+            }
+            let download_only = get_flag("download-only");
+            mutate(env, |st| st.switch_with(resolver, &target, download_only))?
+        }
+        "upgrade" => {
+            env.check_privileges()?;
+            if get_flag("check") {
+                let st = State::load(&env.state_dir)?;
+                match st.check_with(resolver)? {
+                    Some(info) => writeln!(
+                        out,
+                        "Update available for: {}\n{}",
+                        info.image,
+                        describe(&info)
+                    ),
+                    None => writeln!(
+                        out,
+                        "No changes in: {}",
+                        st.spec_image().unwrap_or_default()
+                    ),
+                }
+                .map_err(io)?;
+                return Ok(());
+            }
+            if get_flag("from-downloaded") {
+                mutate(env, State::from_downloaded)?
+            } else {
+                let download_only = get_flag("download-only");
+                mutate(env, |st| st.upgrade_with(resolver, download_only))?
+            }
+        }
+        "rollback" => {
+            env.check_privileges()?;
+            mutate(env, State::rollback)?
+        }
+        "internal-finalize-boot" => {
+            env.check_privileges()?;
+            let _lock = state::lock(&env.state_dir)?;
+            let Some(mut st) = State::load_optional(&env.state_dir)? else {
+                return Ok(());
+            };
+            let outcome = st.finalize_boot();
+            if outcome.changed() {
+                st.save(&env.state_dir)?;
+                state::touch_marker(&env.root)?;
+            }
+            outcome
+        }
+        "internal-seed" => {
+            let image = m.get_one::<String>("image").cloned().unwrap_or_default();
+            ImageRef::parse(&image)?;
+            let info = resolver.resolve(&image)?;
+            seed(&env.state_dir, info)?;
+            state::touch_marker(&env.root)?;
+            writeln!(out, "Seeded: {image}").map_err(io)?;
+            return Ok(());
+        }
+        other => return Err(Error::Other(format!("unknown subcommand {other}"))),
+    };
+    if !quiet {
+        writeln!(out, "{outcome}").map_err(io)?;
+    }
+    if apply {
+        writeln!(
+            out,
+            "--apply: the bootc stand-in does not reboot; reboot the host to boot the new deployment"
+        )
+        .map_err(io)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! Shared by the nspawn tests: where their files go and how a node is started.
+//!
+//! These tests need root, `systemd-nspawn` and (the first time) `debootstrap` and the
+//! network; without them they fail with the reason, they never skip.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use host_sim::{Node, NodeOptions};
+use tempfile::TempDir;
+
+/// How long a boot may take in a test (the machine is shared and slow).
+pub const BOOT: Duration = Duration::from_secs(90);
+
+/// The parent of the tests' temporary directories: `$BOOTC_SIM_WORK` or `/var/tmp`. Not
+/// `/tmp`: a node mounts its own tmpfs there, which would hide directories shared with it
+/// at the same path.
+pub fn work_base() -> PathBuf {
+    std::env::var_os("BOOTC_SIM_WORK")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from)
+}
+
+/// A fresh temporary directory for one test.
+pub fn test_dir(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("host-sim-{name}-"))
+        .tempdir_in(work_base())
+        .expect("creating the test's directory")
+}
+
+/// Gives the node state in `state_dir` a first booted image (not pulled from anywhere).
+pub fn seed_plain(state_dir: &Path) {
+    let info = bootc_standin::ImageInfo {
+        image: "127.0.0.1:5000/sim/os:v0".to_owned(),
+        digest: format!("sha256:{}", "0".repeat(64)),
+        version: Some("v0".to_owned()),
+        created: None,
+        architecture: bootc_standin::resolver::host_architecture().to_owned(),
+        kernel: None,
+    };
+    bootc_standin::seed(state_dir, info).expect("seeding the stand-in's state");
+}
+
+/// Options for node `name` with its state in `dir/state` and its log in `dir/NAME.log`.
+pub fn options(name: &str, dir: &Path) -> NodeOptions {
+    let bootc = host_sim::standin_binary().expect("the bootc stand-in binary");
+    let mut options = NodeOptions::new(name, dir.join("state"), bootc);
+    options.log_file = Some(dir.join(format!("{name}.log")));
+    options.boot_timeout = BOOT;
+    options
+}
+
+/// Boots node `name` with a seeded state.
+pub async fn boot(name: &str, dir: &Path) -> Node {
+    let options = options(name, dir);
+    seed_plain(&options.state_dir);
+    Node::start(options).await.expect("booting the node")
+}
