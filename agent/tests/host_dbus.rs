@@ -399,6 +399,13 @@ async fn fixture(soft_reboots: Option<u32>, timeout: Duration) -> Fixture {
         .await
         .unwrap()
         .with_bootc_path(bootc.display().to_string());
+    // Connecting subscribes to systemd's signals (to follow bootc's status target); the
+    // tests look at what happens after that.
+    {
+        let mut record = record.lock().unwrap();
+        assert_eq!(record.calls, vec!["Subscribe".to_owned()], "connect subscribes once");
+        record.calls.clear();
+    }
     Fixture {
         _bus: bus,
         _server: server,
@@ -544,8 +551,6 @@ async fn identity_without_soft_reboots_count() {
 #[tokio::test]
 async fn non_pins_are_refused_before_any_bus_call() {
     let f = fixture(Some(0), Duration::from_secs(30)).await;
-    // Connecting subscribes to systemd's signals; nothing after that may reach the bus.
-    f.record.lock().unwrap().calls.clear();
     for reference in [
         "quay.io/example/os:latest",
         "quay.io/example/os:latest@sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
@@ -588,4 +593,70 @@ async fn mask_update_timer_masks_at_runtime_and_stops() {
         record.stopped,
         vec!["bootc-fetch-apply-updates.timer".to_owned()]
     );
+}
+
+#[tokio::test]
+async fn bootc_status_updated_target_moves_the_change_counter() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    let mut changes = f.host.changes();
+    let job = |n: u32| OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/job/{n}"));
+    for (n, unit) in [
+        (901, "something-else.service"),
+        (902, "bootc-status-updated.target"),
+    ] {
+        f._server
+            .emit_signal(
+                None::<&str>,
+                "/org/freedesktop/systemd1",
+                "org.freedesktop.systemd1.Manager",
+                "JobRemoved",
+                &(n, job(n).unwrap(), unit, "done"),
+            )
+            .await
+            .unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(10), changes.changed())
+        .await
+        .expect("a change is signalled")
+        .unwrap();
+    assert_eq!(*changes.borrow_and_update(), 1, "only the bootc target counts");
+    // The channel closes when the bus connection ends.
+    drop(f._server);
+    drop(f._bus);
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        while changes.changed().await.is_ok() {}
+    })
+    .await;
+    assert!(closed.is_ok(), "the change channel closes with the bus");
+}
+
+#[tokio::test]
+async fn credentials_are_written_private_atomically_and_removed() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    let root = tempfile::tempdir().unwrap();
+    let host = f.host.with_host_root(root.path());
+    let file = root.path().join("run/ostree/auth.json");
+    host.write_credentials(Some(br#"{"auths":{"a":{"auth":"eDp5"}}}"#))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        br#"{"auths":{"a":{"auth":"eDp5"}}}"#
+    );
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(file.parent().unwrap()), 0o700);
+    host.write_credentials(Some(br#"{"auths":{}}"#)).await.unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), br#"{"auths":{}}"#);
+    assert_eq!(mode(&file), 0o600);
+    // Nothing but the file itself is left in the directory.
+    let names: Vec<_> = std::fs::read_dir(file.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("auth.json")]);
+    host.write_credentials(None).await.unwrap();
+    assert!(!file.exists());
+    host.write_credentials(None).await.unwrap();
 }
