@@ -76,8 +76,13 @@ async fn agent(config: Config) -> Result<(), String> {
 async fn client(config: &Config) -> Result<kube::Client, String> {
     let kube_config = match &config.kubeconfig {
         Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("cannot read kubeconfig {}: {}", path.display(), error_chain(&e)))?;
+            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| {
+                format!(
+                    "cannot read kubeconfig {}: {}",
+                    path.display(),
+                    error_chain(&e)
+                )
+            })?;
             kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
                 .await
                 .map_err(|e| format!("kubeconfig {}: {}", path.display(), error_chain(&e)))?
@@ -85,7 +90,8 @@ async fn client(config: &Config) -> Result<kube::Client, String> {
         None => kube::Config::incluster()
             .map_err(|e| format!("no --kubeconfig and not in a cluster: {}", error_chain(&e)))?,
     };
-    kube::Client::try_from(kube_config).map_err(|e| format!("cannot build the API client: {}", error_chain(&e)))
+    kube::Client::try_from(kube_config)
+        .map_err(|e| format!("cannot build the API client: {}", error_chain(&e)))
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -18,8 +18,8 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -158,8 +158,7 @@ pub async fn run<H: Host + 'static>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
     let nodes: Api<BootcNode> = Api::all(client.clone());
-    let config =
-        watcher::Config::default().fields(&format!("metadata.name={}", options.node_name));
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", options.node_name));
     let stream = watcher::watcher(nodes.clone(), config).default_backoff();
     tokio::pin!(stream);
     tokio::pin!(shutdown);
@@ -187,16 +186,19 @@ pub async fn run<H: Host + 'static>(
 
     enum Wake {
         Shutdown,
-        Watch(Option<Result<Event<BootcNode>, watcher::Error>>),
+        Watch(Box<Option<Result<Event<BootcNode>, watcher::Error>>>),
         HostChanged(bool),
-        Staged(String, Result<Result<(), HostError>, tokio::task::JoinError>),
+        Staged(
+            String,
+            Result<Result<(), HostError>, tokio::task::JoinError>,
+        ),
         Timer,
     }
     loop {
         let deadline = agent.next_wake();
         let wake = tokio::select! {
             () = &mut shutdown => Wake::Shutdown,
-            event = stream.next() => Wake::Watch(event),
+            event = stream.next() => Wake::Watch(Box::new(event)),
             changed = changes.changed() => Wake::HostChanged(changed.is_ok()),
             (image, result) = staging_done(&mut agent.staging) => Wake::Staged(image, result),
             () = tokio::time::sleep_until(deadline) => Wake::Timer,
@@ -207,26 +209,26 @@ pub async fn run<H: Host + 'static>(
                 agent.cancel_staging().await;
                 return Ok(());
             }
-            Wake::Watch(None) => return Err(RunError::WatchEnded),
-            Wake::Watch(Some(Err(e))) => {
-                warn!(error = %error_chain(&e), "BootcNode watch failed; retrying");
-                false
-            }
-            Wake::Watch(Some(Ok(event))) => match event {
-                Event::Init => {
+            Wake::Watch(event) => match *event {
+                None => return Err(RunError::WatchEnded),
+                Some(Err(e)) => {
+                    warn!(error = %error_chain(&e), "BootcNode watch failed; retrying");
+                    false
+                }
+                Some(Ok(Event::Init)) => {
                     listing = Some(None);
                     false
                 }
-                Event::InitApply(node) => {
+                Some(Ok(Event::InitApply(node))) => {
                     listing = Some(Some(node));
                     false
                 }
-                Event::InitDone => {
+                Some(Ok(Event::InitDone)) => {
                     let node = listing.take().flatten();
                     agent.observe(node)
                 }
-                Event::Apply(node) => agent.observe(Some(node)),
-                Event::Delete(_) => agent.observe(None),
+                Some(Ok(Event::Apply(node))) => agent.observe(Some(node)),
+                Some(Ok(Event::Delete(_))) => agent.observe(None),
             },
             Wake::HostChanged(true) => {
                 debug!("the host signalled a bootc status change");
@@ -251,7 +253,10 @@ pub async fn run<H: Host + 'static>(
 /// Resolves when the staging command in flight ends; never when there is none.
 async fn staging_done(
     staging: &mut Option<Staging>,
-) -> (String, Result<Result<(), HostError>, tokio::task::JoinError>) {
+) -> (
+    String,
+    Result<Result<(), HostError>, tokio::task::JoinError>,
+) {
     match staging {
         Some(s) => {
             let result = (&mut s.task).await;
@@ -569,7 +574,8 @@ impl<H: Host + 'static> Agent<H> {
                 return;
             }
         }
-        self.report(&node, Some(&status), phase, degraded, now).await;
+        self.report(&node, Some(&status), phase, degraded, now)
+            .await;
     }
 
     fn start_staging(&mut self, image: String) {
@@ -577,7 +583,11 @@ impl<H: Host + 'static> Agent<H> {
             Ok(pin) => pin,
             Err(e) => {
                 // decide() only asks to stage canonical pins; keep the promise anyway.
-                self.record_failure(&image, format!("refusing to stage {image:?}: {e}"), Utc::now());
+                self.record_failure(
+                    &image,
+                    format!("refusing to stage {image:?}: {e}"),
+                    Utc::now(),
+                );
                 return;
             }
         };

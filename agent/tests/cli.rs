@@ -74,5 +74,8 @@ fn without_a_cluster_or_a_bus_it_exits_1_saying_why() {
         &bus,
     ]);
     assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("cannot connect to the host's bus"), "{stderr}");
+    assert!(
+        stderr.contains("cannot connect to the host's bus"),
+        "{stderr}"
+    );
 }

@@ -403,7 +403,11 @@ async fn fixture(soft_reboots: Option<u32>, timeout: Duration) -> Fixture {
     // tests look at what happens after that.
     {
         let mut record = record.lock().unwrap();
-        assert_eq!(record.calls, vec!["Subscribe".to_owned()], "connect subscribes once");
+        assert_eq!(
+            record.calls,
+            vec!["Subscribe".to_owned()],
+            "connect subscribes once"
+        );
         record.calls.clear();
     }
     Fixture {
@@ -619,7 +623,11 @@ async fn bootc_status_updated_target_moves_the_change_counter() {
         .await
         .expect("a change is signalled")
         .unwrap();
-    assert_eq!(*changes.borrow_and_update(), 1, "only the bootc target counts");
+    assert_eq!(
+        *changes.borrow_and_update(),
+        1,
+        "only the bootc target counts"
+    );
     // The channel closes when the bus connection ends.
     drop(f._server);
     drop(f._bus);
@@ -647,7 +655,9 @@ async fn credentials_are_written_private_atomically_and_removed() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&file), 0o600);
     assert_eq!(mode(file.parent().unwrap()), 0o700);
-    host.write_credentials(Some(br#"{"auths":{}}"#)).await.unwrap();
+    host.write_credentials(Some(br#"{"auths":{}}"#))
+        .await
+        .unwrap();
     assert_eq!(std::fs::read(&file).unwrap(), br#"{"auths":{}}"#);
     assert_eq!(mode(&file), 0o600);
     // Nothing but the file itself is left in the directory.

@@ -201,8 +201,7 @@ impl DbusHost {
 
     /// `path` (absolute, as the host sees it) as the agent sees it.
     fn local(&self, path: &Path) -> PathBuf {
-        self.host_root
-            .join(path.strip_prefix("/").unwrap_or(path))
+        self.host_root.join(path.strip_prefix("/").unwrap_or(path))
     }
 
     /// Uses `path` (absolute, as the host sees it) as the bootc binary.
@@ -418,7 +417,13 @@ async fn subscribe(manager: &SystemdManagerProxy<'_>) -> Result<(), HostError> {
 /// counter. The counter's channel closes when the bus connection ends.
 async fn follow_status_updates(
     connection: &Connection,
-) -> Result<(tokio::sync::watch::Receiver<u64>, tokio::task::JoinHandle<()>), HostError> {
+) -> Result<
+    (
+        tokio::sync::watch::Receiver<u64>,
+        tokio::task::JoinHandle<()>,
+    ),
+    HostError,
+> {
     let manager = SystemdManagerProxy::builder(connection)
         .cache_properties(CacheProperties::No)
         .build()

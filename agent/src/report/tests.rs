@@ -54,7 +54,10 @@ fn the_same_situation_later_gives_the_same_status() {
     let h = host(A, Some(B));
     let first = compose(&inputs(None, Some(&h), Phase::Staged, at(0)));
     let again = compose(&inputs(Some(&first), Some(&h), Phase::Staged, at(30)));
-    assert_eq!(first, again, "an unchanged situation must not cause a write");
+    assert_eq!(
+        first, again,
+        "an unchanged situation must not cause a write"
+    );
     assert_eq!(first.observed_generation, Some(3));
     let staged = first.staged.as_ref().unwrap();
     assert!(staged.download_only);
