@@ -117,8 +117,8 @@ fn string_prop(props: &HashMap<String, OwnedVariant>, key: &str) -> String {
 }
 
 fn output_file(spec: &str) -> std::fs::File {
-    let path = spec.strip_prefix("file:").expect("file: output");
-    std::fs::File::create(path).unwrap()
+    assert!(spec.starts_with('/'), "an absolute output path: {spec}");
+    std::fs::File::create(spec).unwrap()
 }
 
 #[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
@@ -145,8 +145,8 @@ impl FakeManager {
             exec_path,
             service_type: string_prop(&props, "Type"),
             timeout_usec: u64::try_from(props["TimeoutStartUSec"].try_clone().unwrap()).unwrap(),
-            stdout: string_prop(&props, "StandardOutput"),
-            stderr: string_prop(&props, "StandardError"),
+            stdout: string_prop(&props, "StandardOutputFile"),
+            stderr: string_prop(&props, "StandardErrorFile"),
         };
         self.jobs += 1;
         let id = self.jobs;
@@ -454,8 +454,8 @@ async fn stage_uses_switch_download_only_when_supported() {
     assert_eq!(started.service_type, "oneshot");
     assert_eq!(started.timeout_usec, 30_000_000);
     let work = f.dir.path().join("work").display().to_string();
-    assert_eq!(started.stdout, format!("file:{work}/{}.out", started.name));
-    assert_eq!(started.stderr, format!("file:{work}/{}.err", started.name));
+    assert_eq!(started.stdout, format!("{work}/{}.out", started.name));
+    assert_eq!(started.stderr, format!("{work}/{}.err", started.name));
     assert!(started.name.starts_with("bootc-node-agent-"));
     assert!(started.name.ends_with(".service"));
     // Subscribe precedes every StartTransientUnit.

@@ -279,13 +279,15 @@ impl DbusHost {
             ("Type", Variant::from("oneshot")),
             ("RemainAfterExit", Variant::from(true)),
             ("ExecStart", Variant::from(exec)),
+            // The D-Bus form of `StandardOutput=file:PATH` (systemd rejects the
+            // `file:` string on the bus).
             (
-                "StandardOutput",
-                Variant::from(format!("file:{}", host_stdout.display())),
+                "StandardOutputFile",
+                Variant::from(host_stdout.display().to_string()),
             ),
             (
-                "StandardError",
-                Variant::from(format!("file:{}", host_stderr.display())),
+                "StandardErrorFile",
+                Variant::from(host_stderr.display().to_string()),
             ),
             ("TimeoutStartUSec", Variant::from(timeout_usec)),
         ];

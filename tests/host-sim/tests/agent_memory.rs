@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
+use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
 use bootc_node_agent::run::{self, Options, RunError};
 use host_sim::memory::{Behaviour, Catalog, MemoryHost, NextBoot};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::ByteString;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_emulator::Emulator;
@@ -43,8 +43,8 @@ async fn cluster(loosen: bool) -> (Emulator, Client) {
         if loosen && plural == "bootcnodes" {
             // A cluster whose CRD does not check desiredImage (an older or hand-edited
             // CRD): the agent must still refuse bad references itself.
-            let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
-                ["spec"]["properties"]["desiredImage"];
+            let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+                ["properties"]["desiredImage"];
             spec.as_object_mut().unwrap().remove("pattern");
         }
         let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
@@ -95,9 +95,13 @@ impl Supervised {
                 let shutdown = async move {
                     let _ = stop_rx.wait_for(|s| *s).await;
                 };
-                let result =
-                    run::run(client.clone(), Arc::new(host.clone()), options.clone(), shutdown)
-                        .await;
+                let result = run::run(
+                    client.clone(),
+                    Arc::new(host.clone()),
+                    options.clone(),
+                    shutdown,
+                )
+                .await;
                 match result {
                     Ok(()) => return starts,
                     Err(RunError::HostLost) => continue,
@@ -178,9 +182,18 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
     let staged = wait_reason(&api, "n1", "Staged").await;
     let status = staged.status.as_ref().unwrap();
     assert!(status.staged.as_ref().unwrap().download_only);
-    assert_eq!(status.staged.as_ref().unwrap().image.image_digest, digest('2'));
-    assert_eq!(status.booted.as_ref().unwrap().image.image_digest, digest('1'));
-    assert!(host.state().staged.unwrap().locked, "the host holds a locked deployment");
+    assert_eq!(
+        status.staged.as_ref().unwrap().image.image_digest,
+        digest('2')
+    );
+    assert_eq!(
+        status.booted.as_ref().unwrap().image.image_digest,
+        digest('1')
+    );
+    assert!(
+        host.state().staged.unwrap().locked,
+        "the host holds a locked deployment"
+    );
     assert!(host.timer_masked(), "the update timer is masked at start");
     assert_eq!(host.counters().reboots, 0, "no reboot without approval");
 
@@ -188,7 +201,10 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
     approve(&api, "n1").await;
     let idle = wait_reason(&api, "n1", "Idle").await;
     let status = idle.status.as_ref().unwrap();
-    assert_eq!(status.booted.as_ref().unwrap().image.image_digest, digest('2'));
+    assert_eq!(
+        status.booted.as_ref().unwrap().image.image_digest,
+        digest('2')
+    );
     assert_eq!(status.booted.as_ref().unwrap().image.image, v2);
     assert!(status.staged.is_none());
     let last = status.last_reboot.as_ref().unwrap();
@@ -198,7 +214,10 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
     // Kernels differ, so this was a full reboot; exactly one.
     let counters = host.counters();
     assert_eq!((counters.reboots, counters.soft_reboots), (1, 0));
-    assert!(host.timer_masked(), "the new agent masks the timer again after the boot");
+    assert!(
+        host.timer_masked(),
+        "the new agent masks the timer again after the boot"
+    );
     assert_eq!(condition(&idle, "Degraded").unwrap().0, "False");
     let starts = agent.stop().await;
     assert_eq!(starts, 2, "one agent before the reboot, one after");
@@ -217,7 +236,15 @@ async fn soft_reboots_when_allowed_and_capable() {
     api.create(&PostParams::default(), &bn).await.unwrap();
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     let staged = wait_reason(&api, "n1", "Staged").await;
-    assert!(staged.status.unwrap().staged.unwrap().image.soft_reboot_capable);
+    assert!(
+        staged
+            .status
+            .unwrap()
+            .staged
+            .unwrap()
+            .image
+            .soft_reboot_capable
+    );
     let boot = host.boot_id();
     approve(&api, "n1").await;
     let idle = wait_reason(&api, "n1", "Idle").await;
@@ -244,7 +271,12 @@ async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
         .await
         .unwrap();
     // A short poll, so that the agent looks at the host many times after the reboot.
-    let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_millis(200));
+    let agent = Supervised::start(
+        client.clone(),
+        host.clone(),
+        "n1",
+        Duration::from_millis(200),
+    );
     wait_reason(&api, "n1", "Staged").await;
     approve(&api, "n1").await;
     let degraded = wait_for("RebootDidNotApply", async || {
@@ -253,14 +285,21 @@ async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
         (status == "True" && reason == "RebootDidNotApply").then_some(message)
     })
     .await;
-    assert!(degraded.contains(&v1) && degraded.contains(&v2), "{degraded}");
+    assert!(
+        degraded.contains(&v1) && degraded.contains(&v2),
+        "{degraded}"
+    );
     // The agent does nothing more for this image: no second pull, no second reboot,
     // however often it looks at the host.
     let boots = host.counters().boots;
     let polls = Instant::now() + Duration::from_secs(2);
     while Instant::now() < polls {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(host.counters().reboots, 1, "rebooted twice for one approval");
+        assert_eq!(
+            host.counters().reboots,
+            1,
+            "rebooted twice for one approval"
+        );
     }
     assert_eq!(host.counters().stages, 1);
     assert_eq!(host.counters().boots, boots);
@@ -509,7 +548,11 @@ async fn an_idle_agent_makes_no_writes_and_keeps_one_watch() {
         .iter()
         .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
         .collect();
-    assert_eq!(writes.len(), 1, "only the first report is written: {writes:?}");
+    assert_eq!(
+        writes.len(),
+        1,
+        "only the first report is written: {writes:?}"
+    );
     assert_eq!(writes[0].subresource, "status");
     assert_eq!(count("list"), 1, "{requests:?}");
     assert_eq!(count("watch"), 1, "one watch connection: {requests:?}");

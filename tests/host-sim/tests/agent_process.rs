@@ -1,0 +1,502 @@
+//! The real `bootc-node-agent` binary against the API emulator and a simulated node (real
+//! systemd and logind under systemd-nspawn, the bootc stand-in, a real registry with
+//! basic auth): stage, approve, reboot, Idle; a new desired image during staging; an
+//! agent killed mid-stage; a node that comes back on the old image; the idle agent's
+//! resident size.
+//!
+//! The harness plays the DaemonSet: it starts the agent when the node is up, starts it
+//! again when it exits (the agent exits when the host's bus goes away at a reboot), and
+//! can kill it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
+use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::pool::SecretRef;
+use bootc_standin::{HttpResolver, Resolver};
+use host_sim::{Node, NodeOptions, Phase};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use kube_emulator::Emulator;
+use serde_json::json;
+use test_registry::Registry;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// `target/<profile>/bootc-node-agent`, built by `cargo build --workspace`.
+fn agent_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let mut dir = exe.parent().unwrap().to_path_buf();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    let binary = dir.join("bootc-node-agent");
+    assert!(
+        binary.is_file(),
+        "{} is missing: run `cargo build --workspace` first (scripts/test does)",
+        binary.display()
+    );
+    binary
+}
+
+async fn cluster() -> (Emulator, Client) {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for plural in ["bootcnodepools", "bootcnodes"] {
+        let path = format!(
+            "{}/../../crds/node.bootc.dev_{plural}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let crd: CustomResourceDefinition =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    (emulator, client)
+}
+
+/// The agent as a DaemonSet would run it: restarted whenever it exits while the node is
+/// up, and stopped (SIGTERM, then SIGKILL) at the end.
+struct DaemonSet {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+    current: Arc<Mutex<Option<u32>>>,
+    starts: Arc<Mutex<u32>>,
+}
+
+impl DaemonSet {
+    fn start(node: &Node, kubeconfig: &Path, log: &Path) -> Self {
+        let (stop, mut stopped) = watch::channel(false);
+        let current = Arc::new(Mutex::new(None));
+        let starts = Arc::new(Mutex::new(0));
+        let mut status = node.subscribe();
+        let (name, kubeconfig, log) = (
+            node.name().to_owned(),
+            kubeconfig.to_owned(),
+            log.to_owned(),
+        );
+        let (current2, starts2) = (Arc::clone(&current), Arc::clone(&starts));
+        let task = tokio::spawn(async move {
+            loop {
+                // Wait for the node to be up.
+                let init_pid = loop {
+                    let (phase, pid) = {
+                        let s = status.borrow_and_update();
+                        (s.phase, s.init_pid)
+                    };
+                    if phase == Phase::Up
+                        && let Some(pid) = pid
+                    {
+                        break pid;
+                    }
+                    tokio::select! {
+                        _ = status.changed() => {}
+                        () = stop_requested(&mut stopped) => return,
+                    }
+                };
+                let root = format!("/proc/{init_pid}/root");
+                let log_file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log)
+                    .unwrap();
+                let mut child = tokio::process::Command::new(agent_binary())
+                    .args([
+                        "--node-name",
+                        &name,
+                        "--kubeconfig",
+                        kubeconfig.to_str().unwrap(),
+                        "--system-bus-address",
+                        &format!("unix:path={root}/run/dbus/system_bus_socket"),
+                        "--host-root",
+                        &root,
+                        "--status-poll-interval",
+                        "2s",
+                        "--command-timeout",
+                        "60s",
+                    ])
+                    .env("RUST_LOG", "info,bootc_node_agent=debug")
+                    .stdin(Stdio::null())
+                    .stdout(log_file.try_clone().unwrap())
+                    .stderr(log_file)
+                    .kill_on_drop(true)
+                    .spawn()
+                    .unwrap();
+                *current2.lock().unwrap() = child.id();
+                *starts2.lock().unwrap() += 1;
+                tokio::select! {
+                    _ = child.wait() => {
+                        *current2.lock().unwrap() = None;
+                        // As a kubelet would: a short pause before the restart.
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    () = stop_requested(&mut stopped) => {
+                        if let Some(pid) = child.id() {
+                            let _ = nix::sys::signal::kill(
+                                nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+                                nix::sys::signal::Signal::SIGTERM,
+                            );
+                        }
+                        if tokio::time::timeout(Duration::from_secs(20), child.wait()).await.is_err() {
+                            let _ = child.kill().await;
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+        Self {
+            stop,
+            task,
+            current,
+            starts,
+        }
+    }
+
+    fn pid(&self) -> Option<u32> {
+        *self.current.lock().unwrap()
+    }
+
+    fn starts(&self) -> u32 {
+        *self.starts.lock().unwrap()
+    }
+
+    /// SIGKILL, as an OOM kill or a node-local crash would.
+    fn kill(&self) {
+        if let Some(pid) = self.pid() {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+        }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("the agent stops")
+            .unwrap();
+    }
+}
+
+/// Resolves once a stop is asked (the guard of the value is not held across awaits).
+async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await.map(|_| ());
+}
+
+async fn wait_for<T>(what: &str, log: &Path, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(t) = check().await {
+            return t;
+        }
+        if Instant::now() >= deadline {
+            let log = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: String = log
+                .lines()
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            panic!("timed out waiting for {what}; agent log:\n{tail}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
+    node.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+fn write_faults(state_dir: &Path, faults: serde_json::Value) {
+    std::fs::write(state_dir.join("faults.json"), faults.to_string()).unwrap();
+}
+
+fn clear_faults(state_dir: &Path) {
+    let _ = std::fs::remove_file(state_dir.join("faults.json"));
+}
+
+/// The agent's transient units still starting or running on the node.
+async fn agent_units(node: &Node) -> Result<Vec<String>, String> {
+    type Unit = (
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+        zbus::OwnedObjectPath,
+        u32,
+        String,
+        zbus::OwnedObjectPath,
+    );
+    let conn = node.connect().await.map_err(|e| e.to_string())?;
+    let reply = conn
+        .call_method(
+            Some("org.freedesktop.systemd1"),
+            "/org/freedesktop/systemd1",
+            Some("org.freedesktop.systemd1.Manager"),
+            "ListUnitsByPatterns",
+            &(
+                vec!["activating", "active", "deactivating"],
+                vec!["bootc-node-agent-*.service"],
+            ),
+        )
+        .await
+        .map_err(|e| format!("ListUnitsByPatterns: {e}"))?;
+    let units: Vec<Unit> = reply
+        .body()
+        .deserialize()
+        .map_err(|e| format!("ListUnitsByPatterns reply: {e}"))?;
+    Ok(units.into_iter().map(|u| u.0).collect())
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_drives_a_simulated_node_through_a_rollout() {
+    host_sim::image::require_root().unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("agent-process-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let state_dir = work.path().join("state");
+    let log = work.path().join("agent.log");
+    let (emulator, client) = cluster().await;
+    let kubeconfig = work.path().join("kubeconfig");
+    emulator.write_kubeconfig(&kubeconfig).unwrap();
+
+    // A registry that wants credentials; the node gets them only through the pull Secret.
+    let registry = Registry::start_with_auth("puller", "s3cret").unwrap();
+    let mut pins = Vec::new();
+    for (tag, kernel) in [("v1", "k1"), ("v2", "k2"), ("v3", "k3"), ("v4", "k4")] {
+        let digest = registry
+            .push("os", tag, &[("dev.bootc-pool.sim.kernel", kernel)])
+            .unwrap();
+        pins.push(format!("{}/os@{digest}", registry.host()));
+    }
+    let [v1, v2, v3, v4] = [&pins[0], &pins[1], &pins[2], &pins[3]];
+
+    // The node starts on v1 (pulled here with the credentials, as an installer would).
+    let seed_root = work.path().join("seed-root");
+    std::fs::create_dir_all(seed_root.join("etc/ostree")).unwrap();
+    std::fs::write(seed_root.join("etc/ostree/auth.json"), registry.auth_json()).unwrap();
+    let info = HttpResolver::new(&seed_root).resolve(v1).unwrap();
+    bootc_standin::seed(&state_dir, info).unwrap();
+
+    let name = format!("agent-e2e-{}", std::process::id());
+    let mut options = NodeOptions::new(&name, &state_dir, host_sim::standin_binary().unwrap());
+    options.kube = Some(client.clone());
+    let node = Node::start(options).await.unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("pull".into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some(
+            [(
+                ".dockerconfigjson".to_owned(),
+                ByteString(registry.auth_json().into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let api: Api<BootcNode> = Api::all(client.clone());
+    let bn = BootcNode::new(
+        &name,
+        BootcNodeSpec {
+            desired_image: v2.clone(),
+            desired_image_state: DesiredImageState::Staged,
+            reboot_policy: Default::default(),
+            pull_secret_ref: Some(SecretRef {
+                name: "pull".into(),
+                namespace: "default".into(),
+            }),
+            pull_secret_hash: Some("h1".into()),
+        },
+    );
+    api.create(&PostParams::default(), &bn).await.unwrap();
+
+    let agents = DaemonSet::start(&node, &kubeconfig, &log);
+    let get = async || api.get(&name).await.ok();
+    let reason_is = |reason: &'static str| {
+        let api = api.clone();
+        let name = name.clone();
+        async move || {
+            let n = api.get(&name).await.ok()?;
+            (condition(&n, "Idle")?.1 == reason).then_some(n)
+        }
+    };
+
+    // 1. Staging → Staged: a locked deployment on the host, pulled with the Secret's
+    //    credentials; the host's update timer masked.
+    let staged = wait_for("Staged v2", &log, reason_is("Staged")).await;
+    let status = staged.status.as_ref().unwrap();
+    let s = status.staged.as_ref().unwrap();
+    assert!(s.download_only, "{status:?}");
+    assert_eq!(&s.image.image, v2);
+    let host = bootc_standin::State::load(&state_dir).unwrap();
+    assert!(host.staged.as_ref().unwrap().locked);
+    let timer = node
+        .unit_state("bootc-fetch-apply-updates.timer")
+        .await
+        .unwrap();
+    assert_eq!(
+        (timer.unit_file_state.as_str(), timer.active_state.as_str()),
+        ("masked-runtime", "inactive"),
+        "{timer:?}"
+    );
+    let auth = std::fs::metadata(node.root_path().unwrap().join("run/ostree/auth.json")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&auth.permissions()) & 0o777,
+        0o600
+    );
+
+    // 2. Approval → reboot → Idle on v2, one reboot.
+    let boots = node.status().boots;
+    let boot_id = node.boot_id().await.unwrap();
+    let approve = json!({
+        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
+        "spec": {"desiredImageState": "Booted"},
+    });
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&approve))
+        .await
+        .unwrap();
+    node.wait_booted(boots, DEADLINE).await.unwrap();
+    let idle = wait_for("Idle on v2", &log, reason_is("Idle")).await;
+    let status = idle.status.as_ref().unwrap();
+    assert_eq!(&status.booted.as_ref().unwrap().image.image, v2);
+    let last = status.last_reboot.as_ref().unwrap();
+    assert_eq!(last.boot_id, boot_id);
+    assert_ne!(node.boot_id().await.unwrap(), boot_id, "a new boot");
+    assert_eq!(node.status().boots, boots + 1, "exactly one reboot");
+    // The runtime mask went with the reboot; the restarted agent applied it again.
+    let masked = wait_for("the timer masked again", &log, async || {
+        let t = node
+            .unit_state("bootc-fetch-apply-updates.timer")
+            .await
+            .ok()?;
+        (t.unit_file_state == "masked-runtime").then_some(())
+    })
+    .await;
+    let _ = masked;
+
+    // The idle agent's resident size, for the record.
+    let settle = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < settle {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    if let Some(pid) = agents.pid() {
+        let rss = rss_kib(pid).unwrap();
+        println!(
+            "idle agent resident set size: {rss} KiB ({:.1} MiB)",
+            rss as f64 / 1024.0
+        );
+    }
+
+    // 3. A new desired image during staging restarts staging: the first pull hangs.
+    write_faults(&state_dir, json!({"hang": ["switch --download-only"]}));
+    let back_to_staged = json!({
+        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: null}},
+        "spec": {"desiredImage": v3, "desiredImageState": "Staged"},
+    });
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&back_to_staged),
+    )
+    .await
+    .unwrap();
+    wait_for("Staging v3", &log, reason_is("Staging")).await;
+    wait_for("the hanging pull to run", &log, async || {
+        let units = agent_units(&node).await.ok()?;
+        (!units.is_empty()).then_some(())
+    })
+    .await;
+    // 4. Killed mid-stage: the new agent stops the orphaned pull and converges.
+    let starts = agents.starts();
+    agents.kill();
+    wait_for("the agent restarted", &log, async || {
+        (agents.starts() > starts && agents.pid().is_some()).then_some(())
+    })
+    .await;
+    clear_faults(&state_dir);
+    let patch = json!({"spec": {"desiredImage": v4}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let staged = wait_for("Staged v4", &log, async || {
+        let n = get().await?;
+        let s = n.status.as_ref()?.staged.as_ref()?;
+        (condition(&n, "Idle")?.1 == "Staged" && &s.image.image == v4).then_some(n)
+    })
+    .await;
+    assert!(staged.status.unwrap().staged.unwrap().download_only);
+    let left = agent_units(&node).await.unwrap();
+    assert!(left.is_empty(), "no pull left running: {left:?}");
+
+    // 5. The node comes back on the old image: RebootDidNotApply, no second reboot.
+    node.fail_next_boot_to_old_image();
+    let boots = node.status().boots;
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&approve))
+        .await
+        .unwrap();
+    node.wait_booted(boots, DEADLINE).await.unwrap();
+    let message = wait_for("RebootDidNotApply", &log, async || {
+        let n = get().await?;
+        let (status, reason, message) = condition(&n, "Degraded")?;
+        (status == "True" && reason == "RebootDidNotApply").then_some(message)
+    })
+    .await;
+    assert!(message.contains(v4.as_str()), "{message}");
+    // Several polls (every 2 s) later, still no second reboot.
+    let until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            node.status().boots,
+            boots + 1,
+            "rebooted twice for one approval"
+        );
+    }
+    let host = bootc_standin::State::load(&state_dir).unwrap();
+    assert_eq!(&host.booted.unwrap().info.image, v2);
+
+    agents.stop().await;
+    node.stop().await.unwrap();
+    let _ = v1;
+}
