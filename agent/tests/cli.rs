@@ -79,3 +79,37 @@ fn without_a_cluster_or_a_bus_it_exits_1_saying_why() {
         "{stderr}"
     );
 }
+
+/// The host-service unit in systemd/ starts the agent with flags it accepts.
+#[test]
+fn the_systemd_unit_starts_the_agent_with_valid_flags() {
+    use clap::Parser;
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../systemd/bootc-node-agent.service"
+    ))
+    .unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart line");
+    let argv: Vec<&str> = exec.split_whitespace().collect();
+    assert_eq!(argv[0], "/usr/bin/bootc-node-agent");
+    let args = bootc_node_agent::config::Args::try_parse_from(
+        argv.iter().copied().chain(["--node-name", "worker-1"]),
+    )
+    .unwrap_or_else(|e| panic!("{exec}: {e}"));
+    let config = bootc_node_agent::config::Config::try_from(args).unwrap();
+    assert_eq!(
+        config.system_bus_address,
+        "unix:path=/run/dbus/system_bus_socket"
+    );
+    // What the unit lets the agent write is what the agent writes.
+    for path in [config.host_work_dir.to_str().unwrap(), "/run/ostree"] {
+        assert!(
+            unit.lines()
+                .any(|l| l.starts_with("ReadWritePaths=") && l.contains(path)),
+            "{path} is not writable under the unit's sandbox"
+        );
+    }
+}
