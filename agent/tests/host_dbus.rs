@@ -243,6 +243,10 @@ impl FakeManager {
         Vec::new()
     }
 
+    fn reload(&self) {
+        self.record.lock().unwrap().calls.push("Reload".into());
+    }
+
     #[zbus(property)]
     fn soft_reboots_count(&self) -> fdo::Result<u32> {
         self.soft_reboots
@@ -589,6 +593,15 @@ async fn mask_update_timer_masks_at_runtime_and_stops() {
     let f = fixture(Some(0), Duration::from_secs(30)).await;
     f.host.mask_update_timer().await.unwrap();
     let record = f.record.lock().unwrap();
+    // Stop first, then mask, then reload so the mask takes effect (real systemd fails
+    // a timer that is still active at the reload).
+    let order: Vec<&str> = record
+        .calls
+        .iter()
+        .map(String::as_str)
+        .filter(|c| matches!(*c, "StopUnit" | "MaskUnitFiles" | "Reload"))
+        .collect();
+    assert_eq!(order, vec!["StopUnit", "MaskUnitFiles", "Reload"]);
     assert_eq!(
         record.masked,
         vec![(vec!["bootc-fetch-apply-updates.timer".to_owned()], true)]

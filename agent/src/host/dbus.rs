@@ -61,6 +61,8 @@ trait SystemdManager {
 
     fn reset_failed_unit(&self, name: &str) -> zbus::Result<()>;
 
+    fn reload(&self) -> zbus::Result<()>;
+
     #[allow(clippy::type_complexity)]
     fn list_units_by_patterns(
         &self,
@@ -587,7 +589,22 @@ impl Host for DbusHost {
     }
 
     async fn mask_update_timer(&self) -> Result<(), HostError> {
+        // The order matters on real systemd: a runtime mask only takes effect after a
+        // reload, and a reload while the timer is still active fails it ("Unit to
+        // trigger vanished", leaving the system degraded). So: stop, mask, reload, and
+        // clear any failed state.
         let manager = self.manager().await?;
+        match manager.stop_unit(UPDATE_TIMER, "replace").await {
+            Ok(_) => {}
+            Err(zbus::Error::MethodError(name, _, _))
+                if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" => {}
+            Err(source) => {
+                return Err(HostError::Call {
+                    call: "Manager.StopUnit",
+                    source,
+                });
+            }
+        }
         manager
             .mask_unit_files(&[UPDATE_TIMER], true, true)
             .await
@@ -595,18 +612,12 @@ impl Host for DbusHost {
                 call: "Manager.MaskUnitFiles",
                 source,
             })?;
-        match manager.stop_unit(UPDATE_TIMER, "replace").await {
-            Ok(_) => Ok(()),
-            Err(zbus::Error::MethodError(name, _, _))
-                if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" =>
-            {
-                Ok(())
-            }
-            Err(source) => Err(HostError::Call {
-                call: "Manager.StopUnit",
-                source,
-            }),
-        }
+        manager.reload().await.map_err(|source| HostError::Call {
+            call: "Manager.Reload",
+            source,
+        })?;
+        let _ = manager.reset_failed_unit(UPDATE_TIMER).await;
+        Ok(())
     }
 
     async fn write_credentials(&self, auth: Option<&[u8]>) -> Result<(), HostError> {

@@ -88,7 +88,11 @@ pub enum SimError {
 }
 
 impl SimError {
-    pub(crate) fn io(context: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(
+        context: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
         SimError::Io {
             context,
             path: path.into(),

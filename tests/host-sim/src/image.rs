@@ -37,7 +37,6 @@ pub const BOOTC_PATH: &str = "/usr/bin/bootc";
 /// Where the stand-in's state directory is bind-mounted in a node.
 pub const STANDIN_STATE_PATH: &str = "/var/lib/bootc-standin";
 
-
 /// One thing the node image adds to (or removes from) the base.
 #[derive(Debug, Clone, Copy)]
 enum Entry {
@@ -156,7 +155,8 @@ struct CacheLock {
 
 impl CacheLock {
     fn acquire(cache: &Path) -> Result<Self> {
-        fs::create_dir_all(cache).map_err(|e| SimError::io("creating the cache directory", cache, e))?;
+        fs::create_dir_all(cache)
+            .map_err(|e| SimError::io("creating the cache directory", cache, e))?;
         let path = cache.join(".lock");
         let file = OpenOptions::new()
             .create(true)
@@ -209,7 +209,8 @@ impl BaseImage {
             .arg(&tmp)
             .arg(&mirror);
         run_logged(command, &log)?;
-        fs::rename(&tmp, &root).map_err(|e| SimError::io("renaming the new base into place", &root, e))?;
+        fs::rename(&tmp, &root)
+            .map_err(|e| SimError::io("renaming the new base into place", &root, e))?;
         Ok(BaseImage { root })
     }
 
@@ -252,12 +253,17 @@ impl NodeImage {
         let tmp = cache.join(format!(".node-{key}.tmp"));
         remove_tree(&tmp)?;
         let mut cp = Command::new("cp");
-        cp.arg("-a").arg("--reflink=auto").arg(base.root()).arg(&tmp);
+        cp.arg("-a")
+            .arg("--reflink=auto")
+            .arg(base.root())
+            .arg(&tmp);
         run_logged(cp, &cache.join(format!("node-{key}.build.log")))?;
         for entry in entries() {
             apply(&tmp, entry)?;
         }
-        fs::rename(&tmp, &root).map_err(|e| SimError::io("renaming the node image into place", &root, e))?;
+        fs::rename(&tmp, &root)
+            .map_err(|e| SimError::io("renaming the node image into place", &root, e))?;
+        prune_node_images(&cache, &key);
         Ok(NodeImage { root, key })
     }
 
@@ -348,7 +354,8 @@ impl Fnv {
 fn apply(root: &Path, entry: Entry) -> Result<()> {
     let parent_of = |p: &Path| -> Result<()> {
         if let Some(parent) = p.parent() {
-            fs::create_dir_all(parent).map_err(|e| SimError::io("creating a directory in the node image", parent, e))?;
+            fs::create_dir_all(parent)
+                .map_err(|e| SimError::io("creating a directory in the node image", parent, e))?;
         }
         Ok(())
     };
@@ -357,7 +364,8 @@ fn apply(root: &Path, entry: Entry) -> Result<()> {
             let path = root.join(rel);
             parent_of(&path)?;
             remove_if_present(&path)?;
-            fs::write(&path, contents).map_err(|e| SimError::io("writing a file into the node image", &path, e))?;
+            fs::write(&path, contents)
+                .map_err(|e| SimError::io("writing a file into the node image", &path, e))?;
             fs::set_permissions(&path, fs::Permissions::from_mode(mode))
                 .map_err(|e| SimError::io("setting a file's mode in the node image", &path, e))?;
         }
@@ -365,15 +373,40 @@ fn apply(root: &Path, entry: Entry) -> Result<()> {
             let path = root.join(rel);
             parent_of(&path)?;
             remove_if_present(&path)?;
-            symlink(target, &path).map_err(|e| SimError::io("creating a symlink in the node image", &path, e))?;
+            symlink(target, &path)
+                .map_err(|e| SimError::io("creating a symlink in the node image", &path, e))?;
         }
         Entry::Dir(rel) => {
             let path = root.join(rel);
-            fs::create_dir_all(&path).map_err(|e| SimError::io("creating a directory in the node image", &path, e))?;
+            fs::create_dir_all(&path)
+                .map_err(|e| SimError::io("creating a directory in the node image", &path, e))?;
         }
         Entry::Absent(rel) => remove_if_present(&root.join(rel))?,
     }
     Ok(())
+}
+
+/// Removes node images made from other files (older versions of this crate): each is a
+/// full copy of the base. Best effort.
+fn prune_node_images(cache: &Path, keep: &str) {
+    let Ok(entries) = fs::read_dir(cache) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(key) = name.strip_prefix("node-") else {
+            continue;
+        };
+        let key = key.strip_suffix(".build.log").unwrap_or(key);
+        if key != keep && key.len() == 16 && key.chars().all(|c| c.is_ascii_hexdigit()) {
+            let path = entry.path();
+            let _ = if path.is_dir() {
+                fs::remove_dir_all(&path)
+            } else {
+                fs::remove_file(&path)
+            };
+        }
+    }
 }
 
 fn remove_if_present(path: &Path) -> Result<()> {
@@ -400,7 +433,9 @@ fn run_logged(mut command: Command, log: &Path) -> Result<()> {
         .append(true)
         .open(log)
         .map_err(|e| SimError::io("opening a build log", log, e))?;
-    let err = out.try_clone().map_err(|e| SimError::io("opening a build log", log, e))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| SimError::io("opening a build log", log, e))?;
     let status = command
         .stdin(Stdio::null())
         .stdout(out)

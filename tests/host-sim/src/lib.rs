@@ -52,7 +52,10 @@ fn find_or_build_standin() -> Result<PathBuf, String> {
         return if path.is_file() {
             Ok(path)
         } else {
-            Err(format!("${STANDIN_ENV} = `{}` is not a file", path.display()))
+            Err(format!(
+                "${STANDIN_ENV} = `{}` is not a file",
+                path.display()
+            ))
         };
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
@@ -65,9 +68,14 @@ fn find_or_build_standin() -> Result<PathBuf, String> {
     let binary = profile_dir.join("bootc");
     if let Some(cargo) = std::env::var_os("CARGO") {
         let mut command = Command::new(cargo);
-        command
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--quiet", "-p", "bootc-standin", "--bin", "bootc"]);
+        command.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+            "build",
+            "--quiet",
+            "-p",
+            "bootc-standin",
+            "--bin",
+            "bootc",
+        ]);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             command.arg("--release");
         }

@@ -277,7 +277,8 @@ impl Node {
         dirs.extend(options.shared_dirs.iter().map(PathBuf::as_path));
         dirs.extend(options.binds.iter().map(|(host, _)| host.as_path()));
         for dir in dirs {
-            std::fs::create_dir_all(dir).map_err(|e| SimError::io("creating a node directory", dir, e))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| SimError::io("creating a node directory", dir, e))?;
         }
         let log_file = options.log_file.clone().unwrap_or_else(|| {
             let mut p = options.state_dir.clone().into_os_string();
@@ -297,8 +298,16 @@ impl Node {
             .arg(format!("--uuid={}", machine_uuid(&options.name)))
             .arg("--volatile=overlay")
             .arg("--console=read-only")
-            .arg(bind_arg("--bind", &options.state_dir, Path::new(STANDIN_STATE_PATH)))
-            .arg(bind_arg("--bind-ro", &options.bootc_binary, Path::new(BOOTC_PATH)));
+            .arg(bind_arg(
+                "--bind",
+                &options.state_dir,
+                Path::new(STANDIN_STATE_PATH),
+            ))
+            .arg(bind_arg(
+                "--bind-ro",
+                &options.bootc_binary,
+                Path::new(BOOTC_PATH),
+            ));
         for dir in &options.shared_dirs {
             command.arg(bind_arg("--bind", dir, dir));
         }
@@ -321,10 +330,13 @@ impl Node {
             .spawn(move || supervisor.run())
             .map_err(|e| SimError::io("starting the node's supervisor thread", &log_file, e))?;
 
-        let kubelet = options
-            .kube
-            .clone()
-            .map(|client| tokio::spawn(crate::kubelet::run(client, options.name.clone(), rx.clone())));
+        let kubelet = options.kube.clone().map(|client| {
+            tokio::spawn(crate::kubelet::run(
+                client,
+                options.name.clone(),
+                rx.clone(),
+            ))
+        });
 
         let node = Node {
             name: options.name.clone(),
@@ -417,7 +429,9 @@ impl Node {
     /// hostname1's `BootID`, asked now (32 lowercase hex digits).
     pub async fn boot_id(&self) -> Result<String> {
         let conn = self.connect().await?;
-        bus::boot_id(&conn).await.map_err(self.bus_error("hostname1.BootID"))
+        bus::boot_id(&conn)
+            .await
+            .map_err(self.bus_error("hostname1.BootID"))
     }
 
     /// The systemd Manager's `SoftRebootsCount`, asked now.
@@ -790,7 +804,10 @@ impl Supervisor {
 
 /// Starts `command` with its output appended to `log_file`.
 fn spawn_logged(command: &mut Command, log_file: &Path) -> std::io::Result<Child> {
-    let log = OpenOptions::new().create(true).append(true).open(log_file)?;
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_file)?;
     let err = log.try_clone()?;
     command.stdin(Stdio::null()).stdout(log).stderr(err).spawn()
 }
@@ -819,7 +836,10 @@ fn container_init(nspawn_pid: u32) -> Option<u32> {
     let tasks = std::fs::read_dir(format!("/proc/{nspawn_pid}/task")).ok()?;
     for task in tasks.flatten() {
         let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-        for child in children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+        for child in children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+        {
             let comm = std::fs::read_to_string(format!("/proc/{child}/comm")).unwrap_or_default();
             if comm.trim() == "systemd" {
                 return Some(child);
@@ -841,22 +861,36 @@ pub fn discard_staged(state_dir: &Path) -> Result<()> {
         .open(&lock_path)
         .map_err(|e| SimError::io("opening the stand-in's lock", &lock_path, e))?;
     let _lock = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| {
-        SimError::io("locking the stand-in's state", &lock_path, std::io::Error::from(errno))
+        SimError::io(
+            "locking the stand-in's state",
+            &lock_path,
+            std::io::Error::from(errno),
+        )
     })?;
     let path = state_dir.join("state.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| SimError::io("reading the stand-in's state", &path, e))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| SimError::io("reading the stand-in's state", &path, e))?;
     let mut state: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        SimError::io("parsing the stand-in's state", &path, std::io::Error::other(e))
+        SimError::io(
+            "parsing the stand-in's state",
+            &path,
+            std::io::Error::other(e),
+        )
     })?;
     if let Some(obj) = state.as_object_mut() {
         obj.insert("staged".into(), serde_json::Value::Null);
         obj.insert("rollbackQueued".into(), serde_json::Value::Bool(false));
     }
     let body = serde_json::to_vec_pretty(&state).map_err(|e| {
-        SimError::io("writing the stand-in's state", &path, std::io::Error::other(e))
+        SimError::io(
+            "writing the stand-in's state",
+            &path,
+            std::io::Error::other(e),
+        )
     })?;
     let tmp = state_dir.join(".state.json.host-sim.tmp");
-    std::fs::write(&tmp, body).map_err(|e| SimError::io("writing the stand-in's state", &tmp, e))?;
+    std::fs::write(&tmp, body)
+        .map_err(|e| SimError::io("writing the stand-in's state", &tmp, e))?;
     std::fs::rename(&tmp, &path).map_err(|e| SimError::io("writing the stand-in's state", &path, e))
 }
 

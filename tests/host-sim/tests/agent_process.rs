@@ -405,7 +405,7 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     assert_ne!(node.boot_id().await.unwrap(), boot_id, "a new boot");
     assert_eq!(node.status().boots, boots + 1, "exactly one reboot");
     // The runtime mask went with the reboot; the restarted agent applied it again.
-    let masked = wait_for("the timer masked again", &log, async || {
+    wait_for("the timer masked again", &log, async || {
         let t = node
             .unit_state("bootc-fetch-apply-updates.timer")
             .await
@@ -413,7 +413,6 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
         (t.unit_file_state == "masked-runtime").then_some(())
     })
     .await;
-    let _ = masked;
 
     // The idle agent's resident size, for the record.
     let settle = Instant::now() + Duration::from_secs(5);

@@ -35,10 +35,16 @@ async fn boots_and_reads_its_state() {
     assert!(root.join("run/ostree").is_dir());
     let path_unit = node.unit_state("bootc-status-updated.path").await.unwrap();
     assert_eq!(path_unit.active_state, "active", "{path_unit:?}");
-    let timer = node.unit_state("bootc-fetch-apply-updates.timer").await.unwrap();
+    let timer = node
+        .unit_state("bootc-fetch-apply-updates.timer")
+        .await
+        .unwrap();
     assert_eq!(timer.active_state, "active", "{timer:?}");
     assert_eq!(timer.unit_file_state, "enabled", "{timer:?}");
-    let finalize = node.unit_state("bootc-standin-finalize.service").await.unwrap();
+    let finalize = node
+        .unit_state("bootc-standin-finalize.service")
+        .await
+        .unwrap();
     assert_eq!(finalize.active_state, "active", "{finalize:?}");
     assert!(root.join("usr/bin/bootc").metadata().unwrap().len() > 0);
     let conn = node.connect().await.unwrap();
@@ -105,11 +111,27 @@ async fn soft_reboot_keeps_the_boot_id_and_counts() {
     assert_eq!(node.soft_reboots().await.unwrap(), before.soft_reboots + 1);
     assert_eq!(node.boot_id().await.unwrap(), before.boot_id.unwrap());
     // The finalize unit ran again after the soft reboot, with the stand-in still there.
-    let finalize = node.unit_state("bootc-standin-finalize.service").await.unwrap();
+    let finalize = node
+        .unit_state("bootc-standin-finalize.service")
+        .await
+        .unwrap();
     assert_eq!(finalize.active_state, "active");
 
-    assert!(node.root_path().unwrap().join("usr/bin/bootc").metadata().unwrap().len() > 0);
-    assert!(node.root_path().unwrap().join("var/lib/bootc-standin/state.json").exists());
+    assert!(
+        node.root_path()
+            .unwrap()
+            .join("usr/bin/bootc")
+            .metadata()
+            .unwrap()
+            .len()
+            > 0
+    );
+    assert!(
+        node.root_path()
+            .unwrap()
+            .join("var/lib/bootc-standin/state.json")
+            .exists()
+    );
 
     node.stop().await.unwrap();
 }

@@ -23,12 +23,38 @@ pub fn work_base() -> PathBuf {
         .map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from)
 }
 
+/// A test's temporary directory: removed when the test passes, kept (with the node's
+/// console log in it) when it fails.
+#[derive(Debug)]
+pub struct TestDir(Option<TempDir>);
+
+impl TestDir {
+    pub fn path(&self) -> &Path {
+        self.0
+            .as_ref()
+            .expect("the directory lives until drop")
+            .path()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(dir) = self.0.take()
+        {
+            eprintln!("test failed: keeping {}", dir.keep().display());
+        }
+    }
+}
+
 /// A fresh temporary directory for one test.
-pub fn test_dir(name: &str) -> TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("host-sim-{name}-"))
-        .tempdir_in(work_base())
-        .expect("creating the test's directory")
+pub fn test_dir(name: &str) -> TestDir {
+    TestDir(Some(
+        tempfile::Builder::new()
+            .prefix(&format!("host-sim-{name}-"))
+            .tempdir_in(work_base())
+            .expect("creating the test's directory"),
+    ))
 }
 
 /// Gives the node state in `state_dir` a first booted image (not pulled from anywhere).

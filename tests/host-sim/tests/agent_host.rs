@@ -1,0 +1,466 @@
+//! The agent's `DbusHost` against real systemd and logind in a node, with the bootc
+//! stand-in installed and a real registry holding two images.
+//!
+//! The agent runs here, outside the node: `DbusHost::with_host_root` points it at the
+//! node's root as this machine sees it (`/proc/PID/root`), so it reads the command output
+//! files that the node's systemd writes to the host work directory
+//! (`/var/lib/bootc-node-agent` in the node) and writes `/run/ostree/auth.json` there.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bootc_crds::ImageRef;
+use bootc_node_agent::bootc_status::Host as Status;
+use bootc_node_agent::host::{DbusHost, Host, HostError};
+use bootc_node_agent::machine::Unlock;
+use host_sim::Node;
+use test_registry::Registry;
+
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// The agent's host directory, as the node sees it.
+const WORK_DIR: &str = "/var/lib/bootc-node-agent";
+
+/// A node booted on `v1`, with `v2` in the registry. Fields drop in order: node before
+/// registry before the directory.
+struct Fixture {
+    node: Node,
+    registry: Registry,
+    dir: common::TestDir,
+    v1: String,
+    v2: String,
+}
+
+impl Fixture {
+    async fn new(name: &str) -> Fixture {
+        Self::with_registry(name, Registry::start().expect("starting the registry")).await
+    }
+
+    async fn with_registry(name: &str, registry: Registry) -> Fixture {
+        let dir = common::test_dir(name);
+        let d1 = registry
+            .push(
+                "sim/os",
+                "v1",
+                &[("org.opencontainers.image.version", "v1")],
+            )
+            .expect("pushing v1");
+        let d2 = registry
+            .push(
+                "sim/os",
+                "v2",
+                &[("org.opencontainers.image.version", "v2")],
+            )
+            .expect("pushing v2");
+        let v1 = format!("{}/sim/os@{d1}", registry.host());
+        let v2 = format!("{}/sim/os@{d2}", registry.host());
+        let options = common::options(name, dir.path());
+        bootc_standin::seed(
+            &options.state_dir,
+            bootc_standin::ImageInfo {
+                image: v1.clone(),
+                digest: d1,
+                version: Some("v1".to_owned()),
+                created: None,
+                architecture: bootc_standin::resolver::host_architecture().to_owned(),
+                kernel: None,
+            },
+        )
+        .expect("seeding the node");
+        let node = Node::start(options).await.expect("booting the node");
+        Fixture {
+            node,
+            registry,
+            dir,
+            v1,
+            v2,
+        }
+    }
+
+    async fn host(&self) -> DbusHost {
+        self.host_with_timeout(COMMAND_TIMEOUT).await
+    }
+
+    async fn host_with_timeout(&self, timeout: Duration) -> DbusHost {
+        DbusHost::connect(&self.node.bus_address().unwrap(), WORK_DIR, timeout)
+            .await
+            .expect("connecting DbusHost to the node's bus")
+            .with_host_root(self.node.root_path().unwrap())
+    }
+
+    /// The host work directory as this machine sees it.
+    fn work(&self) -> PathBuf {
+        self.node
+            .root_path()
+            .unwrap()
+            .join(WORK_DIR.trim_start_matches('/'))
+    }
+
+    fn faults(&self, json: &str) {
+        std::fs::write(self.node.state_dir().join("faults.json"), json).unwrap();
+    }
+
+    fn log(&self) -> String {
+        format!("node log: {}", self.node.log_file().display())
+    }
+}
+
+fn digest_of(pin: &str) -> &str {
+    pin.rsplit_once('@').unwrap().1
+}
+
+fn booted_digest(status: &Status) -> String {
+    status
+        .status
+        .booted
+        .as_ref()
+        .and_then(|b| b.image.as_ref())
+        .map(|i| i.image_digest.to_string())
+        .unwrap_or_default()
+}
+
+fn staged(status: &Status) -> Option<(String, Option<bool>)> {
+    status.status.staged.as_ref().map(|s| {
+        (
+            s.image
+                .as_ref()
+                .map(|i| i.image_digest.to_string())
+                .unwrap_or_default(),
+            s.download_only,
+        )
+    })
+}
+
+fn pin(s: &str) -> ImageRef {
+    ImageRef::parse(s).unwrap()
+}
+
+async fn stage_and_unlock(f: &Fixture, host: &DbusHost) {
+    let mut changes = host.changes();
+    let seen = *changes.borrow_and_update();
+    host.stage(&pin(&f.v2)).await.unwrap();
+    // The stand-in touched /ostree/bootc; bootc-status-updated.path started
+    // bootc-status-updated.target; the agent saw it on the bus.
+    tokio::time::timeout(Duration::from_secs(10), changes.wait_for(|n| *n > seen))
+        .await
+        .expect("a status change signal after stage")
+        .expect("the change channel is open");
+    let status = host.status().await.unwrap();
+    assert_eq!(booted_digest(&status), digest_of(&f.v1), "{}", f.log());
+    assert_eq!(
+        staged(&status),
+        Some((digest_of(&f.v2).to_owned(), Some(true))),
+        "stage() leaves a locked (download-only) deployment"
+    );
+    host.unlock(Unlock::FromDownloaded).await.unwrap();
+    let status = host.status().await.unwrap();
+    assert_eq!(
+        staged(&status),
+        Some((digest_of(&f.v2).to_owned(), Some(false))),
+        "unlock(FromDownloaded) unlocks it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stage_unlock_and_full_reboot_boot_the_new_image() {
+    let f = Fixture::new("agent-reboot").await;
+    let host = f.host().await;
+    let before = host.identity().await.unwrap();
+    assert_eq!(Some(&before.boot_id), f.node.status().boot_id.as_ref());
+    assert!(before.can_soft_reboot);
+    assert_eq!(before.soft_reboots, 0);
+
+    stage_and_unlock(&f, &host).await;
+
+    let boots = f.node.status().boots;
+    let started = Instant::now();
+    let answer = host.reboot(false).await;
+    f.node.wait_booted(boots, common::BOOT).await.unwrap();
+    eprintln!(
+        "agent-reboot: reboot({answer:?}) and back in {:?}",
+        started.elapsed()
+    );
+    answer.expect("RebootWithFlags(0) answers before the node goes down");
+
+    // The agent's connection died with the node; a new one (new init, new address).
+    let host = f.host().await;
+    let after = host.identity().await.unwrap();
+    assert_ne!(after.boot_id, before.boot_id);
+    assert_eq!(after.soft_reboots, 0);
+    let status = host.status().await.unwrap();
+    assert_eq!(booted_digest(&status), digest_of(&f.v2), "{}", f.log());
+    assert_eq!(staged(&status), None);
+    let rollback = status
+        .status
+        .rollback
+        .as_ref()
+        .and_then(|r| r.image.as_ref());
+    assert_eq!(
+        rollback.map(|i| i.image_digest.to_string()).as_deref(),
+        Some(digest_of(&f.v1))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soft_reboot_keeps_the_boot_id_and_boots_the_new_image() {
+    let f = Fixture::new("agent-soft").await;
+    let host = f.host().await;
+    let before = host.identity().await.unwrap();
+    stage_and_unlock(&f, &host).await;
+
+    let started = Instant::now();
+    let answer = host.reboot(true).await;
+    f.node
+        .wait_soft_rebooted(before.soft_reboots as u32, common::BOOT)
+        .await
+        .unwrap();
+    eprintln!(
+        "agent-soft: reboot(true) ({answer:?}) and back in {:?}",
+        started.elapsed()
+    );
+    answer.expect("RebootWithFlags(4) answers before the node goes down");
+
+    // The old connection is gone with the node's D-Bus daemon.
+    let stale = host.identity().await;
+    eprintln!("agent-soft: the pre-soft-reboot connection: {stale:?}");
+    assert!(
+        stale.is_err(),
+        "a connection made before the soft reboot still works?"
+    );
+
+    let host = f.host().await;
+    let after = host.identity().await.unwrap();
+    assert_eq!(after.boot_id, before.boot_id);
+    assert_eq!(after.soft_reboots, before.soft_reboots + 1);
+    let status = host.status().await.unwrap();
+    assert_eq!(booted_digest(&status), digest_of(&f.v2), "{}", f.log());
+    assert_eq!(staged(&status), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_deployment_is_discarded_by_an_unasked_reboot() {
+    let f = Fixture::new("agent-locked").await;
+    let host = f.host().await;
+    host.stage(&pin(&f.v2)).await.unwrap();
+    let boots = f.node.status().boots;
+    f.node.reboot(false).await.unwrap();
+    f.node.wait_booted(boots, common::BOOT).await.unwrap();
+
+    let host = f.host().await;
+    let status = host.status().await.unwrap();
+    assert_eq!(booted_digest(&status), digest_of(&f.v1), "{}", f.log());
+    assert_eq!(
+        staged(&status),
+        None,
+        "the locked deployment was discarded; node status {:?}; {}",
+        f.node.status(),
+        f.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_failing_its_boot_comes_back_on_the_old_image() {
+    let f = Fixture::new("agent-oldimage").await;
+    let host = f.host().await;
+    stage_and_unlock(&f, &host).await;
+    f.node.fail_next_boot_to_old_image();
+    let boots = f.node.status().boots;
+    host.reboot(false).await.unwrap();
+    let after = f.node.wait_booted(boots, common::BOOT).await.unwrap();
+    assert_eq!(after.error, None);
+
+    let host = f.host().await;
+    let status = host.status().await.unwrap();
+    assert_eq!(booted_digest(&status), digest_of(&f.v1), "{}", f.log());
+    assert_eq!(staged(&status), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mask_update_timer_masks_at_runtime_until_the_next_boot() {
+    let f = Fixture::new("agent-mask").await;
+    const TIMER: &str = "bootc-fetch-apply-updates.timer";
+    let timer = f.node.unit_state(TIMER).await.unwrap();
+    assert_eq!(
+        (timer.active_state.as_str(), timer.unit_file_state.as_str()),
+        ("active", "enabled")
+    );
+
+    let host = f.host().await;
+    host.mask_update_timer().await.unwrap();
+    assert_masked(&f.node, TIMER).await;
+    assert!(
+        f.node
+            .root_path()
+            .unwrap()
+            .join("run/systemd/system")
+            .join(TIMER)
+            .exists(),
+        "a runtime mask lives in /run"
+    );
+    // Masking again is harmless.
+    host.mask_update_timer().await.unwrap();
+
+    let boots = f.node.status().boots;
+    f.node.reboot(false).await.unwrap();
+    f.node.wait_booted(boots, common::BOOT).await.unwrap();
+    let timer = f.node.unit_state(TIMER).await.unwrap();
+    assert_eq!(
+        (timer.active_state.as_str(), timer.unit_file_state.as_str()),
+        ("active", "enabled"),
+        "the runtime mask is gone after a full reboot"
+    );
+
+    let host = f.host().await;
+    host.mask_update_timer().await.unwrap();
+    assert_masked(&f.node, TIMER).await;
+}
+
+/// The unit is masked at runtime as systemd sees it (loaded as masked, so it cannot be
+/// started), not running, and did not degrade the system.
+async fn assert_masked(node: &Node, unit: &str) {
+    let state = node.unit_state(unit).await.unwrap();
+    assert_eq!(state.unit_file_state, "masked-runtime", "{state:?}");
+    assert_eq!(state.load_state, "masked", "systemd reloaded: {state:?}");
+    assert_eq!(state.active_state, "inactive", "{state:?}");
+    assert_eq!(node.system_state().await.unwrap(), "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_command_surfaces_its_stderr() {
+    let f = Fixture::new("agent-fail").await;
+    f.faults(r#"{"fail": {"switch": "injected: the registry is on fire"}}"#);
+    let host = f.host().await;
+    let err = host.stage(&pin(&f.v2)).await.unwrap_err();
+    eprintln!("agent-fail: {err}");
+    match &err {
+        HostError::CommandFailed {
+            command,
+            exit_status,
+            stderr,
+            ..
+        } => {
+            assert!(command.contains("switch"), "{command}");
+            assert_eq!(*exit_status, 1);
+            assert!(
+                stderr.contains("injected: the registry is on fire"),
+                "stderr: {stderr:?}"
+            );
+            assert!(stderr.starts_with("error:"), "bootc's form: {stderr:?}");
+        }
+        other => panic!("expected CommandFailed, got {other:?}"),
+    }
+    // Nothing staged, no unit left behind, no output files left behind.
+    let status = host.status().await.unwrap();
+    assert_eq!(staged(&status), None);
+    assert_no_agent_units(&f.node, Duration::from_secs(10)).await;
+    assert_eq!(std::fs::read_dir(f.work()).unwrap().count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_command_times_out_and_its_unit_is_stopped() {
+    let f = Fixture::new("agent-hang").await;
+    f.faults(r#"{"hang": ["switch"]}"#);
+    let timeout = Duration::from_secs(3);
+    let host = f.host_with_timeout(timeout).await;
+    let started = Instant::now();
+    let err = host.stage(&pin(&f.v2)).await.unwrap_err();
+    let took = started.elapsed();
+    eprintln!("agent-hang: {err} after {took:?}");
+    assert!(matches!(err, HostError::Timeout { .. }), "{err:?}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert_no_agent_units(&f.node, Duration::from_secs(20)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_switch_download_only_stage_falls_back_and_ends_locked() {
+    let f = Fixture::new("agent-fallback").await;
+    f.faults(r#"{"switchHelpWithoutDownloadOnly": true}"#);
+    let host = f.host().await;
+    host.stage(&pin(&f.v2)).await.unwrap();
+    let status = host.status().await.unwrap();
+    assert_eq!(booted_digest(&status), digest_of(&f.v1));
+    assert_eq!(
+        staged(&status),
+        Some((digest_of(&f.v2).to_owned(), Some(true))),
+        "switch + upgrade --download-only ends locked"
+    );
+    assert_eq!(
+        status.spec.image.as_ref().map(|i| i.image.as_str()),
+        Some(f.v2.as_str())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pulls_with_the_credentials_in_run_ostree_auth_json() {
+    let registry = Registry::start_with_auth("pool", "s3cret").unwrap();
+    let f = Fixture::with_registry("agent-auth", registry).await;
+    let host = f.host().await;
+    // Without credentials the registry says 401 and stage fails with bootc's error.
+    let err = host.stage(&pin(&f.v2)).await.unwrap_err();
+    assert!(matches!(err, HostError::CommandFailed { .. }), "{err:?}");
+    // The pull secret goes to the node's /run/ostree/auth.json, mode 0600.
+    host.write_credentials(Some(f.registry.auth_json().as_bytes()))
+        .await
+        .unwrap();
+    let auth = f.node.root_path().unwrap().join("run/ostree/auth.json");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&auth.metadata().unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    host.stage(&pin(&f.v2)).await.unwrap();
+    let status = host.status().await.unwrap();
+    assert_eq!(
+        staged(&status),
+        Some((digest_of(&f.v2).to_owned(), Some(true)))
+    );
+    let _ = &f.dir;
+}
+
+/// Waits until no `bootc-node-agent-*` unit is active or activating in the node.
+async fn assert_no_agent_units(node: &Node, timeout: Duration) {
+    let conn = node.connect().await.unwrap();
+    let manager = zbus::Proxy::new(
+        &conn,
+        "org.freedesktop.systemd1",
+        "/org/freedesktop/systemd1",
+        "org.freedesktop.systemd1.Manager",
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + timeout;
+    loop {
+        type UnitRow = (
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            zbus::OwnedObjectPath,
+            u32,
+            String,
+            zbus::OwnedObjectPath,
+        );
+        let units: Vec<UnitRow> = manager
+            .call(
+                "ListUnitsByPatterns",
+                &(Vec::<String>::new(), vec!["bootc-node-agent-*".to_owned()]),
+            )
+            .await
+            .unwrap();
+        let busy: Vec<_> = units
+            .iter()
+            .filter(|u| u.3 != "inactive" && u.3 != "failed")
+            .map(|u| format!("{} {} {}", u.0, u.3, u.4))
+            .collect();
+        if busy.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "agent units still running after {timeout:?}: {busy:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
