@@ -28,3 +28,10 @@ pub const REBOOT_SLOT_ANNOTATION: &str = "node.bootc.dev/reboot-slot";
 /// Annotation on a BootcNode whose Node was unschedulable before the controller cordoned
 /// it, so the controller must not uncordon it.
 pub const WAS_CORDONED_ANNOTATION: &str = "node.bootc.dev/was-cordoned";
+/// Annotation on a BootcNode: when the controller approved its reboot (RFC 3339), the
+/// start of `rebootTimeoutSeconds`.
+pub const APPROVED_AT_ANNOTATION: &str = "node.bootc.dev/approved-at";
+/// Annotation on a BootcNode whose drain timed out: the target digest it was for. The
+/// node is not given a slot again for that digest until the annotation is removed (by an
+/// admin, to retry) or the target changes.
+pub const DRAIN_FAILED_ANNOTATION: &str = "node.bootc.dev/drain-failed";

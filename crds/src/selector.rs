@@ -58,6 +58,29 @@ pub fn check_selector(selector: &LabelSelector, path: &str, errors: &mut Vec<Fie
     }
 }
 
+/// True when `labels` satisfy `selector` (every `matchLabels` pair and every
+/// `matchExpressions` entry, as kube-apiserver evaluates them). An empty selector matches
+/// everything; an expression with an unknown operator matches nothing.
+pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let pairs = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let expressions = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        let value = labels.get(&e.key);
+        match e.operator.as_str() {
+            "In" => value.is_some_and(|v| values.contains(v)),
+            "NotIn" => value.is_none_or(|v| !values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            _ => false,
+        }
+    });
+    pairs && expressions
+}
+
 /// True when the selector names `key` anywhere (as a label or in an expression).
 pub fn mentions_key(selector: &LabelSelector, key: &str) -> bool {
     let in_labels = selector
@@ -245,5 +268,94 @@ mod tests {
         assert!(check_dns_label("bootc-system").is_ok());
         assert!(check_dns_label("a.b").is_err());
         assert!(check_dns_label("").is_err());
+    }
+}
+
+#[cfg(test)]
+mod matching_tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: (!values.is_empty()).then(|| values.iter().map(|v| (*v).to_owned()).collect()),
+        }
+    }
+
+    #[test]
+    fn selector_matching_table() {
+        let node = labels(&[("role", "worker"), ("zone", "a")]);
+        let cases: Vec<(LabelSelector, bool)> = vec![
+            (LabelSelector::default(), true),
+            (
+                LabelSelector {
+                    match_labels: Some(labels(&[("role", "worker")])),
+                    ..Default::default()
+                },
+                true,
+            ),
+            (
+                LabelSelector {
+                    match_labels: Some(labels(&[("role", "worker"), ("zone", "b")])),
+                    ..Default::default()
+                },
+                false,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![expr("zone", "In", &["a", "b"])]),
+                    ..Default::default()
+                },
+                true,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![expr("zone", "NotIn", &["a"])]),
+                    ..Default::default()
+                },
+                false,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![expr("gpu", "NotIn", &["yes"])]),
+                    ..Default::default()
+                },
+                true,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![expr("gpu", "Exists", &[])]),
+                    ..Default::default()
+                },
+                false,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![expr("gpu", "DoesNotExist", &[])]),
+                    ..Default::default()
+                },
+                true,
+            ),
+            (
+                LabelSelector {
+                    match_labels: Some(labels(&[("role", "worker")])),
+                    match_expressions: Some(vec![expr("zone", "Bogus", &["a"])]),
+                },
+                false,
+            ),
+        ];
+        for (i, (selector, want)) in cases.iter().enumerate() {
+            assert_eq!(matches(selector, &node), *want, "case {i}: {selector:?}");
+        }
     }
 }

@@ -1,0 +1,4 @@
+//! The bootc node-pool controller.
+
+pub mod drain;
+pub mod plan;

@@ -1,0 +1,1126 @@
+//! The controller's decisions for one pool, as a pure function of a snapshot and `now`:
+//! membership, node classification, reboot slots, and the pool status to report.
+//!
+//! The reconciler builds a [`Snapshot`] from its caches, calls [`plan`], and carries out
+//! the returned actions in order, stopping a node's actions at its first failure. Every
+//! step is safe to repeat: a crash between two actions leaves a state that the next plan
+//! continues from. The order of actions per node is what keeps the invariants:
+//!
+//! - a slot is granted (annotation, with the prior cordon state, written with a
+//!   `resourceVersion` precondition) before the Node is cordoned, and released only after
+//!   it is uncordoned, so a cordoned-for-update node always holds a slot;
+//! - the reboot is approved (`desiredImageState: Booted`) only after the drain finished;
+//! - slots are never reused within one plan: a freed slot is granted on the next one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use bootc_crds::conditions::{self, pool_degraded, up_to_date};
+use bootc_crds::node::{BootcNodeSpec, BootcNodeStatus, DesiredImageState};
+use bootc_crds::pool::{BootcNodePoolSpec, BootcNodePoolStatus};
+use bootc_crds::{
+    APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest, ImageRef, MANAGED_LABEL,
+    REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION,
+};
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+
+/// The image a pool rolls out, pinned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// `registry/repo@sha256:<hex>`.
+    pub image: String,
+    /// Its digest.
+    pub digest: Digest,
+}
+
+impl Target {
+    /// The target of a reference that carries a digest; `None` for a tag alone.
+    pub fn from_ref(reference: &str) -> Option<Target> {
+        let parsed = ImageRef::parse(reference).ok()?;
+        Some(Target {
+            image: parsed.pinned()?,
+            digest: parsed.digest()?.clone(),
+        })
+    }
+}
+
+/// The pool being planned.
+#[derive(Debug, Clone)]
+pub struct PoolView {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The spec.
+    pub spec: BootcNodePoolSpec,
+    /// The status as last written.
+    pub status: Option<BootcNodePoolStatus>,
+}
+
+/// What the plan needs of a Node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeInfo {
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+}
+
+/// What the plan needs of a BootcNode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BootcView {
+    /// The pool named in its controller owner reference.
+    pub owner: Option<String>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `metadata.resourceVersion`, the precondition of every write.
+    pub resource_version: Option<String>,
+    /// The controller's annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The spec.
+    pub spec: BootcNodeSpec,
+    /// The agent's status.
+    pub status: Option<BootcNodeStatus>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+}
+
+/// One node name, with its Node and BootcNode when they exist.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    /// The name shared by the Node and its BootcNode.
+    pub name: String,
+    /// The Node, `None` when it is gone.
+    pub node: Option<NodeInfo>,
+    /// The BootcNode of the same name.
+    pub bootc: Option<BootcView>,
+}
+
+/// Where a node's drain is, as the drainer reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DrainView {
+    /// Evicting.
+    Running,
+    /// Every pod that had to go is gone.
+    Drained,
+    /// `drainTimeoutSeconds` passed with pods left.
+    TimedOut {
+        /// What was left and why.
+        message: String,
+    },
+}
+
+/// Everything one plan looks at.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The pool.
+    pub pool: PoolView,
+    /// The pinned target, or why there is none (a problem the admin must fix or a tag
+    /// that could not be resolved; the message goes into `Degraded`).
+    pub target: Result<Target, TargetProblem>,
+    /// The other pools' selectors, by name (for conflicts).
+    pub other_pools: Vec<(String, LabelSelector)>,
+    /// Every Node this pool's selector matches and every BootcNode it owns (with its
+    /// Node), by name.
+    pub nodes: Vec<NodeView>,
+    /// Drains known to the drainer, by node.
+    pub drains: BTreeMap<String, DrainView>,
+    /// The time of the plan.
+    pub now: DateTime<Utc>,
+}
+
+/// Why a pool has no target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetProblem {
+    /// The spec is invalid: every problem, with its field path.
+    InvalidSpec(Vec<String>),
+    /// The tag could not be resolved (nothing is rolled out; the last target is kept).
+    Resolution(String),
+}
+
+/// A change to make. Actions of one node are carried out in order; the first failure
+/// stops the rest of that node's actions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Create the BootcNode (owned by the pool).
+    Create {
+        /// Node name.
+        node: String,
+        /// Its spec.
+        spec: BootcNodeSpec,
+    },
+    /// Add the managed label to the Node.
+    Label {
+        /// Node name.
+        node: String,
+    },
+    /// Remove the managed label from the Node.
+    Unlabel {
+        /// Node name.
+        node: String,
+    },
+    /// Replace the BootcNode's spec and annotations (only the keys given; `None`
+    /// removes), with its `resourceVersion` as a precondition.
+    Update {
+        /// Node name.
+        node: String,
+        /// The precondition.
+        resource_version: Option<String>,
+        /// The new spec.
+        spec: BootcNodeSpec,
+        /// Annotations to set (`Some`) or remove (`None`).
+        annotations: BTreeMap<String, Option<String>>,
+    },
+    /// Mark the Node unschedulable.
+    Cordon {
+        /// Node name.
+        node: String,
+    },
+    /// Mark the Node schedulable.
+    Uncordon {
+        /// Node name.
+        node: String,
+    },
+    /// Start draining the Node (no-op when a drain runs).
+    StartDrain {
+        /// Node name.
+        node: String,
+    },
+    /// Stop a running drain and forget it.
+    CancelDrain {
+        /// Node name.
+        node: String,
+    },
+    /// Forget a finished drain (its outcome was acted on).
+    ForgetDrain {
+        /// Node name.
+        node: String,
+    },
+    /// Delete the BootcNode.
+    Delete {
+        /// Node name.
+        node: String,
+    },
+    /// Record a Kubernetes Event on the pool.
+    Event(PlannedEvent),
+}
+
+impl Action {
+    /// The node the action is about (`None` for events).
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Action::Create { node, .. }
+            | Action::Label { node }
+            | Action::Unlabel { node }
+            | Action::Update { node, .. }
+            | Action::Cordon { node }
+            | Action::Uncordon { node }
+            | Action::StartDrain { node }
+            | Action::CancelDrain { node }
+            | Action::ForgetDrain { node }
+            | Action::Delete { node } => Some(node),
+            Action::Event(_) => None,
+        }
+    }
+}
+
+/// A Kubernetes Event to record on the pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedEvent {
+    /// `Normal` or `Warning`.
+    pub warning: bool,
+    /// The reason (`RebootApproved`, …).
+    pub reason: &'static str,
+    /// What happened.
+    pub message: String,
+}
+
+/// Event reasons.
+pub mod events {
+    /// The pool's target digest changed.
+    pub const TARGET_RESOLVED: &str = "TargetResolved";
+    /// A rollout of a new target began.
+    pub const ROLLOUT_STARTED: &str = "RolloutStarted";
+    /// A node was allowed to reboot.
+    pub const REBOOT_APPROVED: &str = "RebootApproved";
+    /// A node came back on the target and its slot was freed.
+    pub const NODE_UPDATED: &str = "NodeUpdated";
+    /// Every node runs the target.
+    pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
+    /// Too many slot holders are unhealthy; no new approvals.
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// A drain timed out.
+    pub const DRAIN_FAILED: &str = "DrainFailed";
+    /// A node is selected by more than one pool.
+    pub const NODE_CONFLICT: &str = "NodeConflict";
+}
+
+/// How the plan sees each member node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NodeState {
+    /// Not yet asked for the target (no BootcNode, or an older desired image).
+    Pending,
+    /// Pulling the target.
+    Staging,
+    /// The target is staged; waiting for a slot.
+    Staged,
+    /// Holds a slot: cordoned, draining, or rebooting.
+    Rebooting,
+    /// Runs the target.
+    UpToDate,
+    /// Its agent reports an error, or its drain timed out.
+    Degraded,
+}
+
+/// The result of a plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// What to do, in order.
+    pub actions: Vec<Action>,
+    /// The status to report (written only when it differs from the current one).
+    pub status: BootcNodePoolStatus,
+    /// Each member's state.
+    pub states: BTreeMap<String, NodeState>,
+    /// When to plan again even if nothing changes.
+    pub requeue_after: Option<Duration>,
+}
+
+/// True when `status.booted` (or `staged`) runs `digest`, by the matching rule of
+/// ARCHITECTURE §2.4: the per-architecture digest, or the digest in the tracked reference.
+pub fn runs(image: Option<&bootc_crds::node::ImageStatus>, digest: &Digest) -> bool {
+    image.is_some_and(|i| {
+        i.image_digest == digest.to_string()
+            || ImageRef::parse(&i.image)
+                .ok()
+                .and_then(|r| r.digest().cloned())
+                .is_some_and(|d| &d == digest)
+    })
+}
+
+fn to_time(t: DateTime<Utc>) -> Option<Time> {
+    serde_json::from_value(serde_json::Value::String(
+        t.to_rfc3339_opts(SecondsFormat::Secs, true),
+    ))
+    .ok()
+}
+
+fn from_time(t: &Time) -> Option<DateTime<Utc>> {
+    match serde_json::to_value(t).ok()? {
+        serde_json::Value::String(s) => DateTime::parse_from_rfc3339(&s)
+            .ok()
+            .map(|t| t.with_timezone(&Utc)),
+        _ => None,
+    }
+}
+
+fn parse_stamp(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The agent's view of one node.
+struct Agent<'a> {
+    status: Option<&'a BootcNodeStatus>,
+    /// The agent has answered the current spec.
+    current: bool,
+}
+
+impl<'a> Agent<'a> {
+    fn of(bootc: &'a BootcView) -> Self {
+        let status = bootc.status.as_ref();
+        let current = status
+            .and_then(|s| s.observed_generation)
+            .zip(bootc.generation)
+            .is_some_and(|(seen, generation)| seen >= generation);
+        Agent { status, current }
+    }
+
+    fn condition(&self, type_: &str) -> Option<&'a Condition> {
+        self.status?.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// `Degraded=True` for the current spec: its message.
+    fn degraded(&self) -> Option<String> {
+        if !self.current {
+            return None;
+        }
+        self.condition(conditions::DEGRADED)
+            .filter(|c| c.status == "True")
+            .map(|c| format!("{}: {}", c.reason, c.message))
+    }
+
+    fn rebooting(&self) -> bool {
+        self.condition(conditions::IDLE)
+            .is_some_and(|c| c.reason == conditions::idle::REBOOTING)
+    }
+
+    fn booted(&self, digest: &Digest) -> bool {
+        runs(
+            self.status
+                .and_then(|s| s.booted.as_ref())
+                .map(|b| &b.image),
+            digest,
+        )
+    }
+
+    fn staged(&self, digest: &Digest) -> bool {
+        runs(
+            self.status
+                .and_then(|s| s.staged.as_ref())
+                .map(|s| &s.image),
+            digest,
+        )
+    }
+
+    fn booted_since(&self) -> Option<DateTime<Utc>> {
+        self.status?
+            .booted
+            .as_ref()?
+            .since
+            .as_ref()
+            .and_then(from_time)
+    }
+}
+
+/// Per-plan bookkeeping.
+struct Planner<'a> {
+    snap: &'a Snapshot,
+    actions: Vec<Action>,
+    states: BTreeMap<String, NodeState>,
+    /// Slot holders that are unhealthy, with why.
+    unhealthy: Vec<String>,
+    /// Nodes whose agent or drain reports a problem, with the message.
+    degraded: Vec<String>,
+    conflicts: Vec<String>,
+    holders: usize,
+    unavailable: usize,
+    candidates: Vec<&'a NodeView>,
+    requeue: Option<Duration>,
+    approved: usize,
+}
+
+impl Planner<'_> {
+    fn requeue_in(&mut self, d: Duration) {
+        self.requeue = Some(self.requeue.map_or(d, |r| r.min(d)));
+    }
+
+    fn event(&mut self, warning: bool, reason: &'static str, message: String) {
+        self.actions.push(Action::Event(PlannedEvent {
+            warning,
+            reason,
+            message,
+        }));
+    }
+}
+
+fn wanted_spec(
+    pool: &BootcNodePoolSpec,
+    target: &Target,
+    current: Option<&BootcNodeSpec>,
+) -> BootcNodeSpec {
+    let mut spec = current.cloned().unwrap_or(BootcNodeSpec {
+        desired_image: target.image.clone(),
+        desired_image_state: DesiredImageState::Staged,
+        reboot_policy: pool.disruption.reboot_policy,
+        pull_secret_ref: None,
+        pull_secret_hash: None,
+    });
+    if spec.desired_image != target.image {
+        spec.desired_image = target.image.clone();
+        spec.desired_image_state = DesiredImageState::Staged;
+    }
+    spec.reboot_policy = pool.disruption.reboot_policy;
+    spec.pull_secret_ref = pool.pull_secret_ref.clone();
+    if spec.pull_secret_ref.is_none() {
+        spec.pull_secret_hash = None;
+    }
+    spec
+}
+
+/// The annotations that release a slot.
+fn release() -> BTreeMap<String, Option<String>> {
+    [
+        REBOOT_SLOT_ANNOTATION,
+        WAS_CORDONED_ANNOTATION,
+        APPROVED_AT_ANNOTATION,
+    ]
+    .into_iter()
+    .map(|k| (k.to_owned(), None))
+    .collect()
+}
+
+/// Plans one pool.
+pub fn plan(snap: &Snapshot) -> Plan {
+    let pool = &snap.pool;
+    let mut p = Planner {
+        snap,
+        actions: Vec::new(),
+        states: BTreeMap::new(),
+        unhealthy: Vec::new(),
+        degraded: Vec::new(),
+        conflicts: Vec::new(),
+        holders: 0,
+        unavailable: 0,
+        candidates: Vec::new(),
+        requeue: None,
+        approved: 0,
+    };
+    let invalid = match &snap.target {
+        Err(TargetProblem::InvalidSpec(problems)) => Some(problems.clone()),
+        _ => None,
+    };
+    let target = snap.target.as_ref().ok();
+    let selector = &pool.spec.node_selector;
+
+    let mut members: Vec<&NodeView> = Vec::new();
+    for view in &snap.nodes {
+        let owned = view
+            .bootc
+            .as_ref()
+            .is_some_and(|b| b.owner.as_deref() == Some(pool.name.as_str()));
+        let matches = invalid.is_none()
+            && view
+                .node
+                .as_ref()
+                .is_some_and(|n| bootc_crds::selector::matches(selector, &n.labels));
+        let others: Vec<&str> = snap
+            .other_pools
+            .iter()
+            .filter(|(_, s)| {
+                view.node
+                    .as_ref()
+                    .is_some_and(|n| bootc_crds::selector::matches(s, &n.labels))
+            })
+            .map(|(name, _)| name.as_str())
+            .collect();
+        if invalid.is_some() {
+            // Nothing is rolled out under an invalid spec; owned nodes are kept as they are.
+            if owned {
+                members.push(view);
+            }
+            continue;
+        }
+        if owned && !matches {
+            leave(&mut p, view, &others);
+            continue;
+        }
+        if !matches {
+            continue;
+        }
+        let foreign_owner = view
+            .bootc
+            .as_ref()
+            .and_then(|b| b.owner.clone())
+            .filter(|o| o != &pool.name);
+        if foreign_owner.is_some() || !others.is_empty() {
+            let mut pools: BTreeSet<&str> = others.iter().copied().collect();
+            if let Some(o) = foreign_owner.as_deref() {
+                pools.insert(o);
+            }
+            pools.insert(pool.name.as_str());
+            p.conflicts.push(format!(
+                "node {} is selected by pools {}",
+                view.name,
+                pools.into_iter().collect::<Vec<_>>().join(" and ")
+            ));
+            if !owned {
+                continue;
+            }
+        }
+        members.push(view);
+    }
+    let conflicted: BTreeSet<String> = p
+        .conflicts
+        .iter()
+        .filter_map(|c| c.strip_prefix("node ").and_then(|r| r.split(' ').next()))
+        .map(str::to_owned)
+        .collect();
+
+    if let (Some(target), None) = (target, &invalid) {
+        for view in &members {
+            member(&mut p, view, target, conflicted.contains(&view.name));
+        }
+        grant_slots(&mut p, members.len(), target);
+    } else {
+        for view in &members {
+            p.states.insert(view.name.clone(), NodeState::Pending);
+        }
+    }
+    let status = status(&mut p, &members, invalid.as_deref());
+    Plan {
+        actions: p.actions,
+        status,
+        states: p.states,
+        requeue_after: p.requeue,
+    }
+}
+
+/// A node this pool owns but no longer selects (or whose Node is gone).
+fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) {
+    let node = view.name.clone();
+    if p.snap.drains.contains_key(&node) {
+        p.actions.push(Action::CancelDrain { node: node.clone() });
+    }
+    if let (Some(info), Some(bootc)) = (&view.node, &view.bootc) {
+        let held = bootc.annotations.contains_key(REBOOT_SLOT_ANNOTATION);
+        let was = bootc.annotations.contains_key(WAS_CORDONED_ANNOTATION);
+        if held && !was && info.unschedulable {
+            p.actions.push(Action::Uncordon { node: node.clone() });
+        }
+    }
+    if view.bootc.as_ref().is_some_and(|b| !b.deleting) {
+        p.actions.push(Action::Delete { node: node.clone() });
+    }
+    if let Some(info) = &view.node
+        && info.labels.contains_key(MANAGED_LABEL)
+        && other_pools.is_empty()
+    {
+        p.actions.push(Action::Unlabel { node });
+    }
+}
+
+/// A member node with a known target.
+fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target, conflicted: bool) {
+    let name = view.name.clone();
+    let pool = &p.snap.pool.spec;
+    let Some(info) = &view.node else { return };
+    if !info.labels.contains_key(MANAGED_LABEL) {
+        p.actions.push(Action::Label { node: name.clone() });
+    }
+    if !info.ready {
+        // NotReady nodes are unavailable whether or not they hold a slot.
+        p.unavailable += 1;
+    }
+    let Some(bootc) = &view.bootc else {
+        p.actions.push(Action::Create {
+            node: name.clone(),
+            spec: wanted_spec(pool, target, None),
+        });
+        p.states.insert(name, NodeState::Pending);
+        return;
+    };
+    if bootc.deleting {
+        p.states.insert(name, NodeState::Pending);
+        return;
+    }
+    let agent = Agent::of(bootc);
+    let spec = wanted_spec(pool, target, Some(&bootc.spec));
+    let retargeted = bootc.spec.desired_image != target.image;
+    let holder = bootc.annotations.contains_key(REBOOT_SLOT_ANNOTATION);
+    let was_cordoned = bootc.annotations.contains_key(WAS_CORDONED_ANNOTATION);
+    let mut annotations: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let drain_failed = bootc
+        .annotations
+        .get(DRAIN_FAILED_ANNOTATION)
+        .is_some_and(|d| *d == target.digest.to_string());
+    if retargeted && bootc.annotations.contains_key(DRAIN_FAILED_ANNOTATION) {
+        annotations.insert(DRAIN_FAILED_ANNOTATION.to_owned(), None);
+    }
+    let on_target = agent.booted(&target.digest);
+    let degraded = agent.degraded();
+
+    if holder {
+        p.holders += 1;
+        if !info.ready {
+            // Counted once: a holder is unavailable anyway.
+            p.unavailable -= 1;
+        }
+        holder_plan(
+            p,
+            view,
+            info,
+            bootc,
+            &agent,
+            target,
+            spec,
+            annotations,
+            retargeted,
+            was_cordoned,
+        );
+        return;
+    }
+
+    let mut spec = spec;
+    if spec.desired_image_state == DesiredImageState::Booted {
+        // Approval without a slot (a release that was cut short): take it back.
+        spec.desired_image_state = DesiredImageState::Staged;
+    }
+    if spec != bootc.spec || !annotations.is_empty() {
+        p.actions.push(Action::Update {
+            node: name.clone(),
+            resource_version: bootc.resource_version.clone(),
+            spec,
+            annotations,
+        });
+    }
+    let state = if drain_failed {
+        p.degraded.push(format!(
+            "node {name}: drain timed out for {}",
+            target.digest
+        ));
+        NodeState::Degraded
+    } else if let Some(message) = degraded.filter(|_| !retargeted) {
+        p.degraded.push(format!("node {name}: {message}"));
+        NodeState::Degraded
+    } else if retargeted {
+        NodeState::Pending
+    } else if on_target {
+        NodeState::UpToDate
+    } else if agent.current && agent.staged(&target.digest) {
+        if info.ready && !conflicted {
+            p.candidates.push(view);
+        }
+        NodeState::Staged
+    } else {
+        NodeState::Staging
+    };
+    p.states.insert(name, state);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn holder_plan(
+    p: &mut Planner<'_>,
+    view: &NodeView,
+    info: &NodeInfo,
+    bootc: &BootcView,
+    agent: &Agent<'_>,
+    target: &Target,
+    mut spec: BootcNodeSpec,
+    mut annotations: BTreeMap<String, Option<String>>,
+    retargeted: bool,
+    was_cordoned: bool,
+) {
+    let name = view.name.clone();
+    let pool = &p.snap.pool.spec;
+    let now = p.snap.now;
+    let drain = p.snap.drains.get(&name);
+    let uncordon = |p: &mut Planner<'_>| {
+        if info.unschedulable && !was_cordoned {
+            p.actions.push(Action::Uncordon { node: name.clone() });
+        }
+    };
+
+    if retargeted {
+        // The target moved (a new image or a rollback): the approval for the old digest is
+        // revoked by the spec change; the slot is freed once the node is not mid-reboot.
+        if drain.is_some() {
+            p.actions.push(Action::CancelDrain { node: name.clone() });
+        }
+        let mid_reboot = bootc.spec.desired_image_state == DesiredImageState::Booted
+            && (agent.rebooting() || !info.ready);
+        if mid_reboot {
+            p.actions.push(Action::Update {
+                node: name.clone(),
+                resource_version: bootc.resource_version.clone(),
+                spec,
+                annotations,
+            });
+            p.states.insert(name, NodeState::Rebooting);
+            return;
+        }
+        uncordon(p);
+        annotations.extend(release());
+        p.actions.push(Action::Update {
+            node: name.clone(),
+            resource_version: bootc.resource_version.clone(),
+            spec,
+            annotations,
+        });
+        p.states.insert(name, NodeState::Pending);
+        return;
+    }
+
+    if bootc.spec.desired_image_state == DesiredImageState::Staged {
+        // Granted, not yet approved: cordon, drain, approve.
+        if !info.unschedulable {
+            p.actions.push(Action::Cordon { node: name.clone() });
+            p.actions.push(Action::StartDrain { node: name.clone() });
+            p.states.insert(name, NodeState::Rebooting);
+            return;
+        }
+        match drain {
+            None => p.actions.push(Action::StartDrain { node: name.clone() }),
+            Some(DrainView::Running) => {}
+            Some(DrainView::Drained) => {
+                spec.desired_image_state = DesiredImageState::Booted;
+                annotations.insert(APPROVED_AT_ANNOTATION.to_owned(), Some(stamp(now)));
+                p.actions.push(Action::Update {
+                    node: name.clone(),
+                    resource_version: bootc.resource_version.clone(),
+                    spec,
+                    annotations,
+                });
+                p.actions.push(Action::ForgetDrain { node: name.clone() });
+                p.approved += 1;
+                p.event(
+                    false,
+                    events::REBOOT_APPROVED,
+                    format!(
+                        "node {name} drained; approved to reboot into {}",
+                        target.image
+                    ),
+                );
+            }
+            Some(DrainView::TimedOut { message }) => {
+                let message = message.clone();
+                uncordon(p);
+                annotations.extend(release());
+                annotations.insert(
+                    DRAIN_FAILED_ANNOTATION.to_owned(),
+                    Some(target.digest.to_string()),
+                );
+                p.actions.push(Action::Update {
+                    node: name.clone(),
+                    resource_version: bootc.resource_version.clone(),
+                    spec,
+                    annotations,
+                });
+                p.actions.push(Action::ForgetDrain { node: name.clone() });
+                p.event(
+                    true,
+                    events::DRAIN_FAILED,
+                    format!(
+                        "node {name}: drain timed out ({message}); uncordoned and its slot freed"
+                    ),
+                );
+                p.degraded
+                    .push(format!("node {name}: DrainTimeout: {message}"));
+                p.states.insert(name, NodeState::Degraded);
+                return;
+            }
+        }
+        p.states.insert(name, NodeState::Rebooting);
+        return;
+    }
+
+    // Approved: wait for the node to come back on the target, healthy and Ready.
+    let degraded = agent.degraded();
+    let approved_at = bootc
+        .annotations
+        .get(APPROVED_AT_ANNOTATION)
+        .and_then(|s| parse_stamp(s));
+    let reboot_timeout =
+        Duration::from_secs(u64::try_from(pool.rollout.reboot_timeout_seconds).unwrap_or(0));
+    let overdue =
+        approved_at.is_some_and(|t| (now - t).to_std().unwrap_or(Duration::ZERO) > reboot_timeout);
+    if let Some(message) = &degraded {
+        p.unhealthy.push(format!("node {name}: {message}"));
+        p.degraded.push(format!("node {name}: {message}"));
+    } else if !info.ready {
+        p.unhealthy.push(format!("node {name}: NotReady"));
+    } else if overdue && !agent.booted(&target.digest) {
+        p.unhealthy.push(format!(
+            "node {name}: RebootTimeout: not back on the target within {}s",
+            pool.rollout.reboot_timeout_seconds
+        ));
+    }
+    if let Some(t) = approved_at
+        && !overdue
+    {
+        let left = reboot_timeout.saturating_sub((now - t).to_std().unwrap_or(Duration::ZERO));
+        p.requeue_in(left + Duration::from_secs(1));
+    }
+    let back = agent.current && agent.booted(&target.digest) && degraded.is_none() && info.ready;
+    if back {
+        let delay =
+            Duration::from_secs(u64::try_from(pool.rollout.post_reboot_delay_seconds).unwrap_or(0));
+        let since = agent.booted_since().unwrap_or(now);
+        let soaked = (now - since).to_std().unwrap_or(Duration::ZERO);
+        if soaked >= delay {
+            uncordon(p);
+            spec.desired_image_state = DesiredImageState::Staged;
+            annotations.extend(release());
+            p.actions.push(Action::Update {
+                node: name.clone(),
+                resource_version: bootc.resource_version.clone(),
+                spec,
+                annotations,
+            });
+            p.event(
+                false,
+                events::NODE_UPDATED,
+                format!("node {name} runs {}; slot freed", target.image),
+            );
+            p.states.insert(name, NodeState::UpToDate);
+            return;
+        }
+        p.requeue_in(delay - soaked);
+    }
+    p.states.insert(
+        name,
+        if degraded.is_some() {
+            NodeState::Degraded
+        } else {
+            NodeState::Rebooting
+        },
+    );
+}
+
+/// Grants free slots to staged, healthy nodes, in name order.
+fn grant_slots(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
+    let rollout = &p.snap.pool.spec.rollout;
+    let size = u32::try_from(pool_size).unwrap_or(u32::MAX);
+    let budget = bootc_crds::budget::resolve_budget(Some(&rollout.max_unavailable), size, 1)
+        .unwrap_or(1) as usize;
+    let halt_at = usize::try_from(rollout.halt_after_unhealthy).unwrap_or(0);
+    if halt_at > 0 && p.unhealthy.len() >= halt_at {
+        return;
+    }
+    if rollout.paused {
+        return;
+    }
+    let in_use = p.holders + p.unavailable;
+    let free = budget.saturating_sub(in_use);
+    let mut candidates = p.candidates.clone();
+    candidates.sort_by(|a, b| a.name.cmp(&b.name));
+    let now = p.snap.now;
+    for view in candidates.into_iter().take(free) {
+        let (Some(info), Some(bootc)) = (&view.node, &view.bootc) else {
+            continue;
+        };
+        let mut annotations = BTreeMap::new();
+        annotations.insert(REBOOT_SLOT_ANNOTATION.to_owned(), Some(stamp(now)));
+        if info.unschedulable {
+            annotations.insert(WAS_CORDONED_ANNOTATION.to_owned(), Some(String::new()));
+        }
+        p.actions.push(Action::Update {
+            node: view.name.clone(),
+            resource_version: bootc.resource_version.clone(),
+            spec: wanted_spec(&p.snap.pool.spec, target, Some(&bootc.spec)),
+            annotations,
+        });
+        if !info.unschedulable {
+            p.actions.push(Action::Cordon {
+                node: view.name.clone(),
+            });
+        }
+        p.actions.push(Action::StartDrain {
+            node: view.name.clone(),
+        });
+        p.states.insert(view.name.clone(), NodeState::Rebooting);
+    }
+}
+
+fn condition(
+    previous: Option<&BootcNodePoolStatus>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) -> Option<Condition> {
+    let status = if status { "True" } else { "False" }.to_owned();
+    let old = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_));
+    let last_transition_time = match old {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => to_time(now)?,
+    };
+    Some(Condition {
+        type_: type_.to_owned(),
+        status,
+        reason: reason.to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    })
+}
+
+fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option<&'a str> {
+    status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.reason.as_str())
+}
+
+/// At most this many problems are listed in a condition message.
+const LISTED: usize = 5;
+
+fn list(items: &[String]) -> String {
+    let mut out = items
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if items.len() > LISTED {
+        out.push_str(&format!("; and {} more", items.len() - LISTED));
+    }
+    out
+}
+
+fn status(
+    p: &mut Planner<'_>,
+    members: &[&NodeView],
+    invalid: Option<&[String]>,
+) -> BootcNodePoolStatus {
+    let snap = p.snap;
+    let pool = &snap.pool;
+    let previous = pool.status.as_ref();
+    let now = snap.now;
+    let generation = pool.generation;
+    let count = |s: NodeState| p.states.values().filter(|v| **v == s).count();
+    let nodes = members.len();
+    let updated = count(NodeState::UpToDate);
+    let updating = count(NodeState::Rebooting);
+    let staged = count(NodeState::Staged);
+    let degraded_nodes = count(NodeState::Degraded);
+    let as_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+
+    let mut status = previous.cloned().unwrap_or_default();
+    status.observed_generation = generation;
+    if let Ok(target) = &snap.target {
+        status.target_image = Some(target.image.clone());
+        status.target_digest = Some(target.digest.to_string());
+        status.target_short_digest = Some(target.digest.short().to_owned());
+    }
+    status.node_count = as_i32(nodes);
+    status.updated_count = as_i32(updated);
+    status.updating_count = as_i32(updating);
+    status.staged_count = as_i32(staged);
+    status.degraded_count = as_i32(degraded_nodes);
+
+    let halt_at = usize::try_from(pool.spec.rollout.halt_after_unhealthy).unwrap_or(0);
+    let halted = halt_at > 0 && p.unhealthy.len() >= halt_at;
+    let (degraded_reason, degraded_message) = if let Some(problems) = invalid {
+        (
+            pool_degraded::INVALID_SPEC,
+            format!("invalid spec, nothing is rolled out: {}", list(problems)),
+        )
+    } else if !p.conflicts.is_empty() {
+        (
+            pool_degraded::NODE_CONFLICT,
+            format!(
+                "{}; those nodes are not updated until one pool lets go",
+                list(&p.conflicts)
+            ),
+        )
+    } else if halted {
+        (
+            pool_degraded::ROLLOUT_HALTED,
+            format!(
+                "{} slot holders are unhealthy (haltAfterUnhealthy {}): {}; no new reboots are approved",
+                p.unhealthy.len(),
+                halt_at,
+                list(&p.unhealthy)
+            ),
+        )
+    } else if let Err(TargetProblem::Resolution(message)) = &snap.target {
+        (pool_degraded::TAG_RESOLUTION_ERROR, message.clone())
+    } else if !p.degraded.is_empty() {
+        (pool_degraded::NODE_DEGRADED, list(&p.degraded))
+    } else {
+        (pool_degraded::HEALTHY, String::new())
+    };
+    let healthy = degraded_reason == pool_degraded::HEALTHY;
+
+    let all_updated = snap.target.is_ok() && invalid.is_none() && updated == nodes;
+    let breakdown = {
+        let mut parts = Vec::new();
+        for (n, what) in [
+            (staged, "staged"),
+            (updating, "rebooting"),
+            (count(NodeState::Staging), "staging"),
+            (count(NodeState::Pending), "pending"),
+            (degraded_nodes, "degraded"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        format!("{updated}/{nodes} updated; {}", parts.join(", "))
+    };
+    let (up_reason, up_message) = if all_updated {
+        (
+            up_to_date::ALL_UPDATED,
+            format!("{updated}/{nodes} nodes run the target"),
+        )
+    } else if pool.spec.rollout.paused {
+        (up_to_date::PAUSED, format!("paused: {breakdown}"))
+    } else {
+        (up_to_date::ROLLOUT_IN_PROGRESS, breakdown)
+    };
+
+    // Events on transitions.
+    let old_digest = previous.and_then(|s| s.target_digest.clone());
+    if let Ok(target) = &snap.target
+        && old_digest.as_deref() != Some(target.digest.to_string().as_str())
+    {
+        p.event(
+            false,
+            events::TARGET_RESOLVED,
+            format!("target is now {}", target.image),
+        );
+        if !all_updated {
+            p.event(
+                false,
+                events::ROLLOUT_STARTED,
+                format!("rolling out {} to {nodes} nodes", target.image),
+            );
+        }
+    }
+    let old_up = reason_of(previous, conditions::UP_TO_DATE);
+    if all_updated && old_up != Some(up_to_date::ALL_UPDATED) && old_up.is_some() {
+        p.event(
+            false,
+            events::ROLLOUT_COMPLETE,
+            format!(
+                "all {nodes} nodes run {}",
+                status.target_image.clone().unwrap_or_default()
+            ),
+        );
+    }
+    let old_degraded = reason_of(previous, conditions::DEGRADED);
+    if degraded_reason != old_degraded.unwrap_or(pool_degraded::HEALTHY) {
+        if degraded_reason == pool_degraded::ROLLOUT_HALTED {
+            p.event(true, events::ROLLOUT_HALTED, degraded_message.clone());
+        }
+        if degraded_reason == pool_degraded::NODE_CONFLICT {
+            p.event(true, events::NODE_CONFLICT, degraded_message.clone());
+        }
+    }
+
+    status.conditions = [
+        condition(
+            previous,
+            conditions::UP_TO_DATE,
+            all_updated,
+            up_reason,
+            up_message,
+            generation,
+            now,
+        ),
+        condition(
+            previous,
+            conditions::DEGRADED,
+            !healthy,
+            degraded_reason,
+            degraded_message,
+            generation,
+            now,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(
+        previous
+            .into_iter()
+            .flat_map(|s| s.conditions.iter())
+            .filter(|c| c.type_ != conditions::UP_TO_DATE && c.type_ != conditions::DEGRADED)
+            .cloned(),
+    )
+    .collect();
+    status
+}
+
+#[cfg(test)]
+mod tests;

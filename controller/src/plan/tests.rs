@@ -1,0 +1,865 @@
+use bootc_crds::node::{BootedImage, ImageStatus, StagedImage};
+use bootc_crds::pool::{BootcNodePool, DrainSpec};
+use chrono::TimeZone;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::*;
+
+const POOL: &str = "workers";
+
+fn digest(c: char) -> Digest {
+    format!("sha256:{}", c.to_string().repeat(64))
+        .parse()
+        .unwrap()
+}
+
+fn pin(c: char) -> String {
+    format!("quay.io/os/node@{}", digest(c))
+}
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
+}
+
+fn pool_spec(max_unavailable: IntOrString) -> BootcNodePoolSpec {
+    let pool: BootcNodePool = serde_json::from_value(serde_json::json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": POOL},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "image": {"ref": pin('b')},
+            "rollout": {"maxUnavailable": max_unavailable},
+        }
+    }))
+    .unwrap();
+    pool.spec
+}
+
+fn labels(role: &str, managed: bool) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::from([("role".to_owned(), role.to_owned())]);
+    if managed {
+        l.insert(MANAGED_LABEL.to_owned(), String::new());
+    }
+    l
+}
+
+fn image(c: char) -> ImageStatus {
+    ImageStatus {
+        image: pin(c),
+        image_digest: digest(c).to_string(),
+        ..ImageStatus::default()
+    }
+}
+
+fn agent_condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: Some(1),
+        last_transition_time: to_time(now()).unwrap(),
+    }
+}
+
+/// What an agent reports: booted on `booted`, optionally `staged` (locked), idle reason.
+fn agent(
+    booted: char,
+    staged: Option<char>,
+    reason: &str,
+    degraded: Option<&str>,
+) -> BootcNodeStatus {
+    BootcNodeStatus {
+        observed_generation: Some(1),
+        booted: Some(BootedImage {
+            image: image(booted),
+            since: to_time(now() - chrono::Duration::hours(1)),
+        }),
+        staged: staged.map(|c| StagedImage {
+            image: image(c),
+            download_only: true,
+        }),
+        conditions: vec![
+            agent_condition(
+                conditions::IDLE,
+                if reason == "Idle" { "True" } else { "False" },
+                reason,
+                "",
+            ),
+            match degraded {
+                Some(m) => agent_condition(conditions::DEGRADED, "True", "Error", m),
+                None => agent_condition(conditions::DEGRADED, "False", "Healthy", ""),
+            },
+        ],
+        ..BootcNodeStatus::default()
+    }
+}
+
+struct N {
+    name: &'static str,
+    role: &'static str,
+    ready: bool,
+    unschedulable: bool,
+    bootc: Option<BootcView>,
+}
+
+fn node(name: &'static str) -> N {
+    N {
+        name,
+        role: "worker",
+        ready: true,
+        unschedulable: false,
+        bootc: None,
+    }
+}
+
+impl N {
+    fn with(mut self, desired: char, state: DesiredImageState, status: BootcNodeStatus) -> Self {
+        self.bootc = Some(BootcView {
+            owner: Some(POOL.into()),
+            generation: Some(1),
+            resource_version: Some(format!("rv-{}", self.name)),
+            annotations: BTreeMap::new(),
+            spec: BootcNodeSpec {
+                desired_image: pin(desired),
+                desired_image_state: state,
+                reboot_policy: Default::default(),
+                pull_secret_ref: None,
+                pull_secret_hash: None,
+            },
+            status: Some(status),
+            deleting: false,
+        });
+        self
+    }
+
+    fn staged(self) -> Self {
+        self.with(
+            'b',
+            DesiredImageState::Staged,
+            agent('a', Some('b'), "Staged", None),
+        )
+    }
+
+    fn annotate(mut self, key: &str, value: &str) -> Self {
+        self.bootc
+            .as_mut()
+            .unwrap()
+            .annotations
+            .insert(key.into(), value.into());
+        self
+    }
+
+    fn slot(self) -> Self {
+        self.annotate(REBOOT_SLOT_ANNOTATION, "2026-11-22T11:50:00Z")
+    }
+
+    fn cordoned(mut self) -> Self {
+        self.unschedulable = true;
+        self
+    }
+
+    fn view(&self) -> NodeView {
+        NodeView {
+            name: self.name.into(),
+            node: Some(NodeInfo {
+                labels: labels(self.role, self.bootc.is_some()),
+                ready: self.ready,
+                unschedulable: self.unschedulable,
+            }),
+            bootc: self.bootc.clone(),
+        }
+    }
+}
+
+fn snapshot(spec: BootcNodePoolSpec, nodes: &[N]) -> Snapshot {
+    Snapshot {
+        pool: PoolView {
+            name: POOL.into(),
+            generation: Some(1),
+            spec,
+            status: None,
+        },
+        target: Ok(Target::from_ref(&pin('b')).unwrap()),
+        other_pools: Vec::new(),
+        nodes: nodes.iter().map(N::view).collect(),
+        drains: BTreeMap::new(),
+        now: now(),
+    }
+}
+
+fn granted(plan: &Plan) -> Vec<String> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Update {
+                node, annotations, ..
+            } if annotations
+                .get(REBOOT_SLOT_ANNOTATION)
+                .is_some_and(Option::is_some) =>
+            {
+                Some(node.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn condition_of<'a>(plan: &'a Plan, type_: &str) -> &'a Condition {
+    plan.status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap()
+}
+
+fn event_reasons(plan: &Plan) -> Vec<&'static str> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event(e) => Some(e.reason),
+            _ => None,
+        })
+        .collect()
+}
+
+fn actions_for<'a>(plan: &'a Plan, name: &str) -> Vec<&'a Action> {
+    plan.actions
+        .iter()
+        .filter(|a| a.node() == Some(name))
+        .collect()
+}
+
+#[test]
+fn new_members_get_a_bootc_node_and_the_label() {
+    let mut other = node("db-1");
+    other.role = "db";
+    let snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1"), node("n2"), other],
+    );
+    let plan = super::plan(&snap);
+    let created: Vec<_> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Create { node, spec } => Some((node.as_str(), spec.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created.len(), 2);
+    assert_eq!(created[0].0, "n1");
+    assert_eq!(created[0].1.desired_image, pin('b'));
+    assert_eq!(created[0].1.desired_image_state, DesiredImageState::Staged);
+    assert!(plan.actions.contains(&Action::Label { node: "n1".into() }));
+    assert!(actions_for(&plan, "db-1").is_empty());
+    assert_eq!(plan.status.node_count, 2);
+    assert_eq!(plan.status.target_image.as_deref(), Some(pin('b').as_str()));
+    assert_eq!(condition_of(&plan, "UpToDate").reason, "RolloutInProgress");
+    assert_eq!(
+        condition_of(&plan, "UpToDate").message,
+        "0/2 updated; 2 pending"
+    );
+    assert_eq!(
+        event_reasons(&plan),
+        vec![events::TARGET_RESOLVED, events::ROLLOUT_STARTED]
+    );
+}
+
+#[test]
+fn slots_go_to_staged_healthy_nodes_in_name_order_up_to_the_budget() {
+    let nodes = [
+        node("n5").staged(),
+        node("n2").staged(),
+        node("n4").staged(),
+        node("n1").staged(),
+        node("n3").staged(),
+    ];
+    for (budget, want) in [
+        (IntOrString::Int(2), vec!["n1", "n2"]),
+        (IntOrString::String("40%".into()), vec!["n1", "n2"]),
+        (IntOrString::String("10%".into()), vec!["n1"]),
+        (IntOrString::Int(7), vec!["n1", "n2", "n3", "n4", "n5"]),
+    ] {
+        let plan = super::plan(&snapshot(pool_spec(budget.clone()), &nodes));
+        assert_eq!(granted(&plan), want, "{budget:?}");
+        // Each grant: slot first, then cordon, then drain.
+        let n1 = actions_for(&plan, "n1");
+        assert!(matches!(n1[0], Action::Update { .. }), "{n1:?}");
+        assert_eq!(n1[1], &Action::Cordon { node: "n1".into() });
+        assert_eq!(n1[2], &Action::StartDrain { node: "n1".into() });
+    }
+}
+
+#[test]
+fn the_grant_records_an_admin_cordon_and_does_not_cordon_again() {
+    let snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1").staged().cordoned()],
+    );
+    let plan = super::plan(&snap);
+    let n1 = actions_for(&plan, "n1");
+    let Action::Update { annotations, .. } = n1[0] else {
+        panic!("{n1:?}")
+    };
+    assert!(annotations.contains_key(WAS_CORDONED_ANNOTATION));
+    assert!(!n1.contains(&&Action::Cordon { node: "n1".into() }));
+}
+
+#[test]
+fn holders_and_not_ready_nodes_use_the_budget() {
+    let mut down = node("n0").staged();
+    down.ready = false;
+    let nodes = [
+        down,
+        node("n1").staged().slot().cordoned(),
+        node("n2").staged(),
+        node("n3").staged(),
+    ];
+    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(3)), &nodes));
+    assert_eq!(
+        granted(&plan),
+        vec!["n2"],
+        "3 - holder - NotReady = 1 free slot"
+    );
+}
+
+#[test]
+fn a_drained_holder_is_approved_once() {
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1").staged().slot().cordoned()],
+    );
+    snap.drains.insert("n1".into(), DrainView::Running);
+    let waiting = super::plan(&snap);
+    assert!(
+        actions_for(&waiting, "n1").is_empty(),
+        "{:?}",
+        waiting.actions
+    );
+    snap.drains.insert("n1".into(), DrainView::Drained);
+    let plan = super::plan(&snap);
+    let n1 = actions_for(&plan, "n1");
+    let Action::Update {
+        spec,
+        annotations,
+        resource_version,
+        ..
+    } = n1[0]
+    else {
+        panic!("{n1:?}")
+    };
+    assert_eq!(spec.desired_image_state, DesiredImageState::Booted);
+    assert_eq!(resource_version.as_deref(), Some("rv-n1"));
+    assert!(annotations.contains_key(APPROVED_AT_ANNOTATION));
+    assert_eq!(n1[1], &Action::ForgetDrain { node: "n1".into() });
+    assert!(event_reasons(&plan).contains(&events::REBOOT_APPROVED));
+    assert_eq!(plan.status.updating_count, 1);
+}
+
+#[test]
+fn a_holder_not_yet_cordoned_is_cordoned_and_drained_before_anything_else() {
+    let plan = super::plan(&snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1").staged().slot()],
+    ));
+    assert_eq!(
+        actions_for(&plan, "n1"),
+        vec![
+            &Action::Cordon { node: "n1".into() },
+            &Action::StartDrain { node: "n1".into() }
+        ]
+    );
+}
+
+#[test]
+fn a_node_back_on_target_is_uncordoned_then_released() {
+    let back = node("n1")
+        .with(
+            'b',
+            DesiredImageState::Booted,
+            agent('b', None, "Idle", None),
+        )
+        .slot()
+        .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T11:55:00Z")
+        .cordoned();
+    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(1)), &[back]));
+    let n1 = actions_for(&plan, "n1");
+    assert_eq!(n1[0], &Action::Uncordon { node: "n1".into() });
+    let Action::Update {
+        spec, annotations, ..
+    } = n1[1]
+    else {
+        panic!("{n1:?}")
+    };
+    assert_eq!(spec.desired_image_state, DesiredImageState::Staged);
+    for key in [
+        REBOOT_SLOT_ANNOTATION,
+        WAS_CORDONED_ANNOTATION,
+        APPROVED_AT_ANNOTATION,
+    ] {
+        assert_eq!(annotations.get(key), Some(&None), "{key}");
+    }
+    assert!(event_reasons(&plan).contains(&events::NODE_UPDATED));
+    assert_eq!(plan.status.updated_count, 1);
+    assert_eq!(condition_of(&plan, "UpToDate").reason, "AllUpdated");
+}
+
+#[test]
+fn an_admin_cordon_survives_the_update() {
+    let back = node("n1")
+        .with(
+            'b',
+            DesiredImageState::Booted,
+            agent('b', None, "Idle", None),
+        )
+        .slot()
+        .annotate(WAS_CORDONED_ANNOTATION, "")
+        .cordoned();
+    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(1)), &[back]));
+    let n1 = actions_for(&plan, "n1");
+    assert!(
+        !n1.contains(&&Action::Uncordon { node: "n1".into() }),
+        "{n1:?}"
+    );
+    assert!(matches!(n1[0], Action::Update { .. }));
+}
+
+#[test]
+fn the_soak_time_holds_the_slot() {
+    let mut spec = pool_spec(IntOrString::Int(1));
+    spec.rollout.post_reboot_delay_seconds = 7200;
+    let back = node("n1")
+        .with(
+            'b',
+            DesiredImageState::Booted,
+            agent('b', None, "Idle", None),
+        )
+        .slot()
+        .cordoned();
+    let plan = super::plan(&snapshot(spec, &[back, node("n2").staged()]));
+    assert!(actions_for(&plan, "n1").is_empty());
+    assert!(granted(&plan).is_empty());
+    // Booted an hour ago, two hours of soak: back in an hour.
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(3600)));
+}
+
+#[test]
+fn paused_pools_approve_in_flight_nodes_but_grant_no_new_slots() {
+    let mut spec = pool_spec(IntOrString::Int(2));
+    spec.rollout.paused = true;
+    let mut snap = snapshot(
+        spec,
+        &[node("n1").staged().slot().cordoned(), node("n2").staged()],
+    );
+    snap.drains.insert("n1".into(), DrainView::Drained);
+    let plan = super::plan(&snap);
+    assert!(granted(&plan).is_empty());
+    assert!(event_reasons(&plan).contains(&events::REBOOT_APPROVED));
+    assert_eq!(condition_of(&plan, "UpToDate").reason, "Paused");
+}
+
+#[test]
+fn unhealthy_holders_halt_the_rollout() {
+    let approved = |name| {
+        node(name)
+            .with(
+                'b',
+                DesiredImageState::Booted,
+                agent('a', Some('b'), "Rebooting", None),
+            )
+            .slot()
+            .cordoned()
+    };
+    let mut not_ready = approved("n1");
+    not_ready.ready = false;
+    let degraded = node("n2")
+        .with(
+            'b',
+            DesiredImageState::Booted,
+            agent(
+                'a',
+                None,
+                "Staging",
+                Some("the host rebooted into a instead of b"),
+            ),
+        )
+        .slot()
+        .cordoned();
+    let nodes = [not_ready, degraded, node("n3").staged()];
+    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(5)), &nodes));
+    assert!(granted(&plan).is_empty());
+    let d = condition_of(&plan, "Degraded");
+    assert_eq!(
+        (d.status.as_str(), d.reason.as_str()),
+        ("True", "RolloutHalted")
+    );
+    assert!(d.message.contains("n1: NotReady"), "{}", d.message);
+    assert!(d.message.contains("n2: Error"), "{}", d.message);
+    assert!(event_reasons(&plan).contains(&events::ROLLOUT_HALTED));
+
+    // One heals: below the threshold, approvals resume.
+    let mut healed = approved("n1");
+    healed.ready = true;
+    let nodes = [
+        healed,
+        node("n2")
+            .with(
+                'b',
+                DesiredImageState::Booted,
+                agent('a', None, "Staging", Some("x")),
+            )
+            .slot()
+            .cordoned(),
+        node("n3").staged(),
+    ];
+    let plan2 = super::plan(&snapshot(pool_spec(IntOrString::Int(5)), &nodes));
+    assert_eq!(granted(&plan2), vec!["n3"]);
+    assert_eq!(condition_of(&plan2, "Degraded").reason, "NodeDegraded");
+}
+
+#[test]
+fn a_reboot_past_its_timeout_is_unhealthy() {
+    let mut spec = pool_spec(IntOrString::Int(3));
+    spec.rollout.halt_after_unhealthy = 1;
+    let late = node("n1")
+        .with(
+            'b',
+            DesiredImageState::Booted,
+            agent('a', Some('b'), "Rebooting", None),
+        )
+        .slot()
+        .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T10:00:00Z")
+        .cordoned();
+    let plan = super::plan(&snapshot(spec, &[late, node("n2").staged()]));
+    assert!(granted(&plan).is_empty());
+    assert!(
+        condition_of(&plan, "Degraded")
+            .message
+            .contains("RebootTimeout"),
+        "{:?}",
+        plan.status.conditions
+    );
+}
+
+#[test]
+fn a_drain_timeout_frees_the_slot_and_marks_the_node() {
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1").staged().slot().cordoned(), node("n2").staged()],
+    );
+    snap.drains.insert(
+        "n1".into(),
+        DrainView::TimedOut {
+            message: "pod default/web-0: Cannot evict pod as it would violate the pod's disruption budget".into(),
+        },
+    );
+    let plan = super::plan(&snap);
+    let n1 = actions_for(&plan, "n1");
+    assert_eq!(n1[0], &Action::Uncordon { node: "n1".into() });
+    let Action::Update { annotations, .. } = n1[1] else {
+        panic!("{n1:?}")
+    };
+    assert_eq!(annotations.get(REBOOT_SLOT_ANNOTATION), Some(&None));
+    assert_eq!(
+        annotations.get(DRAIN_FAILED_ANNOTATION),
+        Some(&Some(digest('b').to_string()))
+    );
+    assert_eq!(n1[2], &Action::ForgetDrain { node: "n1".into() });
+    assert!(event_reasons(&plan).contains(&events::DRAIN_FAILED));
+    assert_eq!(plan.states["n1"], NodeState::Degraded);
+    // The freed slot is reused on the next plan, not this one.
+    assert!(granted(&plan).is_empty());
+
+    // Next plan: the node is not given a slot again for this digest; n2 is.
+    let snap2 = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[
+            node("n1")
+                .staged()
+                .annotate(DRAIN_FAILED_ANNOTATION, &digest('b').to_string()),
+            node("n2").staged(),
+        ],
+    );
+    let plan2 = super::plan(&snap2);
+    assert_eq!(granted(&plan2), vec!["n2"]);
+    let d = condition_of(&plan2, "Degraded");
+    assert_eq!(d.reason, "NodeDegraded");
+    assert!(d.message.contains("n1: drain timed out"), "{}", d.message);
+}
+
+#[test]
+fn a_node_leaving_mid_drain_is_released_and_forgotten() {
+    let mut leaving = node("n1").staged().slot().cordoned();
+    leaving.role = "db";
+    let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[leaving]);
+    snap.drains.insert("n1".into(), DrainView::Running);
+    let plan = super::plan(&snap);
+    assert_eq!(
+        actions_for(&plan, "n1"),
+        vec![
+            &Action::CancelDrain { node: "n1".into() },
+            &Action::Uncordon { node: "n1".into() },
+            &Action::Delete { node: "n1".into() },
+            &Action::Unlabel { node: "n1".into() },
+        ]
+    );
+    assert_eq!(plan.status.node_count, 0);
+}
+
+#[test]
+fn a_node_selected_by_two_pools_is_left_alone_by_both() {
+    let nodes = [node("n1"), node("n2").staged()];
+    let mut snap = snapshot(pool_spec(IntOrString::Int(2)), &nodes);
+    snap.other_pools = vec![(
+        "gpu".into(),
+        LabelSelector {
+            match_expressions: Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                    key: "role".into(),
+                    operator: "Exists".into(),
+                    values: None,
+                },
+            ]),
+            ..Default::default()
+        },
+    )];
+    // n1 has no BootcNode yet: not created. n2 is ours: kept, but gets no slot.
+    let plan = super::plan(&snap);
+    assert!(
+        !plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Create { .. }))
+    );
+    assert!(granted(&plan).is_empty());
+    let d = condition_of(&plan, "Degraded");
+    assert_eq!(d.reason, "NodeConflict");
+    assert!(d.message.contains("gpu and workers"), "{}", d.message);
+    assert!(event_reasons(&plan).contains(&events::NODE_CONFLICT));
+
+    // The other pool's BootcNode on a node we also select: skipped, named.
+    let mut foreign = node("n3").staged();
+    foreign.bootc.as_mut().unwrap().owner = Some("gpu".into());
+    let snap = snapshot(
+        pool_spec(IntOrString::Int(2)),
+        &[foreign, node("n4").staged()],
+    );
+    let plan = super::plan(&snap);
+    assert!(actions_for(&plan, "n3").is_empty());
+    assert_eq!(
+        granted(&plan),
+        vec!["n4"],
+        "the uncontested node still rolls"
+    );
+    assert_eq!(plan.status.node_count, 1);
+}
+
+#[test]
+fn a_new_target_revokes_pending_approvals() {
+    // Target moved back to 'a' (a rollback) while n1 was approved but had not rebooted,
+    // n2 was mid-reboot, and n3 had been updated to 'b'.
+    let mut spec = pool_spec(IntOrString::Int(2));
+    spec.image.r#ref = pin('a');
+    let approved = node("n1")
+        .with(
+            'b',
+            DesiredImageState::Booted,
+            agent('a', Some('b'), "Staged", None),
+        )
+        .slot()
+        .cordoned();
+    let rebooting = node("n2")
+        .with(
+            'b',
+            DesiredImageState::Booted,
+            agent('a', Some('b'), "Rebooting", None),
+        )
+        .slot()
+        .cordoned();
+    let updated = node("n3").with(
+        'b',
+        DesiredImageState::Staged,
+        agent('b', None, "Idle", None),
+    );
+    let mut snap = snapshot(spec, &[approved, rebooting, updated]);
+    snap.target = Ok(Target::from_ref(&pin('a')).unwrap());
+    let plan = super::plan(&snap);
+
+    let n1 = actions_for(&plan, "n1");
+    assert_eq!(n1[0], &Action::Uncordon { node: "n1".into() });
+    let Action::Update {
+        spec, annotations, ..
+    } = n1[1]
+    else {
+        panic!("{n1:?}")
+    };
+    assert_eq!(spec.desired_image, pin('a'));
+    assert_eq!(spec.desired_image_state, DesiredImageState::Staged);
+    assert_eq!(annotations.get(REBOOT_SLOT_ANNOTATION), Some(&None));
+
+    let n2 = actions_for(&plan, "n2");
+    assert_eq!(n2.len(), 1, "{n2:?}");
+    let Action::Update {
+        spec, annotations, ..
+    } = n2[0]
+    else {
+        panic!("{n2:?}")
+    };
+    assert_eq!(spec.desired_image, pin('a'));
+    assert!(
+        annotations.is_empty(),
+        "the slot stays while the node reboots"
+    );
+
+    let n3 = actions_for(&plan, "n3");
+    let Action::Update { spec, .. } = n3[0] else {
+        panic!("{n3:?}")
+    };
+    assert_eq!(
+        spec.desired_image,
+        pin('a'),
+        "updated nodes are brought back"
+    );
+}
+
+#[test]
+fn an_invalid_spec_does_nothing_and_lists_every_problem() {
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1"), node("n2").staged()],
+    );
+    snap.target = Err(TargetProblem::InvalidSpec(vec![
+        "spec.rollout.maxUnavailable: 0 is not allowed".into(),
+        "spec.image.ref: bad".into(),
+    ]));
+    let plan = super::plan(&snap);
+    assert!(
+        plan.actions.iter().all(|a| matches!(a, Action::Event(_))),
+        "{:?}",
+        plan.actions
+    );
+    let d = condition_of(&plan, "Degraded");
+    assert_eq!(d.reason, "InvalidSpec");
+    assert!(d.message.contains("maxUnavailable") && d.message.contains("image.ref"));
+}
+
+#[test]
+fn stale_agent_reports_neither_degrade_nor_qualify_a_node() {
+    let mut n1 = node("n1").with(
+        'b',
+        DesiredImageState::Staged,
+        agent('a', Some('b'), "Staged", Some("old error")),
+    );
+    n1.bootc.as_mut().unwrap().generation = Some(2);
+    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(1)), &[n1]));
+    assert!(granted(&plan).is_empty());
+    assert_eq!(plan.states["n1"], NodeState::Staging);
+    assert_eq!(condition_of(&plan, "Degraded").reason, "Healthy");
+}
+
+#[test]
+fn manifest_list_pins_match_the_per_architecture_digest() {
+    // The pool targets a manifest-list digest 'b'; the agent reports per-arch digest 'c'
+    // with the list digest inside the tracked reference.
+    let mut status = agent('a', None, "Idle", None);
+    status.booted = Some(BootedImage {
+        image: ImageStatus {
+            image: pin('b'),
+            image_digest: digest('c').to_string(),
+            ..ImageStatus::default()
+        },
+        since: None,
+    });
+    let plan = super::plan(&snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1").with('b', DesiredImageState::Staged, status)],
+    ));
+    assert_eq!(plan.states["n1"], NodeState::UpToDate);
+}
+
+#[test]
+fn planning_again_from_its_own_status_changes_nothing() {
+    let nodes = [
+        node("n1").staged().slot().cordoned(),
+        node("n2").with(
+            'b',
+            DesiredImageState::Staged,
+            agent('b', None, "Idle", None),
+        ),
+        node("n3").staged(),
+    ];
+    let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &nodes);
+    snap.drains.insert("n1".into(), DrainView::Running);
+    let first = super::plan(&snap);
+    snap.pool.status = Some(first.status.clone());
+    snap.now = now() + chrono::Duration::minutes(3);
+    let second = super::plan(&snap);
+    assert_eq!(first.status, second.status, "no status write");
+    assert!(event_reasons(&second).is_empty(), "{:?}", second.actions);
+    assert_eq!(
+        condition_of(&second, "UpToDate").message,
+        "1/3 updated; 1 staged, 1 rebooting"
+    );
+}
+
+#[test]
+fn every_node_state_is_counted() {
+    let nodes = [
+        node("pending"),
+        node("staging").with(
+            'b',
+            DesiredImageState::Staged,
+            agent('a', None, "Staging", None),
+        ),
+        node("staged").staged(),
+        node("rebooting").staged().slot().cordoned(),
+        node("updated").with(
+            'b',
+            DesiredImageState::Staged,
+            agent('b', None, "Idle", None),
+        ),
+        node("degraded").with(
+            'b',
+            DesiredImageState::Staged,
+            agent('a', None, "Staging", Some("pull failed")),
+        ),
+    ];
+    let mut spec = pool_spec(IntOrString::Int(1));
+    spec.drain_timeout_for_tests();
+    let mut snap = snapshot(spec, &nodes);
+    snap.drains.insert("rebooting".into(), DrainView::Running);
+    let plan = super::plan(&snap);
+    let s = &plan.status;
+    assert_eq!(
+        (
+            s.node_count,
+            s.updated_count,
+            s.updating_count,
+            s.staged_count,
+            s.degraded_count
+        ),
+        (6, 1, 1, 1, 1)
+    );
+    assert_eq!(plan.states["pending"], NodeState::Pending);
+    assert_eq!(plan.states["staging"], NodeState::Staging);
+    let d = condition_of(&plan, "Degraded");
+    assert_eq!(d.reason, "NodeDegraded");
+    assert!(
+        d.message.contains("node degraded: Error: pull failed"),
+        "{}",
+        d.message
+    );
+}
+
+trait ForTests {
+    fn drain_timeout_for_tests(&mut self);
+}
+
+impl ForTests for BootcNodePoolSpec {
+    fn drain_timeout_for_tests(&mut self) {
+        self.rollout.drain_timeout_seconds = Some(60);
+        self.disruption.drain = DrainSpec::default();
+    }
+}
