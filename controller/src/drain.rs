@@ -119,15 +119,19 @@ impl DrainOptions {
         DrainOptions::from_spec(&spec.disruption.drain, spec.rollout.drain_timeout_seconds)
     }
 
-    /// The options of a `disruption.drain` and a `rollout.drainTimeoutSeconds` (negative
-    /// timeouts, which the schema refuses, count as zero).
+    /// The options of a `disruption.drain` and a `rollout.drainTimeoutSeconds`. A timeout
+    /// of 0 (or a negative one, which the schema refuses) means no timeout, as for
+    /// `kubectl drain` and bootc-operator.
     pub fn from_spec(drain: &DrainSpec, timeout_seconds: Option<i64>) -> Self {
         DrainOptions {
             grace_period_seconds: drain.grace_period_seconds,
             delete_empty_dir_data: drain.delete_empty_dir_data,
             force: drain.force,
             pod_selector: drain.pod_selector.clone(),
-            timeout: timeout_seconds.map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0))),
+            timeout: timeout_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs),
             backoff: Backoff::DEFAULT,
         }
     }
@@ -789,6 +793,17 @@ mod tests {
             },
             ..Pod::default()
         }
+    }
+
+    #[test]
+    fn a_zero_drain_timeout_waits_forever_like_kubectl() {
+        let drain = DrainSpec::default();
+        assert_eq!(DrainOptions::from_spec(&drain, None).timeout, None);
+        assert_eq!(DrainOptions::from_spec(&drain, Some(0)).timeout, None);
+        assert_eq!(
+            DrainOptions::from_spec(&drain, Some(90)).timeout,
+            Some(Duration::from_secs(90))
+        );
     }
 
     #[test]

@@ -139,7 +139,8 @@ pub struct RolloutSpec {
     pub max_staging: Option<IntOrString>,
 
     /// Seconds to wait for a node's drain before giving up: the node is marked Degraded
-    /// (DrainTimeout), uncordoned and its reboot slot freed. Unset means wait forever.
+    /// (DrainTimeout), uncordoned and its reboot slot freed. Unset or 0 means wait forever
+    /// (as for kubectl drain).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub drain_timeout_seconds: Option<i64>,
