@@ -2,3 +2,4 @@
 
 pub mod drain;
 pub mod plan;
+pub mod reconcile;

@@ -4,21 +4,105 @@ mod config;
 
 use std::process::ExitCode;
 
+use bootc_pool_controller::reconcile::{self, Options};
 use clap::Parser;
+use tracing::{error, info};
 
 fn main() -> ExitCode {
     let args = config::Args::parse();
-    match config::Config::try_from(args) {
-        Ok(config) => {
-            eprintln!("bootc-pool-controller: configuration accepted: {config:?}");
-            eprintln!(
-                "bootc-pool-controller: the reconciler is not part of this build yet; exiting"
-            );
-            ExitCode::FAILURE
-        }
+    let config = match config::Config::try_from(args) {
+        Ok(config) => config,
         Err(e) => {
             eprintln!("bootc-pool-controller: invalid configuration: {e}");
-            ExitCode::from(2)
+            return ExitCode::from(2);
         }
+    };
+    init_logging(config.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(controller(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            error!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: config::LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        config::LogFormat::Json => builder.json().init(),
+        config::LogFormat::Text => builder.init(),
+    }
+}
+
+/// An error and its causes on one line.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+async fn controller(config: config::Config) -> Result<(), String> {
+    let mut kube_config = match &config.kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("cannot read kubeconfig {}: {}", path.display(), chain(&e)))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("kubeconfig {}: {}", path.display(), chain(&e)))?
+        }
+        None => kube::Config::incluster()
+            .map_err(|e| format!("no --kubeconfig and not in a cluster: {}", chain(&e)))?,
+    };
+    // The client's own retry of 429 answers would hide a disruption budget's refusal
+    // from the drain for minutes; the drain retries with its own backoff.
+    kube_config.default_retry = false;
+    let client = kube::Client::try_from(kube_config)
+        .map_err(|e| format!("cannot build the API client: {}", chain(&e)))?;
+    let options = Options {
+        instance: config
+            .identity
+            .clone()
+            .unwrap_or_else(|| "bootc-pool-controller".to_owned()),
+        ..Options::default()
+    };
+    info!("controller started");
+    reconcile::run(client, options, shutdown_signal()).await;
+    info!("controller stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        error!("cannot listen for SIGTERM; stop the controller with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM received"),
+        _ = int.recv() => info!("SIGINT received"),
     }
 }

@@ -1,0 +1,660 @@
+//! The pool reconciler on kube-runtime's `Controller`: caches, triggers, snapshots, and
+//! carrying out plans.
+//!
+//! Watches: pools (the controller's own), BootcNodes (owned by pools), Nodes (mapped to
+//! every pool whose selector matches and to the pool owning the node's BootcNode; only
+//! label, Ready and `spec.unschedulable` changes pass), and the drainer's completions.
+//! Caches keep only what plans read: managed fields, Node images and every Node
+//! condition but Ready are stripped.
+//!
+//! Writes go through an overlay: what a write returned is used instead of the cache
+//! until the cache has caught up (by `resourceVersion`), so that a plan never sees the
+//! world from before its own last write (a stale cache could otherwise grant a slot
+//! twice).
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bootc_crds::MANAGED_LABEL;
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::drain::{DrainDone, DrainOptions, DrainOutcome, DrainState, Drainer};
+use crate::plan::{
+    self, Action, BootcView, DrainView, NodeInfo, NodeView, PoolView, Snapshot, Target,
+    TargetProblem,
+};
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "bootc-pool-controller";
+/// Re-plan at least this often, even when nothing signals a change.
+const RESYNC: Duration = Duration::from_secs(300);
+/// Wait after a failed reconcile.
+const ERROR_REQUEUE: Duration = Duration::from_secs(5);
+
+/// A clock, injectable for tests.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// What the controller needs besides its client.
+#[derive(Clone)]
+pub struct Options {
+    /// The time source.
+    pub clock: Clock,
+    /// The name this instance reports in events.
+    pub instance: String,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            clock: Arc::new(Utc::now),
+            instance: "bootc-pool-controller".to_owned(),
+        }
+    }
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A write lost a race (409): the plan is redone from fresh data at once.
+    #[error("{0} changed meanwhile; planning again")]
+    Conflict(String),
+}
+
+/// What the last write of an object returned, until the cache catches up.
+#[derive(Debug, Clone)]
+enum Written<K> {
+    Object(Arc<K>),
+    Deleted,
+}
+
+#[derive(Debug)]
+struct Overlay<K> {
+    entries: HashMap<String, (u64, Written<K>)>,
+}
+
+impl<K> Default for Overlay<K> {
+    fn default() -> Self {
+        Overlay {
+            entries: HashMap::new(),
+        }
+    }
+}
+
+fn rv_of<K: Resource>(k: &K) -> u64 {
+    k.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+impl<K: Resource + Clone> Overlay<K> {
+    fn wrote(&mut self, name: &str, object: K) {
+        let rv = rv_of(&object);
+        self.entries
+            .insert(name.to_owned(), (rv, Written::Object(Arc::new(object))));
+    }
+
+    fn deleted(&mut self, name: &str, rv: u64) {
+        self.entries.insert(name.to_owned(), (rv, Written::Deleted));
+    }
+
+    /// The newer of the cached object and the written one.
+    fn pick(&mut self, name: &str, cached: Option<Arc<K>>) -> Option<Arc<K>> {
+        let Some((rv, written)) = self.entries.get(name) else {
+            return cached;
+        };
+        let cached_rv = cached.as_deref().map(rv_of);
+        match (written, cached_rv) {
+            (Written::Object(_), Some(c)) if c >= *rv => {
+                self.entries.remove(name);
+                cached
+            }
+            (Written::Deleted, Some(c)) if c > *rv => {
+                self.entries.remove(name);
+                cached
+            }
+            (Written::Deleted, None) => {
+                self.entries.remove(name);
+                None
+            }
+            (Written::Object(o), _) => Some(Arc::clone(o)),
+            (Written::Deleted, _) => None,
+        }
+    }
+}
+
+/// Shared state of the reconciler.
+pub struct Context {
+    client: Client,
+    pools: Store<BootcNodePool>,
+    bootc: Store<BootcNode>,
+    nodes: Store<Node>,
+    drainer: Drainer,
+    recorder: Recorder,
+    options: Options,
+    bootc_overlay: Mutex<Overlay<BootcNode>>,
+    node_overlay: Mutex<Overlay<Node>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Keeps only what plans read of a Node.
+fn strip_node(node: &mut Node) {
+    node.managed_fields_mut().clear();
+    node.annotations_mut().clear();
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
+        status.addresses = None;
+        status.capacity = None;
+        status.allocatable = None;
+        status.daemon_endpoints = None;
+        status.config = None;
+        status.features = None;
+        status.runtime_handlers = None;
+        if let Some(conditions) = status.conditions.as_mut() {
+            conditions.retain(|c| c.type_ == "Ready");
+            for c in conditions.iter_mut() {
+                c.last_heartbeat_time = None;
+            }
+        }
+    }
+    if let Some(spec) = node.spec.as_mut() {
+        spec.pod_cidr = None;
+        spec.pod_cidrs = None;
+        spec.provider_id = None;
+        spec.config_source = None;
+    }
+}
+
+fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+fn node_unschedulable(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// What of a Node can change a plan: labels, Ready, unschedulable.
+fn node_fingerprint(node: &Node) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    node.labels().hash(&mut h);
+    node_ready(node).hash(&mut h);
+    node_unschedulable(node).hash(&mut h);
+    h.finish()
+}
+
+/// The pool named in a BootcNode's controller owner reference.
+pub fn owner_pool(bootc: &BootcNode) -> Option<String> {
+    bootc
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "BootcNodePool" && o.controller == Some(true))
+        .map(|o| o.name.clone())
+}
+
+/// Runs the controller until `shutdown` resolves.
+pub async fn run(
+    client: Client,
+    options: Options,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let pools_api: Api<BootcNodePool> = Api::all(client.clone());
+    let bootc_api: Api<BootcNode> = Api::all(client.clone());
+    let node_api: Api<Node> = Api::all(client.clone());
+
+    let (bootc_store, bootc_writer) = reflector::store();
+    let bootc_stream = reflector::reflector(
+        bootc_writer,
+        watcher::watcher(bootc_api, watcher::Config::default())
+            .default_backoff()
+            .modify(|b: &mut BootcNode| b.managed_fields_mut().clear()),
+    )
+    .touched_objects();
+
+    let (node_store, node_writer) = reflector::store();
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    let node_stream = reflector::reflector(
+        node_writer,
+        watcher::watcher(node_api, watcher::Config::default())
+            .default_backoff()
+            .modify(strip_node),
+    )
+    .filter_map(move |event| {
+        // Only changes a plan can see pass: labels, Ready, unschedulable; and deletions.
+        let out = match event {
+            Err(e) => Some(Err(e)),
+            Ok(Event::Apply(node)) | Ok(Event::InitApply(node)) => {
+                let fp = node_fingerprint(&node);
+                let name = node.name_any();
+                (seen.insert(name, fp) != Some(fp)).then_some(Ok(node))
+            }
+            Ok(Event::Delete(node)) => {
+                seen.remove(&node.name_any());
+                Some(Ok(node))
+            }
+            Ok(Event::Init | Event::InitDone) => None,
+        };
+        std::future::ready(out)
+    });
+
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<DrainDone>();
+    let drained = tokio_stream::wrappers::UnboundedReceiverStream::new(done_rx)
+        .map(|done| ObjectRef::<BootcNodePool>::new(&done.pool));
+
+    let controller = Controller::new(pools_api, watcher::Config::default());
+    let pool_store = controller.store();
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.to_owned(),
+        instance: Some(options.instance.clone()),
+    };
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        drainer: Drainer::new(client.clone(), done_tx),
+        client,
+        pools: pool_store.clone(),
+        bootc: bootc_store.clone(),
+        nodes: node_store,
+        options,
+        bootc_overlay: Mutex::new(Overlay::default()),
+        node_overlay: Mutex::new(Overlay::default()),
+    });
+    let mapper_pools = pool_store;
+    let mapper_bootc = bootc_store;
+    controller
+        .owns_stream(bootc_stream)
+        .watches_stream(node_stream, move |node: Node| {
+            let mut pools: BTreeSet<String> = mapper_pools
+                .state()
+                .iter()
+                .filter(|p| bootc_crds::selector::matches(&p.spec.node_selector, node.labels()))
+                .map(|p| p.name_any())
+                .collect();
+            if let Some(b) = mapper_bootc.get(&ObjectRef::new(&node.name_any()))
+                && let Some(owner) = owner_pool(&b)
+            {
+                pools.insert(owner);
+            }
+            pools
+                .into_iter()
+                .map(|p| ObjectRef::new(&p))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_on(drained)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((pool, _)) => debug!(pool = %pool.name, "reconciled"),
+                Err(e) => debug!(error = %e, "reconcile failed"),
+            }
+        })
+        .await;
+}
+
+fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Context>) -> Requeue {
+    match error {
+        Error::Conflict(what) => {
+            debug!(pool = %pool.name_any(), %what, "conflict; planning again");
+            Requeue::requeue(Duration::from_millis(50))
+        }
+        Error::Api { .. } => {
+            warn!(pool = %pool.name_any(), error = %error, "reconcile failed; retrying");
+            Requeue::requeue(ERROR_REQUEUE)
+        }
+    }
+}
+
+/// The pool's target, or why there is none.
+pub fn target_of(pool: &BootcNodePool) -> Result<Target, TargetProblem> {
+    if let Err(errors) = pool.spec.validate() {
+        return Err(TargetProblem::InvalidSpec(
+            errors.0.iter().map(ToString::to_string).collect(),
+        ));
+    }
+    Target::from_ref(&pool.spec.image.r#ref).ok_or_else(|| {
+        TargetProblem::Resolution(format!(
+            "image.ref {:?} is a tag; this controller only rolls out digest references (registry/repo@sha256:...)",
+            pool.spec.image.r#ref
+        ))
+    })
+}
+
+impl Context {
+    fn bootc_of(&self, name: &str) -> Option<Arc<BootcNode>> {
+        let cached = self.bootc.get(&ObjectRef::new(name));
+        lock(&self.bootc_overlay).pick(name, cached)
+    }
+
+    fn node_of(&self, name: &str) -> Option<Arc<Node>> {
+        let cached = self.nodes.get(&ObjectRef::new(name));
+        lock(&self.node_overlay).pick(name, cached)
+    }
+
+    fn snapshot(&self, pool: &BootcNodePool) -> Snapshot {
+        let name = pool.name_any();
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        for node in self.nodes.state() {
+            if bootc_crds::selector::matches(&pool.spec.node_selector, node.labels()) {
+                names.insert(node.name_any());
+            }
+        }
+        for b in self.bootc.state() {
+            if owner_pool(&b).as_deref() == Some(name.as_str()) {
+                names.insert(b.name_any());
+            }
+        }
+        // Objects only the overlay knows of yet (just created, just labelled).
+        for n in lock(&self.bootc_overlay).entries.keys() {
+            names.insert(n.clone());
+        }
+        let nodes = names
+            .into_iter()
+            .filter_map(|n| {
+                let node = self.node_of(&n);
+                let bootc = self.bootc_of(&n);
+                if node.is_none() && bootc.is_none() {
+                    return None;
+                }
+                let owned_or_matching = bootc
+                    .as_deref()
+                    .is_some_and(|b| owner_pool(b).as_deref() == Some(name.as_str()))
+                    || node.as_deref().is_some_and(|node| {
+                        bootc_crds::selector::matches(&pool.spec.node_selector, node.labels())
+                    });
+                owned_or_matching.then(|| NodeView {
+                    name: n.clone(),
+                    node: node.as_deref().map(|node| NodeInfo {
+                        labels: node.labels().clone(),
+                        ready: node_ready(node),
+                        unschedulable: node_unschedulable(node),
+                    }),
+                    bootc: bootc.as_deref().map(|b| BootcView {
+                        owner: owner_pool(b),
+                        generation: b.metadata.generation,
+                        resource_version: b.metadata.resource_version.clone(),
+                        annotations: b.annotations().clone(),
+                        spec: b.spec.clone(),
+                        status: b.status.clone(),
+                        deleting: b.metadata.deletion_timestamp.is_some(),
+                    }),
+                })
+            })
+            .collect::<Vec<_>>();
+        let drains = nodes
+            .iter()
+            .filter_map(|v| {
+                let state = self.drainer.state(&v.name)?;
+                let view = match state {
+                    DrainState::Running { pool: p, .. } if p == name => DrainView::Running,
+                    DrainState::Finished {
+                        pool: p, result, ..
+                    } if p == name => match result {
+                        Ok(DrainOutcome::Drained { .. }) => DrainView::Drained,
+                        Ok(DrainOutcome::TimedOut {
+                            waiting_for,
+                            last_error,
+                        }) => DrainView::TimedOut {
+                            message: match last_error {
+                                Some(e) => {
+                                    format!("{e}; still on the node: {}", waiting_for.join(", "))
+                                }
+                                None => format!("still on the node: {}", waiting_for.join(", ")),
+                            },
+                        },
+                        Ok(DrainOutcome::Cancelled) => return None,
+                        Err(e) => DrainView::TimedOut {
+                            message: e.to_string(),
+                        },
+                    },
+                    _ => return None,
+                };
+                Some((v.name.clone(), view))
+            })
+            .collect();
+        let other_pools = self
+            .pools
+            .state()
+            .iter()
+            .filter(|p| p.name_any() != name && p.metadata.deletion_timestamp.is_none())
+            .map(|p| (p.name_any(), p.spec.node_selector.clone()))
+            .collect();
+        Snapshot {
+            pool: PoolView {
+                name,
+                generation: pool.metadata.generation,
+                spec: pool.spec.clone(),
+                status: pool.status.clone(),
+            },
+            target: target_of(pool),
+            other_pools,
+            nodes,
+            drains,
+            now: (self.options.clock)(),
+        }
+    }
+}
+
+fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| match &source {
+        kube::Error::Api(s) if s.code == 409 => Error::Conflict(what),
+        _ => Error::Api { what, source },
+    }
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    let snapshot = ctx.snapshot(&pool);
+    let plan = plan::plan(&snapshot);
+    let name = pool.name_any();
+    debug!(pool = %name, actions = plan.actions.len(), "planned");
+
+    // Carry out the actions; a node's first failure stops that node's remaining ones.
+    let mut failed_nodes: BTreeSet<String> = BTreeSet::new();
+    let mut first_error: Option<Error> = None;
+    for action in &plan.actions {
+        if let Some(node) = action.node()
+            && failed_nodes.contains(node)
+        {
+            continue;
+        }
+        if let Err(e) = execute(&ctx, &pool, action).await {
+            if let Some(node) = action.node() {
+                failed_nodes.insert(node.to_owned());
+            }
+            if first_error.is_none() {
+                first_error = Some(e);
+            }
+        }
+    }
+
+    if pool.status.as_ref() != Some(&plan.status) {
+        let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
+        let patch = json!({ "status": plan.status });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        api.patch_status(&name, &params, &Patch::Merge(&patch))
+            .await
+            .map_err(api_error(format!("status of pool {name}")))?;
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    Ok(Requeue::requeue(
+        plan.requeue_after.map_or(RESYNC, |d| d.min(RESYNC)),
+    ))
+}
+
+async fn execute(ctx: &Context, pool: &BootcNodePool, action: &Action) -> Result<(), Error> {
+    let bootc_api: Api<BootcNode> = Api::all(ctx.client.clone());
+    let node_api: Api<Node> = Api::all(ctx.client.clone());
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    let pool_name = pool.name_any();
+    match action {
+        Action::Create { node, spec } => {
+            let mut object = BootcNode::new(node, spec.clone());
+            object.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
+            match bootc_api.create(&PostParams::default(), &object).await {
+                Ok(created) => {
+                    info!(pool = %pool_name, %node, "BootcNode created");
+                    lock(&ctx.bootc_overlay).wrote(node, created);
+                }
+                Err(e) if is_status(&e, 409) => {
+                    // Another pool (or an earlier run) made it; the next plan sees it.
+                    return Err(Error::Conflict(format!("BootcNode {node}")));
+                }
+                Err(e) => return Err(api_error(format!("create BootcNode {node}"))(e)),
+            }
+        }
+        Action::Label { node } | Action::Unlabel { node } => {
+            let value = matches!(action, Action::Label { .. }).then_some("");
+            let patch = json!({"metadata": {"labels": {MANAGED_LABEL: value}}});
+            match node_api.patch(node, &params, &Patch::Merge(&patch)).await {
+                Ok(updated) => lock(&ctx.node_overlay).wrote(node, updated),
+                Err(e) if is_status(&e, 404) => {}
+                Err(e) => return Err(api_error(format!("label Node {node}"))(e)),
+            }
+        }
+        Action::Cordon { node } | Action::Uncordon { node } => {
+            let cordon = matches!(action, Action::Cordon { .. });
+            let patch = json!({"spec": {"unschedulable": if cordon { Some(true) } else { None }}});
+            match node_api.patch(node, &params, &Patch::Merge(&patch)).await {
+                Ok(updated) => {
+                    info!(pool = %pool_name, %node, cordon, "Node {}", if cordon { "cordoned" } else { "uncordoned" });
+                    lock(&ctx.node_overlay).wrote(node, updated);
+                }
+                Err(e) if is_status(&e, 404) && !cordon => {}
+                Err(e) => return Err(api_error(format!("cordon Node {node}"))(e)),
+            }
+        }
+        Action::Update {
+            node,
+            resource_version,
+            spec,
+            annotations,
+        } => {
+            let Some(current) = ctx.bootc_of(node) else {
+                return Err(Error::Conflict(format!("BootcNode {node}")));
+            };
+            let mut object = (*current).clone();
+            object.metadata.resource_version = resource_version.clone();
+            object.spec = spec.clone();
+            let map = object.annotations_mut();
+            for (key, value) in annotations {
+                match value {
+                    Some(v) => {
+                        map.insert(key.clone(), v.clone());
+                    }
+                    None => {
+                        map.remove(key);
+                    }
+                }
+            }
+            object.status = None;
+            match bootc_api
+                .replace(node, &PostParams::default(), &object)
+                .await
+            {
+                Ok(updated) => lock(&ctx.bootc_overlay).wrote(node, updated),
+                Err(e) => return Err(api_error(format!("BootcNode {node}"))(e)),
+            }
+        }
+        Action::StartDrain { node } => {
+            ctx.drainer
+                .start(&pool_name, node, DrainOptions::from_pool(&pool.spec));
+        }
+        Action::CancelDrain { node } => ctx.drainer.cancel(node),
+        Action::ForgetDrain { node } => ctx.drainer.forget(node),
+        Action::Delete { node } => {
+            let rv = ctx.bootc_of(node).as_deref().map(rv_of).unwrap_or(0);
+            match bootc_api.delete(node, &DeleteParams::default()).await {
+                Ok(_) => {
+                    info!(pool = %pool_name, %node, "BootcNode deleted");
+                    lock(&ctx.bootc_overlay).deleted(node, rv);
+                }
+                Err(e) if is_status(&e, 404) => lock(&ctx.bootc_overlay).deleted(node, rv),
+                Err(e) => return Err(api_error(format!("delete BootcNode {node}"))(e)),
+            }
+        }
+        Action::Event(event) => {
+            let reference = pool.object_ref(&());
+            let ev = KubeEvent {
+                type_: if event.warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: event.reason.to_owned(),
+                note: Some(event.message.clone()),
+                action: event.reason.to_owned(),
+                secondary: None,
+            };
+            if let Err(e) = ctx.recorder.publish(&ev, &reference).await {
+                // Events are best effort; the status carries the same facts.
+                warn!(pool = %pool_name, error = %e, reason = event.reason, "cannot record an event");
+            }
+            info!(pool = %pool_name, reason = event.reason, "{}", event.message);
+        }
+    }
+    Ok(())
+}
