@@ -244,6 +244,12 @@ pub async fn run<H: Host + 'static>(
             }
             Wake::Timer => true,
         };
+        // A host whose bus is gone is rebooting (or its bus restarted): reading it now
+        // would only report a misleading error. Exit for the supervisor to restart us.
+        if changes.has_changed().is_err() {
+            agent.cancel_staging().await;
+            return Err(RunError::HostLost);
+        }
         if reconcile {
             agent.reconcile().await;
         }

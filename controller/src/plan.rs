@@ -380,6 +380,16 @@ impl<'a> Agent<'a> {
         )
     }
 
+    /// The target is ready to boot: staged, or (the rollback-slot fast path) the
+    /// rollback deployment, which the agent reports as `Staged` without pulling.
+    fn ready_to_boot(&self, digest: &Digest) -> bool {
+        let in_rollback = runs(self.status.and_then(|s| s.rollback.as_ref()), digest)
+            && self
+                .condition(conditions::IDLE)
+                .is_some_and(|c| c.reason == conditions::idle::STAGED);
+        self.current && (self.staged(digest) || in_rollback)
+    }
+
     fn booted_since(&self) -> Option<DateTime<Utc>> {
         self.status?
             .booted
@@ -663,7 +673,7 @@ fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target, conflict
     }
     let state = if drain_failed {
         p.degraded.push(format!(
-            "node {name}: drain timed out for {}",
+            "node {name}: DrainTimeout: its drain for {} timed out; remove its {DRAIN_FAILED_ANNOTATION} annotation to try again",
             target.digest
         ));
         NodeState::Degraded
@@ -674,7 +684,7 @@ fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target, conflict
         NodeState::Pending
     } else if on_target {
         NodeState::UpToDate
-    } else if agent.current && agent.staged(&target.digest) {
+    } else if agent.ready_to_boot(&target.digest) {
         if info.ready && !conflicted {
             p.candidates.push(view);
         }

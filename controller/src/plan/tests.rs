@@ -586,7 +586,8 @@ fn a_drain_timeout_frees_the_slot_and_marks_the_node() {
     assert_eq!(granted(&plan2), vec!["n2"]);
     let d = condition_of(&plan2, "Degraded");
     assert_eq!(d.reason, "NodeDegraded");
-    assert!(d.message.contains("n1: drain timed out"), "{}", d.message);
+    assert!(d.message.contains("n1: DrainTimeout"), "{}", d.message);
+    assert!(d.message.contains(DRAIN_FAILED_ANNOTATION), "{}", d.message);
 }
 
 #[test]
@@ -777,6 +778,20 @@ fn manifest_list_pins_match_the_per_architecture_digest() {
         &[node("n1").with('b', DesiredImageState::Staged, status)],
     ));
     assert_eq!(plan.states["n1"], NodeState::UpToDate);
+}
+
+#[test]
+fn a_target_in_the_rollback_slot_counts_as_staged() {
+    // Back to 'a' after an update to 'b': 'a' is the rollback deployment, nothing to pull.
+    let mut status = agent('b', None, "Staged", None);
+    status.rollback = Some(image('a'));
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1").with('a', DesiredImageState::Staged, status)],
+    );
+    snap.target = Ok(Target::from_ref(&pin('a')).unwrap());
+    let plan = super::plan(&snap);
+    assert_eq!(granted(&plan), vec!["n1"], "{:?}", plan.states);
 }
 
 #[test]

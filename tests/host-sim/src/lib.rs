@@ -17,6 +17,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 pub mod bus;
+pub mod cluster;
 pub mod error;
 pub mod image;
 pub mod kubelet;

@@ -305,26 +305,46 @@ impl MemoryHost {
         let host = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            let mut inner = host.lock();
-            match inner.next_boot {
-                NextBoot::Never => return,
-                NextBoot::OldImage => {
-                    inner.state.staged = None;
-                    inner.state.rollback_queued = false;
+            let never = {
+                let mut inner = host.lock();
+                match inner.next_boot {
+                    NextBoot::Never => true,
+                    NextBoot::OldImage => {
+                        inner.state.staged = None;
+                        inner.state.rollback_queued = false;
+                        false
+                    }
+                    NextBoot::Normal => false,
                 }
-                NextBoot::Normal => {}
+            };
+            if !never {
+                host.come_up(soft);
             }
-            inner.next_boot = NextBoot::Normal;
-            inner.state.finalize_boot();
-            if soft {
-                inner.soft_reboots += 1;
-            } else {
-                inner.boot_id = new_boot_id();
-            }
-            inner.up = true;
-            inner.counters.boots += 1;
-            inner.boots.send_modify(|n| *n += 1);
         });
+    }
+
+    /// Finishes a boot: the finalize step, a new boot ID (or one more soft reboot), up.
+    fn come_up(&self, soft: bool) {
+        let mut inner = self.lock();
+        inner.next_boot = NextBoot::Normal;
+        inner.state.finalize_boot();
+        if soft {
+            inner.soft_reboots += 1;
+        } else {
+            inner.boot_id = new_boot_id();
+        }
+        inner.up = true;
+        inner.counters.boots += 1;
+        inner.boots.send_modify(|n| *n += 1);
+    }
+
+    /// Powers on a host that stayed down ([`NextBoot::Never`]): a full boot, as an admin
+    /// fixing the machine would do. Nothing happens when the host is up.
+    pub fn power_on(&self) {
+        if self.lock().up {
+            return;
+        }
+        self.come_up(false);
     }
 }
 

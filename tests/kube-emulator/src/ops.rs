@@ -403,6 +403,7 @@ impl Inner {
             Some(rv) if !rv.is_empty() && Some(rv) != meta_str(&old, "resourceVersion") => {
                 return Err(ApiError::conflict(t, name, ApiError::MODIFIED));
             }
+            Some(rv) if !rv.is_empty() => {}
             _ if t.crd_name.is_some() => {
                 return Err(ApiError::invalid(
                     t,

@@ -207,6 +207,44 @@ async fn stale_replace_conflicts() {
 }
 
 #[tokio::test]
+async fn custom_resources_replace_with_their_resource_version_only() {
+    let (_emulator, client) = with_crds().await;
+    let api: Api<BootcNodePool> = Api::all(client);
+    let created = api
+        .create(&PostParams::default(), &pool("p"))
+        .await
+        .unwrap();
+    let mut current = created.clone();
+    current.spec.rollout.paused = true;
+    let replaced = api
+        .replace("p", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    assert!(replaced.spec.rollout.paused);
+    assert_eq!(replaced.metadata.generation, Some(2));
+    // The old version conflicts; no version at all is invalid for a custom resource.
+    assert_eq!(
+        code(
+            &api.replace("p", &PostParams::default(), &created)
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
+    let mut unversioned = replaced.clone();
+    unversioned.metadata.resource_version = None;
+    let err = api
+        .replace("p", &PostParams::default(), &unversioned)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), 422, "{err}");
+    assert!(
+        message(&err).contains("must be specified for an update"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn status_subresource_and_generation() {
     let (_emulator, client) = with_crds().await;
     let api: Api<BootcNodePool> = Api::all(client);

@@ -1,0 +1,732 @@
+//! The controller against the API emulator and simulated nodes (in-process hosts with the
+//! real agent run loop): rollouts under a budget checked on every event, percent budgets,
+//! pause, rollback, drains blocked by a disruption budget, halts, nodes leaving and
+//! joining, pools in conflict, and a controller killed mid-rollout.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
+use bootc_pool_controller::reconcile::{self, Options};
+use host_sim::cluster::{Invariants, PodOwner, SimCluster, SimOptions};
+use host_sim::memory::{Catalog, NextBoot};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use kube_emulator::Emulator;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+const REPO: &str = "registry.test/os";
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+struct Env {
+    emulator: Emulator,
+    client: Client,
+    cluster: SimCluster,
+    v1: String,
+    v2: String,
+}
+
+fn worker_labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([("role".to_owned(), "worker".to_owned())]);
+    for (k, v) in extra {
+        labels.insert((*k).to_owned(), (*v).to_owned());
+    }
+    labels
+}
+
+fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+async fn env(nodes: &[&str]) -> Env {
+    logs();
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let catalog = Catalog::new();
+    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
+    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let cluster = SimCluster::start(client.clone(), Arc::clone(&catalog))
+        .await
+        .unwrap();
+    let options = SimOptions {
+        node_labels: worker_labels(&[]),
+        ..SimOptions::default()
+    };
+    for name in nodes {
+        cluster.add_node(name, &v1, &options).await.unwrap();
+    }
+    Env {
+        emulator,
+        client,
+        cluster,
+        v1,
+        v2,
+    }
+}
+
+/// The controller, in-process, with a client that does not retry 429 (as the binary).
+struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+fn start_controller(emulator: &Emulator) -> Running {
+    let mut config = emulator.config();
+    config.default_retry = false;
+    let client = Client::try_from(config).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(reconcile::run(client, Options::default(), async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        stop: Some(stop),
+        task,
+    }
+}
+
+impl Running {
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
+        self.task.abort();
+    }
+
+    /// Killed: the task is dropped where it stands.
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+fn pool(name: &str, image: &str, rollout: Value, selector: Value) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": selector,
+            "image": {"ref": image},
+            "rollout": rollout,
+        }
+    }))
+    .unwrap()
+}
+
+fn workers() -> Value {
+    json!({"matchLabels": {"role": "worker"}})
+}
+
+async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(t) = check().await {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn condition(pool: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
+    pool.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+async fn wait_pool(
+    client: &Client,
+    name: &str,
+    what: &str,
+    check: impl Fn(&BootcNodePool) -> bool,
+) -> BootcNodePool {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let p = pools.get(name).await.unwrap();
+        if check(&p) {
+            return p;
+        }
+        if Instant::now() >= deadline {
+            let bootc: Api<BootcNode> = Api::all(client.clone());
+            let nodes: Vec<_> = bootc
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|b| (b.name_any(), b.metadata.annotations, b.spec, b.status))
+                .collect();
+            panic!(
+                "timed out waiting for {what}; pool status {:#?}; BootcNodes {nodes:#?}",
+                p.status
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn all_updated(p: &BootcNodePool, nodes: i32) -> bool {
+    condition(p, "UpToDate").is_some_and(|c| c.1 == "AllUpdated")
+        && p.status
+            .as_ref()
+            .is_some_and(|s| s.updated_count == nodes && s.node_count == nodes)
+}
+
+fn booted(env: &Env, node: &str) -> String {
+    env.cluster
+        .host(node)
+        .unwrap()
+        .state()
+        .booted
+        .unwrap()
+        .info
+        .digest
+}
+
+async fn set_unschedulable(client: &Client, node: &str, value: bool) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": value}})),
+        )
+        .await
+        .unwrap();
+}
+
+async fn unschedulable(client: &Client, node: &str) -> bool {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .get(node)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+async fn no_slots_left(client: &Client) {
+    let bootc: Api<BootcNode> = Api::all(client.clone());
+    for b in bootc.list(&Default::default()).await.unwrap() {
+        assert!(
+            !b.annotations().contains_key(REBOOT_SLOT_ANNOTATION),
+            "{} still holds a slot",
+            b.name_any()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
+    let names = ["n1", "n2", "n3", "n4", "n5"];
+    let env = env(&names).await;
+    set_unschedulable(&env.client, "n3", true).await;
+    let handle = env.emulator.handle();
+    let invariants = Invariants::follow(handle.clone(), 2, BTreeSet::from(["n3".to_owned()]));
+    let before = handle.counters();
+    let controller = start_controller(&env.emulator);
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool("workers", &env.v2, json!({"maxUnavailable": 2}), workers()),
+        )
+        .await
+        .unwrap();
+    let done = wait_pool(&env.client, "workers", "all five updated", |p| {
+        all_updated(p, 5)
+    })
+    .await;
+    for n in names {
+        assert_eq!(booted(&env, n), digest('2'), "{n}");
+        assert_eq!(env.cluster.host(n).unwrap().counters().reboots, 1, "{n}");
+    }
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert_eq!(
+        report.max_unavailable_seen, 2,
+        "the budget was used, never exceeded"
+    );
+    assert!(
+        report.left_cordoned.is_empty(),
+        "{:?}",
+        report.left_cordoned
+    );
+    for n in names {
+        assert_eq!(report.reboots.get(n), Some(&1), "{n}: {:?}", report.reboots);
+    }
+    assert!(
+        unschedulable(&env.client, "n3").await,
+        "the admin's cordon stays"
+    );
+    for n in ["n1", "n2", "n4", "n5"] {
+        assert!(!unschedulable(&env.client, n).await, "{n} uncordoned");
+    }
+    no_slots_left(&env.client).await;
+    let status = done.status.unwrap();
+    assert_eq!(status.target_image.as_deref(), Some(env.v2.as_str()));
+
+    // API requests for this update cycle, for the record.
+    let after = handle.counters();
+    let total = after.total - before.total;
+    let writes: u64 = ["create", "update", "patch", "delete"]
+        .iter()
+        .map(|v| after.by_verb.get(*v).unwrap_or(&0) - before.by_verb.get(*v).unwrap_or(&0))
+        .sum();
+    println!(
+        "api requests for one update cycle of 5 nodes: {total} ({:.1} per node), writes {writes} ({:.1} per node); by verb {:?}",
+        total as f64 / 5.0,
+        writes as f64 / 5.0,
+        after.by_verb
+    );
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_percent_of_five_is_two_and_pause_holds_approvals() {
+    let names = ["n1", "n2", "n3", "n4", "n5"];
+    let env = env(&names).await;
+    let invariants = Invariants::follow(env.emulator.handle(), 2, BTreeSet::new());
+    let controller = start_controller(&env.emulator);
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(
+                "workers",
+                &env.v2,
+                json!({"maxUnavailable": "40%", "paused": true}),
+                workers(),
+            ),
+        )
+        .await
+        .unwrap();
+    // Paused: every node stages, none is approved.
+    let paused = wait_pool(&env.client, "workers", "all staged while paused", |p| {
+        p.status.as_ref().is_some_and(|s| s.staged_count == 5)
+            && condition(p, "UpToDate").is_some_and(|c| c.1 == "Paused")
+    })
+    .await;
+    assert_eq!(paused.status.unwrap().updating_count, 0);
+    no_slots_left(&env.client).await;
+    for n in names {
+        assert_eq!(env.cluster.host(n).unwrap().counters().reboots, 0);
+    }
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})),
+        )
+        .await
+        .unwrap();
+    wait_pool(&env.client, "workers", "all updated after resume", |p| {
+        all_updated(p, 5)
+    })
+    .await;
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.max_unavailable_seen, 2, "40% of 5 is 2");
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_the_ref_back_mid_rollout_brings_updated_nodes_back() {
+    let names = ["n1", "n2", "n3", "n4"];
+    let env = env(&names).await;
+    let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
+    let controller = start_controller(&env.emulator);
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool("workers", &env.v2, json!({"maxUnavailable": 1}), workers()),
+        )
+        .await
+        .unwrap();
+    wait_for("n1 on v2", async || {
+        (booted(&env, "n1") == digest('2')).then_some(())
+    })
+    .await;
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"image": {"ref": env.v1}}})),
+        )
+        .await
+        .unwrap();
+    wait_pool(&env.client, "workers", "all back on v1", |p| {
+        all_updated(p, 4)
+            && p.status.as_ref().unwrap().target_digest.as_deref() == Some(digest('1').as_str())
+    })
+    .await;
+    for n in names {
+        assert_eq!(booted(&env, n), digest('1'), "{n}");
+    }
+    // n1 went to v2 and back: two reboots; the rest at most one (an approval may have
+    // been in flight when the ref changed) and none of them is left on v2.
+    assert_eq!(env.cluster.host("n1").unwrap().counters().reboots, 2);
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.is_clean(), "{report:?}");
+    no_slots_left(&env.client).await;
+    controller.stop().await;
+}
+
+async fn blocking_pdb(client: &Client, name: &str, app: &str) {
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}},
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_disruption_budget_times_the_drain_out_and_frees_the_slot() {
+    let env = env(&["n1", "n2"]).await;
+    env.cluster
+        .add_pod(
+            "n1",
+            "default",
+            "web-0",
+            BTreeMap::from([("app".to_owned(), "web".to_owned())]),
+            PodOwner::ReplicaSet("web".into()),
+        )
+        .await
+        .unwrap();
+    blocking_pdb(&env.client, "web", "web").await;
+    let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
+    let controller = start_controller(&env.emulator);
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(
+                "workers",
+                &env.v2,
+                json!({"maxUnavailable": 1, "drainTimeoutSeconds": 2}),
+                workers(),
+            ),
+        )
+        .await
+        .unwrap();
+    let p = wait_pool(&env.client, "workers", "n2 updated, n1 degraded", |p| {
+        let s = p.status.as_ref();
+        s.is_some_and(|s| s.updated_count == 1 && s.degraded_count == 1)
+    })
+    .await;
+    let (status, reason, message) = condition(&p, "Degraded").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "NodeDegraded"));
+    assert!(
+        message.contains("n1") && message.contains("DrainTimeout"),
+        "{message}"
+    );
+    assert_eq!(booted(&env, "n1"), digest('1'), "n1 was never rebooted");
+    assert_eq!(env.cluster.host("n1").unwrap().counters().reboots, 0);
+    assert_eq!(booted(&env, "n2"), digest('2'));
+    assert!(!unschedulable(&env.client, "n1").await, "n1 uncordoned");
+    no_slots_left(&env.client).await;
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.is_clean(), "{report:?}");
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
+    let names = ["n1", "n2", "n3", "n4"];
+    let env = env(&names).await;
+    for n in ["n1", "n2"] {
+        env.cluster.host(n).unwrap().set_next_boot(NextBoot::Never);
+    }
+    let controller = start_controller(&env.emulator);
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(
+                "workers",
+                &env.v2,
+                json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2}),
+                workers(),
+            ),
+        )
+        .await
+        .unwrap();
+    // n1, n2 and n3 get slots; n1 and n2 never come back.
+    let halted = wait_pool(&env.client, "workers", "RolloutHalted", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+    })
+    .await;
+    let message = condition(&halted, "Degraded").unwrap().2;
+    assert!(
+        message.contains("n1: NotReady") && message.contains("n2: NotReady"),
+        "{message}"
+    );
+    // n3 finishes (it was in flight); n4 gets no slot while halted.
+    wait_for("n3 on v2", async || {
+        (booted(&env, "n3") == digest('2')).then_some(())
+    })
+    .await;
+    let bootc: Api<BootcNode> = Api::all(env.client.clone());
+    let quiet = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < quiet {
+        let n4 = bootc.get("n4").await.unwrap();
+        assert!(
+            !n4.annotations().contains_key(REBOOT_SLOT_ANNOTATION),
+            "n4 approved while halted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Healing n1 lifts the halt: n4 updates.
+    env.cluster.host("n1").unwrap().power_on();
+    wait_for("n4 on v2", async || {
+        (booted(&env, "n4") == digest('2')).then_some(())
+    })
+    .await;
+    let p = wait_pool(&env.client, "workers", "halt lifted", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.1 != "RolloutHalted")
+    })
+    .await;
+    assert_eq!(booted(&env, "n1"), digest('2'));
+    assert_eq!(p.status.unwrap().updated_count, 3);
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_leaving_mid_drain_is_let_go_and_a_joining_node_is_rolled() {
+    let env = env(&["n1", "n2"]).await;
+    env.cluster
+        .add_pod(
+            "n1",
+            "default",
+            "web-0",
+            BTreeMap::from([("app".to_owned(), "web".to_owned())]),
+            PodOwner::ReplicaSet("web".into()),
+        )
+        .await
+        .unwrap();
+    blocking_pdb(&env.client, "web", "web").await;
+    let controller = start_controller(&env.emulator);
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool("workers", &env.v2, json!({"maxUnavailable": 1}), workers()),
+        )
+        .await
+        .unwrap();
+    // n1 holds the slot, cordoned, its drain blocked forever (no timeout).
+    let bootc: Api<BootcNode> = Api::all(env.client.clone());
+    wait_for("n1 cordoned with a slot", async || {
+        let b = bootc.get("n1").await.ok()?;
+        (b.annotations().contains_key(REBOOT_SLOT_ANNOTATION)
+            && unschedulable(&env.client, "n1").await)
+            .then_some(())
+    })
+    .await;
+    // A node joins mid-rollout.
+    let options = SimOptions {
+        node_labels: worker_labels(&[]),
+        ..SimOptions::default()
+    };
+    env.cluster.add_node("n9", &env.v1, &options).await.unwrap();
+    // n1 leaves the pool.
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"role": "db"}}})),
+        )
+        .await
+        .unwrap();
+    wait_for("n1 let go", async || {
+        let gone = bootc.get_opt("n1").await.ok()?.is_none();
+        let node = nodes.get("n1").await.ok()?;
+        let unlabelled = !node.labels().contains_key(MANAGED_LABEL);
+        let uncordoned = !node.spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        (gone && unlabelled && uncordoned).then_some(())
+    })
+    .await;
+    wait_pool(&env.client, "workers", "n2 and n9 updated", |p| {
+        all_updated(p, 2)
+    })
+    .await;
+    assert_eq!(booted(&env, "n9"), digest('2'));
+    assert_eq!(booted(&env, "n1"), digest('1'));
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pools_selecting_one_node_both_report_it_and_the_rest_rolls() {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let catalog = Catalog::new();
+    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
+    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
+    let cluster = SimCluster::start(client.clone(), catalog).await.unwrap();
+    for (name, labels) in [
+        ("a1", worker_labels(&[])),
+        ("both", worker_labels(&[("gpu", "yes")])),
+        ("b1", BTreeMap::from([("gpu".to_owned(), "yes".to_owned())])),
+    ] {
+        let options = SimOptions {
+            node_labels: labels,
+            ..SimOptions::default()
+        };
+        cluster.add_node(name, &v1, &options).await.unwrap();
+    }
+    let controller = start_controller(&emulator);
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    for (name, selector) in [
+        ("workers", workers()),
+        ("gpus", json!({"matchLabels": {"gpu": "yes"}})),
+    ] {
+        pools
+            .create(
+                &PostParams::default(),
+                &pool(name, &v2, json!({"maxUnavailable": 1}), selector),
+            )
+            .await
+            .unwrap();
+    }
+    for name in ["workers", "gpus"] {
+        let p = wait_pool(&client, name, "a NodeConflict and one node updated", |p| {
+            condition(p, "Degraded").is_some_and(|c| c.1 == "NodeConflict")
+                && p.status.as_ref().is_some_and(|s| s.updated_count == 1)
+        })
+        .await;
+        let message = condition(&p, "Degraded").unwrap().2;
+        assert!(
+            message.contains("both") && message.contains("gpus and workers"),
+            "{message}"
+        );
+    }
+    for (name, want) in [("a1", '2'), ("b1", '2'), ("both", '1')] {
+        let host = cluster.host(name).unwrap();
+        assert_eq!(
+            host.state().booted.unwrap().info.digest,
+            digest(want),
+            "{name}"
+        );
+    }
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
+    let names = ["n1", "n2", "n3", "n4", "n5"];
+    let env = env(&names).await;
+    // A pod whose budget blocks n1's drain until the test relaxes it.
+    env.cluster
+        .add_pod(
+            "n1",
+            "default",
+            "web-0",
+            BTreeMap::from([("app".to_owned(), "web".to_owned())]),
+            PodOwner::ReplicaSet("web".into()),
+        )
+        .await
+        .unwrap();
+    blocking_pdb(&env.client, "web", "web").await;
+    let handle = env.emulator.handle();
+    let invariants = Invariants::follow(handle.clone(), 2, BTreeSet::new());
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    let bootc: Api<BootcNode> = Api::all(env.client.clone());
+    let mut controller = start_controller(&env.emulator);
+    pools
+        .create(
+            &PostParams::default(),
+            &pool("workers", &env.v2, json!({"maxUnavailable": 2}), workers()),
+        )
+        .await
+        .unwrap();
+
+    // 1. Killed right after a cordon.
+    wait_for("a cordon", async || {
+        for n in names {
+            if unschedulable(&env.client, n).await {
+                return Some(());
+            }
+        }
+        None
+    })
+    .await;
+    controller.kill().await;
+    controller = start_controller(&env.emulator);
+
+    // 2. Killed during n1's drain (blocked by its budget).
+    wait_for("n1 draining", async || {
+        let b = bootc.get("n1").await.ok()?;
+        (b.annotations().contains_key(REBOOT_SLOT_ANNOTATION)
+            && unschedulable(&env.client, "n1").await)
+            .then_some(())
+    })
+    .await;
+    controller.kill().await;
+    controller = start_controller(&env.emulator);
+
+    // 3. Killed right after an approval.
+    wait_for("an approval", async || {
+        let list = bootc.list(&Default::default()).await.ok()?;
+        list.iter()
+            .any(|b| b.spec.desired_image_state == bootc_crds::node::DesiredImageState::Booted)
+            .then_some(())
+    })
+    .await;
+    controller.kill().await;
+    controller = start_controller(&env.emulator);
+
+    // Let n1's drain through.
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), "default");
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"maxUnavailable": 1}})),
+    )
+    .await
+    .unwrap();
+    wait_pool(&env.client, "workers", "all updated", |p| all_updated(p, 5)).await;
+    for n in names {
+        assert_eq!(booted(&env, n), digest('2'), "{n}");
+        assert_eq!(
+            env.cluster.host(n).unwrap().counters().reboots,
+            1,
+            "{n} rebooted more than once"
+        );
+    }
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.is_clean(), "{report:?}");
+    no_slots_left(&env.client).await;
+    controller.stop().await;
+}
