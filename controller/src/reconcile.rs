@@ -89,6 +89,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A cache's writer is gone (the controller is stopping).
+    #[error("the Node or BootcNode cache stopped")]
+    CacheGone,
     /// A write lost a race (409): the plan is redone from fresh data at once.
     #[error("{0} changed meanwhile; planning again")]
     Conflict(String),
@@ -349,7 +352,7 @@ fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Context>) -> 
             debug!(pool = %pool.name_any(), %what, "conflict; planning again");
             Requeue::requeue(Duration::from_millis(50))
         }
-        Error::Api { .. } => {
+        Error::Api { .. } | Error::CacheGone => {
             warn!(pool = %pool.name_any(), error = %error, "reconcile failed; retrying");
             Requeue::requeue(ERROR_REQUEUE)
         }
@@ -499,6 +502,11 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
 }
 
 async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    // The controller waits for its pool cache only. A plan from a Node or BootcNode cache
+    // that is still filling would take members for leavers (and delete their BootcNodes).
+    if ctx.nodes.wait_until_ready().await.is_err() || ctx.bootc.wait_until_ready().await.is_err() {
+        return Err(Error::CacheGone);
+    }
     let snapshot = ctx.snapshot(&pool);
     let plan = plan::plan(&snapshot);
     let name = pool.name_any();

@@ -476,13 +476,26 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
             &pool(
                 "workers",
                 &env.v2,
-                json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2}),
+                json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}),
                 workers(),
             ),
         )
         .await
         .unwrap();
-    // n1, n2 and n3 get slots; n1 and n2 never come back.
+    // Everything staged first, so that slots go in name order: n1, n2 and n3; n1 and n2
+    // never come back.
+    wait_pool(&env.client, "workers", "all staged", |p| {
+        p.status.as_ref().is_some_and(|s| s.staged_count == 4)
+    })
+    .await;
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})),
+        )
+        .await
+        .unwrap();
     let halted = wait_pool(&env.client, "workers", "RolloutHalted", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
     })
@@ -682,6 +695,9 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
         None
     })
     .await;
+    controller.kill().await;
+    controller = start_controller(&env.emulator);
+    // Killed again at once, before its caches have filled.
     controller.kill().await;
     controller = start_controller(&env.emulator);
 
