@@ -90,6 +90,11 @@ async fn client(config: &Config) -> Result<kube::Client, String> {
         None => kube::Config::incluster()
             .map_err(|e| format!("no --kubeconfig and not in a cluster: {}", error_chain(&e)))?,
     };
+    let mut kube_config = kube_config;
+    kube_config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!("bootc-node-agent/", env!("CARGO_PKG_VERSION"))),
+    ));
     kube::Client::try_from(kube_config)
         .map_err(|e| format!("cannot build the API client: {}", error_chain(&e)))
 }

@@ -76,6 +76,10 @@ async fn controller(config: config::Config) -> Result<(), String> {
     // The client's own retry of 429 answers would hide a disruption budget's refusal
     // from the drain for minutes; the drain retries with its own backoff.
     kube_config.default_retry = false;
+    kube_config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(reconcile::USER_AGENT),
+    ));
     let client = kube::Client::try_from(kube_config)
         .map_err(|e| format!("cannot build the API client: {}", chain(&e)))?;
     let options = Options {

@@ -41,6 +41,8 @@ use crate::plan::{
     TargetProblem,
 };
 
+/// The User-Agent of the controller's requests (for audit logs and request counts).
+pub const USER_AGENT: &str = concat!("bootc-pool-controller/", env!("CARGO_PKG_VERSION"));
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "bootc-pool-controller";
 /// Re-plan at least this often, even when nothing signals a change.
