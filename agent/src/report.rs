@@ -3,8 +3,8 @@
 
 use bootc_crds::conditions::{DEGRADED, IDLE, node_degraded};
 use bootc_crds::node::{BootcNodeStatus, LastReboot};
-use chrono::{DateTime, SecondsFormat, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Map, Value};
 
 use crate::machine::{Phase, RebootRecord};
@@ -33,20 +33,7 @@ pub struct Inputs<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// Converts a chrono time to the Kubernetes type (second precision, as the API keeps it).
-pub fn to_time(t: DateTime<Utc>) -> Option<Time> {
-    serde_json::from_value(Value::String(t.to_rfc3339_opts(SecondsFormat::Secs, true))).ok()
-}
-
-/// Converts a Kubernetes time to chrono.
-pub fn from_time(t: &Time) -> Option<DateTime<Utc>> {
-    let Value::String(s) = serde_json::to_value(t).ok()? else {
-        return None;
-    };
-    DateTime::parse_from_rfc3339(&s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
+pub use bootc_crds::conditions::{from_time, to_time};
 
 /// `status.lastReboot` as the decision logic remembers it.
 pub fn record_from_status(last: &LastReboot) -> Option<RebootRecord> {
@@ -85,20 +72,8 @@ fn condition(
     generation: Option<i64>,
     now: DateTime<Utc>,
 ) -> Option<Condition> {
-    let status = if status { "True" } else { "False" }.to_owned();
-    let old = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_));
-    let last_transition_time = match old {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => to_time(now)?,
-    };
-    Some(Condition {
-        type_: type_.to_owned(),
-        status,
-        reason: reason.to_owned(),
-        message,
-        observed_generation: generation,
-        last_transition_time,
-    })
+    let previous = previous.map_or(&[][..], |p| p.conditions.as_slice());
+    bootc_crds::conditions::next(previous, type_, status, reason, message, generation, now)
 }
 
 /// The status to report.

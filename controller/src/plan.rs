@@ -23,7 +23,7 @@ use bootc_crds::{
     REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION,
 };
 use chrono::{DateTime, SecondsFormat, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 
 /// The image a pool rolls out, pinned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,21 +300,7 @@ pub fn runs(image: Option<&bootc_crds::node::ImageStatus>, digest: &Digest) -> b
     })
 }
 
-fn to_time(t: DateTime<Utc>) -> Option<Time> {
-    serde_json::from_value(serde_json::Value::String(
-        t.to_rfc3339_opts(SecondsFormat::Secs, true),
-    ))
-    .ok()
-}
-
-fn from_time(t: &Time) -> Option<DateTime<Utc>> {
-    match serde_json::to_value(t).ok()? {
-        serde_json::Value::String(s) => DateTime::parse_from_rfc3339(&s)
-            .ok()
-            .map(|t| t.with_timezone(&Utc)),
-        _ => None,
-    }
-}
+use bootc_crds::conditions::from_time;
 
 fn parse_stamp(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
@@ -928,20 +914,8 @@ fn condition(
     generation: Option<i64>,
     now: DateTime<Utc>,
 ) -> Option<Condition> {
-    let status = if status { "True" } else { "False" }.to_owned();
-    let old = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_));
-    let last_transition_time = match old {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => to_time(now)?,
-    };
-    Some(Condition {
-        type_: type_.to_owned(),
-        status,
-        reason: reason.to_owned(),
-        message,
-        observed_generation: generation,
-        last_transition_time,
-    })
+    let previous = previous.map_or(&[][..], |p| p.conditions.as_slice());
+    conditions::next(previous, type_, status, reason, message, generation, now)
 }
 
 fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option<&'a str> {

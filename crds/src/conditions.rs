@@ -74,3 +74,95 @@ pub mod node_degraded {
     /// False: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
 }
+
+/// Converts a chrono time to the Kubernetes type, at second precision (as the API keeps
+/// it).
+pub fn to_time(
+    t: chrono::DateTime<chrono::Utc>,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+    serde_json::from_value(serde_json::Value::String(
+        t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    ))
+    .ok()
+}
+
+/// Converts a Kubernetes time to chrono.
+pub fn from_time(
+    t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    match serde_json::to_value(t).ok()? {
+        serde_json::Value::String(s) => chrono::DateTime::parse_from_rfc3339(&s)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc)),
+        _ => None,
+    }
+}
+
+/// A condition as it should be reported now: `lastTransitionTime` is kept from the
+/// previous condition of the same type while its status stays, so that reporting the
+/// same situation again gives an identical condition (and no write).
+pub fn next(
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    let status = if status { "True" } else { "False" }.to_owned();
+    let old = previous.iter().find(|c| c.type_ == type_);
+    let last_transition_time = match old {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => to_time(now)?,
+    };
+    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: type_.to_owned(),
+        status,
+        reason: reason.to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn transition_time_moves_only_when_the_status_flips() {
+        let t0 = chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let t1 = t0 + chrono::Duration::minutes(5);
+        let first = next(&[], IDLE, false, "Staging", "a".into(), Some(1), t0).unwrap();
+        let same = next(
+            std::slice::from_ref(&first),
+            IDLE,
+            false,
+            "Staged",
+            "b".into(),
+            Some(2),
+            t1,
+        )
+        .unwrap();
+        assert_eq!(same.last_transition_time, first.last_transition_time);
+        assert_eq!(
+            (same.reason.as_str(), same.observed_generation),
+            ("Staged", Some(2))
+        );
+        let flipped = next(
+            std::slice::from_ref(&same),
+            IDLE,
+            true,
+            "Idle",
+            "c".into(),
+            Some(2),
+            t1,
+        )
+        .unwrap();
+        assert_eq!(flipped.last_transition_time, to_time(t1).unwrap());
+        assert_eq!(from_time(&flipped.last_transition_time), Some(t1));
+    }
+}

@@ -1,3 +1,4 @@
+use bootc_crds::conditions::to_time;
 use bootc_crds::node::{BootedImage, ImageStatus, StagedImage};
 use bootc_crds::pool::{BootcNodePool, DrainSpec};
 use chrono::TimeZone;
