@@ -47,8 +47,10 @@ pub const USER_AGENT: &str = concat!("bootc-pool-controller/", env!("CARGO_PKG_V
 pub const FIELD_MANAGER: &str = "bootc-pool-controller";
 /// Re-plan at least this often, even when nothing signals a change.
 const RESYNC: Duration = Duration::from_secs(300);
-/// Wait after a failed reconcile.
-const ERROR_REQUEUE: Duration = Duration::from_secs(5);
+/// Shortest wait after a failed reconcile.
+const ERROR_BACKOFF_MIN: Duration = Duration::from_secs(1);
+/// Longest wait after failed reconciles.
+const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(300);
 
 /// A clock, injectable for tests.
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -174,6 +176,8 @@ pub struct Context {
     options: Options,
     bootc_overlay: Mutex<Overlay<BootcNode>>,
     node_overlay: Mutex<Overlay<Node>>,
+    /// Failed reconciles in a row, by pool (for the backoff).
+    failures: Mutex<HashMap<String, u32>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -314,6 +318,7 @@ pub async fn run(
         options,
         bootc_overlay: Mutex::new(Overlay::default()),
         node_overlay: Mutex::new(Overlay::default()),
+        failures: Mutex::new(HashMap::new()),
     });
     let mapper_pools = pool_store;
     let mapper_bootc = bootc_store;
@@ -348,15 +353,32 @@ pub async fn run(
         .await;
 }
 
-fn error_policy(pool: Arc<BootcNodePool>, error: &Error, _ctx: Arc<Context>) -> Requeue {
+/// The wait before retrying after `failures` failed reconciles in a row: 1 s doubling to
+/// 5 minutes.
+pub fn error_backoff(failures: u32) -> Duration {
+    let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(16));
+    ERROR_BACKOFF_MIN
+        .saturating_mul(factor)
+        .min(ERROR_BACKOFF_MAX)
+}
+
+fn error_policy(pool: Arc<BootcNodePool>, error: &Error, ctx: Arc<Context>) -> Requeue {
+    let name = pool.name_any();
     match error {
         Error::Conflict(what) => {
-            debug!(pool = %pool.name_any(), %what, "conflict; planning again");
+            debug!(pool = %name, %what, "conflict; planning again");
             Requeue::requeue(Duration::from_millis(50))
         }
         Error::Api { .. } | Error::CacheGone => {
-            warn!(pool = %pool.name_any(), error = %error, "reconcile failed; retrying");
-            Requeue::requeue(ERROR_REQUEUE)
+            let failures = {
+                let mut failures = lock(&ctx.failures);
+                let n = failures.entry(name.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            };
+            let wait = error_backoff(failures);
+            warn!(pool = %name, error = %error, failures, retry_in = ?wait, "reconcile failed");
+            Requeue::requeue(wait)
         }
     }
 }
@@ -547,6 +569,7 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeu
     if let Some(e) = first_error {
         return Err(e);
     }
+    lock(&ctx.failures).remove(&name);
     Ok(Requeue::requeue(
         plan.requeue_after.map_or(RESYNC, |d| d.min(RESYNC)),
     ))
@@ -667,4 +690,16 @@ async fn execute(ctx: &Context, pool: &BootcNodePool, action: &Action) -> Result
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_backoff_doubles_from_a_second_to_five_minutes() {
+        let waits: Vec<u64> = (1..=11).map(|n| error_backoff(n).as_secs()).collect();
+        assert_eq!(waits, vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        assert_eq!(error_backoff(u32::MAX), ERROR_BACKOFF_MAX);
+    }
 }
