@@ -126,6 +126,12 @@ pub struct Snapshot {
     /// Every Node this pool's selector matches and every BootcNode it owns (with its
     /// Node), by name.
     pub nodes: Vec<NodeView>,
+    /// A problem with the target that does not stop the rollout of the last good one
+    /// (a tag that could not be resolved again, a pull Secret that cannot be read).
+    pub target_error: Option<String>,
+    /// The hash of the pull Secret's content, given to every BootcNode so that agents
+    /// rewrite the host's credentials when it changes.
+    pub pull_secret_hash: Option<String>,
     /// Drains known to the drainer, by node.
     pub drains: BTreeMap<String, DrainView>,
     /// The time of the plan.
@@ -419,6 +425,7 @@ impl Planner<'_> {
 
 fn wanted_spec(
     pool: &BootcNodePoolSpec,
+    hash: Option<&str>,
     target: &Target,
     current: Option<&BootcNodeSpec>,
 ) -> BootcNodeSpec {
@@ -437,6 +444,9 @@ fn wanted_spec(
     spec.pull_secret_ref = pool.pull_secret_ref.clone();
     if spec.pull_secret_ref.is_none() {
         spec.pull_secret_hash = None;
+    } else if let Some(hash) = hash {
+        // An unreadable Secret keeps the last hash: the agents keep what they wrote.
+        spec.pull_secret_hash = Some(hash.to_owned());
     }
     spec
 }
@@ -598,7 +608,7 @@ fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target, conflict
     let Some(bootc) = &view.bootc else {
         p.actions.push(Action::Create {
             node: name.clone(),
-            spec: wanted_spec(pool, target, None),
+            spec: wanted_spec(pool, p.snap.pull_secret_hash.as_deref(), target, None),
         });
         p.states.insert(name, NodeState::Pending);
         return;
@@ -608,7 +618,12 @@ fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target, conflict
         return;
     }
     let agent = Agent::of(bootc);
-    let spec = wanted_spec(pool, target, Some(&bootc.spec));
+    let spec = wanted_spec(
+        pool,
+        p.snap.pull_secret_hash.as_deref(),
+        target,
+        Some(&bootc.spec),
+    );
     let retargeted = bootc.spec.desired_image != target.image;
     let holder = bootc.annotations.contains_key(REBOOT_SLOT_ANNOTATION);
     let was_cordoned = bootc.annotations.contains_key(WAS_CORDONED_ANNOTATION);
@@ -882,7 +897,19 @@ fn grant_slots(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
         let (Some(info), Some(bootc)) = (&view.node, &view.bootc) else {
             continue;
         };
+        // One write per node: a spec update planned for it is folded into the grant.
         let mut annotations = BTreeMap::new();
+        if let Some(i) = p
+            .actions
+            .iter()
+            .position(|a| matches!(a, Action::Update { node, .. } if *node == view.name))
+            && let Action::Update {
+                annotations: planned,
+                ..
+            } = p.actions.remove(i)
+        {
+            annotations = planned;
+        }
         annotations.insert(REBOOT_SLOT_ANNOTATION.to_owned(), Some(stamp(now)));
         if info.unschedulable {
             annotations.insert(WAS_CORDONED_ANNOTATION.to_owned(), Some(String::new()));
@@ -890,7 +917,12 @@ fn grant_slots(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
         p.actions.push(Action::Update {
             node: view.name.clone(),
             resource_version: bootc.resource_version.clone(),
-            spec: wanted_spec(&p.snap.pool.spec, target, Some(&bootc.spec)),
+            spec: wanted_spec(
+                &p.snap.pool.spec,
+                p.snap.pull_secret_hash.as_deref(),
+                target,
+                Some(&bootc.spec),
+            ),
             annotations,
         });
         if !info.unschedulable {
@@ -999,6 +1031,8 @@ fn status(
             ),
         )
     } else if let Err(TargetProblem::Resolution(message)) = &snap.target {
+        (pool_degraded::TAG_RESOLUTION_ERROR, message.clone())
+    } else if let Some(message) = &snap.target_error {
         (pool_degraded::TAG_RESOLUTION_ERROR, message.clone())
     } else if !p.degraded.is_empty() {
         (pool_degraded::NODE_DEGRADED, list(&p.degraded))

@@ -505,6 +505,8 @@ impl Context {
                 status: pool.status.clone(),
             },
             target: target_of(pool),
+            target_error: None,
+            pull_secret_hash: None,
             other_pools,
             nodes,
             drains,

@@ -185,6 +185,8 @@ fn snapshot(spec: BootcNodePoolSpec, nodes: &[N]) -> Snapshot {
         target: Ok(Target::from_ref(&pin('b')).unwrap()),
         other_pools: Vec::new(),
         nodes: nodes.iter().map(N::view).collect(),
+        target_error: None,
+        pull_secret_hash: None,
         drains: BTreeMap::new(),
         now: now(),
     }
@@ -793,6 +795,41 @@ fn a_target_in_the_rollback_slot_counts_as_staged() {
     snap.target = Ok(Target::from_ref(&pin('a')).unwrap());
     let plan = super::plan(&snap);
     assert_eq!(granted(&plan), vec!["n1"], "{:?}", plan.states);
+}
+
+#[test]
+fn the_pull_secret_hash_reaches_every_bootc_node_and_a_resolution_error_keeps_the_target() {
+    let mut spec = pool_spec(IntOrString::Int(1));
+    spec.pull_secret_ref = Some(bootc_crds::pool::SecretRef {
+        name: "pull".into(),
+        namespace: "default".into(),
+    });
+    let mut snap = snapshot(spec, &[node("n1"), node("n2").staged()]);
+    snap.pull_secret_hash = Some("sha256:abc".into());
+    snap.target_error = Some("registry quay.io: connection refused".into());
+    let plan = super::plan(&snap);
+    let Some(Action::Create { spec, .. }) = actions_for(&plan, "n1")
+        .into_iter()
+        .find(|a| matches!(a, Action::Create { .. }))
+    else {
+        panic!("{:?}", plan.actions)
+    };
+    assert_eq!(spec.pull_secret_hash.as_deref(), Some("sha256:abc"));
+    let n2 = actions_for(&plan, "n2");
+    let updates: Vec<_> = n2
+        .iter()
+        .filter(|a| matches!(a, Action::Update { .. }))
+        .collect();
+    assert_eq!(updates.len(), 1, "one write per node: {n2:?}");
+    let Action::Update { spec, .. } = updates[0] else {
+        panic!("{n2:?}")
+    };
+    assert_eq!(spec.pull_secret_hash.as_deref(), Some("sha256:abc"));
+    // The last good target still rolls out; the problem is reported.
+    assert_eq!(granted(&plan), vec!["n2"]);
+    let d = condition_of(&plan, "Degraded");
+    assert_eq!(d.reason, "TagResolutionError");
+    assert!(d.message.contains("connection refused"));
 }
 
 #[test]
