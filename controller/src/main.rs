@@ -4,7 +4,11 @@ mod config;
 
 use std::process::ExitCode;
 
+use bootc_pool_controller::leader::LeaseConfig;
+use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile::{self, Options};
+use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
+use bootc_pool_controller::server::{Health, Server};
 use clap::Parser;
 use tracing::{error, info};
 
@@ -82,15 +86,44 @@ async fn controller(config: config::Config) -> Result<(), String> {
     ));
     let client = kube::Client::try_from(kube_config)
         .map_err(|e| format!("cannot build the API client: {}", chain(&e)))?;
+    let identity = config.identity.clone().unwrap_or_else(|| {
+        std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| format!("bootc-pool-controller-{}", std::process::id()))
+    });
+    let metrics = Metrics::new();
+    let health = Health::new();
     let options = Options {
-        instance: config
-            .identity
-            .clone()
-            .unwrap_or_else(|| "bootc-pool-controller".to_owned()),
+        instance: identity.clone(),
+        resolver: Resolver::new(ResolverOptions {
+            insecure_registries: config.insecure_registries.clone(),
+            ..ResolverOptions::default()
+        }),
+        metrics: metrics.clone(),
         ..Options::default()
     };
-    info!("controller started");
-    reconcile::run(client, options, shutdown_signal()).await;
+    let server = Server::bind(config.metrics_addr, metrics, health.clone())
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.metrics_addr))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut server_stop = stop_rx.clone();
+    let server = tokio::spawn(server.run(async move {
+        let _ = server_stop.wait_for(|s| *s).await;
+    }));
+    let lease = LeaseConfig::new(&config.lease_name, &config.lease_namespace, &identity);
+    info!(%identity, lease = %config.lease_name, namespace = %config.lease_namespace, "controller started");
+    health.set_ready(true);
+    let mut stop = stop_rx;
+    let elected = reconcile::run_elected(client, options, lease, async move {
+        let _ = stop.wait_for(|s| *s).await;
+    });
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    elected.await.map_err(|e| format!("leader election: {e}"))?;
+    let _ = server.await;
     info!("controller stopped");
     Ok(())
 }

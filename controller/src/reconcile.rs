@@ -23,7 +23,7 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Controller};
@@ -36,10 +36,13 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use crate::drain::{DrainDone, DrainOptions, DrainOutcome, DrainState, Drainer};
+use crate::history::{self, Observed, TargetImage};
+use crate::metrics::{DrainResult, Metrics, TagResult};
 use crate::plan::{
     self, Action, BootcView, DrainView, NodeInfo, NodeView, PoolView, Snapshot, Target,
     TargetProblem,
 };
+use crate::resolve::{Resolved, Resolver, ResolverOptions, parse_pull_secret, secret_hash};
 
 /// The User-Agent of the controller's requests (for audit logs and request counts).
 pub const USER_AGENT: &str = concat!("bootc-pool-controller/", env!("CARGO_PKG_VERSION"));
@@ -62,6 +65,10 @@ pub struct Options {
     pub clock: Clock,
     /// The name this instance reports in events.
     pub instance: String,
+    /// The tag resolver, shared by all pools.
+    pub resolver: Resolver,
+    /// Where metrics are recorded.
+    pub metrics: Metrics,
 }
 
 impl std::fmt::Debug for Options {
@@ -77,6 +84,8 @@ impl Default for Options {
         Options {
             clock: Arc::new(Utc::now),
             instance: "bootc-pool-controller".to_owned(),
+            resolver: Resolver::new(ResolverOptions::default()),
+            metrics: Metrics::new(),
         }
     }
 }
@@ -99,6 +108,17 @@ pub enum Error {
     /// A write lost a race (409): the plan is redone from fresh data at once.
     #[error("{0} changed meanwhile; planning again")]
     Conflict(String),
+}
+
+impl Error {
+    /// A short label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Api { .. } => "api",
+            Error::CacheGone => "cache",
+            Error::Conflict(_) => "conflict",
+        }
+    }
 }
 
 /// What the last write of an object returned, until the cache catches up.
@@ -320,6 +340,15 @@ pub async fn run(
         node_overlay: Mutex::new(Overlay::default()),
         failures: Mutex::new(HashMap::new()),
     });
+    // Secrets: metadata only (names and versions, never content), mapped to the pools
+    // that reference them; the content is read when a pool is reconciled.
+    let secret_stream = watcher::watcher(
+        Api::<kube::core::PartialObjectMeta<Secret>>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let secret_pools = pool_store.clone();
     let mapper_pools = pool_store;
     let mapper_bootc = bootc_store;
     controller
@@ -341,6 +370,23 @@ pub async fn run(
                 .map(|p| ObjectRef::new(&p))
                 .collect::<Vec<_>>()
         })
+        .watches_stream(
+            secret_stream,
+            move |secret: kube::core::PartialObjectMeta<Secret>| {
+                let (ns, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
+                secret_pools
+                    .state()
+                    .iter()
+                    .filter(|p| {
+                        p.spec
+                            .pull_secret_ref
+                            .as_ref()
+                            .is_some_and(|r| r.namespace == ns && r.name == name)
+                    })
+                    .map(|p| ObjectRef::new(&p.name_any()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .reconcile_on(drained)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -360,6 +406,59 @@ pub fn error_backoff(failures: u32) -> Duration {
     ERROR_BACKOFF_MIN
         .saturating_mul(factor)
         .min(ERROR_BACKOFF_MAX)
+}
+
+/// Runs the controller only while this replica holds the Lease of `lease`: a standby
+/// replica watches nothing and writes nothing but the Lease. Returns after `shutdown`,
+/// once the controller has stopped and the Lease is released.
+pub async fn run_elected(
+    client: Client,
+    options: Options,
+    lease: crate::leader::LeaseConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), crate::leader::LeaseConfigError> {
+    let elector = crate::leader::LeaderElector::new(client.clone(), lease)?
+        .with_metrics(options.metrics.clone());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    // The election ends (and releases the Lease) only after the controller has stopped.
+    let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel::<()>();
+    let (mut leader, election) = elector.run(async move {
+        let _ = stopped_rx.await;
+    });
+    let mut stop = stop_rx.clone();
+    loop {
+        tokio::select! {
+            r = leader.wait_for(|l| *l) => if r.is_err() { break },
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        info!("leading: starting the controller");
+        // Stop when leadership is lost or on shutdown; a oneshot so the future is Sync.
+        let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
+        let (mut l, mut s) = (leader.clone(), stop.clone());
+        let watcher = tokio::spawn(async move {
+            tokio::select! {
+                _ = l.wait_for(|l| !*l) => {}
+                _ = s.wait_for(|s| *s) => {}
+            }
+            let _ = lost_tx.send(());
+        });
+        run(client.clone(), options.clone(), async move {
+            let _ = lost_rx.await;
+        })
+        .await;
+        watcher.abort();
+        info!("the controller stopped");
+        if *stop.borrow() {
+            break;
+        }
+    }
+    let _ = stopped_tx.send(());
+    let _ = election.await;
+    Ok(())
 }
 
 fn error_policy(pool: Arc<BootcNodePool>, error: &Error, ctx: Arc<Context>) -> Requeue {
@@ -383,7 +482,194 @@ fn error_policy(pool: Arc<BootcNodePool>, error: &Error, ctx: Arc<Context>) -> R
     }
 }
 
-/// The pool's target, or why there is none.
+/// What resolving a pool's target gave.
+#[derive(Debug, Clone)]
+struct Resolution {
+    target: Result<Target, TargetProblem>,
+    /// A problem that leaves the last good target in place.
+    error: Option<String>,
+    /// The target's version label.
+    version: Option<String>,
+    /// For tags: when the answer was obtained and when it is asked again.
+    times: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// The pull Secret's content hash.
+    secret_hash: Option<String>,
+    /// When to try again after a failure.
+    retry_after: Option<Duration>,
+}
+
+fn tag_result(kind: &str) -> TagResult {
+    match kind {
+        "unauthorized" => TagResult::Unauthorized,
+        "not_found" => TagResult::NotFound,
+        "rate_limited" => TagResult::RateLimited,
+        "timeout" => TagResult::Timeout,
+        "connection" => TagResult::Connection,
+        _ => TagResult::Other,
+    }
+}
+
+fn secret_name(pool: &BootcNodePool) -> (String, String) {
+    pool.spec
+        .pull_secret_ref
+        .as_ref()
+        .map(|r| (r.namespace.clone(), r.name.clone()))
+        .unwrap_or_default()
+}
+
+impl Context {
+    /// Reads the pool's pull Secret: its `.dockerconfigjson` bytes, or why not. The
+    /// message names the Secret and never its content.
+    async fn pull_secret(&self, pool: &BootcNodePool) -> Option<Result<Vec<u8>, String>> {
+        let r = pool.spec.pull_secret_ref.as_ref()?;
+        let what = format!("pull Secret {}/{}", r.namespace, r.name);
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &r.namespace);
+        Some(match api.get_opt(&r.name).await {
+            Err(e) => Err(format!("cannot read the {what}: {e}")),
+            Ok(None) => Err(format!("the {what} does not exist")),
+            Ok(Some(secret)) => match secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(".dockerconfigjson"))
+            {
+                Some(bytes) => Ok(bytes.0.clone()),
+                None => Err(format!(
+                    "the {what} has no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)"
+                )),
+            },
+        })
+    }
+
+    async fn resolve(&self, pool: &BootcNodePool) -> Resolution {
+        let mut out = Resolution {
+            target: target_of(pool),
+            error: None,
+            version: None,
+            times: None,
+            secret_hash: None,
+            retry_after: None,
+        };
+        if matches!(out.target, Err(TargetProblem::InvalidSpec(_))) {
+            return out;
+        }
+        let (ns, name) = secret_name(pool);
+        let mut secret_problem = None;
+        let credentials = match self.pull_secret(pool).await {
+            Some(Ok(bytes)) => {
+                out.secret_hash = Some(secret_hash(&bytes));
+                match parse_pull_secret(&bytes) {
+                    Ok(creds) => Some(creds.with_source(&ns, &name)),
+                    Err(e) => {
+                        secret_problem = Some(format!("pull Secret {ns}/{name}: {e}"));
+                        None
+                    }
+                }
+            }
+            Some(Err(message)) => {
+                secret_problem = Some(message);
+                None
+            }
+            None => None,
+        };
+        if let Ok(target) = &out.target {
+            // A digest reference: nothing to resolve; a Secret problem is still reported.
+            let digest = target.digest.to_string();
+            out.error = secret_problem;
+            out.version = pool
+                .status
+                .as_ref()
+                .filter(|s| s.target_digest.as_deref() == Some(digest.as_str()))
+                .and_then(|s| s.target_version.clone());
+            return out;
+        }
+        let Ok(reference) = bootc_crds::ImageRef::parse(&pool.spec.image.r#ref) else {
+            return out;
+        };
+        let interval = Duration::from_secs(
+            u64::try_from(pool.spec.image.resolve_interval_seconds.max(30)).unwrap_or(300),
+        );
+        let creds = credentials
+            .as_ref()
+            .and_then(|c| c.for_registry(reference.registry()));
+        match self
+            .options
+            .resolver
+            .resolve(&reference, creds.as_ref(), interval)
+            .await
+        {
+            Ok(Resolved {
+                image,
+                digest,
+                version,
+                resolved_at,
+            }) => {
+                let previous = pool
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.last_resolved_time.as_ref())
+                    .and_then(bootc_crds::conditions::from_time);
+                let resolved_at = bootc_crds::conditions::to_time(resolved_at)
+                    .as_ref()
+                    .and_then(bootc_crds::conditions::from_time)
+                    .unwrap_or(resolved_at);
+                if previous != Some(resolved_at) {
+                    self.options
+                        .metrics
+                        .record_tag_resolution(TagResult::Success);
+                }
+                let next = resolved_at
+                    + chrono::Duration::from_std(interval).unwrap_or(chrono::Duration::minutes(5));
+                out.target = Ok(Target { image, digest });
+                out.version = version;
+                out.times = Some((resolved_at, next));
+                out.error = secret_problem;
+            }
+            Err(e) => {
+                self.options
+                    .metrics
+                    .record_tag_resolution(tag_result(e.kind()));
+                let message = match &secret_problem {
+                    Some(p) => format!("{e} ({p})"),
+                    None => e.to_string(),
+                };
+                let retry = e.retry_after().unwrap_or(interval).min(interval);
+                out.retry_after = Some(retry);
+                // Keep the last good target of the same repository, and say why it is old.
+                let last = pool.status.as_ref().and_then(|s| {
+                    let image = s.target_image.as_deref()?;
+                    let parsed = bootc_crds::ImageRef::parse(image).ok()?;
+                    if parsed.name() != reference.name() {
+                        return None;
+                    }
+                    let target = Target::from_ref(image)?;
+                    let last = s
+                        .last_resolved_time
+                        .as_ref()
+                        .and_then(bootc_crds::conditions::from_time)?;
+                    Some((target, s.target_version.clone(), last))
+                });
+                match last {
+                    Some((target, version, last)) => {
+                        out.target = Ok(target);
+                        out.version = version;
+                        let next = (self.options.clock)()
+                            + chrono::Duration::from_std(retry)
+                                .unwrap_or(chrono::Duration::minutes(5));
+                        out.times = Some((last, next));
+                        out.error = Some(format!(
+                            "{message}; still rolling out the last resolved target"
+                        ));
+                    }
+                    None => out.target = Err(TargetProblem::Resolution(message)),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The pool's target when its reference is pinned, or why there is none (an invalid
+/// spec, or a tag, which `Context::resolve` resolves).
 pub fn target_of(pool: &BootcNodePool) -> Result<Target, TargetProblem> {
     if let Err(errors) = pool.spec.validate() {
         return Err(TargetProblem::InvalidSpec(
@@ -392,7 +678,7 @@ pub fn target_of(pool: &BootcNodePool) -> Result<Target, TargetProblem> {
     }
     Target::from_ref(&pool.spec.image.r#ref).ok_or_else(|| {
         TargetProblem::Resolution(format!(
-            "image.ref {:?} is a tag; this controller only rolls out digest references (registry/repo@sha256:...)",
+            "image.ref {:?} is a tag that has not been resolved yet",
             pool.spec.image.r#ref
         ))
     })
@@ -409,7 +695,7 @@ impl Context {
         lock(&self.node_overlay).pick(name, cached)
     }
 
-    fn snapshot(&self, pool: &BootcNodePool) -> Snapshot {
+    fn snapshot(&self, pool: &BootcNodePool, resolution: &Resolution) -> Snapshot {
         let name = pool.name_any();
         let mut names: BTreeSet<String> = BTreeSet::new();
         for node in self.nodes.state() {
@@ -504,9 +790,9 @@ impl Context {
                 spec: pool.spec.clone(),
                 status: pool.status.clone(),
             },
-            target: target_of(pool),
-            target_error: None,
-            pull_secret_hash: None,
+            target: resolution.target.clone(),
+            target_error: resolution.error.clone(),
+            pull_secret_hash: resolution.secret_hash.clone(),
             other_pools,
             nodes,
             drains,
@@ -533,9 +819,23 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeu
     if ctx.nodes.wait_until_ready().await.is_err() || ctx.bootc.wait_until_ready().await.is_err() {
         return Err(Error::CacheGone);
     }
-    let snapshot = ctx.snapshot(&pool);
-    let plan = plan::plan(&snapshot);
+    let started = std::time::Instant::now();
     let name = pool.name_any();
+    let resolution = ctx.resolve(&pool).await;
+    let snapshot = ctx.snapshot(&pool, &resolution);
+    let mut plan = plan::plan(&snapshot);
+    complete_status(&mut plan, &snapshot, &resolution);
+    let metrics = &ctx.options.metrics;
+    metrics.set_node_states(&name, &plan.states);
+    match &snapshot.target {
+        Ok(t) => metrics.set_target(
+            &name,
+            &t.image,
+            &t.digest.to_string(),
+            resolution.version.as_deref(),
+        ),
+        Err(_) => metrics.clear_target(&name),
+    }
     debug!(pool = %name, actions = plan.actions.len(), "planned");
 
     // Carry out the actions; a node's first failure stops that node's remaining ones.
@@ -568,13 +868,60 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeu
             .await
             .map_err(api_error(format!("status of pool {name}")))?;
     }
+    metrics.observe_reconcile(&name, started.elapsed());
     if let Some(e) = first_error {
+        metrics.record_reconcile_error(&name, e.reason());
         return Err(e);
     }
     lock(&ctx.failures).remove(&name);
-    Ok(Requeue::requeue(
-        plan.requeue_after.map_or(RESYNC, |d| d.min(RESYNC)),
-    ))
+    let now = (ctx.options.clock)();
+    let next_resolve = resolution.times.map(|(_, next)| {
+        (next - now).to_std().unwrap_or(Duration::ZERO) + Duration::from_millis(10)
+    });
+    let wait = [plan.requeue_after, next_resolve, resolution.retry_after]
+        .into_iter()
+        .flatten()
+        .min()
+        .map_or(RESYNC, |d| d.min(RESYNC));
+    Ok(Requeue::requeue(wait))
+}
+
+/// Adds to the plan's status what the plan does not know: the target's version, the
+/// resolution times, and deployHistory.
+fn complete_status(plan: &mut plan::Plan, snapshot: &Snapshot, resolution: &Resolution) {
+    let status = &mut plan.status;
+    if snapshot.target.is_ok() {
+        status.target_version = resolution.version.clone();
+    }
+    if let Some((last, next)) = resolution.times {
+        status.last_resolved_time = bootc_crds::conditions::to_time(last);
+        status.next_resolve_time = bootc_crds::conditions::to_time(next);
+    } else if Target::from_ref(&snapshot.pool.spec.image.r#ref).is_some() {
+        status.last_resolved_time = None;
+        status.next_resolve_time = None;
+    }
+    let observed: Vec<Observed> = snapshot
+        .nodes
+        .iter()
+        .filter(|v| plan.states.contains_key(&v.name))
+        .filter_map(|v| {
+            let booted = v.bootc.as_ref()?.status.as_ref()?.booted.as_ref()?;
+            Some(Observed::from_booted(&v.name, booted))
+        })
+        .collect();
+    let target = snapshot.target.as_ref().ok();
+    let digest = target.map(|t| t.digest.to_string());
+    let limit = usize::try_from(snapshot.pool.spec.history.limit.clamp(1, 20)).unwrap_or(5);
+    status.deploy_history = history::merge(
+        &status.deploy_history,
+        &observed,
+        target.map(|t| TargetImage {
+            digest: digest.as_deref().unwrap_or_default(),
+            image: t.image.as_str(),
+            version: resolution.version.as_deref(),
+        }),
+        limit,
+    );
 }
 
 async fn execute(ctx: &Context, pool: &BootcNodePool, action: &Action) -> Result<(), Error> {
@@ -659,7 +1006,27 @@ async fn execute(ctx: &Context, pool: &BootcNodePool, action: &Action) -> Result
                 .start(&pool_name, node, DrainOptions::from_pool(&pool.spec));
         }
         Action::CancelDrain { node } => ctx.drainer.cancel(node),
-        Action::ForgetDrain { node } => ctx.drainer.forget(node),
+        Action::ForgetDrain { node } => {
+            if let Some(DrainState::Finished {
+                since,
+                finished,
+                result,
+                ..
+            }) = ctx.drainer.state(node)
+            {
+                let outcome = match result {
+                    Ok(DrainOutcome::Drained { .. }) => DrainResult::Drained,
+                    Ok(DrainOutcome::Cancelled) => DrainResult::Cancelled,
+                    _ => DrainResult::TimedOut,
+                };
+                ctx.options.metrics.observe_drain(
+                    &pool_name,
+                    outcome,
+                    finished.duration_since(since),
+                );
+            }
+            ctx.drainer.forget(node);
+        }
         Action::Delete { node } => {
             let rv = ctx.bootc_of(node).as_deref().map(rv_of).unwrap_or(0);
             match bootc_api.delete(node, &DeleteParams::default()).await {
@@ -689,6 +1056,9 @@ async fn execute(ctx: &Context, pool: &BootcNodePool, action: &Action) -> Result
                 warn!(pool = %pool_name, error = %e, reason = event.reason, "cannot record an event");
             }
             info!(pool = %pool_name, reason = event.reason, "{}", event.message);
+            if event.reason == plan::events::REBOOT_APPROVED {
+                ctx.options.metrics.record_reboot_approved(&pool_name);
+            }
         }
     }
     Ok(())

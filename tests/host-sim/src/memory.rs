@@ -59,6 +59,25 @@ impl Catalog {
         pin
     }
 
+    /// Adds a manifest list `repository:tag` with digest `index` whose entry for this
+    /// machine's architecture is `arch_digest`: pulled by the list digest, a host reports
+    /// the per-architecture digest and tracks the reference it was given, as bootc does.
+    pub fn push_list(
+        &self,
+        repository: &str,
+        tag: &str,
+        index: &str,
+        arch_digest: &str,
+        kernel: Option<&str>,
+    ) -> String {
+        let pin = self.push(repository, tag, index, kernel);
+        let mut inner = self.lock();
+        if let Some(info) = inner.by_digest.get_mut(index) {
+            info.digest = arch_digest.to_owned();
+        }
+        pin
+    }
+
     /// The image behind `reference` (a tag or a pin), as pulled under that name.
     pub fn get(&self, reference: &str) -> Option<ImageInfo> {
         let inner = self.lock();

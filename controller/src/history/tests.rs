@@ -1,0 +1,842 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use bootc_crds::conditions::to_time;
+use bootc_crds::node::ImageStatus;
+use chrono::{TimeDelta, TimeZone, Utc};
+use proptest::prelude::*;
+
+use super::*;
+
+const REPO: &str = "quay.io/acme/os";
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+fn pinned(c: char) -> String {
+    format!("{REPO}@{}", digest(c))
+}
+
+/// 2025-06-01 at `hh:mm` UTC.
+fn at(hh_mm: &str) -> Time {
+    let (h, m) = hh_mm.split_once(':').unwrap();
+    minutes(h.parse::<i64>().unwrap() * 60 + m.parse::<i64>().unwrap())
+}
+
+fn minutes(m: i64) -> Time {
+    let base = Utc.with_ymd_and_hms(2025, 6, 1, 0, 0, 0).unwrap();
+    to_time(base + TimeDelta::minutes(m)).unwrap()
+}
+
+fn node(name: &str, image: &str, image_digest: &str, since: Option<Time>) -> Observed {
+    Observed {
+        node: name.to_owned(),
+        image: image.to_owned(),
+        image_digest: image_digest.to_owned(),
+        version: None,
+        since,
+    }
+}
+
+fn entry(
+    d: char,
+    version: Option<&str>,
+    count: i32,
+    first: &str,
+    last: &str,
+) -> DeployHistoryEntry {
+    DeployHistoryEntry {
+        digest: digest(d),
+        image: pinned(d),
+        version: version.map(str::to_owned),
+        node_count: count,
+        first_deployed: at(first),
+        last_deployed: at(last),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The table: v1 -> v2 -> v3 -> back to v1 on 6 nodes, history.limit 3.
+// ---------------------------------------------------------------------------------------
+
+/// A release: its manifest-list digest (what the pool targets and what the nodes track
+/// after `bootc switch repo@list`), the per-arch digests bootc reports, and its version.
+struct Release {
+    list: char,
+    amd64: char,
+    arm64: char,
+    version: &'static str,
+}
+
+const V1: Release = Release {
+    list: 'a',
+    amd64: '1',
+    arm64: '4',
+    version: "1.0",
+};
+const V2: Release = Release {
+    list: 'b',
+    amd64: '2',
+    arm64: '5',
+    version: "2.0",
+};
+const V3: Release = Release {
+    list: 'c',
+    amd64: '3',
+    arm64: '6',
+    version: "3.0",
+};
+
+fn release(v: u8) -> &'static Release {
+    match v {
+        1 => &V1,
+        2 => &V2,
+        _ => &V3,
+    }
+}
+
+/// n1..n5 are amd64, n6 is arm64: its per-arch digest differs, its entry must not.
+fn booted(n: usize, v: u8, since: &str) -> Observed {
+    let r = release(v);
+    let per_arch = if n == 6 { r.arm64 } else { r.amd64 };
+    Observed {
+        node: format!("n{n}"),
+        image: pinned(r.list),
+        image_digest: digest(per_arch),
+        version: Some(r.version.to_owned()),
+        since: Some(at(since)),
+    }
+}
+
+struct Step {
+    what: &'static str,
+    /// The release the pool targets.
+    target: u8,
+    /// What n1..n6 report as booted: (release, since).
+    nodes: [(u8, &'static str); 6],
+    /// The deployHistory after this step, by hand: (release, nodeCount, first, last).
+    expected: &'static [(u8, i32, &'static str, &'static str)],
+}
+
+const STEPS: &[Step] = &[
+    Step {
+        what: "all six nodes provisioned on v1",
+        target: 1,
+        nodes: [(1, "00:00"); 6],
+        expected: &[(1, 6, "00:00", "00:00")],
+    },
+    Step {
+        what: "v2: n1, n2 rebooted",
+        target: 2,
+        nodes: [
+            (2, "01:00"),
+            (2, "01:00"),
+            (1, "00:00"),
+            (1, "00:00"),
+            (1, "00:00"),
+            (1, "00:00"),
+        ],
+        // v1 keeps 6: the most nodes seen on it at once.
+        expected: &[(2, 2, "01:00", "01:00"), (1, 6, "00:00", "00:00")],
+    },
+    Step {
+        what: "v2: n3, n4 rebooted",
+        target: 2,
+        nodes: [
+            (2, "01:00"),
+            (2, "01:00"),
+            (2, "01:10"),
+            (2, "01:10"),
+            (1, "00:00"),
+            (1, "00:00"),
+        ],
+        expected: &[(2, 4, "01:00", "01:10"), (1, 6, "00:00", "00:00")],
+    },
+    Step {
+        what: "v2: n5, n6 rebooted, rollout complete",
+        target: 2,
+        nodes: [
+            (2, "01:00"),
+            (2, "01:00"),
+            (2, "01:10"),
+            (2, "01:10"),
+            (2, "01:20"),
+            (2, "01:20"),
+        ],
+        // v1 is booted nowhere: kept as it was.
+        expected: &[(2, 6, "01:00", "01:20"), (1, 6, "00:00", "00:00")],
+    },
+    Step {
+        what: "v3: n1, n2 rebooted",
+        target: 3,
+        nodes: [
+            (3, "02:00"),
+            (3, "02:00"),
+            (2, "01:10"),
+            (2, "01:10"),
+            (2, "01:20"),
+            (2, "01:20"),
+        ],
+        expected: &[
+            (3, 2, "02:00", "02:00"),
+            (2, 6, "01:00", "01:20"),
+            (1, 6, "00:00", "00:00"),
+        ],
+    },
+    Step {
+        what: "v3: n3, n4 rebooted, then v3 is found bad",
+        target: 3,
+        nodes: [
+            (3, "02:00"),
+            (3, "02:00"),
+            (3, "02:10"),
+            (3, "02:10"),
+            (2, "01:20"),
+            (2, "01:20"),
+        ],
+        expected: &[
+            (3, 4, "02:00", "02:10"),
+            (2, 6, "01:00", "01:20"),
+            (1, 6, "00:00", "00:00"),
+        ],
+    },
+    Step {
+        what: "back to v1: n1, n2 rebooted",
+        target: 1,
+        nodes: [
+            (1, "03:00"),
+            (1, "03:00"),
+            (3, "02:10"),
+            (3, "02:10"),
+            (2, "01:20"),
+            (2, "01:20"),
+        ],
+        // v1 moves to the top; its firstDeployed stays 00:00 and its count stays 6.
+        expected: &[
+            (1, 6, "00:00", "03:00"),
+            (3, 4, "02:00", "02:10"),
+            (2, 6, "01:00", "01:20"),
+        ],
+    },
+    Step {
+        what: "back to v1: n3, n4 rebooted",
+        target: 1,
+        nodes: [
+            (1, "03:00"),
+            (1, "03:00"),
+            (1, "03:10"),
+            (1, "03:10"),
+            (2, "01:20"),
+            (2, "01:20"),
+        ],
+        expected: &[
+            (1, 6, "00:00", "03:10"),
+            (3, 4, "02:00", "02:10"),
+            (2, 6, "01:00", "01:20"),
+        ],
+    },
+    Step {
+        what: "back to v1: n5, n6 rebooted, rollback complete",
+        target: 1,
+        nodes: [
+            (1, "03:00"),
+            (1, "03:00"),
+            (1, "03:10"),
+            (1, "03:10"),
+            (1, "03:20"),
+            (1, "03:20"),
+        ],
+        expected: &[
+            (1, 6, "00:00", "03:20"),
+            (3, 4, "02:00", "02:10"),
+            (2, 6, "01:00", "01:20"),
+        ],
+    },
+];
+
+const TABLE_LIMIT: usize = 3;
+
+fn step_observed(step: &Step) -> Vec<Observed> {
+    step.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &(v, since))| booted(i + 1, v, since))
+        .collect()
+}
+
+fn step_target(step: &Step) -> (String, String, &'static str) {
+    let r = release(step.target);
+    (digest(r.list), pinned(r.list), r.version)
+}
+
+fn merge_step(previous: &[DeployHistoryEntry], step: &Step) -> Vec<DeployHistoryEntry> {
+    let (d, image, version) = step_target(step);
+    let target = TargetImage {
+        digest: &d,
+        image: &image,
+        version: Some(version),
+    };
+    merge(previous, &step_observed(step), Some(target), TABLE_LIMIT)
+}
+
+fn expected_table(step: &Step) -> Vec<DeployHistoryEntry> {
+    step.expected
+        .iter()
+        .map(|&(v, count, first, last)| {
+            let r = release(v);
+            entry(r.list, Some(r.version), count, first, last)
+        })
+        .collect()
+}
+
+#[test]
+fn v1_v2_v3_back_to_v1_on_six_nodes_with_limit_3() {
+    let mut history = Vec::new();
+    for step in STEPS {
+        history = merge_step(&history, step);
+        assert_eq!(history, expected_table(step), "after: {}", step.what);
+
+        // The same reconcile again (nothing changed, or a replayed watch event).
+        assert_eq!(
+            merge_step(&history, step),
+            history,
+            "re-merged: {}",
+            step.what
+        );
+
+        // A controller restart: the history comes back from the stored status.
+        let stored = serde_json::to_string(&history).unwrap();
+        let restored: Vec<DeployHistoryEntry> = serde_json::from_str(&stored).unwrap();
+        assert_eq!(restored, history);
+        assert_eq!(
+            merge_step(&restored, step),
+            history,
+            "restarted: {}",
+            step.what
+        );
+    }
+
+    // Stale snapshots replayed after the fact (old watch events, a lagging cache) change
+    // nothing: every one of them is already absorbed.
+    for step in STEPS {
+        assert_eq!(
+            merge_step(&history, step),
+            history,
+            "replayed late: {}",
+            step.what
+        );
+    }
+}
+
+#[test]
+fn a_fourth_release_evicts_the_oldest_last_deployed() {
+    let mut history = Vec::new();
+    for step in STEPS {
+        history = merge_step(&history, step);
+    }
+    // A v4 canary on n1 (tracks list 'd', reports per-arch '7').
+    let mut observed = step_observed(&STEPS[STEPS.len() - 1]);
+    observed[0] = Observed {
+        node: "n1".to_owned(),
+        image: pinned('d'),
+        image_digest: digest('7'),
+        version: Some("4.0".to_owned()),
+        since: Some(at("04:00")),
+    };
+    let (d, image) = (digest('d'), pinned('d'));
+    let target = TargetImage {
+        digest: &d,
+        image: &image,
+        version: Some("4.0"),
+    };
+    let next = merge(&history, &observed, Some(target), TABLE_LIMIT);
+    assert_eq!(
+        next,
+        vec![
+            entry('d', Some("4.0"), 1, "04:00", "04:00"),
+            entry('a', Some("1.0"), 6, "00:00", "03:20"),
+            entry('c', Some("3.0"), 4, "02:00", "02:10"),
+        ]
+    );
+    assert_eq!(merge(&next, &observed, Some(target), TABLE_LIMIT), next);
+}
+
+// ---------------------------------------------------------------------------------------
+// The decisions, one by one.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn manifest_list_target_and_per_arch_reports_make_one_entry() {
+    let (list, image) = (digest('a'), pinned('a'));
+    let target = TargetImage {
+        digest: &list,
+        image: &image,
+        version: Some("1.0"),
+    };
+    let observed = [
+        node("amd", &pinned('a'), &digest('1'), Some(at("00:05"))),
+        node("arm", &pinned('a'), &digest('2'), Some(at("00:10"))),
+    ];
+    let history = merge(&[], &observed, Some(target), 5);
+    assert_eq!(history, vec![entry('a', Some("1.0"), 2, "00:05", "00:10")]);
+}
+
+#[test]
+fn node_on_target_by_per_arch_digest_counts_for_the_target() {
+    // The pool pins the per-arch digest '1' while the node tracks the list 'a'.
+    let (d, image) = (digest('1'), pinned('1'));
+    let target = TargetImage {
+        digest: &d,
+        image: &image,
+        version: None,
+    };
+    let observed = [node("n", &pinned('a'), &digest('1'), Some(at("00:00")))];
+    assert_eq!(digest_of(&observed[0], Some(&target)), Some(digest('1')));
+    assert_eq!(
+        merge(&[], &observed, Some(target), 5),
+        vec![entry('1', None, 1, "00:00", "00:00")]
+    );
+    // Without that target the node counts for the digest it tracks.
+    assert_eq!(digest_of(&observed[0], None), Some(digest('a')));
+}
+
+#[test]
+fn node_tracking_a_tag_counts_for_its_per_arch_digest() {
+    let observed = [node(
+        "n",
+        "quay.io/acme/os:latest",
+        &digest('1'),
+        Some(at("00:00")),
+    )];
+    assert_eq!(
+        merge(&[], &observed, None, 5),
+        vec![entry('1', None, 1, "00:00", "00:00")]
+    );
+}
+
+#[test]
+fn image_is_normalised_to_the_pin() {
+    let observed = [node(
+        "n",
+        &format!("quay.io/acme/os:stable@{}", digest('a')),
+        &digest('1'),
+        Some(at("00:00")),
+    )];
+    assert_eq!(merge(&[], &observed, None, 5)[0].image, pinned('a'));
+}
+
+#[test]
+fn nodes_without_since_count_but_bring_no_time() {
+    let previous = [entry('a', None, 1, "00:00", "00:10")];
+    let observed = [
+        node("n1", &pinned('a'), &digest('1'), None),
+        node("n2", &pinned('a'), &digest('1'), None),
+        node("n3", &pinned('a'), &digest('1'), Some(at("00:05"))),
+        // A new digest only since-less nodes run: no entry yet.
+        node("n4", &pinned('b'), &digest('2'), None),
+    ];
+    let history = merge(&previous, &observed, None, 5);
+    assert_eq!(history, vec![entry('a', None, 3, "00:00", "00:10")]);
+    assert_eq!(merge(&history, &observed, None, 5), history);
+
+    // Once one of them reports since, the entry appears, counting both.
+    let mut observed = observed.to_vec();
+    observed.push(node("n5", &pinned('b'), &digest('2'), Some(at("00:20"))));
+    assert_eq!(
+        merge(&history, &observed, None, 5),
+        vec![
+            entry('b', None, 2, "00:20", "00:20"),
+            entry('a', None, 3, "00:00", "00:10"),
+        ]
+    );
+}
+
+#[test]
+fn a_node_reported_twice_counts_once() {
+    let one = node("n1", &pinned('a'), &digest('1'), Some(at("00:00")));
+    let observed = [one.clone(), one.clone(), one];
+    assert_eq!(
+        merge(&[], &observed, None, 5),
+        vec![entry('a', None, 1, "00:00", "00:00")]
+    );
+}
+
+#[test]
+fn entries_nobody_boots_keep_their_values_even_the_target() {
+    let previous = [
+        entry('a', Some("1.0"), 3, "00:00", "01:00"),
+        entry('b', None, 2, "00:30", "00:40"),
+    ];
+    let (d, image) = (digest('b'), pinned('b'));
+    let target = TargetImage {
+        digest: &d,
+        image: &image,
+        version: Some("2.0"),
+    };
+    assert_eq!(merge(&previous, &[], Some(target), 5), previous.to_vec());
+}
+
+#[test]
+fn a_node_joining_on_an_old_image_updates_only_that_entry() {
+    let previous = [
+        entry('b', Some("2.0"), 4, "01:00", "01:10"),
+        entry('a', Some("1.0"), 6, "00:00", "00:20"),
+    ];
+    let observed = [node("new", &pinned('a'), &digest('1'), Some(at("05:00")))];
+    assert_eq!(
+        merge(&previous, &observed, None, 5),
+        vec![
+            entry('a', Some("1.0"), 6, "00:00", "05:00"),
+            entry('b', Some("2.0"), 4, "01:00", "01:10"),
+        ]
+    );
+}
+
+#[test]
+fn version_prefers_the_nodes_then_the_target_then_the_old_one() {
+    let previous = [entry('a', Some("old"), 1, "00:00", "00:00")];
+    let (d, image) = (digest('a'), pinned('a'));
+    let target = TargetImage {
+        digest: &d,
+        image: &image,
+        version: Some("target"),
+    };
+    let mut n = node("n", &pinned('a'), &digest('1'), Some(at("00:00")));
+    let version = |n: &Observed, t: Option<TargetImage<'_>>| {
+        merge(&previous, std::slice::from_ref(n), t, 5)[0]
+            .version
+            .clone()
+    };
+    assert_eq!(version(&n, None).as_deref(), Some("old"));
+    assert_eq!(version(&n, Some(target)).as_deref(), Some("target"));
+    n.version = Some("node".to_owned());
+    assert_eq!(version(&n, Some(target)).as_deref(), Some("node"));
+}
+
+#[test]
+fn previous_out_of_order_duplicated_or_over_the_limit_is_normalised() {
+    let previous = [
+        entry('a', None, 1, "00:00", "00:10"),
+        entry('c', None, 2, "00:00", "00:30"),
+        entry('b', None, 3, "00:00", "00:20"),
+        entry('c', Some("3.0"), 5, "00:05", "00:25"),
+    ];
+    // spec.history.limit lowered to 2.
+    assert_eq!(
+        merge(&previous, &[], None, 2),
+        vec![
+            entry('c', Some("3.0"), 5, "00:00", "00:30"),
+            entry('b', None, 3, "00:00", "00:20"),
+        ]
+    );
+}
+
+#[test]
+fn ties_on_last_deployed_are_broken_by_digest() {
+    let observed = [
+        node("n1", &pinned('c'), &digest('3'), Some(at("00:00"))),
+        node("n2", &pinned('a'), &digest('1'), Some(at("00:00"))),
+        node("n3", &pinned('b'), &digest('2'), Some(at("00:00"))),
+    ];
+    let digests: Vec<String> = merge(&[], &observed, None, 2)
+        .into_iter()
+        .map(|e| e.digest)
+        .collect();
+    assert_eq!(digests, vec![digest('a'), digest('b')]);
+}
+
+#[test]
+fn from_booted_copies_what_history_needs() {
+    let booted = BootedImage {
+        image: ImageStatus {
+            image: pinned('a'),
+            image_digest: digest('1'),
+            version: Some("1.0".to_owned()),
+            ..ImageStatus::default()
+        },
+        since: Some(at("00:00")),
+    };
+    assert_eq!(
+        Observed::from_booted("n1", &booted),
+        Observed {
+            node: "n1".to_owned(),
+            image: pinned('a'),
+            image_digest: digest('1'),
+            version: Some("1.0".to_owned()),
+            since: Some(at("00:00")),
+        }
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Properties.
+// ---------------------------------------------------------------------------------------
+
+const HEX: [char; 6] = ['a', 'b', 'c', 'd', 'e', 'f'];
+
+fn arb_digest() -> impl Strategy<Value = String> {
+    (0..HEX.len()).prop_map(|i| digest(HEX[i]))
+}
+
+fn arb_time() -> impl Strategy<Value = Time> {
+    (0i64..40).prop_map(minutes)
+}
+
+fn arb_version() -> impl Strategy<Value = Option<String>> {
+    proptest::option::of((1u8..4).prop_map(|v| format!("{v}.0")))
+}
+
+/// A node: tracks a pinned ref or a tag, reports a per-arch digest, mostly with since.
+fn arb_node(names: usize, with_since: bool) -> impl Strategy<Value = Observed> {
+    (
+        0..names,
+        proptest::option::of(arb_digest()),
+        arb_digest(),
+        arb_version(),
+        proptest::bool::weighted(0.8),
+        arb_time(),
+    )
+        .prop_map(
+            move |(n, in_ref, per_arch, version, has_since, since)| Observed {
+                node: format!("n{n}"),
+                image: in_ref.map_or_else(|| format!("{REPO}:latest"), |d| format!("{REPO}@{d}")),
+                image_digest: per_arch,
+                version,
+                since: (has_since || with_since).then_some(since),
+            },
+        )
+}
+
+fn arb_observed() -> impl Strategy<Value = Vec<Observed>> {
+    proptest::collection::vec(arb_node(8, false), 0..12)
+}
+
+/// A stored history: one entry per digest, first <= last.
+fn arb_previous() -> impl Strategy<Value = Vec<DeployHistoryEntry>> {
+    proptest::collection::vec(
+        (arb_digest(), 1i32..10, 0i64..40, 0i64..20, arb_version()),
+        0..8,
+    )
+    .prop_map(|rows| {
+        let mut by_digest = BTreeMap::new();
+        for (d, count, first, span, version) in rows {
+            by_digest.entry(d.clone()).or_insert(DeployHistoryEntry {
+                image: format!("{REPO}@{d}"),
+                digest: d,
+                version,
+                node_count: count,
+                first_deployed: minutes(first),
+                last_deployed: minutes(first + span),
+            });
+        }
+        by_digest.into_values().collect()
+    })
+}
+
+/// A target, owned; borrowed with [`as_target`].
+type OwnedTarget = Option<(String, String, Option<String>)>;
+
+fn arb_target() -> impl Strategy<Value = OwnedTarget> {
+    proptest::option::of(
+        (arb_digest(), arb_version()).prop_map(|(d, v)| (d.clone(), format!("{REPO}@{d}"), v)),
+    )
+}
+
+fn as_target(t: &OwnedTarget) -> Option<TargetImage<'_>> {
+    t.as_ref().map(|(d, i, v)| TargetImage {
+        digest: d,
+        image: i,
+        version: v.as_deref(),
+    })
+}
+
+/// The distinct nodes that count for each digest (a node reported twice: its
+/// precedence-winning report).
+fn counted(observed: &[Observed], target: Option<TargetImage<'_>>) -> BTreeMap<String, usize> {
+    let mut nodes: BTreeMap<&str, &Observed> = BTreeMap::new();
+    for o in observed {
+        let kept = nodes.entry(&o.node).or_insert(o);
+        if o.precedence() > kept.precedence() {
+            *kept = o;
+        }
+    }
+    let mut counts = BTreeMap::new();
+    for o in nodes.values() {
+        if let Some(d) = digest_of(o, target.as_ref()) {
+            *counts.entry(d).or_default() += 1;
+        }
+    }
+    counts
+}
+
+fn by_digest(history: &[DeployHistoryEntry]) -> BTreeMap<&str, &DeployHistoryEntry> {
+    history.iter().map(|e| (e.digest.as_str(), e)).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Merging the same inputs again changes nothing (a reconcile writes nothing, a
+    /// replayed watch event does nothing).
+    #[test]
+    fn idempotent(
+        previous in arb_previous(),
+        observed in arb_observed(),
+        target in arb_target(),
+        limit in 1usize..8,
+    ) {
+        let once = merge(&previous, &observed, as_target(&target), limit);
+        let twice = merge(&once, &observed, as_target(&target), limit);
+        prop_assert_eq!(twice, once);
+    }
+
+    /// At most `limit` entries, one per digest, newest lastDeployed first, ties by digest.
+    #[test]
+    fn bounded_unique_and_ordered(
+        previous in arb_previous(),
+        observed in arb_observed(),
+        target in arb_target(),
+        limit in 1usize..8,
+    ) {
+        let history = merge(&previous, &observed, as_target(&target), limit);
+        prop_assert!(history.len() <= limit);
+        let digests: BTreeSet<&str> = history.iter().map(|e| e.digest.as_str()).collect();
+        prop_assert_eq!(digests.len(), history.len());
+        for pair in history.windows(2) {
+            prop_assert_eq!(newest_first(&pair[0], &pair[1]), Ordering::Less);
+        }
+        for e in &history {
+            prop_assert!(e.first_deployed <= e.last_deployed);
+            prop_assert!(e.node_count >= 1);
+        }
+    }
+
+    /// The limit only cuts the tail: the same history as with the largest limit, truncated.
+    #[test]
+    fn limit_cuts_the_tail(
+        previous in arb_previous(),
+        observed in arb_observed(),
+        target in arb_target(),
+        limit in 1usize..8,
+    ) {
+        let mut full = merge(&previous, &observed, as_target(&target), 20);
+        full.truncate(limit);
+        prop_assert_eq!(merge(&previous, &observed, as_target(&target), limit), full);
+    }
+
+    /// The order and repetition of the reports do not matter: a replayed or duplicated
+    /// report never counts twice.
+    #[test]
+    fn reports_order_and_repetition_do_not_matter(
+        (observed, shuffled) in arb_observed()
+            .prop_flat_map(|o| (Just(o.clone()), Just(o).prop_shuffle())),
+        previous in arb_previous(),
+        target in arb_target(),
+        limit in 1usize..8,
+    ) {
+        let expected = merge(&previous, &observed, as_target(&target), limit);
+        prop_assert_eq!(merge(&previous, &shuffled, as_target(&target), limit), expected.clone());
+        let doubled: Vec<Observed> = observed.iter().chain(shuffled.iter()).cloned().collect();
+        prop_assert_eq!(merge(&previous, &doubled, as_target(&target), limit), expected);
+    }
+
+    /// Counts never go down, times never move backwards; no count exceeds the most nodes
+    /// actually seen (no event-style counter); every digest on which a node counts is at
+    /// least that many.
+    #[test]
+    fn counts_and_times_only_widen(
+        previous in arb_previous(),
+        observed in arb_observed(),
+        target in arb_target(),
+    ) {
+        let history = merge(&previous, &observed, as_target(&target), 20);
+        let old = by_digest(&previous);
+        let now = counted(&observed, as_target(&target));
+        for e in &history {
+            let seen = now.get(&e.digest).copied().unwrap_or(0);
+            let seen = i32::try_from(seen).unwrap();
+            match old.get(e.digest.as_str()) {
+                Some(o) => {
+                    prop_assert!(e.node_count >= o.node_count);
+                    prop_assert!(e.first_deployed <= o.first_deployed);
+                    prop_assert!(e.last_deployed >= o.last_deployed);
+                    prop_assert_eq!(e.node_count, o.node_count.max(seen));
+                    if seen == 0 {
+                        prop_assert_eq!(e, *o, "not booted anywhere: kept as is");
+                    }
+                }
+                None => prop_assert_eq!(e.node_count, seen),
+            }
+        }
+        // Nothing stored is lost while the limit allows it.
+        for d in old.keys() {
+            prop_assert!(history.iter().any(|e| e.digest == *d));
+        }
+    }
+
+    /// A restart with empty caches (no reports yet) loses nothing.
+    #[test]
+    fn no_reports_keep_the_history(
+        previous in arb_previous(),
+        observed in arb_observed(),
+        target in arb_target(),
+        limit in 1usize..8,
+    ) {
+        let history = merge(&previous, &observed, as_target(&target), limit);
+        prop_assert_eq!(merge(&history, &[], as_target(&target), limit), history.clone());
+        prop_assert_eq!(merge(&history, &[], None, limit), history);
+    }
+
+    /// A node joining on some (old) image touches only the entry it counts for, and that
+    /// one only widens.
+    #[test]
+    fn a_joining_node_touches_only_its_entry(
+        previous in arb_previous(),
+        observed in arb_observed(),
+        target in arb_target(),
+        joiner in arb_node(1, false),
+        limit in 1usize..8,
+    ) {
+        let joiner = Observed { node: "joiner".to_owned(), ..joiner };
+        let before = merge(&previous, &observed, as_target(&target), limit);
+        let mut with = observed.clone();
+        with.push(joiner.clone());
+        let after = merge(&previous, &with, as_target(&target), limit);
+        let own = digest_of(&joiner, as_target(&target).as_ref());
+        let before_by = by_digest(&before);
+        for e in &after {
+            let Some(b) = before_by.get(e.digest.as_str()) else { continue };
+            if Some(&e.digest) == own.as_ref() {
+                prop_assert!(e.node_count >= b.node_count);
+                prop_assert!(e.node_count <= b.node_count + 1);
+                prop_assert!(e.first_deployed <= b.first_deployed);
+                prop_assert!(e.last_deployed >= b.last_deployed);
+            } else {
+                prop_assert_eq!(e, *b);
+            }
+        }
+    }
+
+    /// Counts and times are joins: snapshots applied in either order, or a stale one
+    /// replayed late, give the same counts and times (all reports carry `since`; the
+    /// limit does not cut).
+    #[test]
+    fn snapshots_commute(
+        previous in arb_previous(),
+        a in proptest::collection::vec(arb_node(8, true), 0..10),
+        b in proptest::collection::vec(arb_node(8, true), 0..10),
+        target in arb_target(),
+    ) {
+        let t = as_target(&target);
+        let ab = merge(&merge(&previous, &a, t, 20), &b, t, 20);
+        let ba = merge(&merge(&previous, &b, t, 20), &a, t, 20);
+        let key = |h: &[DeployHistoryEntry]| -> Vec<(String, i32, Time, Time)> {
+            h.iter()
+                .map(|e| (e.digest.clone(), e.node_count, e.first_deployed.clone(), e.last_deployed.clone()))
+                .collect()
+        };
+        prop_assert_eq!(key(&ab), key(&ba));
+        // Replaying `a` after `b` changes no count or time.
+        prop_assert_eq!(key(&merge(&ab, &a, t, 20)), key(&ab));
+    }
+}

@@ -1,0 +1,499 @@
+//! The controller's Prometheus metrics, encoded as OpenMetrics text for `/metrics`
+//! (served by [`crate::server`]).
+//!
+//! | family | type | labels |
+//! |---|---|---|
+//! | `bootc_pool_reconcile_duration_seconds` | histogram | `pool` |
+//! | `bootc_pool_reconcile_errors_total` | counter | `pool`, `reason` |
+//! | `bootc_pool_nodes` | gauge | `pool`, `state` |
+//! | `bootc_pool_target_info` | gauge (always 1) | `pool`, `image`, `digest`, `version` |
+//! | `bootc_pool_tag_resolutions_total` | counter | `result` |
+//! | `bootc_pool_drain_duration_seconds` | histogram | `pool`, `outcome` |
+//! | `bootc_pool_reboots_approved_total` | counter | `pool` |
+//! | `bootc_pool_leader` | gauge | — |
+//!
+//! [`Metrics`] is cheap to clone (one `Arc`); every clone records into the same registry.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::drain::DrainOutcome;
+use crate::plan::NodeState;
+
+/// The states of `bootc_pool_nodes`, in the order the plan knows them.
+pub const NODE_STATES: [&str; 6] = [
+    "Pending",
+    "Staging",
+    "Staged",
+    "Rebooting",
+    "UpToDate",
+    "Degraded",
+];
+
+/// Bucket bounds of `bootc_pool_reconcile_duration_seconds` (5 ms to about 20 s).
+const RECONCILE_BUCKETS: [f64; 13] = [
+    0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+];
+
+/// Bucket bounds of `bootc_pool_drain_duration_seconds` (1 s to 1 h).
+const DRAIN_BUCKETS: [f64; 12] = [
+    1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+];
+
+/// The name of a plan state as `bootc_pool_nodes` labels it.
+pub fn node_state_name(state: NodeState) -> &'static str {
+    match state {
+        NodeState::Pending => "Pending",
+        NodeState::Staging => "Staging",
+        NodeState::Staged => "Staged",
+        NodeState::Rebooting => "Rebooting",
+        NodeState::UpToDate => "UpToDate",
+        NodeState::Degraded => "Degraded",
+    }
+}
+
+/// How a tag resolution ended (`result` label of `bootc_pool_tag_resolutions_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TagResult {
+    /// The tag resolved to a digest.
+    Success,
+    /// The registry answered 401 or 403.
+    Unauthorized,
+    /// The registry answered 404.
+    NotFound,
+    /// The registry answered 429.
+    RateLimited,
+    /// The request timed out.
+    Timeout,
+    /// The registry could not be reached (DNS, TCP, TLS).
+    Connection,
+    /// Anything else.
+    Other,
+}
+
+impl TagResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TagResult::Success => "success",
+            TagResult::Unauthorized => "unauthorized",
+            TagResult::NotFound => "not_found",
+            TagResult::RateLimited => "rate_limited",
+            TagResult::Timeout => "timeout",
+            TagResult::Connection => "connection",
+            TagResult::Other => "other",
+        }
+    }
+}
+
+/// How a drain ended (`outcome` label of `bootc_pool_drain_duration_seconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DrainResult {
+    /// Every pod that had to go is gone.
+    Drained,
+    /// The drain timeout passed first.
+    TimedOut,
+    /// The drain was cancelled.
+    Cancelled,
+}
+
+impl DrainResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainResult::Drained => "drained",
+            DrainResult::TimedOut => "timed_out",
+            DrainResult::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl From<&DrainOutcome> for DrainResult {
+    fn from(outcome: &DrainOutcome) -> Self {
+        match outcome {
+            DrainOutcome::Drained { .. } => DrainResult::Drained,
+            DrainOutcome::TimedOut { .. } => DrainResult::TimedOut,
+            DrainOutcome::Cancelled => DrainResult::Cancelled,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    pool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    pool: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    pool: String,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetLabels {
+    pool: String,
+    image: String,
+    digest: String,
+    version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DrainLabels {
+    pool: String,
+    outcome: &'static str,
+}
+
+type HistogramFamily<S> = Family<S, Histogram, fn() -> Histogram>;
+
+/// Per-pool label sets that cannot be enumerated from the families themselves, so that
+/// [`Metrics::forget_pool`] can remove them.
+#[derive(Debug, Default)]
+struct PoolSeries {
+    target: Option<TargetLabels>,
+    error_reasons: BTreeSet<String>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    registry: Registry,
+    reconcile_duration: HistogramFamily<PoolLabels>,
+    reconcile_errors: Family<ErrorLabels, Counter>,
+    nodes: Family<NodeLabels, Gauge>,
+    target_info: Family<TargetLabels, Gauge>,
+    tag_resolutions: Family<ResultLabels, Counter>,
+    drain_duration: HistogramFamily<DrainLabels>,
+    reboots_approved: Family<PoolLabels, Counter>,
+    leader: Gauge,
+    pools: Mutex<BTreeMap<String, PoolSeries>>,
+}
+
+/// The controller's metrics and their registry. Clones share everything.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn reconcile_histogram() -> Histogram {
+    Histogram::new(RECONCILE_BUCKETS)
+}
+
+fn drain_histogram() -> Histogram {
+    Histogram::new(DRAIN_BUCKETS)
+}
+
+impl Metrics {
+    /// A registry with every family registered and no series yet (except
+    /// `bootc_pool_leader`, 0).
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let reconcile_duration: HistogramFamily<PoolLabels> =
+            Family::new_with_constructor(reconcile_histogram);
+        registry.register_with_unit(
+            "bootc_pool_reconcile_duration",
+            "Time taken by one reconcile of a pool",
+            Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "bootc_pool_reconcile_errors",
+            "Reconciles of a pool that failed, by reason",
+            reconcile_errors.clone(),
+        );
+        let nodes = Family::<NodeLabels, Gauge>::default();
+        registry.register(
+            "bootc_pool_nodes",
+            "Member nodes of a pool by rollout state",
+            nodes.clone(),
+        );
+        let target_info = Family::<TargetLabels, Gauge>::default();
+        registry.register(
+            "bootc_pool_target_info",
+            "The image a pool currently targets (always 1)",
+            target_info.clone(),
+        );
+        let tag_resolutions = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "bootc_pool_tag_resolutions",
+            "Registry requests resolving an image tag to a digest, by result",
+            tag_resolutions.clone(),
+        );
+        let drain_duration: HistogramFamily<DrainLabels> =
+            Family::new_with_constructor(drain_histogram);
+        registry.register_with_unit(
+            "bootc_pool_drain_duration",
+            "Time from the start of a node drain to its end, by outcome",
+            Unit::Seconds,
+            drain_duration.clone(),
+        );
+        let reboots_approved = Family::<PoolLabels, Counter>::default();
+        registry.register(
+            "bootc_pool_reboots_approved",
+            "Nodes of a pool approved to reboot into the target",
+            reboots_approved.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "bootc_pool_leader",
+            "1 while this replica holds the leader lease, else 0",
+            leader.clone(),
+        );
+        Self {
+            inner: Arc::new(Inner {
+                registry,
+                reconcile_duration,
+                reconcile_errors,
+                nodes,
+                target_info,
+                tag_resolutions,
+                drain_duration,
+                reboots_approved,
+                leader,
+                pools: Mutex::new(BTreeMap::new()),
+            }),
+        }
+    }
+
+    fn with_pool<R>(&self, pool: &str, f: impl FnOnce(&mut PoolSeries) -> R) -> R {
+        let mut pools = self
+            .inner
+            .pools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(pools.entry(pool.to_owned()).or_default())
+    }
+
+    /// Records how long one reconcile of `pool` took.
+    pub fn observe_reconcile(&self, pool: &str, duration: Duration) {
+        self.inner
+            .reconcile_duration
+            .get_or_create(&PoolLabels {
+                pool: pool.to_owned(),
+            })
+            .observe(duration.as_secs_f64());
+    }
+
+    /// Counts a failed reconcile of `pool`. `reason` should come from a small fixed set
+    /// (an error kind, not a message), as every distinct value is a new series.
+    pub fn record_reconcile_error(&self, pool: &str, reason: &str) {
+        self.with_pool(pool, |series| {
+            series.error_reasons.insert(reason.to_owned());
+        });
+        self.inner
+            .reconcile_errors
+            .get_or_create(&ErrorLabels {
+                pool: pool.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets the number of `pool`'s nodes in each state. Keys are names from
+    /// [`NODE_STATES`]; states not given are set to 0 (so a state that emptied does
+    /// not keep its old count); other keys are ignored.
+    pub fn set_nodes<K: AsRef<str>>(&self, pool: &str, counts: &BTreeMap<K, usize>) {
+        let mut values = [0_i64; NODE_STATES.len()];
+        for (state, count) in counts {
+            match NODE_STATES.iter().position(|s| *s == state.as_ref()) {
+                Some(i) => values[i] = i64::try_from(*count).unwrap_or(i64::MAX),
+                None => tracing::debug!(state = state.as_ref(), "unknown node state ignored"),
+            }
+        }
+        for (state, value) in NODE_STATES.iter().zip(values) {
+            self.inner
+                .nodes
+                .get_or_create(&NodeLabels {
+                    pool: pool.to_owned(),
+                    state,
+                })
+                .set(value);
+        }
+    }
+
+    /// [`Metrics::set_nodes`] from the plan's state of each member node.
+    pub fn set_node_states(&self, pool: &str, states: &BTreeMap<String, NodeState>) {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for state in states.values() {
+            *counts.entry(node_state_name(*state)).or_default() += 1;
+        }
+        self.set_nodes(pool, &counts);
+    }
+
+    /// Sets `pool`'s target: one series with value 1; the pool's previous target series
+    /// (if different) is removed. `version` is the image's version label, if known (an
+    /// empty label otherwise).
+    pub fn set_target(&self, pool: &str, image: &str, digest: &str, version: Option<&str>) {
+        let labels = TargetLabels {
+            pool: pool.to_owned(),
+            image: image.to_owned(),
+            digest: digest.to_owned(),
+            version: version.unwrap_or_default().to_owned(),
+        };
+        // Under the pool lock, so that two concurrent calls cannot leave two series.
+        self.with_pool(pool, |series| {
+            if let Some(previous) = series.target.replace(labels.clone())
+                && previous != labels
+            {
+                self.inner.target_info.remove(&previous);
+            }
+            self.inner.target_info.get_or_create(&labels).set(1);
+        });
+    }
+
+    /// Removes `pool`'s target series (the pool has no known target).
+    pub fn clear_target(&self, pool: &str) {
+        self.with_pool(pool, |series| {
+            if let Some(previous) = series.target.take() {
+                self.inner.target_info.remove(&previous);
+            }
+        });
+    }
+
+    /// Counts one tag resolution (one registry request, not one per pool).
+    pub fn record_tag_resolution(&self, result: TagResult) {
+        self.inner
+            .tag_resolutions
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    /// Records a finished drain of one of `pool`'s nodes.
+    pub fn observe_drain(&self, pool: &str, outcome: DrainResult, duration: Duration) {
+        self.inner
+            .drain_duration
+            .get_or_create(&DrainLabels {
+                pool: pool.to_owned(),
+                outcome: outcome.as_str(),
+            })
+            .observe(duration.as_secs_f64());
+    }
+
+    /// Counts one reboot approval for a node of `pool`.
+    pub fn record_reboot_approved(&self, pool: &str) {
+        self.inner
+            .reboots_approved
+            .get_or_create(&PoolLabels {
+                pool: pool.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets `bootc_pool_leader`: 1 while this replica is the leader.
+    pub fn set_leader(&self, leader: bool) {
+        self.inner.leader.set(i64::from(leader));
+    }
+
+    /// Removes every series labelled with `pool` (the pool was deleted).
+    pub fn forget_pool(&self, pool: &str) {
+        let series = self
+            .inner
+            .pools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(pool)
+            .unwrap_or_default();
+        if let Some(target) = series.target {
+            self.inner.target_info.remove(&target);
+        }
+        for reason in series.error_reasons {
+            self.inner.reconcile_errors.remove(&ErrorLabels {
+                pool: pool.to_owned(),
+                reason,
+            });
+        }
+        for state in NODE_STATES {
+            self.inner.nodes.remove(&NodeLabels {
+                pool: pool.to_owned(),
+                state,
+            });
+        }
+        for outcome in [
+            DrainResult::Drained,
+            DrainResult::TimedOut,
+            DrainResult::Cancelled,
+        ] {
+            self.inner.drain_duration.remove(&DrainLabels {
+                pool: pool.to_owned(),
+                outcome: outcome.as_str(),
+            });
+        }
+        let labels = PoolLabels {
+            pool: pool.to_owned(),
+        };
+        self.inner.reconcile_duration.remove(&labels);
+        self.inner.reboots_approved.remove(&labels);
+    }
+
+    /// The registry in the OpenMetrics text format (ends with `# EOF`).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.inner.registry) {
+            // Writing to a String cannot fail; a label encoder could, in theory.
+            tracing::error!(error = %e, "cannot encode metrics");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forget_pool_removes_all_its_series() {
+        let m = Metrics::new();
+        m.observe_reconcile("a", Duration::from_millis(3));
+        m.record_reconcile_error("a", "kube");
+        m.set_nodes("a", &BTreeMap::from([("Staged", 2)]));
+        m.set_target("a", "quay.io/x:1", "sha256:aa", None);
+        m.observe_drain("a", DrainResult::Drained, Duration::from_secs(4));
+        m.record_reboot_approved("a");
+        m.record_reboot_approved("b");
+        m.forget_pool("a");
+        let text = m.encode();
+        assert!(!text.contains("pool=\"a\""), "{text}");
+        assert!(text.contains("pool=\"b\""), "{text}");
+    }
+
+    #[test]
+    fn node_states_match_plan_states() {
+        let states = BTreeMap::from([
+            ("n1".to_owned(), NodeState::Degraded),
+            ("n2".to_owned(), NodeState::UpToDate),
+            ("n3".to_owned(), NodeState::UpToDate),
+        ]);
+        let m = Metrics::new();
+        m.set_node_states("p", &states);
+        let text = m.encode();
+        assert!(text.contains("bootc_pool_nodes{pool=\"p\",state=\"UpToDate\"} 2"));
+        assert!(text.contains("bootc_pool_nodes{pool=\"p\",state=\"Degraded\"} 1"));
+        assert!(text.contains("bootc_pool_nodes{pool=\"p\",state=\"Pending\"} 0"));
+    }
+}

@@ -1,0 +1,382 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Leader election between two replicas against the in-process API emulator, with
+//! short durations (lease 1 s, renew deadline 600 ms, retry 100 ms).
+
+use std::time::Duration;
+
+use bootc_pool_controller::leader::{LeaderElector, LeaseConfig};
+use bootc_pool_controller::metrics::Metrics;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PostParams};
+use kube_emulator::{Emulator, FaultConfig};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, timeout};
+
+const NAMESPACE: &str = "default";
+const LEASE: Duration = Duration::from_secs(1);
+const RENEW_DEADLINE: Duration = Duration::from_millis(600);
+const RETRY: Duration = Duration::from_millis(100);
+/// Allowance for a loaded test machine (two cores shared with builds).
+const SLACK: Duration = Duration::from_millis(500);
+
+/// One controller replica's elector.
+#[derive(Debug)]
+struct Replica {
+    identity: String,
+    leader: watch::Receiver<bool>,
+    task: JoinHandle<()>,
+    stop: Option<oneshot::Sender<()>>,
+    metrics: Metrics,
+}
+
+impl Replica {
+    /// Starts an elector whose requests carry `identity` as User-Agent (so faults can
+    /// target one replica).
+    fn start(emulator: &Emulator, lease: &str, identity: &str) -> Replica {
+        let mut config = emulator.config();
+        config.default_retry = false;
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_str(identity).unwrap(),
+        ));
+        let client = kube::Client::try_from(config).unwrap();
+        let metrics = Metrics::new();
+        let elector = LeaderElector::new(
+            client,
+            LeaseConfig {
+                lease_duration: LEASE,
+                renew_deadline: RENEW_DEADLINE,
+                retry_period: RETRY,
+                ..LeaseConfig::new(lease, NAMESPACE, identity)
+            },
+        )
+        .unwrap()
+        .with_metrics(metrics.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (leader, task) = elector.run(async {
+            let _ = stopped.await;
+        });
+        Replica {
+            identity: identity.to_owned(),
+            leader,
+            task,
+            stop: Some(stop),
+            metrics,
+        }
+    }
+
+    fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    /// Graceful shutdown: waits for the task (which releases the lease) to end.
+    async fn shutdown(mut self) {
+        drop(self.stop.take());
+        timeout(RENEW_DEADLINE + SLACK, &mut self.task)
+            .await
+            .expect("the elector did not stop")
+            .unwrap();
+    }
+}
+
+/// Watches two replicas' leadership flags on every change, until stopped; answers
+/// whether both were ever leader at once.
+#[derive(Debug)]
+struct Monitor {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<bool>,
+}
+
+impl Monitor {
+    fn start(a: &Replica, b: &Replica) -> Monitor {
+        let (mut a, mut b) = (a.leader.clone(), b.leader.clone());
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let (mut a_open, mut b_open) = (true, true);
+            loop {
+                if *a.borrow_and_update() && *b.borrow_and_update() {
+                    return true;
+                }
+                tokio::select! {
+                    _ = &mut stopped => return false,
+                    r = a.changed(), if a_open => a_open = r.is_ok(),
+                    r = b.changed(), if b_open => b_open = r.is_ok(),
+                }
+            }
+        });
+        Monitor { stop, task }
+    }
+
+    /// Panics if both replicas were ever leader at once.
+    async fn check(self) {
+        let _ = self.stop.send(());
+        let both = self.task.await.unwrap();
+        assert!(!both, "both replicas were leader at the same time");
+    }
+}
+
+/// Waits (with a deadline) until one of the two replicas is leader; returns its index.
+async fn wait_leader(replicas: [&Replica; 2], within: Duration) -> usize {
+    let (mut a, mut b) = (replicas[0].leader.clone(), replicas[1].leader.clone());
+    timeout(within, async {
+        tokio::select! {
+            r = a.wait_for(|l| *l) => { r.unwrap(); 0 }
+            r = b.wait_for(|l| *l) => { r.unwrap(); 1 }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no leader within {within:?}"))
+}
+
+/// Waits (with a deadline) until `replica` is leader; returns how long that took.
+async fn wait_until_leader(replica: &Replica, within: Duration) -> Duration {
+    let start = Instant::now();
+    let mut rx = replica.leader.clone();
+    timeout(within, rx.wait_for(|l| *l))
+        .await
+        .unwrap_or_else(|_| panic!("{} not leader within {within:?}", replica.identity))
+        .unwrap();
+    start.elapsed()
+}
+
+async fn lease_spec(emulator: &Emulator, name: &str) -> LeaseSpec {
+    let api: Api<Lease> = Api::namespaced(emulator.client().unwrap(), NAMESPACE);
+    api.get(name).await.unwrap().spec.unwrap_or_default()
+}
+
+/// Lease writes the emulator refused with 409, by verb.
+fn lease_conflicts(emulator: &Emulator, name: &str) -> Vec<String> {
+    emulator
+        .handle()
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "leases" && r.code == 409 && !r.injected)
+        .filter(|r| r.name == name || r.verb == "create")
+        .map(|r| r.verb)
+        .collect()
+}
+
+#[tokio::test]
+async fn exactly_one_leader_at_a_time() {
+    let emulator = Emulator::start().await.unwrap();
+    let a = Replica::start(&emulator, "steady", "replica-a");
+    let b = Replica::start(&emulator, "steady", "replica-b");
+    let monitor = Monitor::start(&a, &b);
+
+    let first = wait_leader([&a, &b], LEASE + SLACK).await;
+    let (leader, follower) = if first == 0 { (&a, &b) } else { (&b, &a) };
+
+    // A bounded observation window: the leader keeps renewing, the follower never takes
+    // over, and the Lease names the leader.
+    let window = Instant::now() + 3 * LEASE;
+    while Instant::now() < window {
+        assert!(leader.is_leader(), "the leader stepped down while renewing");
+        assert!(!follower.is_leader());
+        tokio::time::sleep(RETRY / 2).await;
+    }
+    let spec = lease_spec(&emulator, "steady").await;
+    assert_eq!(
+        spec.holder_identity.as_deref(),
+        Some(leader.identity.as_str())
+    );
+    assert_eq!(spec.lease_duration_seconds, Some(1));
+    assert_eq!(
+        spec.lease_transitions,
+        Some(0),
+        "created by the first leader"
+    );
+    assert!(spec.renew_time > spec.acquire_time, "renewed: {spec:?}");
+
+    // bootc_pool_leader follows.
+    assert!(leader.metrics.encode().contains("\nbootc_pool_leader 1\n"));
+    assert!(
+        follower
+            .metrics
+            .encode()
+            .contains("\nbootc_pool_leader 0\n")
+    );
+
+    monitor.check().await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_releases_and_hands_over_at_once() {
+    let emulator = Emulator::start().await.unwrap();
+    let a = Replica::start(&emulator, "handover", "replica-a");
+    let b = Replica::start(&emulator, "handover", "replica-b");
+    let monitor = Monitor::start(&a, &b);
+    let first = wait_leader([&a, &b], LEASE + SLACK).await;
+    let (leader, follower) = if first == 0 { (a, b) } else { (b, a) };
+
+    let before = lease_spec(&emulator, "handover").await;
+    let started = Instant::now();
+    let mut old = leader.leader.clone();
+    leader.shutdown().await;
+    assert!(
+        !*old.borrow_and_update(),
+        "a stopped elector still reads leader"
+    );
+    wait_until_leader(&follower, LEASE).await;
+    // Released, so the follower takes over at its next retry, well before expiry.
+    let handover = started.elapsed();
+    assert!(handover < LEASE, "handover took {handover:?}");
+
+    let after = lease_spec(&emulator, "handover").await;
+    assert_eq!(
+        after.holder_identity.as_deref(),
+        Some(follower.identity.as_str())
+    );
+    assert_eq!(
+        after.lease_transitions,
+        Some(before.lease_transitions.unwrap_or(0) + 1)
+    );
+    monitor.check().await;
+    follower.shutdown().await;
+    // The last one out leaves the lease free.
+    let last = lease_spec(&emulator, "handover").await;
+    assert_eq!(last.holder_identity, None);
+}
+
+#[tokio::test]
+async fn crashed_leader_is_replaced_after_expiry() {
+    let emulator = Emulator::start().await.unwrap();
+    let a = Replica::start(&emulator, "crash", "replica-a");
+    let b = Replica::start(&emulator, "crash", "replica-b");
+    let monitor = Monitor::start(&a, &b);
+    let first = wait_leader([&a, &b], LEASE + SLACK).await;
+    let (leader, follower) = if first == 0 { (a, b) } else { (b, a) };
+    // Let a few renewals happen.
+    tokio::time::sleep(3 * RETRY).await;
+
+    // A crash: the task is gone without releasing the lease.
+    leader.task.abort();
+    let took = wait_until_leader(&follower, LEASE + 2 * RETRY + SLACK).await;
+    assert!(!leader.is_leader(), "an aborted elector still reads leader");
+    // Not before the lease (renewed at most one retry period before the crash) expired.
+    assert!(
+        took >= LEASE - 2 * RETRY,
+        "took over a live lease after {took:?}"
+    );
+    let spec = lease_spec(&emulator, "crash").await;
+    assert_eq!(
+        spec.holder_identity.as_deref(),
+        Some(follower.identity.as_str())
+    );
+    assert_eq!(spec.lease_transitions, Some(1));
+    monitor.check().await;
+    follower.shutdown().await;
+}
+
+#[tokio::test]
+async fn failing_renewals_step_down_before_the_lease_expires() {
+    let emulator = Emulator::start().await.unwrap();
+    let a = Replica::start(&emulator, "cutoff", "replica-a");
+    // Let replica-a win alone, then start replica-b.
+    wait_until_leader(&a, LEASE + SLACK).await;
+    let b = Replica::start(&emulator, "cutoff", "replica-b");
+    let monitor = Monitor::start(&a, &b);
+
+    // replica-a's writes now fail: it must stop acting within the renew deadline, before
+    // replica-b may take over the expired lease.
+    emulator.handle().set_faults(FaultConfig {
+        error_rate: 1.0,
+        error_codes: vec![500],
+        writes_only: true,
+        user_agent: Some("replica-a".to_owned()),
+        ..FaultConfig::default()
+    });
+    let cut = Instant::now();
+    let mut a_rx = a.leader.clone();
+    timeout(RENEW_DEADLINE + RETRY + SLACK, a_rx.wait_for(|l| !*l))
+        .await
+        .expect("replica-a kept leading without renewing")
+        .unwrap();
+    let stepped_down = cut.elapsed();
+    assert!(stepped_down <= RENEW_DEADLINE + RETRY + SLACK);
+    wait_until_leader(&b, LEASE + 2 * RETRY + SLACK).await;
+    assert!(!a.is_leader());
+    assert_eq!(
+        lease_spec(&emulator, "cutoff")
+            .await
+            .holder_identity
+            .as_deref(),
+        Some("replica-b")
+    );
+
+    // replica-a's requests work again: it stays a follower.
+    emulator.handle().clear_faults();
+    tokio::time::sleep(3 * RETRY).await;
+    assert!(b.is_leader() && !a.is_leader());
+    monitor.check().await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn simultaneous_start_leaves_one_leader() {
+    let emulator = Emulator::start().await.unwrap();
+    // Every request waits 50 ms, so both replicas read the same state before either
+    // writes: the second write must be refused.
+    emulator.handle().set_faults(FaultConfig {
+        latency: Duration::from_millis(50),
+        ..FaultConfig::default()
+    });
+
+    // 1. No lease yet: both create, one gets 409 AlreadyExists.
+    emulator.handle().clear_requests();
+    let a = Replica::start(&emulator, "race-create", "replica-a");
+    let b = Replica::start(&emulator, "race-create", "replica-b");
+    let monitor = Monitor::start(&a, &b);
+    wait_leader([&a, &b], LEASE + SLACK).await;
+    tokio::time::sleep(LEASE).await;
+    assert!(a.is_leader() ^ b.is_leader());
+    assert_eq!(lease_conflicts(&emulator, "race-create"), ["create"]);
+    monitor.check().await;
+    a.shutdown().await;
+    b.shutdown().await;
+
+    // 2. A free lease: both update with the same resourceVersion, one gets 409.
+    let api: Api<Lease> = Api::namespaced(emulator.client().unwrap(), NAMESPACE);
+    api.create(
+        &PostParams::default(),
+        &Lease {
+            metadata: ObjectMeta {
+                name: Some("race-update".to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                lease_transitions: Some(4),
+                ..LeaseSpec::default()
+            }),
+        },
+    )
+    .await
+    .unwrap();
+    emulator.handle().clear_requests();
+    let a = Replica::start(&emulator, "race-update", "replica-a");
+    let b = Replica::start(&emulator, "race-update", "replica-b");
+    let monitor = Monitor::start(&a, &b);
+    let first = wait_leader([&a, &b], LEASE + SLACK).await;
+    tokio::time::sleep(LEASE).await;
+    assert!(a.is_leader() ^ b.is_leader());
+    let conflicts = lease_conflicts(&emulator, "race-update");
+    assert!(
+        !conflicts.is_empty() && conflicts.iter().all(|v| v == "update"),
+        "{conflicts:?}"
+    );
+    let spec = lease_spec(&emulator, "race-update").await;
+    let leader = if first == 0 { &a } else { &b };
+    assert!(leader.is_leader());
+    assert_eq!(
+        spec.holder_identity.as_deref(),
+        Some(leader.identity.as_str())
+    );
+    assert_eq!(spec.lease_transitions, Some(5), "one transition, not two");
+    monitor.check().await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
