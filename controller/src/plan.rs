@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use bootc_crds::conditions::{self, pool_degraded, up_to_date};
+use bootc_crds::conditions::{self, pool_degraded, progressing, up_to_date};
 use bootc_crds::node::{BootcNodeSpec, BootcNodeStatus, DesiredImageState};
 use bootc_crds::pool::{BootcNodePoolSpec, BootcNodePoolStatus};
 use bootc_crds::{
@@ -67,6 +67,8 @@ pub struct NodeInfo {
     pub ready: bool,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
+    /// `status.nodeInfo.bootID`, as the kubelet reports it.
+    pub boot_id: Option<String>,
 }
 
 /// What the plan needs of a BootcNode.
@@ -134,6 +136,12 @@ pub struct Snapshot {
     pub pull_secret_hash: Option<String>,
     /// Drains known to the drainer, by node.
     pub drains: BTreeMap<String, DrainView>,
+    /// Outside every maintenance window: when the next one opens (`None` inside a
+    /// window or without windows). No new slot is granted while this is set.
+    pub window_closed_until: Option<Option<DateTime<Utc>>>,
+    /// When the rollout last advanced (a node changed state), as the reconciler
+    /// remembers it; `None` when unknown.
+    pub last_progress: Option<DateTime<Utc>>,
     /// The time of the plan.
     pub now: DateTime<Utc>,
 }
@@ -265,7 +273,7 @@ pub mod events {
 }
 
 /// How the plan sees each member node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NodeState {
     /// Not yet asked for the target (no BootcNode, or an older desired image).
     Pending,
@@ -382,6 +390,22 @@ impl<'a> Agent<'a> {
         self.current && (self.staged(digest) || in_rollback)
     }
 
+    /// The boot ID the agent recorded before its last reboot.
+    fn last_reboot_boot_id(&self) -> Option<&'a str> {
+        self.status?
+            .last_reboot
+            .as_ref()
+            .map(|r| r.boot_id.as_str())
+    }
+
+    /// The target is already on the host (booted, staged, or in the rollback slot):
+    /// asking for it starts no pull.
+    fn needs_no_pull(&self, digest: &Digest) -> bool {
+        self.booted(digest)
+            || self.staged(digest)
+            || runs(self.status.and_then(|s| s.rollback.as_ref()), digest)
+    }
+
     fn booted_since(&self) -> Option<DateTime<Utc>> {
         self.status?
             .booted
@@ -407,6 +431,9 @@ struct Planner<'a> {
     candidates: Vec<&'a NodeView>,
     requeue: Option<Duration>,
     approved: usize,
+    /// Nodes pulling the target now (for `maxStaging`), and the limit.
+    staging: usize,
+    staging_limit: Option<usize>,
 }
 
 impl Planner<'_> {
@@ -478,6 +505,8 @@ pub fn plan(snap: &Snapshot) -> Plan {
         candidates: Vec::new(),
         requeue: None,
         approved: 0,
+        staging: 0,
+        staging_limit: None,
     };
     let invalid = match &snap.target {
         Err(TargetProblem::InvalidSpec(problems)) => Some(problems.clone()),
@@ -551,6 +580,23 @@ pub fn plan(snap: &Snapshot) -> Plan {
         .collect();
 
     if let (Some(target), None) = (target, &invalid) {
+        let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
+        p.staging_limit = pool
+            .spec
+            .rollout
+            .max_staging
+            .as_ref()
+            .and_then(|m| bootc_crds::budget::resolve_budget(Some(m), size, u32::MAX).ok())
+            .map(|n| n as usize);
+        p.staging = members
+            .iter()
+            .filter(|v| {
+                v.bootc.as_ref().is_some_and(|b| {
+                    let agent = Agent::of(b);
+                    b.spec.desired_image == target.image && !agent.needs_no_pull(&target.digest)
+                })
+            })
+            .count();
         for view in &members {
             member(&mut p, view, target, conflicted.contains(&view.name));
         }
@@ -606,10 +652,14 @@ fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target, conflict
         p.unavailable += 1;
     }
     let Some(bootc) = &view.bootc else {
-        p.actions.push(Action::Create {
-            node: name.clone(),
-            spec: wanted_spec(pool, p.snap.pull_secret_hash.as_deref(), target, None),
-        });
+        // A new node pulls the target: it needs a staging place.
+        if p.staging_limit.is_none_or(|limit| p.staging < limit) {
+            p.staging += 1;
+            p.actions.push(Action::Create {
+                node: name.clone(),
+                spec: wanted_spec(pool, p.snap.pull_secret_hash.as_deref(), target, None),
+            });
+        }
         p.states.insert(name, NodeState::Pending);
         return;
     };
@@ -664,6 +714,21 @@ fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target, conflict
         // Approval without a slot (a release that was cut short): take it back.
         spec.desired_image_state = DesiredImageState::Staged;
     }
+    // maxStaging: a node that would start pulling waits, its desiredImage unchanged,
+    // until a staging place frees.
+    if retargeted && !agent.needs_no_pull(&target.digest) {
+        if p.staging_limit.is_some_and(|limit| p.staging >= limit) {
+            spec.desired_image = bootc.spec.desired_image.clone();
+            spec.desired_image_state = bootc.spec.desired_image_state;
+            if spec.desired_image_state == DesiredImageState::Booted {
+                spec.desired_image_state = DesiredImageState::Staged;
+            }
+            annotations.remove(DRAIN_FAILED_ANNOTATION);
+        } else {
+            p.staging += 1;
+        }
+    }
+
     if spec != bootc.spec || !annotations.is_empty() {
         p.actions.push(Action::Update {
             node: name.clone(),
@@ -825,13 +890,15 @@ fn holder_plan(
     if let Some(message) = &degraded {
         p.unhealthy.push(format!("node {name}: {message}"));
         p.degraded.push(format!("node {name}: {message}"));
+    } else if overdue && !(info.ready && agent.booted(&target.digest)) {
+        let problem = format!(
+            "node {name}: RebootTimeout: not back Ready on the target within {}s of its approval",
+            pool.rollout.reboot_timeout_seconds
+        );
+        p.unhealthy.push(problem.clone());
+        p.degraded.push(problem);
     } else if !info.ready {
         p.unhealthy.push(format!("node {name}: NotReady"));
-    } else if overdue && !agent.booted(&target.digest) {
-        p.unhealthy.push(format!(
-            "node {name}: RebootTimeout: not back on the target within {}s",
-            pool.rollout.reboot_timeout_seconds
-        ));
     }
     if let Some(t) = approved_at
         && !overdue
@@ -855,10 +922,17 @@ fn holder_plan(
                 spec,
                 annotations,
             });
+            let how = match (&info.boot_id, agent.last_reboot_boot_id()) {
+                (Some(now), Some(before)) if now.replace('-', "") == before.replace('-', "") => {
+                    " after a soft reboot"
+                }
+                (Some(_), Some(_)) => " after a reboot",
+                _ => "",
+            };
             p.event(
                 false,
                 events::NODE_UPDATED,
-                format!("node {name} runs {}; slot freed", target.image),
+                format!("node {name} runs {}{how}; slot freed", target.image),
             );
             p.states.insert(name, NodeState::UpToDate);
             return;
@@ -875,7 +949,35 @@ fn holder_plan(
     );
 }
 
-/// Grants free slots to staged, healthy nodes, in name order.
+/// The label that says which zone a node is in.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// The order in which candidates get slots: by name within each zone, zones taken in
+/// turn (the first node of every zone, then the second of every zone, …), so that
+/// consecutive approvals spread across zones; nodes without a zone form one more zone.
+pub fn approval_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
+    let zone = |v: &NodeView| {
+        v.node
+            .as_ref()
+            .and_then(|n| n.labels.get(ZONE_LABEL).cloned())
+            .unwrap_or_default()
+    };
+    let mut by_zone: BTreeMap<String, Vec<&'a NodeView>> = BTreeMap::new();
+    for v in candidates {
+        by_zone.entry(zone(v)).or_default().push(v);
+    }
+    let mut ranked: Vec<(usize, String, &'a NodeView)> = Vec::new();
+    for (zone, mut nodes) in by_zone {
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        for (rank, v) in nodes.into_iter().enumerate() {
+            ranked.push((rank, zone.clone(), v));
+        }
+    }
+    ranked.sort_by(|a, b| (a.0, &a.1, &a.2.name).cmp(&(b.0, &b.1, &b.2.name)));
+    ranked.into_iter().map(|(_, _, v)| v).collect()
+}
+
+/// Grants free slots to staged, healthy nodes, in [`approval_order`].
 fn grant_slots(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
     let rollout = &p.snap.pool.spec.rollout;
     let size = u32::try_from(pool_size).unwrap_or(u32::MAX);
@@ -888,10 +990,16 @@ fn grant_slots(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
     if rollout.paused {
         return;
     }
+    if let Some(next) = p.snap.window_closed_until {
+        if let Some(next) = next {
+            let wait = (next - p.snap.now).to_std().unwrap_or(Duration::ZERO);
+            p.requeue_in(wait + Duration::from_millis(10));
+        }
+        return;
+    }
     let in_use = p.holders + p.unavailable;
     let free = budget.saturating_sub(in_use);
-    let mut candidates = p.candidates.clone();
-    candidates.sort_by(|a, b| a.name.cmp(&b.name));
+    let candidates = approval_order(&p.candidates);
     let now = p.snap.now;
     for view in candidates.into_iter().take(free) {
         let (Some(info), Some(bootc)) = (&view.node, &view.bootc) else {
@@ -956,6 +1064,19 @@ fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option
         .iter()
         .find(|c| c.type_ == type_)
         .map(|c| c.reason.as_str())
+}
+
+/// No node advancing for this long while work remains is a stall.
+pub const STALL_AFTER: Duration = Duration::from_secs(600);
+
+fn up_message_for_stall(degraded: &[String], unhealthy: &[String]) -> String {
+    if !unhealthy.is_empty() {
+        list(unhealthy)
+    } else if !degraded.is_empty() {
+        list(degraded)
+    } else {
+        "check the nodes' agents and the pool's conditions".to_owned()
+    }
 }
 
 /// At most this many problems are listed in a condition message.
@@ -1064,6 +1185,15 @@ fn status(
         )
     } else if pool.spec.rollout.paused {
         (up_to_date::PAUSED, format!("paused: {breakdown}"))
+    } else if let Some(next) = snap.window_closed_until {
+        let when = next.map_or_else(
+            || "no maintenance window ever opens".to_owned(),
+            |t| format!("the next maintenance window opens at {}", stamp(t)),
+        );
+        (
+            up_to_date::OUTSIDE_MAINTENANCE_WINDOW,
+            format!("outside the maintenance windows, {when}: {breakdown}"),
+        )
     } else {
         (up_to_date::ROLLOUT_IN_PROGRESS, breakdown)
     };
@@ -1107,6 +1237,36 @@ fn status(
         }
     }
 
+    // Progressing: whether a node advanced in the last STALL_AFTER while work remains.
+    let stalled_for = snap
+        .last_progress
+        .map(|t| (now - t).to_std().unwrap_or(Duration::ZERO));
+    let (progressing, progress_reason, progress_message) = if all_updated {
+        (
+            true,
+            progressing::COMPLETE,
+            "every node runs the target".to_owned(),
+        )
+    } else if stalled_for.is_some_and(|d| d >= STALL_AFTER) && !pool.spec.rollout.paused {
+        (
+            false,
+            progressing::STALLED,
+            format!(
+                "no node has advanced for {} minutes: {}",
+                stalled_for.unwrap_or_default().as_secs() / 60,
+                up_message_for_stall(&p.degraded, &p.unhealthy)
+            ),
+        )
+    } else {
+        if let Some(d) = stalled_for {
+            p.requeue_in(STALL_AFTER.saturating_sub(d) + Duration::from_millis(10));
+        }
+        (
+            true,
+            progressing::ADVANCING,
+            "nodes are advancing".to_owned(),
+        )
+    };
     status.conditions = [
         condition(
             previous,
@@ -1114,6 +1274,15 @@ fn status(
             all_updated,
             up_reason,
             up_message,
+            generation,
+            now,
+        ),
+        condition(
+            previous,
+            conditions::PROGRESSING,
+            progressing,
+            progress_reason,
+            progress_message,
             generation,
             now,
         ),
@@ -1133,7 +1302,11 @@ fn status(
         previous
             .into_iter()
             .flat_map(|s| s.conditions.iter())
-            .filter(|c| c.type_ != conditions::UP_TO_DATE && c.type_ != conditions::DEGRADED)
+            .filter(|c| {
+                c.type_ != conditions::UP_TO_DATE
+                    && c.type_ != conditions::DEGRADED
+                    && c.type_ != conditions::PROGRESSING
+            })
             .cloned(),
     )
     .collect();

@@ -198,6 +198,9 @@ pub struct Context {
     node_overlay: Mutex<Overlay<Node>>,
     /// Failed reconciles in a row, by pool (for the backoff).
     failures: Mutex<HashMap<String, u32>>,
+    /// By pool: a fingerprint of the members' states and since when it has not changed
+    /// (for stall detection; restarts begin a new count).
+    progress: Mutex<HashMap<String, (u64, DateTime<Utc>)>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -339,6 +342,7 @@ pub async fn run(
         bootc_overlay: Mutex::new(Overlay::default()),
         node_overlay: Mutex::new(Overlay::default()),
         failures: Mutex::new(HashMap::new()),
+        progress: Mutex::new(HashMap::new()),
     });
     // Secrets: metadata only (names and versions, never content), mapped to the pools
     // that reference them; the content is read when a pool is reconciled.
@@ -732,6 +736,11 @@ impl Context {
                         labels: node.labels().clone(),
                         ready: node_ready(node),
                         unschedulable: node_unschedulable(node),
+                        boot_id: node
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.node_info.as_ref())
+                            .map(|i| i.boot_id.clone()),
                     }),
                     bootc: bootc.as_deref().map(|b| BootcView {
                         owner: owner_pool(b),
@@ -783,6 +792,7 @@ impl Context {
             .filter(|p| p.name_any() != name && p.metadata.deletion_timestamp.is_none())
             .map(|p| (p.name_any(), p.spec.node_selector.clone()))
             .collect();
+        let now = (self.options.clock)();
         Snapshot {
             pool: PoolView {
                 name,
@@ -796,7 +806,16 @@ impl Context {
             other_pools,
             nodes,
             drains,
-            now: (self.options.clock)(),
+            window_closed_until: match bootc_crds::window::window_state(
+                &pool.spec.rollout.maintenance_windows,
+                now,
+            ) {
+                Ok(bootc_crds::window::WindowState::Closed { next }) => Some(next),
+                // Open, none configured, or invalid (which validate() reports).
+                _ => None,
+            },
+            last_progress: None,
+            now,
         }
     }
 }
@@ -822,8 +841,31 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeu
     let started = std::time::Instant::now();
     let name = pool.name_any();
     let resolution = ctx.resolve(&pool).await;
-    let snapshot = ctx.snapshot(&pool, &resolution);
+    let mut snapshot = ctx.snapshot(&pool, &resolution);
     let mut plan = plan::plan(&snapshot);
+    // Stall detection: when the members' states moved, the rollout advanced now.
+    let fingerprint = {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        plan.states.hash(&mut h);
+        h.finish()
+    };
+    let advanced = {
+        let mut progress = lock(&ctx.progress);
+        let entry = progress
+            .entry(name.clone())
+            .or_insert((fingerprint, snapshot.now));
+        if entry.0 != fingerprint {
+            *entry = (fingerprint, snapshot.now);
+            true
+        } else {
+            false
+        }
+    };
+    let last_progress = lock(&ctx.progress).get(&name).map(|e| e.1);
+    if advanced || snapshot.last_progress != last_progress {
+        snapshot.last_progress = last_progress;
+        plan = plan::plan(&snapshot);
+    }
     complete_status(&mut plan, &snapshot, &resolution);
     let metrics = &ctx.options.metrics;
     metrics.set_node_states(&name, &plan.states);

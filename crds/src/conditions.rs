@@ -47,10 +47,12 @@ pub mod pool_degraded {
 
 /// Reasons of the pool's `Progressing` condition.
 pub mod progressing {
-    /// True: a node advanced recently, or there is nothing to do.
+    /// True: work remains and a node advanced in the last 10 minutes.
     pub const ADVANCING: &str = "Advancing";
     /// False: work remains and no node has advanced for 10 minutes.
     pub const STALLED: &str = "Stalled";
+    /// True: every node runs the target; nothing left to do.
+    pub const COMPLETE: &str = "Complete";
 }
 
 /// Reasons of the node's `Idle` condition.

@@ -1,8 +1,34 @@
-//! Maintenance-window fields: `start` ("HH:MM"), `duration` ("3h", "90m", "1h30m") and
-//! `timeZone` (an IANA name). The scheduling itself belongs to the controller.
+//! Maintenance windows: parsing of the fields `start` ("HH:MM"), `duration` ("3h", "90m",
+//! "1h30m") and `timeZone` (an IANA name), and [`window_state`], which says whether new
+//! reboots may be approved at a given instant and, if not, when they next may.
+//!
+//! # How a window is laid on the calendar
+//!
+//! A window `{days, start, duration, timeZone}` opens at the local date-time `(d, start)` in
+//! `timeZone` for every local date `d` whose weekday is in `days`, and stays open for
+//! `duration` of elapsed time: the day named is the day the window *starts*, so a
+//! `Mon 23:00 + 3h` window also covers Tuesday 00:00 to 02:00, and a window may last up to
+//! a week. Intervals are half-open: open at the start instant, closed at the end instant.
+//!
+//! Daylight-saving changes are followed:
+//! - a start that falls in a spring-forward gap (e.g. 02:30 on the last Sunday of March in
+//!   Europe/Berlin) is shifted forward by the length of the gap, i.e. read with the UTC
+//!   offset in effect before the gap (02:30 CET = 03:30 CEST), as RFC 5545 does;
+//! - a start that happens twice in a fall-back fold (e.g. 02:30 on the last Sunday of
+//!   October in Europe/Berlin) is the earlier of the two instants (02:30 CEST);
+//! - the duration is elapsed time, not wall-clock time: a 3h window opening at 01:00 on the
+//!   spring-forward day in Europe/Berlin closes at 05:00 local, and a week-long (168h)
+//!   window over the fall-back weekend leaves a one-hour gap before the next one opens.
 
-use chrono::{NaiveTime, TimeDelta};
+use std::cmp::max;
+
+use chrono::{
+    DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta,
+    TimeZone, Utc,
+};
 use chrono_tz::Tz;
+
+use crate::pool::MaintenanceWindow;
 
 /// Schema pattern for `start`.
 pub const START_PATTERN: &str = r"^([01][0-9]|2[0-3]):[0-5][0-9]$";
@@ -66,67 +92,168 @@ pub fn parse_time_zone(s: &str) -> Result<Tz, String> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A `maintenanceWindows` entry that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("spec.rollout.maintenanceWindows[{index}].{field}: {message}")]
+pub struct WindowError {
+    /// Position of the window in `maintenanceWindows`.
+    pub index: usize,
+    /// The field at fault: `start`, `duration` or `timeZone`.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub message: String,
+}
 
-    #[test]
-    fn starts() {
-        assert_eq!(parse_start("00:00"), Ok(NaiveTime::MIN));
-        assert_eq!(
-            parse_start("23:59"),
-            Ok(NaiveTime::from_hms_opt(23, 59, 0).unwrap())
-        );
-        assert_eq!(
-            parse_start("02:30"),
-            Ok(NaiveTime::from_hms_opt(2, 30, 0).unwrap())
-        );
-        for bad in [
-            "24:00", "2:30", "02:60", "0230", "02:30:00", "", "ab:cd", "+1:00", "02:3",
-        ] {
-            assert!(parse_start(bad).is_err(), "{bad:?}");
-        }
-        let pattern = regex::Regex::new(START_PATTERN).unwrap();
-        for s in ["00:00", "23:59", "24:00", "2:30", "02:60"] {
-            assert_eq!(pattern.is_match(s), parse_start(s).is_ok(), "{s:?}");
-        }
-    }
+/// Where an instant stands relative to a pool's maintenance windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowState {
+    /// No windows configured: approvals are always allowed.
+    Always,
+    /// Inside a window. `until` is the end of the open stretch: windows that overlap or
+    /// touch (one opens exactly when another closes) count as one stretch, so the state
+    /// is `Open` at every instant from now up to `until` and, when `until` is less than a
+    /// week away, closed at `until`. If the windows cover the whole week back to back,
+    /// `until` is where the look-ahead stopped, at least a week ahead; evaluate again then.
+    Open {
+        /// When the open stretch ends (or, for a stretch longer than a week, a lower bound
+        /// of that, at least a week ahead).
+        until: DateTime<Utc>,
+    },
+    /// Outside every window.
+    Closed {
+        /// When the next window opens: the earliest opening after now, within eight days.
+        /// `None` only when no window names a day, so none ever opens.
+        next: Option<DateTime<Utc>>,
+    },
+}
 
-    #[test]
-    fn durations() {
-        let cases = [
-            ("3h", 180),
-            ("90m", 90),
-            ("1h30m", 90),
-            ("1m", 1),
-            ("168h", 10080),
-            ("0h1m", 1),
-        ];
-        for (s, minutes) in cases {
-            assert_eq!(parse_duration(s), Ok(TimeDelta::minutes(minutes)), "{s}");
-        }
-        for bad in [
-            "", "0h", "0m", "169h", "10081m", "3", "h", "m", "1h30", "30m1h", "1.5h", "-1h", "1d",
-            " 3h", "3h ", "1hm",
-        ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
-        }
-        assert_eq!(
-            parse_duration("169h").unwrap_err(),
-            "\"169h\" is out of range: a window lasts from 1m to 168h"
-        );
-        let pattern = regex::Regex::new(DURATION_PATTERN).unwrap();
-        for s in ["3h", "90m", "1h30m", "1d", "1.5h", "30m1h"] {
-            assert_eq!(pattern.is_match(s), parse_duration(s).is_ok(), "{s:?}");
-        }
-    }
-
-    #[test]
-    fn zones() {
-        assert!(parse_time_zone("UTC").is_ok());
-        assert!(parse_time_zone("Europe/Berlin").is_ok());
-        assert!(parse_time_zone("America/Argentina/Buenos_Aires").is_ok());
-        assert!(parse_time_zone("Mars/Olympus").is_err());
-        assert!(parse_time_zone("").is_err());
+impl WindowState {
+    /// Whether new reboots may be approved now (`Always` or `Open`).
+    pub fn is_open(&self) -> bool {
+        matches!(self, WindowState::Always | WindowState::Open { .. })
     }
 }
+
+/// Local dates searched on either side of the current one. An occurrence that can contain
+/// now started at most 168h ago; every weekday comes round within seven days; the margin
+/// covers UTC-offset changes, even a skipped calendar day (Pacific/Apia, 2011).
+const SEARCH_DAYS: i64 = 10;
+
+/// How far back from a non-existent local time to look for the offset in effect before
+/// the gap (the longest gap on record is a whole day).
+const GAP_SEARCH: TimeDelta = TimeDelta::hours(48);
+const GAP_STEP: TimeDelta = TimeDelta::minutes(15);
+
+/// A window with its fields parsed.
+#[derive(Debug)]
+struct Window {
+    days: Vec<chrono::Weekday>,
+    start: NaiveTime,
+    duration: TimeDelta,
+    zone: Tz,
+}
+
+impl Window {
+    fn parse(index: usize, window: &MaintenanceWindow) -> Result<Self, WindowError> {
+        let error = |field: &'static str| {
+            move |message: String| WindowError {
+                index,
+                field,
+                message,
+            }
+        };
+        Ok(Window {
+            days: window.days.iter().map(|&d| d.into()).collect(),
+            start: parse_start(&window.start).map_err(error("start"))?,
+            duration: parse_duration(&window.duration).map_err(error("duration"))?,
+            zone: parse_time_zone(&window.time_zone).map_err(error("timeZone"))?,
+        })
+    }
+
+    /// The `[start, end)` intervals of the occurrences that start on the local dates
+    /// within [`SEARCH_DAYS`] of the local date of `now`.
+    fn occurrences(
+        &self,
+        now: DateTime<Utc>,
+    ) -> impl Iterator<Item = (DateTime<Utc>, DateTime<Utc>)> + '_ {
+        let today = now.with_timezone(&self.zone).date_naive();
+        (-SEARCH_DAYS..=SEARCH_DAYS).filter_map(move |k| {
+            let date: NaiveDate = today.checked_add_signed(TimeDelta::days(k))?;
+            if !self.days.contains(&date.weekday()) {
+                return None;
+            }
+            let start = resolve_local(self.zone, date.and_time(self.start))?;
+            Some((start, start.checked_add_signed(self.duration)?))
+        })
+    }
+}
+
+/// The instant a local date-time in `zone` names: the earlier one in a fold; in a gap,
+/// the local time read with the offset in effect before the gap (shifted forward by the
+/// gap's length). `None` only on overflow at the ends of the calendar.
+fn resolve_local(zone: Tz, local: NaiveDateTime) -> Option<DateTime<Utc>> {
+    match zone.from_local_datetime(&local) {
+        LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
+        LocalResult::Ambiguous(earliest, latest) => Some(earliest.min(latest).with_timezone(&Utc)),
+        LocalResult::None => {
+            let mut back = GAP_STEP;
+            while back <= GAP_SEARCH {
+                let before = zone.from_local_datetime(&local.checked_sub_signed(back)?);
+                if let Some(before) = before.latest() {
+                    let offset =
+                        TimeDelta::seconds(i64::from(before.offset().fix().local_minus_utc()));
+                    return Some(local.checked_sub_signed(offset)?.and_utc());
+                }
+                back += GAP_STEP;
+            }
+            None
+        }
+    }
+}
+
+/// Where `now` stands relative to `windows`: [`WindowState::Always`] when there are none,
+/// else [`WindowState::Open`] when any window is open (with the end of the open stretch)
+/// or [`WindowState::Closed`] with the next opening. See the module documentation for how
+/// windows are laid on the calendar and how daylight-saving changes are handled.
+///
+/// Fails on the first window (in list order; fields in the order `start`, `duration`,
+/// `timeZone`) that cannot be parsed. A window with no days is valid here and never opens.
+pub fn window_state(
+    windows: &[MaintenanceWindow],
+    now: DateTime<Utc>,
+) -> Result<WindowState, WindowError> {
+    if windows.is_empty() {
+        return Ok(WindowState::Always);
+    }
+    let parsed = windows
+        .iter()
+        .enumerate()
+        .map(|(i, w)| Window::parse(i, w))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut intervals: Vec<_> = parsed.iter().flat_map(|w| w.occurrences(now)).collect();
+    intervals.sort_unstable();
+
+    // Sorted by start: first the occurrences that contain now, then those that start
+    // before the open stretch ends, extending it.
+    let mut until: Option<DateTime<Utc>> = None;
+    for &(start, end) in &intervals {
+        if start <= now {
+            if end > now {
+                until = Some(until.map_or(end, |u| max(u, end)));
+            }
+        } else {
+            match until {
+                Some(u) if start <= u => until = Some(max(u, end)),
+                Some(u) => return Ok(WindowState::Open { until: u }),
+                None => return Ok(WindowState::Closed { next: Some(start) }),
+            }
+        }
+    }
+    Ok(match until {
+        Some(until) => WindowState::Open { until },
+        None => WindowState::Closed { next: None },
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -168,6 +168,7 @@ impl N {
                 labels: labels(self.role, self.bootc.is_some()),
                 ready: self.ready,
                 unschedulable: self.unschedulable,
+                boot_id: None,
             }),
             bootc: self.bootc.clone(),
         }
@@ -188,6 +189,8 @@ fn snapshot(spec: BootcNodePoolSpec, nodes: &[N]) -> Snapshot {
         target_error: None,
         pull_secret_hash: None,
         drains: BTreeMap::new(),
+        window_closed_until: None,
+        last_progress: None,
         now: now(),
     }
 }
@@ -914,5 +917,227 @@ impl ForTests for BootcNodePoolSpec {
     fn drain_timeout_for_tests(&mut self) {
         self.rollout.drain_timeout_seconds = Some(60);
         self.disruption.drain = DrainSpec::default();
+    }
+}
+
+#[test]
+fn max_staging_holds_nodes_back_with_their_desired_image_unchanged() {
+    // Target moves from 'a'-ish to 'c': six nodes booted on 'b' (desired 'b'), none has
+    // 'c'. maxStaging 2: two are retargeted, four keep desiredImage 'b'.
+    let mut spec = pool_spec(IntOrString::Int(1));
+    spec.rollout.max_staging = Some(IntOrString::Int(2));
+    let idle_on_b = |name| {
+        node(name).with(
+            'b',
+            DesiredImageState::Staged,
+            agent('b', None, "Idle", None),
+        )
+    };
+    let nodes = [
+        idle_on_b("n1"),
+        idle_on_b("n2"),
+        idle_on_b("n3"),
+        idle_on_b("n4"),
+        idle_on_b("n5"),
+        idle_on_b("n6"),
+    ];
+    let mut snap = snapshot(spec.clone(), &nodes);
+    snap.target = Ok(Target::from_ref(&pin('c')).unwrap());
+    let plan = super::plan(&snap);
+    let retargeted: Vec<&str> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Update { node, spec, .. } if spec.desired_image == pin('c') => {
+                Some(node.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retargeted, vec!["n1", "n2"]);
+    assert!(
+        !plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Update { node, .. } if node == "n3")),
+        "n3 waits untouched"
+    );
+
+    // Next plan: n1 and n2 are pulling (desired 'c', not staged yet): still no place.
+    let pulling = |name| {
+        node(name).with(
+            'c',
+            DesiredImageState::Staged,
+            agent('b', None, "Staging", None),
+        )
+    };
+    let nodes = [
+        pulling("n1"),
+        pulling("n2"),
+        idle_on_b("n3"),
+        idle_on_b("n4"),
+        idle_on_b("n5"),
+        idle_on_b("n6"),
+    ];
+    let mut snap = snapshot(spec.clone(), &nodes);
+    snap.target = Ok(Target::from_ref(&pin('c')).unwrap());
+    let plan = super::plan(&snap);
+    assert!(
+        !plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Update { .. })),
+        "{:?}",
+        plan.actions
+    );
+
+    // n1 staged: one place frees, n3 goes.
+    let nodes = [
+        node("n1").with(
+            'c',
+            DesiredImageState::Staged,
+            agent('b', Some('c'), "Staged", None),
+        ),
+        pulling("n2"),
+        idle_on_b("n3"),
+        idle_on_b("n4"),
+    ];
+    let mut snap = snapshot(spec, &nodes);
+    snap.target = Ok(Target::from_ref(&pin('c')).unwrap());
+    let plan = super::plan(&snap);
+    let retargeted: Vec<&str> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Update { node, spec, .. } if spec.desired_image == pin('c') && node != "n1" => {
+                Some(node.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retargeted, vec!["n3"]);
+}
+
+#[test]
+fn outside_a_window_no_slot_is_granted_and_the_opening_is_awaited() {
+    let opens = now() + chrono::Duration::hours(3);
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(2)),
+        &[node("n1").staged(), node("n2").staged()],
+    );
+    snap.window_closed_until = Some(Some(opens));
+    let plan = super::plan(&snap);
+    assert!(granted(&plan).is_empty());
+    assert_eq!(
+        plan.requeue_after,
+        Some(Duration::from_secs(3 * 3600) + Duration::from_millis(10))
+    );
+    let up = condition_of(&plan, "UpToDate");
+    assert_eq!(up.reason, "OutsideMaintenanceWindow");
+    assert!(
+        up.message.contains("2026-11-22T15:00:00Z"),
+        "{}",
+        up.message
+    );
+    // Approvals in flight still finish.
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(2)),
+        &[node("n1").staged().slot().cordoned()],
+    );
+    snap.window_closed_until = Some(Some(opens));
+    snap.drains.insert("n1".into(), DrainView::Drained);
+    assert!(event_reasons(&super::plan(&snap)).contains(&events::REBOOT_APPROVED));
+}
+
+#[test]
+fn approvals_spread_across_zones() {
+    let zoned = |name: &'static str, zone: &str| {
+        let n = node(name).staged();
+        let mut view = n.view();
+        view.node
+            .as_mut()
+            .unwrap()
+            .labels
+            .insert(ZONE_LABEL.into(), zone.into());
+        view
+    };
+    let views = [
+        zoned("a1", "z1"),
+        zoned("a2", "z1"),
+        zoned("a3", "z1"),
+        zoned("b1", "z2"),
+        zoned("b2", "z2"),
+        zoned("c1", "z3"),
+    ];
+    let refs: Vec<&NodeView> = views.iter().collect();
+    let order: Vec<&str> = approval_order(&refs)
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(order, vec!["a1", "b1", "c1", "a2", "b2", "a3"]);
+}
+
+#[test]
+fn no_progress_for_ten_minutes_is_a_stall_and_progress_clears_it() {
+    let nodes = [
+        node("n1").staged(),
+        node("n2").with(
+            'b',
+            DesiredImageState::Staged,
+            agent('a', None, "Staging", None),
+        ),
+    ];
+    let mut spec = pool_spec(IntOrString::Int(1));
+    spec.rollout.paused = false;
+    let mut snap = snapshot(spec, &nodes);
+    snap.last_progress = Some(now() - chrono::Duration::minutes(11));
+    let stalled = super::plan(&snap);
+    let p = condition_of(&stalled, "Progressing");
+    assert_eq!((p.status.as_str(), p.reason.as_str()), ("False", "Stalled"));
+    assert!(p.message.contains("11 minutes"), "{}", p.message);
+
+    snap.last_progress = Some(now() - chrono::Duration::minutes(4));
+    let advancing = super::plan(&snap);
+    let p = condition_of(&advancing, "Progressing");
+    assert_eq!(
+        (p.status.as_str(), p.reason.as_str()),
+        ("True", "Advancing")
+    );
+    // Planned again when the stall would begin.
+    assert!(
+        advancing
+            .requeue_after
+            .is_some_and(|d| d <= Duration::from_secs(6 * 60 + 1)),
+        "{:?}",
+        advancing.requeue_after
+    );
+}
+
+#[test]
+fn the_update_event_says_whether_the_reboot_was_soft() {
+    for (node_boot, want) in [("0123", "after a soft reboot"), ("4567", "after a reboot")] {
+        let mut status = agent('b', None, "Idle", None);
+        status.last_reboot = Some(bootc_crds::node::LastReboot {
+            digest: digest('b').to_string(),
+            boot_id: "0123".into(),
+            soft_reboots: 0,
+            time: to_time(now()).unwrap(),
+        });
+        let back = node("n1")
+            .with('b', DesiredImageState::Booted, status)
+            .slot()
+            .cordoned();
+        let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[back]);
+        snap.nodes[0].node.as_mut().unwrap().boot_id = Some(node_boot.into());
+        let plan = super::plan(&snap);
+        let message = plan
+            .actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Event(e) if e.reason == events::NODE_UPDATED => Some(e.message.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(message.contains(want), "{message}");
     }
 }
