@@ -69,6 +69,8 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     /// `status.nodeInfo.bootID`, as the kubelet reports it.
     pub boot_id: Option<String>,
+    /// When the `Ready` condition last changed.
+    pub ready_since: Option<DateTime<Utc>>,
 }
 
 /// What the plan needs of a BootcNode.
@@ -910,7 +912,15 @@ fn holder_plan(
     if back {
         let delay =
             Duration::from_secs(u64::try_from(pool.rollout.post_reboot_delay_seconds).unwrap_or(0));
-        let since = agent.booted_since().unwrap_or(now);
+        // Back since the later of booting the target and turning Ready; both are kept at
+        // second precision by the API, so a second is added rather than soak too little.
+        let since = agent
+            .booted_since()
+            .into_iter()
+            .chain(info.ready_since)
+            .max()
+            .unwrap_or(now)
+            + chrono::Duration::seconds(1);
         let soaked = (now - since).to_std().unwrap_or(Duration::ZERO);
         if soaked >= delay {
             uncordon(p);

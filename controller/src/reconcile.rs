@@ -741,6 +741,13 @@ impl Context {
                             .as_ref()
                             .and_then(|s| s.node_info.as_ref())
                             .map(|i| i.boot_id.clone()),
+                        ready_since: node
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                            .and_then(|c| c.last_transition_time.as_ref())
+                            .and_then(bootc_crds::conditions::from_time),
                     }),
                     bootc: bootc.as_deref().map(|b| BootcView {
                         owner: owner_pool(b),

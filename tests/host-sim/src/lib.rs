@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 
 pub mod bus;
 pub mod cluster;
+pub mod daemonset;
 pub mod error;
 pub mod image;
 pub mod kubelet;

@@ -4,22 +4,21 @@
 //! agent killed mid-stage; a node that comes back on the old image; the idle agent's
 //! resident size.
 //!
-//! The harness plays the DaemonSet: it starts the agent when the node is up, starts it
-//! again when it exits (the agent exits when the host's bus goes away at a reboot), and
-//! can kill it.
+//! The harness plays the DaemonSet ([`host_sim::daemonset`]): it starts the agent when the
+//! node is up, starts it again when it exits (the agent exits when the host's bus goes away
+//! at a reboot), and can kill it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::Duration;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
 use bootc_crds::pool::SecretRef;
 use bootc_standin::{HttpResolver, Resolver};
-use host_sim::{Node, NodeOptions, Phase};
+use host_sim::daemonset::DaemonSet;
+use host_sim::{Node, NodeOptions};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -28,26 +27,9 @@ use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::json;
 use test_registry::Registry;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 const DEADLINE: Duration = Duration::from_secs(90);
-
-/// `target/<profile>/bootc-node-agent`, built by `cargo build --workspace`.
-fn agent_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    let binary = dir.join("bootc-node-agent");
-    assert!(
-        binary.is_file(),
-        "{} is missing: run `cargo build --workspace` first (scripts/test does)",
-        binary.display()
-    );
-    binary
-}
 
 async fn cluster() -> (Emulator, Client) {
     let emulator = Emulator::start().await.unwrap();
@@ -63,137 +45,6 @@ async fn cluster() -> (Emulator, Client) {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
     (emulator, client)
-}
-
-/// The agent as a DaemonSet would run it: restarted whenever it exits while the node is
-/// up, and stopped (SIGTERM, then SIGKILL) at the end.
-struct DaemonSet {
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-    current: Arc<Mutex<Option<u32>>>,
-    starts: Arc<Mutex<u32>>,
-}
-
-impl DaemonSet {
-    fn start(node: &Node, kubeconfig: &Path, log: &Path) -> Self {
-        let (stop, mut stopped) = watch::channel(false);
-        let current = Arc::new(Mutex::new(None));
-        let starts = Arc::new(Mutex::new(0));
-        let mut status = node.subscribe();
-        let (name, kubeconfig, log) = (
-            node.name().to_owned(),
-            kubeconfig.to_owned(),
-            log.to_owned(),
-        );
-        let (current2, starts2) = (Arc::clone(&current), Arc::clone(&starts));
-        let task = tokio::spawn(async move {
-            loop {
-                // Wait for the node to be up.
-                let init_pid = loop {
-                    let (phase, pid) = {
-                        let s = status.borrow_and_update();
-                        (s.phase, s.init_pid)
-                    };
-                    if phase == Phase::Up
-                        && let Some(pid) = pid
-                    {
-                        break pid;
-                    }
-                    tokio::select! {
-                        _ = status.changed() => {}
-                        () = stop_requested(&mut stopped) => return,
-                    }
-                };
-                let root = format!("/proc/{init_pid}/root");
-                let log_file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&log)
-                    .unwrap();
-                let mut child = tokio::process::Command::new(agent_binary())
-                    .args([
-                        "--node-name",
-                        &name,
-                        "--kubeconfig",
-                        kubeconfig.to_str().unwrap(),
-                        "--system-bus-address",
-                        &format!("unix:path={root}/run/dbus/system_bus_socket"),
-                        "--host-root",
-                        &root,
-                        "--status-poll-interval",
-                        "2s",
-                        "--command-timeout",
-                        "60s",
-                    ])
-                    .env("RUST_LOG", "info,bootc_node_agent=debug")
-                    .stdin(Stdio::null())
-                    .stdout(log_file.try_clone().unwrap())
-                    .stderr(log_file)
-                    .kill_on_drop(true)
-                    .spawn()
-                    .unwrap();
-                *current2.lock().unwrap() = child.id();
-                *starts2.lock().unwrap() += 1;
-                tokio::select! {
-                    _ = child.wait() => {
-                        *current2.lock().unwrap() = None;
-                        // As a kubelet would: a short pause before the restart.
-                        tokio::time::sleep(Duration::from_millis(300)).await;
-                    }
-                    () = stop_requested(&mut stopped) => {
-                        if let Some(pid) = child.id() {
-                            let _ = nix::sys::signal::kill(
-                                nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
-                                nix::sys::signal::Signal::SIGTERM,
-                            );
-                        }
-                        if tokio::time::timeout(Duration::from_secs(20), child.wait()).await.is_err() {
-                            let _ = child.kill().await;
-                        }
-                        return;
-                    }
-                }
-            }
-        });
-        Self {
-            stop,
-            task,
-            current,
-            starts,
-        }
-    }
-
-    fn pid(&self) -> Option<u32> {
-        *self.current.lock().unwrap()
-    }
-
-    fn starts(&self) -> u32 {
-        *self.starts.lock().unwrap()
-    }
-
-    /// SIGKILL, as an OOM kill or a node-local crash would.
-    fn kill(&self) {
-        if let Some(pid) = self.pid() {
-            nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
-                nix::sys::signal::Signal::SIGKILL,
-            )
-            .unwrap();
-        }
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(true);
-        tokio::time::timeout(Duration::from_secs(30), self.task)
-            .await
-            .expect("the agent stops")
-            .unwrap();
-    }
-}
-
-/// Resolves once a stop is asked (the guard of the value is not held across awaits).
-async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
-    let _ = stopped.wait_for(|s| *s).await.map(|_| ());
 }
 
 async fn wait_for<T>(what: &str, log: &Path, mut check: impl AsyncFnMut() -> Option<T>) -> T {
@@ -351,7 +202,7 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     );
     api.create(&PostParams::default(), &bn).await.unwrap();
 
-    let agents = DaemonSet::start(&node, &kubeconfig, &log);
+    let agents = DaemonSet::start(&node, &kubeconfig, &log, &[]);
     let get = async || api.get(&name).await.ok();
     let reason_is = |reason: &'static str| {
         let api = api.clone();

@@ -1,0 +1,419 @@
+//! Rollout policy against the API emulator and simulated nodes: maintenance windows with
+//! an injectable clock, maxStaging checked on every event, soak time, and stall and reboot
+//! timeout conditions that come and go.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use bootc_pool_controller::reconcile::{self, Options};
+use chrono::{DateTime, TimeZone, Utc};
+use host_sim::cluster::{SimCluster, SimOptions};
+use host_sim::memory::{Behaviour, Catalog, NextBoot};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use kube_emulator::Emulator;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+struct Env {
+    emulator: Emulator,
+    client: Client,
+    cluster: SimCluster,
+    v2: String,
+}
+
+async fn env(nodes: &[&str], behaviour: Behaviour) -> Env {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let catalog = Catalog::new();
+    let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
+    let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
+    let cluster = SimCluster::start(client.clone(), catalog).await.unwrap();
+    let options = SimOptions {
+        behaviour,
+        node_labels: [("role".to_owned(), "worker".to_owned())].into(),
+        ..SimOptions::default()
+    };
+    for n in nodes {
+        cluster.add_node(n, &v1, &options).await.unwrap();
+    }
+    Env {
+        emulator,
+        client,
+        cluster,
+        v2,
+    }
+}
+
+/// A clock the test moves.
+#[derive(Clone)]
+struct TestClock(Arc<Mutex<DateTime<Utc>>>);
+
+impl TestClock {
+    fn new(t: DateTime<Utc>) -> Self {
+        TestClock(Arc::new(Mutex::new(t)))
+    }
+    fn set(&self, t: DateTime<Utc>) {
+        *self.0.lock().unwrap() = t;
+    }
+    fn advance(&self, d: chrono::Duration) {
+        *self.0.lock().unwrap() += d;
+    }
+}
+
+struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+fn start(emulator: &Emulator, clock: Option<TestClock>) -> Running {
+    let mut config = emulator.config();
+    config.default_retry = false;
+    let client = Client::try_from(config).unwrap();
+    let mut options = Options::default();
+    if let Some(clock) = clock {
+        options.clock = Arc::new(move || *clock.0.lock().unwrap());
+    }
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(reconcile::run(client, options, async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        stop: Some(stop),
+        task,
+    }
+}
+
+impl Running {
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
+        self.task.abort();
+    }
+}
+
+fn pool(image: &str, rollout: Value) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": "workers"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "image": {"ref": image},
+            "rollout": rollout,
+        }
+    }))
+    .unwrap()
+}
+
+async fn wait_pool(
+    client: &Client,
+    what: &str,
+    check: impl Fn(&BootcNodePool) -> bool,
+) -> BootcNodePool {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let p = pools.get("workers").await.unwrap();
+        if check(&p) {
+            return p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; status {:#?}",
+            p.status
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
+    p.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+fn all_updated(p: &BootcNodePool, n: i32) -> bool {
+    condition(p, "UpToDate").is_some_and(|c| c.1 == "AllUpdated")
+        && p.status.as_ref().is_some_and(|s| s.updated_count == n)
+}
+
+/// Makes the controller plan again now (it would on its own at the window's opening in
+/// real time; the test's clock jumps instead).
+async fn nudge(client: &Client, n: u32) {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"test/nudge": n.to_string()}}})),
+        )
+        .await
+        .unwrap();
+}
+
+async fn approvals(client: &Client) -> usize {
+    let bootc: Api<BootcNode> = Api::all(client.clone());
+    bootc
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .filter(|b| {
+            b.annotations()
+                .contains_key(bootc_crds::REBOOT_SLOT_ANNOTATION)
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_approval_outside_the_window_and_approvals_at_its_start() {
+    let env = env(&["n1", "n2"], Behaviour::default()).await;
+    // Sunday 2026-11-22 12:00 UTC; the window opens Monday 02:00 Europe/Berlin (01:00 UTC).
+    let clock = TestClock::new(Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap());
+    let controller = start(&env.emulator, Some(clock.clone()));
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(
+                &env.v2,
+                json!({
+                    "maxUnavailable": 2,
+                    "maintenanceWindows": [{"days": ["Mon"], "start": "02:00", "duration": "1h", "timeZone": "Europe/Berlin"}],
+                }),
+            ),
+        )
+        .await
+        .unwrap();
+    // Staging is never windowed: both stage; nothing is approved.
+    let p = wait_pool(&env.client, "both staged outside the window", |p| {
+        p.status.as_ref().is_some_and(|s| s.staged_count == 2)
+            && condition(p, "UpToDate").is_some_and(|c| c.1 == "OutsideMaintenanceWindow")
+    })
+    .await;
+    let message = condition(&p, "UpToDate").unwrap().2;
+    assert!(message.contains("2026-11-23T01:00:00Z"), "{message}");
+    // An hour later (still outside), still nothing.
+    clock.advance(chrono::Duration::hours(1));
+    nudge(&env.client, 1).await;
+    let quiet = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < quiet {
+        assert_eq!(
+            approvals(&env.client).await,
+            0,
+            "approved outside the window"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The window opens.
+    clock.set(Utc.with_ymd_and_hms(2026, 11, 23, 1, 0, 1).unwrap());
+    nudge(&env.client, 2).await;
+    wait_pool(&env.client, "updated inside the window", |p| {
+        all_updated(p, 2)
+    })
+    .await;
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_staging_two_of_six_is_never_exceeded() {
+    let names = ["n1", "n2", "n3", "n4", "n5", "n6"];
+    let env = env(
+        &names,
+        Behaviour {
+            stage_time: Duration::from_millis(300),
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    // Follow every change: a node is staging when its desiredImage is the target and its
+    // agent has neither staged nor booted it.
+    let mut events = env.emulator.handle().events();
+    let target = env.v2.clone();
+    let max_seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let max = Arc::clone(&max_seen);
+    let watcher = tokio::spawn(async move {
+        let mut pulling: BTreeMap<String, bool> = BTreeMap::new();
+        while let Ok(event) = events.recv().await {
+            if event.key.plural != "bootcnodes" {
+                continue;
+            }
+            let o = &event.object;
+            let name = o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let desired = o["spec"]["desiredImage"].as_str() == Some(target.as_str());
+            let has = |slot: &str| {
+                o["status"][slot]["imageDigest"].as_str() == Some(digest('2').as_str())
+            };
+            let deleted = event.kind == kube_emulator::EventType::Deleted;
+            pulling.insert(
+                name,
+                !deleted && desired && !has("staged") && !has("booted"),
+            );
+            let now = pulling.values().filter(|p| **p).count();
+            max.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let controller = start(&env.emulator, None);
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(
+                &env.v2,
+                json!({"maxUnavailable": 1, "maxStaging": 2, "paused": true}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_pool(&env.client, "all six staged, two at a time", |p| {
+        p.status.as_ref().is_some_and(|s| s.staged_count == 6)
+    })
+    .await;
+    controller.stop().await;
+    watcher.abort();
+    let max = max_seen.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(max >= 1, "the checker saw the pulls");
+    assert!(max <= 2, "{max} nodes were staging at once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_approval_waits_the_soak_time_after_a_node_returns() {
+    let env = env(&["n1", "n2"], Behaviour::default()).await;
+    let mut events = env.emulator.handle().events();
+    let recorder = tokio::spawn(async move {
+        // (node back Ready on the target: when n1's slot holder came back; n2's approval)
+        let mut n1_back: Option<Instant> = None;
+        let mut n2_approved: Option<Instant> = None;
+        while let Ok(event) = events.recv().await {
+            let o = &event.object;
+            if event.key.plural == "bootcnodes" {
+                let name = o["metadata"]["name"].as_str().unwrap_or_default();
+                if name == "n1"
+                    && n1_back.is_none()
+                    && o["status"]["booted"]["imageDigest"].as_str() == Some(digest('2').as_str())
+                {
+                    n1_back = Some(Instant::now());
+                }
+                if name == "n2"
+                    && o["spec"]["desiredImageState"] == "Booted"
+                    && n2_approved.is_none()
+                {
+                    n2_approved = Some(Instant::now());
+                    return (n1_back, n2_approved);
+                }
+            }
+        }
+        (n1_back, n2_approved)
+    });
+    let controller = start(&env.emulator, None);
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(
+                &env.v2,
+                json!({"maxUnavailable": 1, "postRebootDelaySeconds": 3}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_pool(&env.client, "both updated", |p| all_updated(p, 2)).await;
+    let (back, approved) = recorder.await.unwrap();
+    let gap = approved.unwrap() - back.unwrap();
+    assert!(
+        gap >= Duration::from_millis(2900),
+        "n2 was approved {gap:?} after n1 came back, before the 3 s soak"
+    );
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reboot_timeout_and_stall_are_reported_and_clear() {
+    let env = env(&["n1", "n2"], Behaviour::default()).await;
+    env.cluster
+        .host("n1")
+        .unwrap()
+        .set_next_boot(NextBoot::Never);
+    let clock = TestClock::new(Utc::now());
+    let controller = start(&env.emulator, Some(clock.clone()));
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(
+                &env.v2,
+                json!({"maxUnavailable": 1, "rebootTimeoutSeconds": 600, "haltAfterUnhealthy": 1, "paused": true}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_pool(&env.client, "both staged", |p| {
+        p.status.as_ref().is_some_and(|s| s.staged_count == 2)
+    })
+    .await;
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})),
+        )
+        .await
+        .unwrap();
+    // n1 gets the slot, reboots and never comes back.
+    let p = wait_pool(&env.client, "n1 down and halting", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+    })
+    .await;
+    assert!(
+        condition(&p, "Degraded")
+            .unwrap()
+            .2
+            .contains("n1: NotReady")
+    );
+    assert_eq!(condition(&p, "Progressing").unwrap().1, "Advancing");
+
+    // Eleven minutes later: past the reboot timeout, and no node has advanced: a stall.
+    clock.advance(chrono::Duration::minutes(11));
+    nudge(&env.client, 1).await;
+    let p = wait_pool(&env.client, "RebootTimeout and Stalled", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.2.contains("RebootTimeout"))
+            && condition(p, "Progressing").is_some_and(|c| c.1 == "Stalled")
+    })
+    .await;
+    let stalled = condition(&p, "Progressing").unwrap();
+    assert_eq!(stalled.0, "False");
+    assert!(stalled.2.contains("n1"), "{}", stalled.2);
+
+    // The node comes back: both clear and the rollout finishes.
+    env.cluster.host("n1").unwrap().power_on();
+    let p = wait_pool(&env.client, "all updated", |p| all_updated(p, 2)).await;
+    assert_eq!(condition(&p, "Degraded").unwrap().1, "Healthy");
+    let progressing = condition(&p, "Progressing").unwrap();
+    assert_eq!(
+        (progressing.0.as_str(), progressing.1.as_str()),
+        ("True", "Complete")
+    );
+    controller.stop().await;
+}
