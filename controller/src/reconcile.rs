@@ -433,6 +433,10 @@ pub async fn run_elected(
     let (mut leader, election) = elector.run(async move {
         let _ = stopped_rx.await;
     });
+    // Dropped without a shutdown (the task aborted, the process dying), the election
+    // stops where it is, without releasing the Lease: the other replica takes over when
+    // it expires, exactly as after a crash.
+    let mut election = AbortOnDrop(Some(election));
     let mut stop = stop_rx.clone();
     loop {
         tokio::select! {
@@ -461,8 +465,21 @@ pub async fn run_elected(
         }
     }
     let _ = stopped_tx.send(());
-    let _ = election.await;
+    if let Some(election) = election.0.take() {
+        let _ = election.await;
+    }
     Ok(())
+}
+
+/// Aborts the task when dropped before it was taken out.
+struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
 }
 
 fn error_policy(pool: Arc<BootcNodePool>, error: &Error, ctx: Arc<Context>) -> Requeue {
