@@ -4,29 +4,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
-use bootc_pool_controller::reconcile::{self, Options};
+use bootc_pool_controller::reconcile::Options;
 use chrono::{DateTime, TimeZone, Utc};
+use common::*;
 use host_sim::cluster::{SimCluster, SimOptions};
 use host_sim::memory::{Behaviour, Catalog, NextBoot};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
-
-const DEADLINE: Duration = Duration::from_secs(60);
-
-fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
 
 struct Env {
     emulator: Emulator,
@@ -58,6 +53,15 @@ async fn env(nodes: &[&str], behaviour: Behaviour) -> Env {
     }
 }
 
+/// The controller with the test's clock (or the real one).
+fn start_with(emulator: &Emulator, clock: Option<TestClock>) -> Running {
+    let mut options = Options::default();
+    if let Some(clock) = clock {
+        options.clock = Arc::new(move || *clock.0.lock().unwrap());
+    }
+    start(emulator, options)
+}
+
 /// A clock the test moves.
 #[derive(Clone)]
 struct TestClock(Arc<Mutex<DateTime<Utc>>>);
@@ -74,39 +78,6 @@ impl TestClock {
     }
 }
 
-struct Running {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-fn start(emulator: &Emulator, clock: Option<TestClock>) -> Running {
-    let mut config = emulator.config();
-    config.default_retry = false;
-    let client = Client::try_from(config).unwrap();
-    let mut options = Options::default();
-    if let Some(clock) = clock {
-        options.clock = Arc::new(move || *clock.0.lock().unwrap());
-    }
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(reconcile::run(client, options, async move {
-        let _ = stopped.await;
-    }));
-    Running {
-        stop: Some(stop),
-        task,
-    }
-}
-
-impl Running {
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
-        self.task.abort();
-    }
-}
-
 fn pool(image: &str, rollout: Value) -> BootcNodePool {
     serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",
@@ -119,55 +90,6 @@ fn pool(image: &str, rollout: Value) -> BootcNodePool {
         }
     }))
     .unwrap()
-}
-
-async fn wait_pool(
-    client: &Client,
-    what: &str,
-    check: impl Fn(&BootcNodePool) -> bool,
-) -> BootcNodePool {
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let p = pools.get("workers").await.unwrap();
-        if check(&p) {
-            return p;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; status {:#?}",
-            p.status
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
-    p.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
-fn all_updated(p: &BootcNodePool, n: i32) -> bool {
-    condition(p, "UpToDate").is_some_and(|c| c.1 == "AllUpdated")
-        && p.status.as_ref().is_some_and(|s| s.updated_count == n)
-}
-
-/// Makes the controller plan again now (it would on its own at the window's opening in
-/// real time; the test's clock jumps instead).
-async fn nudge(client: &Client, n: u32) {
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"test/nudge": n.to_string()}}})),
-        )
-        .await
-        .unwrap();
 }
 
 async fn approvals(client: &Client) -> usize {
@@ -189,7 +111,7 @@ async fn no_approval_outside_the_window_and_approvals_at_its_start() {
     let env = env(&["n1", "n2"], Behaviour::default()).await;
     // Sunday 2026-11-22 12:00 UTC; the window opens Monday 02:00 Europe/Berlin (01:00 UTC).
     let clock = TestClock::new(Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap());
-    let controller = start(&env.emulator, Some(clock.clone()));
+    let controller = start_with(&env.emulator, Some(clock.clone()));
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -205,16 +127,21 @@ async fn no_approval_outside_the_window_and_approvals_at_its_start() {
         .await
         .unwrap();
     // Staging is never windowed: both stage; nothing is approved.
-    let p = wait_pool(&env.client, "both staged outside the window", |p| {
-        p.status.as_ref().is_some_and(|s| s.staged_count == 2)
-            && condition(p, "UpToDate").is_some_and(|c| c.1 == "OutsideMaintenanceWindow")
-    })
+    let p = wait_pool(
+        &env.client,
+        "workers",
+        "both staged outside the window",
+        |p| {
+            p.status.as_ref().is_some_and(|s| s.staged_count == 2)
+                && condition(p, "UpToDate").is_some_and(|c| c.1 == "OutsideMaintenanceWindow")
+        },
+    )
     .await;
     let message = condition(&p, "UpToDate").unwrap().2;
     assert!(message.contains("2026-11-23T01:00:00Z"), "{message}");
     // An hour later (still outside), still nothing.
     clock.advance(chrono::Duration::hours(1));
-    nudge(&env.client, 1).await;
+    nudge(&env.client, "workers", 1).await;
     let quiet = Instant::now() + Duration::from_millis(500);
     while Instant::now() < quiet {
         assert_eq!(
@@ -226,8 +153,8 @@ async fn no_approval_outside_the_window_and_approvals_at_its_start() {
     }
     // The window opens.
     clock.set(Utc.with_ymd_and_hms(2026, 11, 23, 1, 0, 1).unwrap());
-    nudge(&env.client, 2).await;
-    wait_pool(&env.client, "updated inside the window", |p| {
+    nudge(&env.client, "workers", 2).await;
+    wait_pool(&env.client, "workers", "updated inside the window", |p| {
         all_updated(p, 2)
     })
     .await;
@@ -275,7 +202,7 @@ async fn max_staging_two_of_six_is_never_exceeded() {
             max.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
         }
     });
-    let controller = start(&env.emulator, None);
+    let controller = start_with(&env.emulator, None);
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -287,9 +214,12 @@ async fn max_staging_two_of_six_is_never_exceeded() {
         )
         .await
         .unwrap();
-    wait_pool(&env.client, "all six staged, two at a time", |p| {
-        p.status.as_ref().is_some_and(|s| s.staged_count == 6)
-    })
+    wait_pool(
+        &env.client,
+        "workers",
+        "all six staged, two at a time",
+        |p| p.status.as_ref().is_some_and(|s| s.staged_count == 6),
+    )
     .await;
     controller.stop().await;
     watcher.abort();
@@ -327,7 +257,7 @@ async fn the_next_approval_waits_the_soak_time_after_a_node_returns() {
         }
         (n1_back, n2_approved)
     });
-    let controller = start(&env.emulator, None);
+    let controller = start_with(&env.emulator, None);
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -339,7 +269,10 @@ async fn the_next_approval_waits_the_soak_time_after_a_node_returns() {
         )
         .await
         .unwrap();
-    wait_pool(&env.client, "both updated", |p| all_updated(p, 2)).await;
+    wait_pool(&env.client, "workers", "both updated", |p| {
+        all_updated(p, 2)
+    })
+    .await;
     let (back, approved) = recorder.await.unwrap();
     let gap = approved.unwrap() - back.unwrap();
     assert!(
@@ -357,7 +290,7 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
         .unwrap()
         .set_next_boot(NextBoot::Never);
     let clock = TestClock::new(Utc::now());
-    let controller = start(&env.emulator, Some(clock.clone()));
+    let controller = start_with(&env.emulator, Some(clock.clone()));
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -369,7 +302,7 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
         )
         .await
         .unwrap();
-    wait_pool(&env.client, "both staged", |p| {
+    wait_pool(&env.client, "workers", "both staged", |p| {
         p.status.as_ref().is_some_and(|s| s.staged_count == 2)
     })
     .await;
@@ -382,7 +315,7 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
         .await
         .unwrap();
     // n1 gets the slot, reboots and never comes back.
-    let p = wait_pool(&env.client, "n1 down and halting", |p| {
+    let p = wait_pool(&env.client, "workers", "n1 down and halting", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
     })
     .await;
@@ -396,8 +329,8 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
 
     // Eleven minutes later: past the reboot timeout, and no node has advanced: a stall.
     clock.advance(chrono::Duration::minutes(11));
-    nudge(&env.client, 1).await;
-    let p = wait_pool(&env.client, "RebootTimeout and Stalled", |p| {
+    nudge(&env.client, "workers", 1).await;
+    let p = wait_pool(&env.client, "workers", "RebootTimeout and Stalled", |p| {
         condition(p, "Degraded").is_some_and(|c| c.2.contains("RebootTimeout"))
             && condition(p, "Progressing").is_some_and(|c| c.1 == "Stalled")
     })
@@ -408,7 +341,7 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
 
     // The node comes back: both clear and the rollout finishes.
     env.cluster.host("n1").unwrap().power_on();
-    let p = wait_pool(&env.client, "all updated", |p| all_updated(p, 2)).await;
+    let p = wait_pool(&env.client, "workers", "all updated", |p| all_updated(p, 2)).await;
     assert_eq!(condition(&p, "Degraded").unwrap().1, "Healthy");
     let progressing = condition(&p, "Progressing").unwrap();
     assert_eq!(

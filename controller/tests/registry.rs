@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,58 +19,19 @@ use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile::{self, Options};
 use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
 use bootc_pool_controller::server::{Health, Server};
+use common::*;
 use host_sim::cluster::{Invariants, SimCluster, SimOptions};
 use host_sim::memory::Catalog;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::{Value, json};
 use test_registry::Registry;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
-
-const DEADLINE: Duration = Duration::from_secs(90);
-
-fn client_as(emulator: &Emulator, agent: &'static str) -> Client {
-    let mut config = emulator.config();
-    config.default_retry = false;
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(agent),
-    ));
-    Client::try_from(config).unwrap()
-}
-
-struct Running {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(20), &mut self.task).await;
-        self.task.abort();
-    }
-}
-
-fn start(emulator: &Emulator, options: Options) -> Running {
-    let client = client_as(emulator, reconcile::USER_AGENT);
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(reconcile::run(client, options, async move {
-        let _ = stopped.await;
-    }));
-    Running {
-        stop: Some(stop),
-        task,
-    }
-}
 
 fn options(registry: &Registry, metrics: &Metrics) -> Options {
     Options {
@@ -140,36 +103,6 @@ fn push(registry: &Registry, catalog: &Catalog, tag: &str, version: &str, kernel
     digest
 }
 
-async fn wait_pool(
-    client: &Client,
-    what: &str,
-    check: impl Fn(&BootcNodePool) -> bool,
-) -> BootcNodePool {
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let p = pools.get("workers").await.unwrap();
-        if check(&p) {
-            return p;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; status {:#?}",
-            p.status
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn condition(p: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
-    p.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
 fn all_on(p: &BootcNodePool, digest: &str, nodes: i32) -> bool {
     let s = p.status.as_ref();
     s.is_some_and(|s| {
@@ -210,7 +143,7 @@ async fn a_pool_following_a_tag_rolls_out_each_push_and_keeps_its_history() {
         .create(&PostParams::default(), &pool(&tag, json!({})))
         .await
         .unwrap();
-    let p = wait_pool(&client, "the tag resolved and all on v1", |p| {
+    let p = wait_pool(&client, "workers", "the tag resolved and all on v1", |p| {
         all_on(p, &v1, 3)
     })
     .await;
@@ -256,7 +189,10 @@ async fn a_pool_following_a_tag_rolls_out_each_push_and_keeps_its_history() {
         }
         seen
     });
-    let p = wait_pool(&client, "v2 resolved and rolled out", |p| all_on(p, &v2, 3)).await;
+    let p = wait_pool(&client, "workers", "v2 resolved and rolled out", |p| {
+        all_on(p, &v2, 3)
+    })
+    .await;
     let moved_after = pushed.elapsed();
     assert!(
         moved_after < Duration::from_secs(30 + 30),
@@ -348,7 +284,10 @@ async fn a_manifest_list_is_the_target_and_per_arch_reports_count_as_on_it() {
         )
         .await
         .unwrap();
-    let p = wait_pool(&client, "all on the list", |p| all_on(p, &index.index, 2)).await;
+    let p = wait_pool(&client, "workers", "all on the list", |p| {
+        all_on(p, &index.index, 2)
+    })
+    .await;
     // The nodes report the per-architecture digest and count as on the list digest.
     let bootc: Api<BootcNode> = Api::all(client.clone());
     let n1 = bootc.get("n1").await.unwrap();
@@ -416,7 +355,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
         )
         .await
         .unwrap();
-    wait_pool(&client, "resolved with the pull secret", |p| {
+    wait_pool(&client, "workers", "resolved with the pull secret", |p| {
         all_on(p, &v1, 1)
     })
     .await;
@@ -437,7 +376,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
         .unwrap();
     // The Secret's change alone triggers the pool (the controller watches Secrets'
     // metadata and reads the referenced one's content).
-    let p = wait_pool(&client, "Unauthorized reported", |p| {
+    let p = wait_pool(&client, "workers", "Unauthorized reported", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "TagResolutionError")
     })
     .await;
@@ -477,7 +416,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
         )
         .await
         .unwrap();
-    let p = wait_pool(&client, "NotFound reported", |p| {
+    let p = wait_pool(&client, "workers", "NotFound reported", |p| {
         condition(p, "Degraded").is_some_and(|c| c.2.contains("not found"))
     })
     .await;
@@ -496,12 +435,12 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
         )
         .await
         .unwrap();
-    wait_pool(&client, "healthy again", |p| {
+    wait_pool(&client, "workers", "healthy again", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "Healthy")
     })
     .await;
     registry.stop();
-    let p = wait_pool(&client, "the stopped registry reported", |p| {
+    let p = wait_pool(&client, "workers", "the stopped registry reported", |p| {
         condition(p, "Degraded").is_some_and(|c| c.2.contains("cannot reach registry"))
     })
     .await;
@@ -566,7 +505,7 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
         .await
         .unwrap();
     // Wait for the rollout to be under way, then check who wrote what.
-    wait_pool(&client, "one node updated", |p| {
+    wait_pool(&client, "workers", "one node updated", |p| {
         p.status.as_ref().is_some_and(|s| s.updated_count >= 1)
     })
     .await;
@@ -613,7 +552,7 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
         "handover took {handover:?}"
     );
     println!("leader handover after a crash: {handover:?}");
-    wait_pool(&client, "all updated after the handover", |p| {
+    wait_pool(&client, "workers", "all updated after the handover", |p| {
         all_on(p, &digest('2'), 4)
     })
     .await;

@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
 use bootc_pool_controller::reconcile::{self, Options};
+use common::*;
 use host_sim::cluster::{Invariants, PodOwner, SimCluster, SimOptions};
 use host_sim::memory::{Catalog, NextBoot};
 use k8s_openapi::api::core::v1::Node;
@@ -21,17 +24,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const REPO: &str = "registry.test/os";
-const DEADLINE: Duration = Duration::from_secs(60);
-
-fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
-
 struct Env {
     emulator: Emulator,
     client: Client,
@@ -85,45 +80,6 @@ async fn env(nodes: &[&str]) -> Env {
 }
 
 /// The controller, in-process, with a client that does not retry 429 (as the binary).
-struct Running {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-fn start_controller(emulator: &Emulator) -> Running {
-    let mut config = emulator.config();
-    config.default_retry = false;
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(reconcile::USER_AGENT),
-    ));
-    let client = Client::try_from(config).unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(reconcile::run(client, Options::default(), async move {
-        let _ = stopped.await;
-    }));
-    Running {
-        stop: Some(stop),
-        task,
-    }
-}
-
-impl Running {
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
-        self.task.abort();
-    }
-
-    /// Killed: the task is dropped where it stands.
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
-
 fn pool(name: &str, image: &str, rollout: Value, selector: Value) -> BootcNodePool {
     serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",
@@ -140,65 +96,6 @@ fn pool(name: &str, image: &str, rollout: Value, selector: Value) -> BootcNodePo
 
 fn workers() -> Value {
     json!({"matchLabels": {"role": "worker"}})
-}
-
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-fn condition(pool: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
-    pool.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
-async fn wait_pool(
-    client: &Client,
-    name: &str,
-    what: &str,
-    check: impl Fn(&BootcNodePool) -> bool,
-) -> BootcNodePool {
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let p = pools.get(name).await.unwrap();
-        if check(&p) {
-            return p;
-        }
-        if Instant::now() >= deadline {
-            let bootc: Api<BootcNode> = Api::all(client.clone());
-            let nodes: Vec<_> = bootc
-                .list(&Default::default())
-                .await
-                .unwrap()
-                .items
-                .into_iter()
-                .map(|b| (b.name_any(), b.metadata.annotations, b.spec, b.status))
-                .collect();
-            panic!(
-                "timed out waiting for {what}; pool status {:#?}; BootcNodes {nodes:#?}",
-                p.status
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-fn all_updated(p: &BootcNodePool, nodes: i32) -> bool {
-    condition(p, "UpToDate").is_some_and(|c| c.1 == "AllUpdated")
-        && p.status
-            .as_ref()
-            .is_some_and(|s| s.updated_count == nodes && s.node_count == nodes)
 }
 
 fn booted(env: &Env, node: &str) -> String {
@@ -254,7 +151,7 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
     let handle = env.emulator.handle();
     let invariants = Invariants::follow(handle.clone(), 2, BTreeSet::from(["n3".to_owned()]));
     let before = handle.requests().len();
-    let controller = start_controller(&env.emulator);
+    let controller = start(&env.emulator, Options::default());
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -324,7 +221,7 @@ async fn forty_percent_of_five_is_two_and_pause_holds_approvals() {
     let names = ["n1", "n2", "n3", "n4", "n5"];
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 2, BTreeSet::new());
-    let controller = start_controller(&env.emulator);
+    let controller = start(&env.emulator, Options::default());
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -372,7 +269,7 @@ async fn changing_the_ref_back_mid_rollout_brings_updated_nodes_back() {
     let names = ["n1", "n2", "n3", "n4"];
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
-    let controller = start_controller(&env.emulator);
+    let controller = start(&env.emulator, Options::default());
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -437,7 +334,7 @@ async fn a_blocking_disruption_budget_times_the_drain_out_and_frees_the_slot() {
         .unwrap();
     blocking_pdb(&env.client, "web", "web").await;
     let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
-    let controller = start_controller(&env.emulator);
+    let controller = start(&env.emulator, Options::default());
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -479,7 +376,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     for n in ["n1", "n2"] {
         env.cluster.host(n).unwrap().set_next_boot(NextBoot::Never);
     }
-    let controller = start_controller(&env.emulator);
+    let controller = start(&env.emulator, Options::default());
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -560,7 +457,7 @@ async fn a_node_leaving_mid_drain_is_let_go_and_a_joining_node_is_rolled() {
         .await
         .unwrap();
     blocking_pdb(&env.client, "web", "web").await;
-    let controller = start_controller(&env.emulator);
+    let controller = start(&env.emulator, Options::default());
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -630,7 +527,7 @@ async fn two_pools_selecting_one_node_both_report_it_and_the_rest_rolls() {
         };
         cluster.add_node(name, &v1, &options).await.unwrap();
     }
-    let controller = start_controller(&emulator);
+    let controller = start(&emulator, Options::default());
     let pools: Api<BootcNodePool> = Api::all(client.clone());
     for (name, selector) in [
         ("workers", workers()),
@@ -687,7 +584,7 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     let invariants = Invariants::follow(handle.clone(), 2, BTreeSet::new());
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     let bootc: Api<BootcNode> = Api::all(env.client.clone());
-    let mut controller = start_controller(&env.emulator);
+    let mut controller = start(&env.emulator, Options::default());
     pools
         .create(
             &PostParams::default(),
@@ -707,10 +604,10 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     })
     .await;
     controller.kill().await;
-    controller = start_controller(&env.emulator);
+    controller = start(&env.emulator, Options::default());
     // Killed again at once, before its caches have filled.
     controller.kill().await;
-    controller = start_controller(&env.emulator);
+    controller = start(&env.emulator, Options::default());
 
     // 2. Killed during n1's drain (blocked by its budget).
     wait_for("n1 draining", async || {
@@ -721,7 +618,7 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     })
     .await;
     controller.kill().await;
-    controller = start_controller(&env.emulator);
+    controller = start(&env.emulator, Options::default());
 
     // 3. Killed right after an approval.
     wait_for("an approval", async || {
@@ -732,7 +629,7 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     })
     .await;
     controller.kill().await;
-    controller = start_controller(&env.emulator);
+    controller = start(&env.emulator, Options::default());
 
     // Let n1's drain through.
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), "default");

@@ -1,0 +1,150 @@
+//! What the controller's end-to-end tests share: running the controller in-process,
+//! waiting on a pool, reading conditions.
+
+// Each test file uses its own part of these helpers.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use bootc_pool_controller::reconcile::{self, Options};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use kube_emulator::Emulator;
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// How long a test waits for a pool to reach a state.
+pub const DEADLINE: Duration = Duration::from_secs(90);
+
+/// `sha256:` and 64 times `c`.
+pub fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+/// A client as the binary builds it: no retry of 429 by the client, and a User-Agent.
+pub fn client_as(emulator: &Emulator, agent: &'static str) -> Client {
+    let mut config = emulator.config();
+    config.default_retry = false;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(agent),
+    ));
+    Client::try_from(config).unwrap()
+}
+
+/// The controller running in-process.
+pub struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+/// Starts the controller against `emulator` with `options`.
+pub fn start(emulator: &Emulator, options: Options) -> Running {
+    let client = client_as(emulator, reconcile::USER_AGENT);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(reconcile::run(client, options, async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        stop: Some(stop),
+        task,
+    }
+}
+
+impl Running {
+    /// Stops it as on SIGTERM and waits.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(20), &mut self.task).await;
+        self.task.abort();
+    }
+
+    /// Kills it: the task is dropped where it stands.
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// A condition of the pool: (status, reason, message).
+pub fn condition(pool: &BootcNodePool, type_: &str) -> Option<(String, String, String)> {
+    pool.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// `UpToDate=AllUpdated` with `nodes` members, all updated.
+pub fn all_updated(p: &BootcNodePool, nodes: i32) -> bool {
+    condition(p, "UpToDate").is_some_and(|c| c.1 == "AllUpdated")
+        && p.status
+            .as_ref()
+            .is_some_and(|s| s.updated_count == nodes && s.node_count == nodes)
+}
+
+/// Waits until `check` holds for pool `name`; on timeout, fails with its status and
+/// every BootcNode.
+pub async fn wait_pool(
+    client: &Client,
+    name: &str,
+    what: &str,
+    check: impl Fn(&BootcNodePool) -> bool,
+) -> BootcNodePool {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let p = pools.get(name).await.unwrap();
+        if check(&p) {
+            return p;
+        }
+        if Instant::now() >= deadline {
+            let bootc: Api<BootcNode> = Api::all(client.clone());
+            let nodes: Vec<_> = bootc
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|b| (b.name_any(), b.metadata.annotations, b.spec, b.status))
+                .collect();
+            panic!(
+                "timed out waiting for {what}; pool status {:#?}; BootcNodes {nodes:#?}",
+                p.status
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Waits until `check` gives a value.
+pub async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(t) = check().await {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Makes the controller plan pool `name` again now, by touching an annotation.
+pub async fn nudge(client: &Client, name: &str, n: u32) {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"test/nudge": n.to_string()}}})),
+        )
+        .await
+        .unwrap();
+}
