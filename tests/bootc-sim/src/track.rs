@@ -1,0 +1,325 @@
+//! Follows the emulator's stream of stored changes and keeps, for every node, its rollout
+//! state as the objects show it, the number of unavailable nodes, and whether the rollout
+//! is complete (with the instant it became so).
+//!
+//! A node's state, from its BootcNode and Node:
+//! - `on target`: booted on the target digest, no reboot slot, schedulable and Ready;
+//! - `rebooting`: holds the reboot slot, or is cordoned or NotReady (drain, reboot, the
+//!   wait for Ready);
+//! - `staged`: the target is staged (waiting for a slot);
+//! - `staging`: told to move to the target, not staged yet;
+//! - `pending`: anything else (no BootcNode yet, or told nothing yet).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
+use serde_json::Value;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// The node states of the picture, bottom to top.
+pub const STATES: [&str; 5] = ["on target", "rebooting", "staged", "staging", "pending"];
+
+const ON_TARGET: usize = 0;
+const REBOOTING: usize = 1;
+const STAGED: usize = 2;
+const STAGING: usize = 3;
+const PENDING: usize = 4;
+
+const GROUP: &str = "node.bootc.dev";
+
+#[derive(Debug, Clone, Copy)]
+struct NodeFacts {
+    rv: u64,
+    unschedulable: bool,
+    ready: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BootcFacts {
+    rv: u64,
+    desired: bool,
+    staged: bool,
+    booted: bool,
+    slot: bool,
+}
+
+/// Counts at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Nodes per state, in the order of [`STATES`].
+    pub states: [usize; 5],
+    /// Nodes cordoned, NotReady or holding a reboot slot.
+    pub unavailable: usize,
+}
+
+#[derive(Debug)]
+struct Inner {
+    target_digest: String,
+    pool: String,
+    expected: usize,
+    nodes: HashMap<String, NodeFacts>,
+    bootc: HashMap<String, BootcFacts>,
+    /// Per node: its state and whether it is unavailable, as counted.
+    counted: HashMap<String, (usize, bool)>,
+    counts: Counts,
+    pool_rv: u64,
+    pool_done: bool,
+    done_at: Option<Instant>,
+    lagged: u64,
+}
+
+fn rv_of(object: &Value) -> u64 {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
+}
+
+fn name_of(object: &Value) -> Option<String> {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+impl Inner {
+    fn recount(&mut self, name: &str) {
+        let node = self.nodes.get(name).copied();
+        let bootc = self.bootc.get(name).copied();
+        let now = node.map(|n| {
+            let b = bootc.unwrap_or(BootcFacts {
+                rv: 0,
+                desired: false,
+                staged: false,
+                booted: false,
+                slot: false,
+            });
+            let unavailable = n.unschedulable || !n.ready || b.slot;
+            let state = if unavailable {
+                REBOOTING
+            } else if b.booted {
+                ON_TARGET
+            } else if b.staged {
+                STAGED
+            } else if b.desired {
+                STAGING
+            } else {
+                PENDING
+            };
+            (state, unavailable)
+        });
+        if let Some((state, unavailable)) = self.counted.remove(name) {
+            self.counts.states[state] -= 1;
+            self.counts.unavailable -= usize::from(unavailable);
+        }
+        if let Some((state, unavailable)) = now {
+            self.counts.states[state] += 1;
+            self.counts.unavailable += usize::from(unavailable);
+            self.counted.insert(name.to_owned(), (state, unavailable));
+        }
+    }
+
+    fn apply(&mut self, group: &str, plural: &str, object: &Value, deleted: bool, rv: u64) {
+        let Some(name) = name_of(object) else {
+            return;
+        };
+        match (group, plural) {
+            ("", "nodes") => {
+                if self.nodes.get(&name).is_some_and(|k| k.rv >= rv) {
+                    return;
+                }
+                if deleted {
+                    self.nodes.remove(&name);
+                } else {
+                    let ready = object
+                        .pointer("/status/conditions")
+                        .and_then(Value::as_array)
+                        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+                        .is_some_and(|c| c["status"] == "True");
+                    let unschedulable = object
+                        .pointer("/spec/unschedulable")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
+                    self.nodes.insert(
+                        name.clone(),
+                        NodeFacts {
+                            rv,
+                            unschedulable,
+                            ready,
+                        },
+                    );
+                }
+                self.recount(&name);
+            }
+            (GROUP, "bootcnodes") => {
+                if self.bootc.get(&name).is_some_and(|k| k.rv >= rv) {
+                    return;
+                }
+                if deleted {
+                    self.bootc.remove(&name);
+                } else {
+                    let target = self.target_digest.as_str();
+                    let desired = object
+                        .pointer("/spec/desiredImage")
+                        .and_then(Value::as_str)
+                        .is_some_and(|i| i.ends_with(target));
+                    let digest = |path: &str| {
+                        object
+                            .pointer(path)
+                            .and_then(Value::as_str)
+                            .is_some_and(|d| d == target)
+                    };
+                    let slot = object
+                        .pointer("/metadata/annotations")
+                        .and_then(Value::as_object)
+                        .is_some_and(|a| a.contains_key(REBOOT_SLOT_ANNOTATION));
+                    self.bootc.insert(
+                        name.clone(),
+                        BootcFacts {
+                            rv,
+                            desired,
+                            staged: digest("/status/staged/imageDigest"),
+                            booted: digest("/status/booted/imageDigest"),
+                            slot,
+                        },
+                    );
+                }
+                self.recount(&name);
+            }
+            (GROUP, "bootcnodepools") => {
+                if name != self.pool || self.pool_rv >= rv {
+                    return;
+                }
+                self.pool_rv = rv;
+                let status = object.get("status");
+                let count = |field: &str| {
+                    status
+                        .and_then(|s| s.get(field))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0) as usize
+                };
+                let all_updated = status
+                    .and_then(|s| s.get("conditions"))
+                    .and_then(Value::as_array)
+                    .and_then(|c| c.iter().find(|c| c["type"] == "UpToDate"))
+                    .is_some_and(|c| c["reason"] == "AllUpdated");
+                self.pool_done = !deleted
+                    && all_updated
+                    && count("updatedCount") == self.expected
+                    && count("nodeCount") == self.expected;
+            }
+            _ => return,
+        }
+        if self.done_at.is_none()
+            && self.pool_done
+            && self.counts.states[ON_TARGET] == self.expected
+            && self.counts.unavailable == 0
+        {
+            self.done_at = Some(Instant::now());
+        }
+    }
+
+    fn resync(&mut self, handle: &kube_emulator::Handle) {
+        for (group, plural) in [
+            ("", "nodes"),
+            (GROUP, "bootcnodes"),
+            (GROUP, "bootcnodepools"),
+        ] {
+            for object in handle.list(group, plural) {
+                let rv = rv_of(&object);
+                self.apply(group, plural, &object, false, rv);
+            }
+        }
+    }
+}
+
+/// The follower (its task ends when dropped).
+#[derive(Debug)]
+pub struct Tracker {
+    inner: Arc<Mutex<Inner>>,
+    task: JoinHandle<()>,
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    inner.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Tracker {
+    /// Starts following `handle`'s changes for `expected` nodes moving to
+    /// `target_digest` under pool `pool`.
+    pub fn follow(
+        handle: kube_emulator::Handle,
+        pool: &str,
+        target_digest: &str,
+        expected: usize,
+    ) -> Self {
+        let mut events = handle.events();
+        let mut inner = Inner {
+            target_digest: target_digest.to_owned(),
+            pool: pool.to_owned(),
+            expected,
+            nodes: HashMap::new(),
+            bootc: HashMap::new(),
+            counted: HashMap::new(),
+            counts: Counts::default(),
+            pool_rv: 0,
+            pool_done: false,
+            done_at: None,
+            lagged: 0,
+        };
+        inner.resync(&handle);
+        let inner = Arc::new(Mutex::new(inner));
+        let shared = inner.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) => {
+                        let deleted = event.kind == kube_emulator::EventType::Deleted;
+                        lock(&shared).apply(
+                            &event.key.group,
+                            &event.key.plural,
+                            &event.object,
+                            deleted,
+                            event.rv,
+                        );
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        let mut inner = lock(&shared);
+                        inner.lagged += missed;
+                        // The lists are at least as new as anything missed.
+                        inner.resync(&handle);
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Tracker { inner, task }
+    }
+
+    /// The counts now.
+    pub fn counts(&self) -> Counts {
+        lock(&self.inner).counts
+    }
+
+    /// When the rollout was first seen complete: every node on target, none
+    /// unavailable, and the pool's status saying so (`UpToDate=AllUpdated`,
+    /// `updatedCount` = `nodeCount` = the node count).
+    pub fn done_at(&self) -> Option<Instant> {
+        lock(&self.inner).done_at
+    }
+
+    /// Events missed because the follower fell behind (made up for by listing).
+    pub fn lagged(&self) -> u64 {
+        lock(&self.inner).lagged
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,134 @@
+//! `bootc-sim bench` as CI runs it: 50 in-process nodes with short timings, once
+//! undisturbed and once with injected API faults and the controller killed every 2 s;
+//! both must complete with every node on the target and no invariant violated.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Every field the benchmark promises.
+const FIELDS: [&str; 17] = [
+    "nodes",
+    "makespan_s",
+    "ideal_s",
+    "makespan_ratio",
+    "api_requests_total",
+    "api_writes_per_node",
+    "controller_peak_rss_mib",
+    "agent_peak_rss_mib",
+    "reconcile_p50_ms",
+    "reconcile_p99_ms",
+    "max_concurrent_unavailable",
+    "unavailable_budget",
+    "reboots_per_node_max",
+    "nodes_on_target",
+    "nodes_left_cordoned",
+    "invariant_violations",
+    "notes",
+];
+
+fn bench(dir: &Path, name: &str, extra: &[&str]) -> Value {
+    let json = dir.join(format!("{name}.json"));
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+        .args([
+            "bench",
+            "--nodes",
+            "50",
+            "--max-unavailable",
+            "5",
+            "--stage-ms",
+            "50",
+            "--reboot-ms",
+            "100",
+            "--ready-ms",
+            "50",
+            "--deadline-s",
+            "45",
+            "--json",
+        ])
+        .arg(&json)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "bootc-sim bench {extra:?} failed ({}); stderr:\n{stderr}\nresult: {}",
+        out.status,
+        std::fs::read_to_string(&json).unwrap_or_default()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the run took {:?}",
+        started.elapsed()
+    );
+    let result: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for field in FIELDS {
+        assert!(
+            result.get(field).is_some_and(|v| !v.is_null()),
+            "{field} missing or null in {result:#}"
+        );
+    }
+    assert_eq!(result["nodes"], 50);
+    assert_eq!(result["ok"], true, "{result:#}");
+    assert_eq!(result["invariant_violations"], 0, "{result:#}");
+    assert_eq!(result["nodes_on_target"], 50, "{result:#}");
+    assert_eq!(result["nodes_left_cordoned"], 0, "{result:#}");
+    assert_eq!(result["reboots_per_node_max"], 1, "{result:#}");
+    assert_eq!(result["unavailable_budget"], 5);
+    let max = result["max_concurrent_unavailable"].as_u64().unwrap();
+    assert!((1..=5).contains(&max), "{result:#}");
+    // stage + 10 waves × (reboot + ready).
+    assert!((result["ideal_s"].as_f64().unwrap() - 1.55).abs() < 1e-9);
+    let makespan = result["makespan_s"].as_f64().unwrap();
+    let ratio = result["makespan_ratio"].as_f64().unwrap();
+    assert!(makespan >= 1.55 && ratio >= 1.0, "{result:#}");
+    assert!((ratio - makespan / 1.55).abs() < 0.01, "{result:#}");
+    assert!(result["api_requests_total"].as_u64().unwrap() > 0);
+    assert!(result["api_writes_per_node"].as_f64().unwrap() > 0.0);
+    assert!(result["controller_peak_rss_mib"].as_f64().unwrap() > 0.0);
+    let (p50, p99) = (
+        result["reconcile_p50_ms"].as_f64().unwrap(),
+        result["reconcile_p99_ms"].as_f64().unwrap(),
+    );
+    assert!(0.0 < p50 && p50 <= p99, "{result:#}");
+
+    let svg = std::fs::read_to_string(dir.join(format!("{name}.svg"))).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<polygon").count(), 5, "one area per state");
+    println!(
+        "bench {extra:?}: makespan {makespan} s, ratio {ratio}, {} requests, p99 {p99} ms",
+        result["api_requests_total"]
+    );
+    result
+}
+
+#[test]
+fn fifty_nodes_roll_out_within_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = bench(dir.path(), "plain", &[]);
+    assert_eq!(result["controller_kills"], 0);
+    assert_eq!(result["api_faults_injected"], 0);
+}
+
+#[test]
+fn fifty_nodes_roll_out_despite_api_faults_and_a_controller_killed_every_two_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    bench(
+        dir.path(),
+        "faults",
+        &[
+            "--api-fault-rate",
+            "0.05",
+            "--kill-controller-every",
+            "2",
+            "--seed",
+            "3",
+        ],
+    );
+}
