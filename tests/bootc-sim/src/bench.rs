@@ -461,7 +461,11 @@ pub async fn run(args: BenchArgs) -> Result<bool, String> {
             );
         }
     };
-    let requests: Vec<_> = handle.requests().into_iter().skip(requests_before).collect();
+    let requests: Vec<_> = handle
+        .requests()
+        .into_iter()
+        .skip(requests_before)
+        .collect();
     // One last sample at the instant of completion.
     if let Some(done) = done_at {
         samples.push(Sample {
@@ -498,10 +502,8 @@ pub async fn run(args: BenchArgs) -> Result<bool, String> {
         .iter()
         .filter(|r| r.user_agent == reconcile::USER_AGENT && r.is_write())
         .count();
-    let histogram = stats::parse_histogram(
-        &metrics.encode(),
-        "bootc_pool_reconcile_duration_seconds",
-    );
+    let histogram =
+        stats::parse_histogram(&metrics.encode(), "bootc_pool_reconcile_duration_seconds");
     let ms = |q: f64| histogram.quantile(q).map(|s| round(s * 1000.0, 2));
     let host_reboots_max = end.host_reboots.values().copied().max().unwrap_or(0);
     let event_reboots_max = report.reboots.values().copied().max().unwrap_or(0);

@@ -63,7 +63,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub keep_running: bool,
     /// Give up when a phase (boot, converge, roll out) takes longer than this (seconds).
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 150)]
     pub phase_timeout_s: u64,
 }
 
@@ -245,7 +245,11 @@ async fn demo(
     })?;
     let host = registry.host();
     let v1 = registry
-        .push("os", "stable", &[(VERSION_LABEL, "1.0"), (KERNEL_LABEL, "k1")])
+        .push(
+            "os",
+            "stable",
+            &[(VERSION_LABEL, "1.0"), (KERNEL_LABEL, "k1")],
+        )
         .map_err(|e| format!("cannot build and push v1 (umoci, skopeo): {e}"))?;
     parts.registry = Some(registry);
     step(
@@ -355,10 +359,7 @@ async fn demo(
         started,
         &format!(
             "controller (pid {}) and {} agents started; logs in {} and {}",
-            parts
-                .controller
-                .as_ref()
-                .map_or(0, |c| c.child.id()),
+            parts.controller.as_ref().map_or(0, |c| c.child.id()),
             parts.agents.len(),
             controller_log.display(),
             agent_logs.display()
@@ -406,7 +407,11 @@ async fn demo(
         .registry
         .as_ref()
         .ok_or("the registry is gone")?
-        .push("os", "stable", &[(VERSION_LABEL, "2.0"), (KERNEL_LABEL, "k2")])
+        .push(
+            "os",
+            "stable",
+            &[(VERSION_LABEL, "2.0"), (KERNEL_LABEL, "k2")],
+        )
         .map_err(|e| format!("cannot build and push v2: {e}"))?;
     step(
         started,
@@ -596,8 +601,7 @@ impl Display {
             let _ = writeln!(out, "[{elapsed:>5.1}s] {header}\n");
             let _ = writeln!(
                 out,
-                "{:<16} {:<12} {:<22} {:<6} {:<9} {}",
-                "NODE", "STATE", "BOOTED", "READY", "CORDONED", "SLOT"
+                "NODE             STATE        BOOTED                 READY  CORDONED  SLOT"
             );
             for r in &rows {
                 let _ = writeln!(
@@ -657,7 +661,9 @@ async fn watch_until(
     let mut tick = tokio::time::interval(REFRESH);
     loop {
         tick.tick().await;
-        let pool = handle.get(GROUP, "bootcnodepools", "", POOL).unwrap_or(Value::Null);
+        let pool = handle
+            .get(GROUP, "bootcnodepools", "", POOL)
+            .unwrap_or(Value::Null);
         let rows = rows(handle, &names);
         let status = pool.get("status");
         let done = status
@@ -687,9 +693,29 @@ async fn watch_until(
             ));
         }
         if Instant::now() >= deadline {
+            let stuck: Vec<String> = display
+                .last
+                .iter()
+                .filter(|r| !r.ready || r.cordoned || r.slot || r.state != "Idle")
+                .map(|r| {
+                    format!(
+                        "{} ({}, booted {}{}{})",
+                        r.name,
+                        r.state,
+                        r.booted,
+                        if r.cordoned { ", cordoned" } else { "" },
+                        if r.slot { ", holds a slot" } else { "" }
+                    )
+                })
+                .collect();
             return Err(format!(
-                "timed out {phase} after {} s; pool status: {}",
+                "timed out {phase} after {} s; nodes not done: {}; pool status: {}",
                 timeout.as_secs(),
+                if stuck.is_empty() {
+                    "none".to_owned()
+                } else {
+                    stuck.join("; ")
+                },
                 status.map(Value::to_string).unwrap_or_default()
             ));
         }
@@ -749,7 +775,7 @@ fn print_summary(handle: &kube_emulator::Handle, max_slots: usize) {
             "  {:<14} {:<8} {:>5}  {:<21} {:<21}",
             short(e["digest"].as_str().unwrap_or("")),
             e["version"].as_str().unwrap_or("-"),
-            e["nodeCount"],
+            e["nodeCount"].as_i64().unwrap_or(0),
             e["firstDeployed"].as_str().unwrap_or(""),
             e["lastDeployed"].as_str().unwrap_or("")
         );
@@ -762,7 +788,10 @@ mod tests {
 
     #[test]
     fn short_digests() {
-        assert_eq!(short(&format!("sha256:{}", "ab".repeat(32))), "abababababab");
+        assert_eq!(
+            short(&format!("sha256:{}", "ab".repeat(32))),
+            "abababababab"
+        );
         assert_eq!(short("x"), "x");
     }
 

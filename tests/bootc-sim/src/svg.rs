@@ -49,11 +49,7 @@ fn tick_step(span: f64, ticks: f64) -> f64 {
 pub fn render(title: &str, samples: &[Sample], nodes: usize, budget: usize) -> String {
     let plot_w = WIDTH - LEFT - RIGHT;
     let plot_h = HEIGHT - TOP - BOTTOM;
-    let t_max = samples
-        .last()
-        .map(|s| s.t)
-        .unwrap_or(1.0)
-        .max(f64::EPSILON);
+    let t_max = samples.last().map(|s| s.t).unwrap_or(1.0).max(f64::EPSILON);
     let n_max = nodes.max(1) as f64;
     let x = |t: f64| LEFT + t / t_max * plot_w;
     let y = |v: f64| TOP + plot_h - v / n_max * plot_h;
