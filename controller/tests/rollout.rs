@@ -654,3 +654,106 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     no_slots_left(&env.client).await;
     controller.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_of_one_three_and_thirty_percent_are_never_exceeded() {
+    let names = [
+        "n01", "n02", "n03", "n04", "n05", "n06", "n07", "n08", "n09", "n10",
+    ];
+    for (budget, resolved) in [(json!(1), 1), (json!(3), 3), (json!("30%"), 3)] {
+        let env = env(&names).await;
+        let invariants = Invariants::follow(env.emulator.handle(), resolved, BTreeSet::new());
+        let controller = start(&env.emulator, Options::default());
+        let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+        pools
+            .create(
+                &PostParams::default(),
+                &pool(
+                    "workers",
+                    &env.v2,
+                    json!({"maxUnavailable": budget}),
+                    workers(),
+                ),
+            )
+            .await
+            .unwrap();
+        wait_pool(&env.client, "workers", "all ten updated", |p| {
+            all_updated(p, 10)
+        })
+        .await;
+        let report = invariants.settled(Duration::from_secs(10)).await;
+        assert!(report.is_clean(), "{budget}: {report:?}");
+        assert_eq!(
+            report.max_unavailable_seen, resolved,
+            "{budget}: the budget is used"
+        );
+        assert!(
+            report.reboots.values().all(|r| *r == 1),
+            "{budget}: {:?}",
+            report.reboots
+        );
+        controller.stop().await;
+        env.cluster.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_failing_to_stage_and_one_back_on_the_wrong_image_do_not_stop_the_rest() {
+    let names = ["n1", "n2", "n3", "n4"];
+    let env = env(&names).await;
+    // n1 cannot pull; n2 comes back on its old image after its reboot.
+    env.cluster
+        .host("n1")
+        .unwrap()
+        .set_behaviour(host_sim::memory::Behaviour {
+            stage_error: Some("pulling: 500 Internal Server Error".into()),
+            ..host_sim::memory::Behaviour::default()
+        });
+    env.cluster
+        .host("n2")
+        .unwrap()
+        .set_next_boot(NextBoot::OldImage);
+    // n2 keeps its slot (it is unhealthy: an admin must look at it); the other slot
+    // serves the rest.
+    let invariants = Invariants::follow(env.emulator.handle(), 2, BTreeSet::new());
+    let controller = start(&env.emulator, Options::default());
+    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(
+                "workers",
+                &env.v2,
+                json!({"maxUnavailable": 2, "haltAfterUnhealthy": 2}),
+                workers(),
+            ),
+        )
+        .await
+        .unwrap();
+    let p = wait_pool(&env.client, "workers", "n3 and n4 updated", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.updated_count == 2 && s.degraded_count == 2)
+    })
+    .await;
+    let (status, reason, message) = condition(&p, "Degraded").unwrap();
+    assert_eq!(status, "True");
+    assert_eq!(reason, "NodeDegraded", "{message}");
+    assert!(
+        message.contains("n1") && message.contains("500"),
+        "{message}"
+    );
+    assert!(
+        message.contains("n2") && message.contains("RebootDidNotApply"),
+        "{message}"
+    );
+    // n1 never rebooted; n2 rebooted exactly once and was not rebooted again.
+    assert_eq!(env.cluster.host("n1").unwrap().counters().reboots, 0);
+    assert_eq!(env.cluster.host("n2").unwrap().counters().reboots, 1);
+    for n in ["n3", "n4"] {
+        assert_eq!(booted(&env, n), digest('2'), "{n}");
+    }
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.violations.is_empty(), "{report:?}");
+    controller.stop().await;
+}
