@@ -217,10 +217,7 @@ impl DbusHost {
             .cache_properties(CacheProperties::No)
             .build()
             .await
-            .map_err(|source| HostError::Call {
-                call: "systemd1.Manager",
-                source,
-            })
+            .map_err(call_error("systemd1.Manager"))
     }
 
     /// Runs `bootc ARGS` as a transient unit and returns its standard output.
@@ -262,14 +259,10 @@ impl DbusHost {
 
         let manager = self.manager().await?;
         subscribe(&manager).await?;
-        let mut removed =
-            manager
-                .receive_job_removed()
-                .await
-                .map_err(|source| HostError::Call {
-                    call: "Manager.JobRemoved",
-                    source,
-                })?;
+        let mut removed = manager
+            .receive_job_removed()
+            .await
+            .map_err(call_error("Manager.JobRemoved"))?;
 
         let exec: Vec<ExecCommand> = vec![(argv[0].clone(), argv.clone(), false)];
         let timeout_usec = u64::try_from(self.timeout.as_micros()).unwrap_or(u64::MAX);
@@ -296,10 +289,7 @@ impl DbusHost {
         let job = manager
             .start_transient_unit(&unit, "fail", &properties, &[])
             .await
-            .map_err(|source| HostError::Call {
-                call: "Manager.StartTransientUnit",
-                source,
-            })?;
+            .map_err(call_error("Manager.StartTransientUnit"))?;
 
         let wait = async {
             while let Some(signal) = removed.next().await {
@@ -317,10 +307,7 @@ impl DbusHost {
                 manager
                     .stop_unit(&unit, "replace")
                     .await
-                    .map_err(|source| HostError::Call {
-                        call: "Manager.StopUnit",
-                        source,
-                    })?;
+                    .map_err(call_error("Manager.StopUnit"))?;
                 return Err(HostError::Timeout {
                     command,
                     timeout: self.timeout,
@@ -363,30 +350,21 @@ impl DbusHost {
         let path = manager
             .get_unit(unit)
             .await
-            .map_err(|source| HostError::Call {
-                call: "Manager.GetUnit",
-                source,
-            })?;
+            .map_err(call_error("Manager.GetUnit"))?;
         let service = SystemdServiceProxy::builder(&self.connection)
             .path(path)
             .cache_properties(CacheProperties::No)
             .build()
             .await
-            .map_err(|source| HostError::Call {
-                call: "systemd1.Service",
-                source,
-            })?;
-        let result = service.result().await.map_err(|source| HostError::Call {
-            call: "Service.Result",
-            source,
-        })?;
+            .map_err(call_error("systemd1.Service"))?;
+        let result = service
+            .result()
+            .await
+            .map_err(call_error("Service.Result"))?;
         let status = service
             .exec_main_status()
             .await
-            .map_err(|source| HostError::Call {
-                call: "Service.ExecMainStatus",
-                source,
-            })?;
+            .map_err(call_error("Service.ExecMainStatus"))?;
         Ok((result, status))
     }
 
@@ -401,19 +379,31 @@ impl DbusHost {
     }
 }
 
+/// Wraps a failed D-Bus call's error with the call's name.
+fn call_error(call: &'static str) -> impl FnOnce(zbus::Error) -> HostError {
+    move |source| HostError::Call { call, source }
+}
+
+/// True when `error` is the D-Bus error `name` (e.g. `org.freedesktop.systemd1.NoSuchUnit`).
+fn is_error(error: &zbus::Error, name: &str) -> bool {
+    matches!(error, zbus::Error::MethodError(n, _, _) if n.as_str() == name)
+}
+
+/// `Manager.StopUnit`; a unit that is not loaded is fine.
+async fn stop_if_loaded(manager: &SystemdManagerProxy<'_>, unit: &str) -> Result<(), HostError> {
+    match manager.stop_unit(unit, "replace").await {
+        Ok(_) => Ok(()),
+        Err(e) if is_error(&e, "org.freedesktop.systemd1.NoSuchUnit") => Ok(()),
+        Err(source) => Err(call_error("Manager.StopUnit")(source)),
+    }
+}
+
 /// `Manager.Subscribe`; a client that is already subscribed is fine.
 async fn subscribe(manager: &SystemdManagerProxy<'_>) -> Result<(), HostError> {
     match manager.subscribe().await {
         Ok(()) => Ok(()),
-        Err(zbus::Error::MethodError(name, _, _))
-            if name.as_str() == "org.freedesktop.systemd1.AlreadySubscribed" =>
-        {
-            Ok(())
-        }
-        Err(source) => Err(HostError::Call {
-            call: "Manager.Subscribe",
-            source,
-        }),
+        Err(e) if is_error(&e, "org.freedesktop.systemd1.AlreadySubscribed") => Ok(()),
+        Err(source) => Err(call_error("Manager.Subscribe")(source)),
     }
 }
 
@@ -432,17 +422,11 @@ async fn follow_status_updates(
         .cache_properties(CacheProperties::No)
         .build()
         .await
-        .map_err(|source| HostError::Call {
-            call: "systemd1.Manager",
-            source,
-        })?;
+        .map_err(call_error("systemd1.Manager"))?;
     let mut removed = manager
         .receive_job_removed()
         .await
-        .map_err(|source| HostError::Call {
-            call: "Manager.JobRemoved",
-            source,
-        })?;
+        .map_err(call_error("Manager.JobRemoved"))?;
     subscribe(&manager).await?;
     let (tx, rx) = tokio::sync::watch::channel(0u64);
     let task = tokio::spawn(async move {
@@ -513,14 +497,11 @@ impl Host for DbusHost {
             .cache_properties(CacheProperties::No)
             .build()
             .await
-            .map_err(|source| HostError::Call {
-                call: "hostname1",
-                source,
-            })?;
-        let id = hostname.boot_id().await.map_err(|source| HostError::Call {
-            call: "hostname1.BootID",
-            source,
-        })?;
+            .map_err(call_error("hostname1"))?;
+        let id = hostname
+            .boot_id()
+            .await
+            .map_err(call_error("hostname1.BootID"))?;
         if id.len() != 16 {
             return Err(HostError::BadBootId { len: id.len() });
         }
@@ -575,17 +556,11 @@ impl Host for DbusHost {
         let flags = if soft { SOFT_REBOOT_FLAG } else { 0 };
         let login = LoginManagerProxy::new(&self.connection)
             .await
-            .map_err(|source| HostError::Call {
-                call: "login1.Manager",
-                source,
-            })?;
+            .map_err(call_error("login1.Manager"))?;
         login
             .reboot_with_flags(flags)
             .await
-            .map_err(|source| HostError::Call {
-                call: "Manager.RebootWithFlags",
-                source,
-            })
+            .map_err(call_error("Manager.RebootWithFlags"))
     }
 
     async fn mask_update_timer(&self) -> Result<(), HostError> {
@@ -594,28 +569,15 @@ impl Host for DbusHost {
         // trigger vanished", leaving the system degraded). So: stop, mask, reload, and
         // clear any failed state.
         let manager = self.manager().await?;
-        match manager.stop_unit(UPDATE_TIMER, "replace").await {
-            Ok(_) => {}
-            Err(zbus::Error::MethodError(name, _, _))
-                if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" => {}
-            Err(source) => {
-                return Err(HostError::Call {
-                    call: "Manager.StopUnit",
-                    source,
-                });
-            }
-        }
+        stop_if_loaded(&manager, UPDATE_TIMER).await?;
         manager
             .mask_unit_files(&[UPDATE_TIMER], true, true)
             .await
-            .map_err(|source| HostError::Call {
-                call: "Manager.MaskUnitFiles",
-                source,
-            })?;
-        manager.reload().await.map_err(|source| HostError::Call {
-            call: "Manager.Reload",
-            source,
-        })?;
+            .map_err(call_error("Manager.MaskUnitFiles"))?;
+        manager
+            .reload()
+            .await
+            .map_err(call_error("Manager.Reload"))?;
         let _ = manager.reset_failed_unit(UPDATE_TIMER).await;
         Ok(())
     }
@@ -636,22 +598,9 @@ impl Host for DbusHost {
         let units = manager
             .list_units_by_patterns(&["activating", "active", "deactivating"], &[&pattern])
             .await
-            .map_err(|source| HostError::Call {
-                call: "Manager.ListUnitsByPatterns",
-                source,
-            })?;
+            .map_err(call_error("Manager.ListUnitsByPatterns"))?;
         for (name, ..) in units {
-            match manager.stop_unit(&name, "replace").await {
-                Ok(_) => {}
-                Err(zbus::Error::MethodError(error, _, _))
-                    if error.as_str() == "org.freedesktop.systemd1.NoSuchUnit" => {}
-                Err(source) => {
-                    return Err(HostError::Call {
-                        call: "Manager.StopUnit",
-                        source,
-                    });
-                }
-            }
+            stop_if_loaded(&manager, &name).await?;
         }
         Ok(())
     }
