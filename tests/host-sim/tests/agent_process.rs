@@ -10,6 +10,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -21,53 +23,16 @@ use host_sim::daemonset::DaemonSet;
 use host_sim::{Node, NodeOptions};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
-use kube_emulator::Emulator;
 use serde_json::json;
 use test_registry::Registry;
 use tokio::time::Instant;
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
-async fn cluster() -> (Emulator, Client) {
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for plural in ["bootcnodepools", "bootcnodes"] {
-        let path = format!(
-            "{}/../../crds/node.bootc.dev_{plural}.yaml",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let crd: CustomResourceDefinition =
-            serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    (emulator, client)
-}
-
-async fn wait_for<T>(what: &str, log: &Path, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        if Instant::now() >= deadline {
-            let log = std::fs::read_to_string(log).unwrap_or_default();
-            let tail: String = log
-                .lines()
-                .rev()
-                .take(40)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n");
-            panic!("timed out waiting for {what}; agent log:\n{tail}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+async fn wait_for<T>(what: &str, log: &Path, check: impl AsyncFnMut() -> Option<T>) -> T {
+    common::wait_logged(what, log, DEADLINE, check).await
 }
 
 fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
@@ -139,7 +104,7 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
         .unwrap();
     let state_dir = work.path().join("state");
     let log = work.path().join("agent.log");
-    let (emulator, client) = cluster().await;
+    let (emulator, client) = common::emulator_with_crds().await;
     let kubeconfig = work.path().join("kubeconfig");
     emulator.write_kubeconfig(&kubeconfig).unwrap();
 

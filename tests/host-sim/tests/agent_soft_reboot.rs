@@ -12,6 +12,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -22,48 +24,16 @@ use bootc_standin::resolver::KERNEL_LABEL;
 use bootc_standin::{HttpResolver, Resolver};
 use host_sim::daemonset::DaemonSet;
 use host_sim::{Node, NodeOptions};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
-use kube_emulator::Emulator;
 use serde_json::json;
 use test_registry::Registry;
 use tokio::time::Instant;
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
-async fn cluster() -> (Emulator, Client) {
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for plural in ["bootcnodepools", "bootcnodes"] {
-        let path = format!(
-            "{}/../../crds/node.bootc.dev_{plural}.yaml",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let crd: CustomResourceDefinition =
-            serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    (emulator, client)
-}
-
-/// Polls `check` until it gives a value; panics with the agent log's tail after
-/// [`DEADLINE`].
-async fn wait_for<T>(what: &str, log: &Path, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        if Instant::now() >= deadline {
-            let log = std::fs::read_to_string(log).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
-            panic!("timed out waiting for {what}; agent log:\n{tail}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+async fn wait_for<T>(what: &str, log: &Path, check: impl AsyncFnMut() -> Option<T>) -> T {
+    common::wait_logged(what, log, DEADLINE, check).await
 }
 
 /// The `Idle` condition's reason.
@@ -105,7 +75,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
         .unwrap();
     let state_dir = work.path().join("state");
     let log = work.path().join("agent.log");
-    let (emulator, client) = cluster().await;
+    let (emulator, client) = common::emulator_with_crds().await;
     let kubeconfig = work.path().join("kubeconfig");
     emulator.write_kubeconfig(&kubeconfig).unwrap();
 

@@ -85,3 +85,46 @@ pub async fn boot(name: &str, dir: &Path) -> Node {
     seed_plain(&options.state_dir);
     Node::start(options).await.expect("booting the node")
 }
+
+/// An API emulator with the project's CRDs registered, and a client of it.
+pub async fn emulator_with_crds() -> (kube_emulator::Emulator, kube::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let emulator = kube_emulator::Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    for plural in ["bootcnodepools", "bootcnodes"] {
+        let path = format!(
+            "{}/../../crds/node.bootc.dev_{plural}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let crd: CustomResourceDefinition =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        crds.create(&kube::api::PostParams::default(), &crd)
+            .await
+            .unwrap();
+    }
+    (emulator, client)
+}
+
+/// Polls `check` until it gives a value; after `deadline`, panics with the last 40
+/// lines of the agent's log.
+pub async fn wait_logged<T>(
+    what: &str,
+    log: &Path,
+    deadline: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(t) = check().await {
+            return t;
+        }
+        if tokio::time::Instant::now() >= until {
+            let log = std::fs::read_to_string(log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            panic!("timed out waiting for {what}; agent log:\n{tail}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
