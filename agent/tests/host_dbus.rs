@@ -89,6 +89,8 @@ struct Record {
     stopped: Vec<String>,
     masked: Vec<(Vec<String>, bool)>,
     reboots: Vec<u64>,
+    /// The error logind answers reboot requests with, when set.
+    reboot_error: Option<zbus::fdo::Error>,
     kills: HashMap<String, tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -278,10 +280,11 @@ struct FakeLogin {
 
 #[zbus::interface(name = "org.freedesktop.login1.Manager")]
 impl FakeLogin {
-    fn reboot_with_flags(&self, flags: u64) {
+    fn reboot_with_flags(&self, flags: u64) -> zbus::fdo::Result<()> {
         let mut record = self.record.lock().unwrap();
         record.calls.push("RebootWithFlags".into());
         record.reboots.push(flags);
+        record.reboot_error.clone().map_or(Ok(()), Err)
     }
 }
 
@@ -537,6 +540,34 @@ async fn reboot_sends_flags() {
     f.host.reboot(false).await.unwrap();
     f.host.reboot(true).await.unwrap();
     assert_eq!(f.record.lock().unwrap().reboots, vec![0, 4]);
+}
+
+#[tokio::test]
+async fn a_reboot_request_cut_off_by_the_bus_going_away_is_the_reboot_under_way() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    f.record.lock().unwrap().reboot_error =
+        Some(zbus::fdo::Error::NoReply("the host went down".into()));
+    f.host.reboot(false).await.unwrap();
+
+    // A refusal is still an error, with logind's words in it.
+    f.record.lock().unwrap().reboot_error = Some(zbus::fdo::Error::AccessDenied(
+        "Interactive authentication required.".into(),
+    ));
+    let error = f.host.reboot(false).await.unwrap_err().to_string();
+    assert!(error.contains("RebootWithFlags"), "{error}");
+    assert_eq!(f.record.lock().unwrap().reboots, vec![0, 0]);
+}
+
+#[test]
+fn connection_lost_is_only_the_connection_going_away() {
+    use bootc_node_agent::host::dbus::connection_lost;
+    use std::io::{Error, ErrorKind};
+    let io = |kind| zbus::Error::InputOutput(std::sync::Arc::new(Error::new(kind, "socket")));
+    assert!(connection_lost(&io(ErrorKind::BrokenPipe)));
+    assert!(connection_lost(&io(ErrorKind::ConnectionReset)));
+    assert!(connection_lost(&io(ErrorKind::UnexpectedEof)));
+    assert!(!connection_lost(&io(ErrorKind::PermissionDenied)));
+    assert!(!connection_lost(&zbus::Error::InvalidReply));
 }
 
 #[tokio::test]

@@ -384,6 +384,31 @@ fn call_error(call: &'static str) -> impl FnOnce(zbus::Error) -> HostError {
     move |source| HostError::Call { call, source }
 }
 
+/// True when `error` means the bus connection itself went away (the peer closed it or
+/// the socket broke) rather than a method answering with an error. During a reboot
+/// request this is the host going down before its reply could be delivered.
+pub fn connection_lost(error: &zbus::Error) -> bool {
+    use std::io::ErrorKind;
+    match error {
+        zbus::Error::InputOutput(e) => matches!(
+            e.kind(),
+            ErrorKind::BrokenPipe
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::UnexpectedEof
+                | ErrorKind::NotConnected
+        ),
+        zbus::Error::FDO(e) => matches!(
+            **e,
+            zbus::fdo::Error::NoReply(_) | zbus::fdo::Error::Disconnected(_)
+        ),
+        _ => {
+            is_error(error, "org.freedesktop.DBus.Error.Disconnected")
+                || is_error(error, "org.freedesktop.DBus.Error.NoReply")
+        }
+    }
+}
+
 /// True when `error` is the D-Bus error `name` (e.g. `org.freedesktop.systemd1.NoSuchUnit`).
 fn is_error(error: &zbus::Error, name: &str) -> bool {
     matches!(error, zbus::Error::MethodError(n, _, _) if n.as_str() == name)
@@ -557,10 +582,16 @@ impl Host for DbusHost {
         let login = LoginManagerProxy::new(&self.connection)
             .await
             .map_err(call_error("login1.Manager"))?;
-        login
-            .reboot_with_flags(flags)
-            .await
-            .map_err(call_error("Manager.RebootWithFlags"))
+        match login.reboot_with_flags(flags).await {
+            Ok(()) => Ok(()),
+            // logind queues the reboot before it answers; a bus that goes away before the
+            // answer arrives is that reboot under way, not a failure to report.
+            Err(e) if connection_lost(&e) => {
+                tracing::info!(error = %e, "the bus went away during the reboot request");
+                Ok(())
+            }
+            Err(source) => Err(call_error("Manager.RebootWithFlags")(source)),
+        }
     }
 
     async fn mask_update_timer(&self) -> Result<(), HostError> {

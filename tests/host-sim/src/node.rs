@@ -459,12 +459,16 @@ impl Node {
     }
 
     /// Asks the node's logind to reboot (`RebootWithFlags(0)`, or the soft-reboot flag).
+    /// A bus that goes away before the answer arrives is the reboot under way.
     pub async fn reboot(&self, soft: bool) -> Result<()> {
         let conn = self.connect().await?;
         let flags = if soft { SOFT_REBOOT_FLAG } else { 0 };
-        bus::reboot_with_flags(&conn, flags)
-            .await
-            .map_err(self.bus_error("login1.RebootWithFlags"))
+        match bus::reboot_with_flags(&conn, flags).await {
+            Err(e) if !bootc_node_agent::host::dbus::connection_lost(&e) => {
+                Err(self.bus_error("login1.RebootWithFlags")(e))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Waits until the node is up after a full boot numbered above `after_boots`
