@@ -71,6 +71,8 @@ pub struct NodeInfo {
     pub boot_id: Option<String>,
     /// When the `Ready` condition last changed.
     pub ready_since: Option<DateTime<Utc>>,
+    /// When the kubelet last posted the `Ready` condition (`lastHeartbeatTime`).
+    pub heartbeat: Option<DateTime<Utc>>,
 }
 
 /// What the plan needs of a BootcNode.
@@ -392,6 +394,11 @@ impl<'a> Agent<'a> {
         self.current && (self.staged(digest) || in_rollback)
     }
 
+    /// The record the agent wrote before its last reboot.
+    fn last_reboot(&self) -> Option<&'a bootc_crds::node::LastReboot> {
+        self.status?.last_reboot.as_ref()
+    }
+
     /// The boot ID the agent recorded before its last reboot.
     fn last_reboot_boot_id(&self) -> Option<&'a str> {
         self.status?
@@ -416,6 +423,37 @@ impl<'a> Agent<'a> {
             .as_ref()
             .and_then(from_time)
     }
+}
+
+/// How soon a plan looks again for the kubelet's first report after a reboot.
+const KUBELET_RECHECK: Duration = Duration::from_secs(2);
+
+/// Whether the kubelet has reported since the node's reboot for `digest`, so that its
+/// `Ready` is about the new boot and not left over from before it: the Node's boot ID is
+/// not the one the agent recorded before rebooting (a full reboot), or the `Ready`
+/// heartbeat is no older than the reboot (a soft reboot keeps the boot ID; both times
+/// come from the node's own clock). Without the agent's record of a reboot for this
+/// digest there is nothing to wait for, and a Node that reports neither a boot ID nor a
+/// heartbeat gives nothing to judge by.
+fn kubelet_reported_since_reboot(
+    info: &NodeInfo,
+    last: Option<&bootc_crds::node::LastReboot>,
+    digest: &Digest,
+) -> bool {
+    let Some(last) = last.filter(|r| r.digest == digest.to_string()) else {
+        return true;
+    };
+    let boot_id = info.boot_id.as_deref().filter(|id| !id.is_empty());
+    if boot_id.is_none() && info.heartbeat.is_none() {
+        return true;
+    }
+    let normal = |id: &str| id.replace('-', "").to_ascii_lowercase();
+    let new_boot = boot_id.is_some_and(|id| normal(id) != normal(&last.boot_id));
+    let heartbeat_since = info
+        .heartbeat
+        .zip(from_time(&last.time))
+        .is_some_and(|(heartbeat, rebooted)| heartbeat >= rebooted);
+    new_boot || heartbeat_since
 }
 
 /// Per-plan bookkeeping.
@@ -889,10 +927,11 @@ fn holder_plan(
         Duration::from_secs(u64::try_from(pool.rollout.reboot_timeout_seconds).unwrap_or(0));
     let overdue =
         approved_at.is_some_and(|t| (now - t).to_std().unwrap_or(Duration::ZERO) > reboot_timeout);
+    let kubelet_back = kubelet_reported_since_reboot(info, agent.last_reboot(), &target.digest);
     if let Some(message) = &degraded {
         p.unhealthy.push(format!("node {name}: {message}"));
         p.degraded.push(format!("node {name}: {message}"));
-    } else if overdue && !(info.ready && agent.booted(&target.digest)) {
+    } else if overdue && !(info.ready && kubelet_back && agent.booted(&target.digest)) {
         let problem = format!(
             "node {name}: RebootTimeout: not back Ready on the target within {}s of its approval",
             pool.rollout.reboot_timeout_seconds
@@ -909,7 +948,13 @@ fn holder_plan(
         p.requeue_in(left + Duration::from_secs(1));
     }
     let back = agent.current && agent.booted(&target.digest) && degraded.is_none() && info.ready;
-    if back {
+    if back && !kubelet_back {
+        // The agent is back before the kubelet has said anything since the reboot: the
+        // Ready seen is the one from before it. A full reboot's new boot ID wakes the
+        // plan; a soft reboot's heartbeat does not, so look again shortly.
+        p.requeue_in(KUBELET_RECHECK);
+    }
+    if back && kubelet_back {
         let delay =
             Duration::from_secs(u64::try_from(pool.rollout.post_reboot_delay_seconds).unwrap_or(0));
         // Back since the later of booting the target and turning Ready; both are kept at

@@ -230,9 +230,6 @@ fn strip_node(node: &mut Node) {
         status.runtime_handlers = None;
         if let Some(conditions) = status.conditions.as_mut() {
             conditions.retain(|c| c.type_ == "Ready");
-            for c in conditions.iter_mut() {
-                c.last_heartbeat_time = None;
-            }
         }
     }
     if let Some(spec) = node.spec.as_mut() {
@@ -243,12 +240,22 @@ fn strip_node(node: &mut Node) {
     }
 }
 
-fn node_ready(node: &Node) -> bool {
+fn ready_condition(node: &Node) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
+}
+
+fn node_ready(node: &Node) -> bool {
+    ready_condition(node).is_some_and(|c| c.status == "True")
+}
+
+fn node_boot_id(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.boot_id.as_str())
 }
 
 fn node_unschedulable(node: &Node) -> bool {
@@ -258,12 +265,15 @@ fn node_unschedulable(node: &Node) -> bool {
         .unwrap_or(false)
 }
 
-/// What of a Node can change a plan: labels, Ready, unschedulable.
+/// What of a Node can change a plan: labels, Ready, unschedulable, and the boot ID (a
+/// new one is the kubelet's first report after a full reboot). Heartbeats are left out:
+/// they change on every status post.
 fn node_fingerprint(node: &Node) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     node.labels().hash(&mut h);
     node_ready(node).hash(&mut h);
     node_unschedulable(node).hash(&mut h);
+    node_boot_id(node).hash(&mut h);
     h.finish()
 }
 
@@ -753,17 +763,12 @@ impl Context {
                         labels: node.labels().clone(),
                         ready: node_ready(node),
                         unschedulable: node_unschedulable(node),
-                        boot_id: node
-                            .status
-                            .as_ref()
-                            .and_then(|s| s.node_info.as_ref())
-                            .map(|i| i.boot_id.clone()),
-                        ready_since: node
-                            .status
-                            .as_ref()
-                            .and_then(|s| s.conditions.as_ref())
-                            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                        boot_id: node_boot_id(node).map(str::to_owned),
+                        ready_since: ready_condition(node)
                             .and_then(|c| c.last_transition_time.as_ref())
+                            .and_then(bootc_crds::conditions::from_time),
+                        heartbeat: ready_condition(node)
+                            .and_then(|c| c.last_heartbeat_time.as_ref())
                             .and_then(bootc_crds::conditions::from_time),
                     }),
                     bootc: bootc.as_deref().map(|b| BootcView {

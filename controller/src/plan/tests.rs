@@ -170,6 +170,7 @@ impl N {
                 unschedulable: self.unschedulable,
                 boot_id: None,
                 ready_since: None,
+                heartbeat: None,
             }),
             bootc: self.bootc.clone(),
         }
@@ -1130,7 +1131,9 @@ fn the_update_event_says_whether_the_reboot_was_soft() {
             .slot()
             .cordoned();
         let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[back]);
-        snap.nodes[0].node.as_mut().unwrap().boot_id = Some(node_boot.into());
+        let info = snap.nodes[0].node.as_mut().unwrap();
+        info.boot_id = Some(node_boot.into());
+        info.heartbeat = Some(now());
         let plan = super::plan(&snap);
         let message = plan
             .actions
@@ -1142,4 +1145,105 @@ fn the_update_event_says_whether_the_reboot_was_soft() {
             .unwrap();
         assert!(message.contains(want), "{message}");
     }
+}
+
+/// A holder back on the target, Ready as far as the Node says, after its agent recorded a
+/// reboot for the target from boot `0123` at `now - 10s`.
+fn back_after_reboot(node_boot: &str, heartbeat: Option<DateTime<Utc>>) -> Snapshot {
+    let mut status = agent('b', None, "Idle", None);
+    status.last_reboot = Some(bootc_crds::node::LastReboot {
+        digest: digest('b').to_string(),
+        boot_id: "0123".into(),
+        soft_reboots: 0,
+        time: to_time(now() - chrono::Duration::seconds(10)).unwrap(),
+    });
+    let back = node("n1")
+        .with('b', DesiredImageState::Booted, status)
+        .slot()
+        .cordoned();
+    let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[back]);
+    let info = snap.nodes[0].node.as_mut().unwrap();
+    info.boot_id = Some(node_boot.into());
+    info.heartbeat = heartbeat;
+    snap
+}
+
+fn released(plan: &Plan) -> bool {
+    plan.actions.iter().any(|a| {
+        matches!(a, Action::Update { annotations, .. }
+            if annotations.get(REBOOT_SLOT_ANNOTATION) == Some(&None))
+    })
+}
+
+#[test]
+fn a_ready_left_over_from_before_the_reboot_does_not_free_the_slot() {
+    // The Node still shows the boot ID and a heartbeat from before the reboot: the
+    // kubelet has not reported since, so its Ready says nothing about this boot.
+    let stale = super::plan(&back_after_reboot(
+        "0123",
+        Some(now() - chrono::Duration::seconds(30)),
+    ));
+    assert!(!released(&stale), "{:?}", stale.actions);
+    assert_eq!(stale.states.get("n1"), Some(&NodeState::Rebooting));
+    assert!(
+        stale
+            .requeue_after
+            .is_some_and(|d| d <= Duration::from_secs(2)),
+        "{:?}",
+        stale.requeue_after
+    );
+
+    // A new boot ID is the kubelet of the new boot (with or without a heartbeat).
+    for heartbeat in [None, Some(now() - chrono::Duration::seconds(30))] {
+        let full = super::plan(&back_after_reboot("89ab", heartbeat));
+        assert!(released(&full), "{heartbeat:?}: {:?}", full.actions);
+    }
+    // The same boot ID (a soft reboot) with a heartbeat since the reboot; the Node's
+    // boot ID may carry dashes.
+    let soft = super::plan(&back_after_reboot("0-1-2-3", Some(now())));
+    assert!(released(&soft), "{:?}", soft.actions);
+    // A heartbeat in the very second of the reboot counts (both at second precision).
+    let same_second = super::plan(&back_after_reboot(
+        "0123",
+        Some(now() - chrono::Duration::seconds(10)),
+    ));
+    assert!(released(&same_second), "{:?}", same_second.actions);
+}
+
+#[test]
+fn without_a_reboot_record_for_the_target_the_node_is_judged_as_before() {
+    // A record for another digest (an earlier rollout) asks nothing of the kubelet.
+    let mut snap = back_after_reboot("0123", Some(now() - chrono::Duration::hours(2)));
+    snap.nodes[0]
+        .bootc
+        .as_mut()
+        .unwrap()
+        .status
+        .as_mut()
+        .unwrap()
+        .last_reboot
+        .as_mut()
+        .unwrap()
+        .digest = digest('a').to_string();
+    assert!(released(&super::plan(&snap)));
+    // Nor does a Node without boot ID or heartbeat (nothing to judge by).
+    let mut snap = back_after_reboot("", None);
+    snap.nodes[0].node.as_mut().unwrap().boot_id = None;
+    assert!(released(&super::plan(&snap)));
+}
+
+#[test]
+fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
+    let mut snap = back_after_reboot("0123", Some(now() - chrono::Duration::minutes(30)));
+    snap.pool.spec.rollout.reboot_timeout_seconds = 60;
+    let annotations = &mut snap.nodes[0].bootc.as_mut().unwrap().annotations;
+    annotations.insert(APPROVED_AT_ANNOTATION.into(), "2026-11-22T11:00:00Z".into());
+    let plan = super::plan(&snap);
+    assert!(!released(&plan));
+    let degraded = condition_of(&plan, "Degraded");
+    assert!(
+        degraded.message.contains("RebootTimeout"),
+        "{}",
+        degraded.message
+    );
 }
