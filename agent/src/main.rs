@@ -93,7 +93,7 @@ async fn client(config: &Config) -> Result<kube::Client, String> {
     let mut kube_config = kube_config;
     kube_config.headers.push((
         http::header::USER_AGENT,
-        http::HeaderValue::from_static(concat!("bootc-node-agent/", env!("CARGO_PKG_VERSION"))),
+        http::HeaderValue::from_static(run::USER_AGENT),
     ));
     kube::Client::try_from(kube_config)
         .map_err(|e| format!("cannot build the API client: {}", error_chain(&e)))

@@ -33,6 +33,9 @@ use crate::report::{self, Inputs};
 
 /// The field manager the agent writes status as.
 pub const FIELD_MANAGER: &str = "bootc-node-agent";
+
+/// The User-Agent of the agent's API requests.
+pub const USER_AGENT: &str = concat!("bootc-node-agent/", env!("CARGO_PKG_VERSION"));
 /// How long a cancelled staging command may take to stop.
 const CANCEL_WAIT: Duration = Duration::from_secs(60);
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bootc_pool_controller::leader::{LeaderElector, LeaseConfig};
 use bootc_pool_controller::metrics::Metrics;
+use bootc_pool_controller::reconcile;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
@@ -14,7 +15,8 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout};
 
-const NAMESPACE: &str = "default";
+/// Where the shipped controller keeps its Lease (the Role for Leases is there).
+const NAMESPACE: &str = "bootc-system";
 const LEASE: Duration = Duration::from_secs(1);
 const RENEW_DEADLINE: Duration = Duration::from_millis(600);
 const RETRY: Duration = Duration::from_millis(100);
@@ -32,14 +34,14 @@ struct Replica {
 }
 
 impl Replica {
-    /// Starts an elector whose requests carry `identity` as User-Agent (so faults can
-    /// target one replica).
+    /// Starts an elector whose requests carry the controller's User-Agent followed by
+    /// `identity` (so faults can target one replica).
     fn start(emulator: &Emulator, lease: &str, identity: &str) -> Replica {
         let mut config = emulator.config();
         config.default_retry = false;
         config.headers.push((
             http::header::USER_AGENT,
-            http::HeaderValue::from_str(identity).unwrap(),
+            http::HeaderValue::from_str(&format!("{} {identity}", reconcile::USER_AGENT)).unwrap(),
         ));
         let client = kube::Client::try_from(config).unwrap();
         let metrics = Metrics::new();
@@ -141,6 +143,20 @@ async fn wait_until_leader(replica: &Replica, within: Duration) -> Duration {
     start.elapsed()
 }
 
+/// An emulator with the controller's namespace, where its Lease lives.
+async fn emulator() -> Emulator {
+    let emulator = Emulator::start().await.unwrap();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> =
+        Api::all(emulator.client().unwrap());
+    let namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": NAMESPACE}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    emulator
+}
+
 async fn lease_spec(emulator: &Emulator, name: &str) -> LeaseSpec {
     let api: Api<Lease> = Api::namespaced(emulator.client().unwrap(), NAMESPACE);
     api.get(name).await.unwrap().spec.unwrap_or_default()
@@ -160,7 +176,7 @@ fn lease_conflicts(emulator: &Emulator, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn exactly_one_leader_at_a_time() {
-    let emulator = Emulator::start().await.unwrap();
+    let emulator = emulator().await;
     let a = Replica::start(&emulator, "steady", "replica-a");
     let b = Replica::start(&emulator, "steady", "replica-b");
     let monitor = Monitor::start(&a, &b);
@@ -205,7 +221,7 @@ async fn exactly_one_leader_at_a_time() {
 
 #[tokio::test]
 async fn shutdown_releases_and_hands_over_at_once() {
-    let emulator = Emulator::start().await.unwrap();
+    let emulator = emulator().await;
     let a = Replica::start(&emulator, "handover", "replica-a");
     let b = Replica::start(&emulator, "handover", "replica-b");
     let monitor = Monitor::start(&a, &b);
@@ -243,7 +259,7 @@ async fn shutdown_releases_and_hands_over_at_once() {
 
 #[tokio::test]
 async fn crashed_leader_is_replaced_after_expiry() {
-    let emulator = Emulator::start().await.unwrap();
+    let emulator = emulator().await;
     let a = Replica::start(&emulator, "crash", "replica-a");
     let b = Replica::start(&emulator, "crash", "replica-b");
     let monitor = Monitor::start(&a, &b);
@@ -273,7 +289,7 @@ async fn crashed_leader_is_replaced_after_expiry() {
 
 #[tokio::test]
 async fn failing_renewals_step_down_before_the_lease_expires() {
-    let emulator = Emulator::start().await.unwrap();
+    let emulator = emulator().await;
     let a = Replica::start(&emulator, "cutoff", "replica-a");
     // Let replica-a win alone, then start replica-b.
     wait_until_leader(&a, LEASE + SLACK).await;
@@ -318,7 +334,7 @@ async fn failing_renewals_step_down_before_the_lease_expires() {
 
 #[tokio::test]
 async fn simultaneous_start_leaves_one_leader() {
-    let emulator = Emulator::start().await.unwrap();
+    let emulator = emulator().await;
     // Every request waits 50 ms, so both replicas read the same state before either
     // writes: the second write must be refused.
     emulator.handle().set_faults(FaultConfig {

@@ -36,7 +36,7 @@ async fn env(nodes: &[&str], behaviour: Behaviour) -> Env {
     let catalog = Catalog::new();
     let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
     let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
-    let cluster = SimCluster::start(client.clone(), catalog).await.unwrap();
+    let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     let options = SimOptions {
         behaviour,
         node_labels: [("role".to_owned(), "worker".to_owned())].into(),

@@ -69,7 +69,7 @@ async fn cluster(
     nodes: &[&str],
     image: &str,
 ) -> SimCluster {
-    let cluster = SimCluster::start(emulator.client().unwrap(), Arc::clone(catalog))
+    let cluster = SimCluster::start(emulator.config(), Arc::clone(catalog))
         .await
         .unwrap();
     let options = SimOptions {
@@ -296,7 +296,19 @@ async fn a_manifest_list_is_the_target_and_per_arch_reports_count_as_on_it() {
     assert_ne!(booted.image.image_digest, index.index);
     let s = p.status.unwrap();
     assert_eq!(s.target_version.as_deref(), Some("3.0"));
-    assert_eq!(s.deploy_history[0].digest, index.index);
+    // One entry for the list, keyed by the index digest, with both nodes (v1's entry
+    // may share its second, so the order between the two is not asserted).
+    let entry = s
+        .deploy_history
+        .iter()
+        .find(|e| e.digest == index.index)
+        .unwrap_or_else(|| panic!("no entry for the index: {:#?}", s.deploy_history));
+    assert_eq!(entry.node_count, 2);
+    assert!(
+        s.deploy_history.iter().all(|e| e.digest != *arch),
+        "{:#?}",
+        s.deploy_history
+    );
     controller.stop().await;
     cluster.stop().await;
 }

@@ -60,7 +60,7 @@ async fn env(nodes: &[&str]) -> Env {
     let catalog = Catalog::new();
     let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
     let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
-    let cluster = SimCluster::start(client.clone(), Arc::clone(&catalog))
+    let cluster = SimCluster::start(emulator.config(), Arc::clone(&catalog))
         .await
         .unwrap();
     let options = SimOptions {
@@ -515,7 +515,7 @@ async fn two_pools_selecting_one_node_both_report_it_and_the_rest_rolls() {
     let catalog = Catalog::new();
     let v1 = catalog.push(REPO, "v1", &digest('1'), None);
     let v2 = catalog.push(REPO, "v2", &digest('2'), None);
-    let cluster = SimCluster::start(client.clone(), catalog).await.unwrap();
+    let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     for (name, labels) in [
         ("a1", worker_labels(&[])),
         ("both", worker_labels(&[("gpu", "yes")])),

@@ -347,7 +347,7 @@ pub async fn run(args: BenchArgs) -> Result<bool, String> {
     let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
     let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
     let target_digest = digest('2');
-    let cluster = SimCluster::start(client.clone(), catalog)
+    let cluster = SimCluster::start(emulator.config(), catalog)
         .await
         .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
     let sim = SimOptions {

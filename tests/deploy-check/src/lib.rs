@@ -4,6 +4,7 @@
 //! RBAC authorizer matches them) for the tests that hold the roles to the API calls the
 //! components make.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -19,6 +20,99 @@ pub const NAMESPACE: &str = "bootc-system";
 /// The container image the manifests run (one image, both binaries), tagged with the
 /// workspace version.
 pub const IMAGE: &str = concat!("ghcr.io/bootc-pool/bootc-pool:", env!("CARGO_PKG_VERSION"));
+
+/// The controller's service account (in [`NAMESPACE`]).
+pub const CONTROLLER_SA: &str = "bootc-pool-controller";
+
+/// The agent's service account (in [`NAMESPACE`]).
+pub const AGENT_SA: &str = "bootc-node-agent";
+
+/// The service account whose role a request with `user_agent` is held to: the
+/// controller's and the agent's requests name their component and version
+/// (`bootc-pool-controller/0.1.0`, `bootc-node-agent/0.1.0`, possibly with more after
+/// a space); anything else is not ours.
+pub fn subject_of(user_agent: &str) -> Option<&'static str> {
+    let product = user_agent.split_whitespace().next().unwrap_or_default();
+    match product.split_once('/') {
+        Some(("bootc-pool-controller", _)) => Some(CONTROLLER_SA),
+        Some(("bootc-node-agent", _)) => Some(AGENT_SA),
+        _ => None,
+    }
+}
+
+/// Requests of the project's components held to the roles: what each service account
+/// asked for (with counts) and what the roles did not allow.
+#[derive(Debug, Clone, Default)]
+pub struct Audit {
+    /// Per service account, every distinct request and how often it was made.
+    pub checked: BTreeMap<&'static str, BTreeMap<Request, u64>>,
+    /// `(service account, request, count)` of every distinct request the roles refuse.
+    pub denied: Vec<(&'static str, Request, u64)>,
+    /// Requests of other clients, not checked.
+    pub others: u64,
+}
+
+impl Audit {
+    /// Holds `requests` (`(User-Agent, request, count)`) to `authorizer`'s roles.
+    /// Discovery is open to every authenticated identity (`system:discovery`) and is not
+    /// checked.
+    pub fn of<'a>(
+        authorizer: &Authorizer,
+        requests: impl IntoIterator<Item = (&'a str, Request, u64)>,
+    ) -> Audit {
+        let mut audit = Audit::default();
+        let mut merged: BTreeMap<(&'static str, Request), u64> = BTreeMap::new();
+        for (user_agent, request, count) in requests {
+            match subject_of(user_agent) {
+                Some(_) if request.verb == "discovery" => {}
+                Some(subject) => *merged.entry((subject, request)).or_default() += count,
+                None => audit.others += count,
+            }
+        }
+        for ((subject, request), count) in merged {
+            if !authorizer.allows(NAMESPACE, subject, &request) {
+                audit.denied.push((subject, request.clone(), count));
+            }
+            *audit
+                .checked
+                .entry(subject)
+                .or_default()
+                .entry(request)
+                .or_default() += count;
+        }
+        audit
+    }
+
+    /// How many requests of `subject` were checked.
+    pub fn total(&self, subject: &str) -> u64 {
+        self.checked
+            .get(subject)
+            .map_or(0, |requests| requests.values().sum())
+    }
+
+    /// `verb group/resource` of every grant of `subject` no checked request used.
+    pub fn unused_grants(&self, authorizer: &Authorizer, subject: &str) -> Vec<String> {
+        let empty = BTreeMap::new();
+        let requests = self.checked.get(subject).unwrap_or(&empty);
+        let mut unused = Vec::new();
+        for grant in authorizer.grants(NAMESPACE, subject) {
+            for group in &grant.rule.api_groups {
+                for resource in &grant.rule.resources {
+                    for verb in &grant.rule.verbs {
+                        let used = requests.keys().any(|r| {
+                            r.verb == *verb && r.group == *group && r.full_resource() == *resource
+                        });
+                        let key = format!("{verb} {group}/{resource}");
+                        if !used && !unused.contains(&key) {
+                            unused.push(key);
+                        }
+                    }
+                }
+            }
+        }
+        unused
+    }
+}
 
 /// The rendered file, relative to the repository root.
 pub const INSTALL: &str = "deploy/install.yaml";
@@ -120,7 +214,7 @@ pub fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> 
 }
 
 /// One API request, as an authorizer sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Request {
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
     pub verb: String,
@@ -439,5 +533,63 @@ mod tests {
         let sources = install_sources(&repo_root()).unwrap();
         assert!(sources[0].ends_with("00-namespace.yaml"), "{sources:?}");
         assert_eq!(sources[1..3], CRDS);
+    }
+
+    #[test]
+    fn requests_are_held_to_the_role_of_the_component_their_user_agent_names() {
+        assert_eq!(
+            subject_of("bootc-pool-controller/0.1.0"),
+            Some(CONTROLLER_SA)
+        );
+        assert_eq!(
+            subject_of("bootc-pool-controller/0.1.0 replica-a"),
+            Some(CONTROLLER_SA)
+        );
+        assert_eq!(subject_of("bootc-node-agent/0.1.0"), Some(AGENT_SA));
+        assert_eq!(subject_of("bootc-node-agent"), None);
+        assert_eq!(subject_of("bootc-node-agent-x/1"), None);
+        assert_eq!(subject_of("kubectl/v1.32.0 (linux/amd64)"), None);
+        assert_eq!(subject_of(""), None);
+
+        let docs = vec![
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "agent"},
+                "rules": [{"apiGroups": ["g"], "resources": ["things", "things/status"], "verbs": ["get", "patch"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "agent"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "agent"},
+                "subjects": [{"kind": "ServiceAccount", "name": AGENT_SA, "namespace": NAMESPACE}]}),
+        ];
+        let authorizer = Authorizer::new(&docs);
+        let agent = "bootc-node-agent/0.1.0";
+        let audit = Audit::of(
+            &authorizer,
+            [
+                (agent, req("get", "g", "things", "", "", "n1"), 2),
+                (agent, req("get", "g", "things", "", "", "n1"), 1),
+                (agent, req("patch", "g", "things", "status", "", "n1"), 4),
+                (agent, req("delete", "g", "things", "", "", "n2"), 1),
+                (agent, req("discovery", "", "", "", "", ""), 3),
+                (
+                    "kubectl/v1.32.0",
+                    req("delete", "g", "things", "", "", "n1"),
+                    5,
+                ),
+            ],
+        );
+        assert_eq!(audit.total(AGENT_SA), 8);
+        assert_eq!(audit.total(CONTROLLER_SA), 0);
+        assert_eq!(audit.others, 5);
+        assert_eq!(
+            audit.denied,
+            vec![(AGENT_SA, req("delete", "g", "things", "", "", "n2"), 1)]
+        );
+        assert_eq!(
+            audit.unused_grants(&authorizer, AGENT_SA),
+            vec![
+                "patch g/things".to_string(),
+                "get g/things/status".to_string()
+            ]
+        );
     }
 }

@@ -3,22 +3,19 @@
 //!
 //! A representative rollout runs against the API emulator: two controller replicas
 //! electing a leader on a Lease in bootc-system (in-process, with the binary's
-//! User-Agent), three simulated nodes with the real agent run loop (host-sim), pods to
-//! drain, a digest-pinned pool whose pull Secret the controller and the agents read, and
-//! a node leaving the pool afterwards. Then every request in the emulator's log is held
-//! to the manifests' RBAC: the controller's requests to the controller's service
-//! account, the agents' to the agent's.
+//! User-Agent), three simulated nodes with the real agent run loop (host-sim, whose
+//! agents carry the agent binary's User-Agent), pods to drain, a digest-pinned pool whose
+//! pull Secret the controller and the agents read, and a node leaving the pool
+//! afterwards. Then every request in the emulator's log is held to the manifests' RBAC:
+//! the controller's requests to the controller's service account, the agents' to the
+//! agent's; and every granted verb must have been used.
 //!
-//! Telling requests apart: the controller's carry `reconcile::USER_AGENT`. The simulated
-//! cluster's agents and kubelets share one client (User-Agent `host-sim`); the agent's
-//! code constructs API handles for BootcNodes and Secrets only (checked below on its
-//! source), and the kubelet part and the test set-up touch neither, so host-sim requests
-//! on those two are the agents'. Every other host-sim request must be on a resource the
-//! kubelet part or the set-up uses, so nothing goes unchecked.
+//! The whole test suite is held to the same roles by `rbac-audit` after it ran (see
+//! `scripts/test`); this test is the one that also asks for every grant to be used.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +24,9 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::leader::LeaseConfig;
 use bootc_pool_controller::reconcile::{self, Options};
-use deploy_check::{Authorizer, NAMESPACE, Request, documents, repo_root};
+use deploy_check::{
+    AGENT_SA, Audit, Authorizer, CONTROLLER_SA, NAMESPACE, Request, documents, repo_root,
+};
 use host_sim::cluster::{PodOwner, SimCluster, SimOptions};
 use host_sim::memory::Catalog;
 use k8s_openapi::ByteString;
@@ -40,11 +39,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-const SIM_AGENT: &str = "host-sim";
 const SETUP_AGENT: &str = "deploy-check-setup";
 const DEADLINE: Duration = Duration::from_secs(90);
-const CONTROLLER_SA: &str = "bootc-pool-controller";
-const AGENT_SA: &str = "bootc-node-agent";
 
 fn client_as(emulator: &Emulator, user_agent: &'static str, retry: bool) -> Client {
     let mut config = emulator.config();
@@ -116,39 +112,6 @@ fn request_of(r: &RequestRecord) -> Request {
     }
 }
 
-/// The API handles the agent's code constructs: `Api<T>` types named in agent/src.
-#[test]
-fn the_agent_code_touches_only_bootcnodes_and_secrets() {
-    let mut types = BTreeSet::new();
-    let mut stack = vec![repo_root().join("agent/src")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                for part in text.split("Api<").skip(1) {
-                    types.insert(part.split('>').next().unwrap().trim().to_string());
-                }
-                for part in text.split("Api::<").skip(1) {
-                    types.insert(part.split('>').next().unwrap().trim().to_string());
-                }
-                assert!(
-                    !text.contains("Recorder::new") && !text.contains(".request::<"),
-                    "{}: the agent makes API calls this test does not classify",
-                    path.display()
-                );
-            }
-        }
-    }
-    assert_eq!(
-        types,
-        BTreeSet::from(["BootcNode".to_string(), "Secret".to_string()]),
-        "the agent's API handles changed: update the classification in this test"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_of_a_rollout_is_allowed_by_the_roles() {
     let install = std::fs::read_to_string(repo_root().join(deploy_check::INSTALL)).unwrap();
@@ -199,7 +162,7 @@ async fn every_request_of_a_rollout_is_allowed_by_the_roles() {
         &format!("sha256:{}", "2".repeat(64)),
         Some("k2"),
     );
-    let cluster = SimCluster::start(client_as(&emulator, SIM_AGENT, true), Arc::clone(&catalog))
+    let cluster = SimCluster::start(emulator.config(), Arc::clone(&catalog))
         .await
         .unwrap();
     let options = SimOptions {
@@ -280,72 +243,27 @@ async fn every_request_of_a_rollout_is_allowed_by_the_roles() {
 
     // Every request, held to the roles.
     let log = emulator.handle().requests();
-    let kubelet_and_setup: BTreeSet<&str> = [
-        "nodes",
-        "nodes/status",
-        "pods",
-        "pods/status",
-        "namespaces",
-        "replicasets",
-        "daemonsets",
-        "customresourcedefinitions",
-    ]
-    .into();
-    let mut denied = Vec::new();
-    let mut checked: BTreeMap<&str, Vec<Request>> = BTreeMap::new();
-    let mut unclassified = Vec::new();
-    for r in &log {
-        let request = request_of(r);
-        let subject = if r.user_agent == reconcile::USER_AGENT {
-            CONTROLLER_SA
-        } else if r.user_agent == SIM_AGENT {
-            let agents =
-                r.group == "node.bootc.dev" || (r.group.is_empty() && r.resource == "secrets");
-            if !agents {
-                if !kubelet_and_setup.contains(request.full_resource().as_str()) {
-                    unclassified.push(format!("{request} ({})", r.path));
-                }
-                continue;
-            }
-            AGENT_SA
-        } else {
-            continue;
-        };
-        if r.verb == "discovery" {
-            // Discovery is open to every authenticated identity (system:discovery).
-            continue;
-        }
-        if !authorizer.allows(NAMESPACE, subject, &request) {
-            denied.push(format!("{subject}: {request} ({})", r.path));
-        }
-        checked.entry(subject).or_default().push(request);
-    }
-    assert!(
-        unclassified.is_empty(),
-        "host-sim requests neither the agents' nor the kubelet's: {unclassified:#?}"
+    let audit = Audit::of(
+        &authorizer,
+        log.iter()
+            .map(|r| (r.user_agent.as_str(), request_of(r), 1)),
     );
+    let denied: Vec<String> = audit
+        .denied
+        .iter()
+        .map(|(subject, request, n)| format!("{subject}: {request} ({n}×)"))
+        .collect();
     assert!(denied.is_empty(), "requests outside the roles: {denied:#?}");
-    let controller = checked.get(CONTROLLER_SA).cloned().unwrap_or_default();
-    let agent = checked.get(AGENT_SA).cloned().unwrap_or_default();
+    let controller = audit.total(CONTROLLER_SA);
+    let agent = audit.total(AGENT_SA);
     println!(
-        "checked {} controller requests and {} agent requests against the roles; none denied",
-        controller.len(),
-        agent.len()
+        "checked {controller} controller requests and {agent} agent requests against the roles; none denied"
     );
-    for (subject, requests) in [(CONTROLLER_SA, &controller), (AGENT_SA, &agent)] {
-        let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
-        for r in requests.iter() {
-            let key = format!("{} {}/{}", r.verb, r.group, r.full_resource());
-            *by_kind.entry(key).or_default() += 1;
-        }
-        println!("{subject}: {by_kind:?}");
+    for subject in [CONTROLLER_SA, AGENT_SA] {
+        println!("{subject}: {:?}", audit.checked.get(subject));
     }
-    assert!(
-        controller.len() > 50,
-        "the controller made {}",
-        controller.len()
-    );
-    assert!(agent.len() >= 6, "the agents made {}", agent.len());
+    assert!(controller > 50, "the controller made {controller}");
+    assert!(agent >= 6, "the agents made {agent}");
 
     // The other way round: every verb a role grants was used, but for those with a
     // reason here.
@@ -360,23 +278,12 @@ async fn every_request_of_a_rollout_is_allowed_by_the_roles() {
         ),
     ]
     .into();
-    for (subject, requests) in [(CONTROLLER_SA, &controller), (AGENT_SA, &agent)] {
-        for grant in authorizer.grants(NAMESPACE, subject) {
-            for group in &grant.rule.api_groups {
-                for resource in &grant.rule.resources {
-                    for verb in &grant.rule.verbs {
-                        let used = requests.iter().any(|r| {
-                            r.verb == *verb && r.group == *group && r.full_resource() == *resource
-                        });
-                        let key = format!("{verb} {group}/{resource}");
-                        assert!(
-                            used || unexercised_ok.contains_key(key.as_str()),
-                            "{subject} is granted `{key}` by {} but never used it",
-                            grant.role
-                        );
-                    }
-                }
-            }
+    for subject in [CONTROLLER_SA, AGENT_SA] {
+        for key in audit.unused_grants(&authorizer, subject) {
+            assert!(
+                unexercised_ok.contains_key(key.as_str()),
+                "{subject} is granted `{key}` but never used it"
+            );
         }
     }
 }

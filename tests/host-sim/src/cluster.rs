@@ -137,6 +137,7 @@ impl SimNode {
 /// parts to end with the runtime; [`SimCluster::stop`] ends everything and waits.
 pub struct SimCluster {
     client: Client,
+    agent_client: Client,
     catalog: Arc<Catalog>,
     nodes: Mutex<BTreeMap<String, SimNode>>,
 }
@@ -154,6 +155,19 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The User-Agent of the simulated kubelets' and the cluster set-up's requests.
+pub const USER_AGENT: &str = "host-sim";
+
+/// A client for `config` whose requests carry `user_agent`.
+fn client_as(config: &kube::Config, user_agent: &'static str) -> Result<Client> {
+    let mut config = config.clone();
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(user_agent),
+    ));
+    Client::try_from(config).map_err(kube_error("make a client"))
+}
+
 fn kube_error(call: &'static str) -> impl FnOnce(kube::Error) -> SimError {
     move |source| SimError::Kube { call, source }
 }
@@ -163,10 +177,16 @@ fn is_status(error: &kube::Error, code: u16) -> bool {
 }
 
 impl SimCluster {
-    /// A cluster on the API server behind `client`, with the project's CRDs
+    /// A cluster on the API server `config` points at, with the project's CRDs
     /// (`crds/node.bootc.dev_*.yaml`) registered (already registered ones are kept) and
     /// `catalog` as every host's registry.
-    pub async fn start(client: Client, catalog: Arc<Catalog>) -> Result<Self> {
+    ///
+    /// The agents' requests carry the agent's User-Agent (`run::USER_AGENT`), as the
+    /// binary's do, and the kubelets' and the set-up's carry [`USER_AGENT`], so a request
+    /// log tells them apart (the RBAC audit holds the agents' to the agent's role).
+    pub async fn start(config: kube::Config, catalog: Arc<Catalog>) -> Result<Self> {
+        let client = client_as(&config, USER_AGENT)?;
+        let agent_client = client_as(&config, run::USER_AGENT)?;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for (plural, yaml) in CRDS {
             let crd: CustomResourceDefinition = serde_yaml_ng::from_str(yaml).map_err(|e| {
@@ -185,12 +205,13 @@ impl SimCluster {
         }
         Ok(Self {
             client,
+            agent_client,
             catalog,
             nodes: Mutex::new(BTreeMap::new()),
         })
     }
 
-    /// The client the cluster's agents and kubelets use.
+    /// The client the cluster's kubelets and set-up use (the agents have their own).
     pub fn client(&self) -> &Client {
         &self.client
     }
@@ -233,7 +254,7 @@ impl SimCluster {
         let agent = Arc::new(Mutex::new(None));
         let starts = Arc::new(AtomicU32::new(0));
         let supervisor = tokio::spawn(supervise(
-            self.client.clone(),
+            self.agent_client.clone(),
             host.clone(),
             Options {
                 node_name: name.to_owned(),

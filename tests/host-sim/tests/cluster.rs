@@ -56,7 +56,7 @@ async fn setup(nodes: &[&str]) -> Setup {
     let catalog = Catalog::new();
     let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
     let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
-    let cluster = SimCluster::start(client.clone(), catalog).await.unwrap();
+    let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     for name in nodes {
         cluster.add_node(name, &v1, &options()).await.unwrap();
     }
@@ -545,7 +545,7 @@ async fn the_kubelet_marks_the_node_ready_only_the_ready_delay_after_the_host_is
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
     let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let cluster = SimCluster::start(client.clone(), catalog).await.unwrap();
+    let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     let delay = Duration::from_secs(2);
     let host = cluster
         .add_node(

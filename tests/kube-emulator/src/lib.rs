@@ -1,5 +1,6 @@
 //! An in-memory Kubernetes API server for tests: behaves like kube-apiserver for what this project and its real clients (kubectl, kube-rs) use.
 
+pub mod audit;
 pub mod error;
 pub mod faults;
 mod gc;
@@ -166,11 +167,29 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
+        flush_audit(&self.app);
         self.shutdown();
         let _ = self.app.cut.send(());
         if let Some(task) = self.task.take() {
             task.abort();
         }
+    }
+}
+
+/// Copies the request log to the audit directory when the environment names one; an
+/// audit that cannot be written is logged, since losing it must not fail the test that
+/// happened to drop the emulator (the audit check counts what it finds).
+fn flush_audit(app: &server::App) {
+    let Some(dir) = audit::dir_from_env() else {
+        return;
+    };
+    let records = app.log().clone();
+    if let Err(e) = audit::write(&dir, &records) {
+        tracing::error!(dir = %dir.display(), error = %e, "cannot write the request audit");
+        eprintln!(
+            "kube-emulator: cannot write the request audit to {}: {e}",
+            dir.display()
+        );
     }
 }
 
@@ -224,8 +243,10 @@ impl Handle {
         Counters::of(self.app.log().iter())
     }
 
-    /// Forgets the request log.
+    /// Forgets the request log (after writing it to the audit directory, when
+    /// `KUBE_EMULATOR_AUDIT_DIR` names one).
     pub fn clear_requests(&self) {
+        flush_audit(&self.app);
         self.app.log().clear();
     }
 
