@@ -1,6 +1,7 @@
 //! `bootc-sim bench` as CI runs it: 50 in-process nodes with short timings, once
-//! undisturbed and once with injected API faults and the controller killed every 2 s;
-//! both must complete with every node on the target and no invariant violated.
+//! undisturbed, once with injected API faults and the controller killed every 2 s, and
+//! once with faults on every client and agents killed;
+//! each must complete with every node on the target and no invariant violated.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -129,6 +130,31 @@ fn fifty_nodes_roll_out_despite_api_faults_and_a_controller_killed_every_two_sec
             "2",
             "--seed",
             "3",
+        ],
+    );
+}
+
+/// Faults on every client's requests, the kubelets' and the agents' included, and agents
+/// killed: a kubelet's NotReady that lands late must not let a freed slot push the
+/// unavailable count past the budget (the controller waits for the kubelet's first
+/// report after the reboot before it frees a slot).
+#[test]
+fn fifty_nodes_stay_within_the_budget_with_faults_on_every_client() {
+    let dir = tempfile::tempdir().unwrap();
+    bench(
+        dir.path(),
+        "faults-all",
+        &[
+            "--api-fault-rate",
+            "0.05",
+            "--fault-scope",
+            "all",
+            "--kill-agents-rate",
+            "0.05",
+            "--kill-controller-every",
+            "5",
+            "--seed",
+            "5",
         ],
     );
 }
