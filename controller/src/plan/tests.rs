@@ -1119,22 +1119,7 @@ fn no_progress_for_ten_minutes_is_a_stall_and_progress_clears_it() {
 #[test]
 fn the_update_event_says_whether_the_reboot_was_soft() {
     for (node_boot, want) in [("0123", "after a soft reboot"), ("4567", "after a reboot")] {
-        let mut status = agent('b', None, "Idle", None);
-        status.last_reboot = Some(bootc_crds::node::LastReboot {
-            digest: digest('b').to_string(),
-            boot_id: "0123".into(),
-            soft_reboots: 0,
-            time: to_time(now()).unwrap(),
-        });
-        let back = node("n1")
-            .with('b', DesiredImageState::Booted, status)
-            .slot()
-            .cordoned();
-        let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[back]);
-        let info = snap.nodes[0].node.as_mut().unwrap();
-        info.boot_id = Some(node_boot.into());
-        info.heartbeat = Some(now());
-        let plan = super::plan(&snap);
+        let plan = super::plan(&back_after_reboot(node_boot, Some(now())));
         let message = plan
             .actions
             .iter()

@@ -230,6 +230,19 @@ pub struct Request {
     pub name: String,
 }
 
+impl From<&kube_emulator::RequestRecord> for Request {
+    fn from(r: &kube_emulator::RequestRecord) -> Self {
+        Request {
+            verb: r.verb.clone(),
+            group: r.group.clone(),
+            resource: r.resource.clone(),
+            subresource: r.subresource.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        }
+    }
+}
+
 impl Request {
     /// `resource` or `resource/subresource`.
     pub fn full_resource(&self) -> String {

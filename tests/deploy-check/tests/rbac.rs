@@ -33,7 +33,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use kube_emulator::{Emulator, RequestRecord};
+use kube_emulator::Emulator;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -98,17 +98,6 @@ async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn request_of(r: &RequestRecord) -> Request {
-    Request {
-        verb: r.verb.clone(),
-        group: r.group.clone(),
-        resource: r.resource.clone(),
-        subresource: r.subresource.clone(),
-        namespace: r.namespace.clone(),
-        name: r.name.clone(),
     }
 }
 
@@ -246,7 +235,7 @@ async fn every_request_of_a_rollout_is_allowed_by_the_roles() {
     let audit = Audit::of(
         &authorizer,
         log.iter()
-            .map(|r| (r.user_agent.as_str(), request_of(r), 1)),
+            .map(|r| (r.user_agent.as_str(), Request::from(r), 1)),
     );
     let denied: Vec<String> = audit
         .denied

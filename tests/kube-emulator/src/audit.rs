@@ -16,51 +16,35 @@ use crate::faults::RequestRecord;
 /// The environment variable naming the directory the audit files go to.
 pub const AUDIT_DIR_ENV: &str = "KUBE_EMULATOR_AUDIT_DIR";
 
-/// Distinct requests of one client on one object, as an authorizer sees them.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// Distinct requests of one client on one object, as an authorizer sees them: a logged
+/// request with what does not matter to an authorizer cleared (`seq`, `code`, `injected`,
+/// `dryRun`, `path`), and how often it was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
-    /// The client's User-Agent.
-    pub user_agent: String,
-    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`
-    /// or `discovery`.
-    pub verb: String,
-    /// API group, `""` for core.
-    pub group: String,
-    /// Resource plural, `""` for discovery.
-    pub resource: String,
-    /// Subresource or `""`.
-    pub subresource: String,
-    /// Namespace or `""`.
-    pub namespace: String,
-    /// Object name or `""`.
-    pub name: String,
+    /// The request (user agent, verb, group, resource, subresource, namespace, name).
+    #[serde(flatten)]
+    pub request: RequestRecord,
     /// How many such requests there were.
     pub count: u64,
 }
 
 /// Collapses `records` into distinct entries, in a stable order.
 pub fn entries(records: &[RequestRecord]) -> Vec<AuditEntry> {
-    let mut counts: BTreeMap<AuditEntry, u64> = BTreeMap::new();
+    let mut counts: BTreeMap<RequestRecord, u64> = BTreeMap::new();
     for r in records {
-        let key = AuditEntry {
-            user_agent: r.user_agent.clone(),
-            verb: r.verb.clone(),
-            group: r.group.clone(),
-            resource: r.resource.clone(),
-            subresource: r.subresource.clone(),
-            namespace: r.namespace.clone(),
-            name: r.name.clone(),
-            count: 0,
+        let key = RequestRecord {
+            seq: 0,
+            code: 0,
+            injected: false,
+            dry_run: false,
+            path: String::new(),
+            ..r.clone()
         };
         *counts.entry(key).or_default() += 1;
     }
     counts
         .into_iter()
-        .map(|(mut e, n)| {
-            e.count = n;
-            e
-        })
+        .map(|(request, count)| AuditEntry { request, count })
         .collect()
 }
 
@@ -150,9 +134,9 @@ mod tests {
         assert_eq!(read, entries(&records));
         let n1 = read
             .iter()
-            .find(|e| e.user_agent == "agent" && e.name == "n1")
+            .find(|e| e.request.user_agent == "agent" && e.request.name == "n1")
             .unwrap();
-        assert_eq!((n1.verb.as_str(), n1.count), ("patch", 2));
+        assert_eq!((n1.request.verb.as_str(), n1.count), ("patch", 2));
     }
 
     #[test]

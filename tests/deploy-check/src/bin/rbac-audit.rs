@@ -47,15 +47,8 @@ fn run(dir: &std::path::Path) -> Result<bool, String> {
         &authorizer,
         entries.iter().map(|e| {
             (
-                e.user_agent.as_str(),
-                Request {
-                    verb: e.verb.clone(),
-                    group: e.group.clone(),
-                    resource: e.resource.clone(),
-                    subresource: e.subresource.clone(),
-                    namespace: e.namespace.clone(),
-                    name: e.name.clone(),
-                },
+                e.request.user_agent.as_str(),
+                Request::from(&e.request),
                 e.count,
             )
         }),
