@@ -29,6 +29,9 @@ pub struct Inputs<'a> {
     pub last_reboot: Option<&'a RebootRecord>,
     /// The agent's version.
     pub agent_version: &'a str,
+    /// What `bootc --version` said, when the agent could ask (else the previous value
+    /// is kept).
+    pub bootc_version: Option<&'a str>,
     /// The time of this report.
     pub now: DateTime<Utc>,
 }
@@ -137,7 +140,10 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
             .last_reboot
             .and_then(record_to_status)
             .or_else(|| previous.and_then(|p| p.last_reboot.clone())),
-        bootc_version: previous.and_then(|p| p.bootc_version.clone()),
+        bootc_version: inputs
+            .bootc_version
+            .map(str::to_owned)
+            .or_else(|| previous.and_then(|p| p.bootc_version.clone())),
         agent_version: Some(inputs.agent_version.to_owned()),
         conditions: idle.into_iter().chain(degraded).collect(),
     }

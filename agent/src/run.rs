@@ -138,6 +138,8 @@ struct Agent<H> {
     api_retry: Retry,
     /// The host's update timer is masked (done once per agent start, retried on failure).
     timer_masked: bool,
+    /// What `bootc --version` said at start.
+    bootc_version: Option<String>,
     /// When the last full reconcile ran.
     last_poll: Instant,
     /// The decision's own retry time.
@@ -180,6 +182,7 @@ pub async fn run<H: Host + 'static>(
         host_retry: Retry::default(),
         api_retry: Retry::default(),
         timer_masked: false,
+        bootc_version: None,
         last_poll: Instant::now(),
         retry_at: None,
     };
@@ -284,6 +287,16 @@ impl<H: Host + 'static> Agent<H> {
             warn!(error = %error_chain(&e), "cannot stop commands left by a previous agent");
         }
         self.mask_timer().await;
+        // Asked once: the agent restarts with every boot, and bootc changes only then.
+        match self.host.bootc_version().await {
+            Ok(version) => {
+                info!(%version, "bootc version");
+                self.bootc_version = Some(version);
+            }
+            Err(e) => {
+                warn!(error = %error_chain(&e), "cannot read bootc's version; not reported");
+            }
+        }
     }
 
     async fn mask_timer(&mut self) {
@@ -672,6 +685,7 @@ impl<H: Host + 'static> Agent<H> {
             degraded,
             last_reboot: self.memory.last_reboot.as_ref(),
             agent_version: &self.options.agent_version,
+            bootc_version: self.bootc_version.as_deref(),
             now,
         });
         if previous == Some(&status) {

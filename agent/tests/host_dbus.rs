@@ -305,6 +305,7 @@ d=$(dirname "$0")
 echo "$*" >> "$d/calls"
 case "$*" in
   "status --format=json --format-version=1") cat "$d/status.json"; exit 0;;
+  "--version") echo "bootc 1.1.4"; exit 0;;
   "switch --help")
     echo "Usage: bootc switch [OPTIONS] <TARGET>"
     if [ -e "$d/download-only" ]; then echo "      --download-only  Download and stage only"; fi
@@ -556,6 +557,29 @@ async fn a_reboot_request_cut_off_by_the_bus_going_away_is_the_reboot_under_way(
     let error = f.host.reboot(false).await.unwrap_err().to_string();
     assert!(error.contains("RebootWithFlags"), "{error}");
     assert_eq!(f.record.lock().unwrap().reboots, vec![0, 0]);
+}
+
+#[tokio::test]
+async fn bootc_version_is_what_bootc_version_prints() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    assert_eq!(f.host.bootc_version().await.unwrap(), "1.1.4");
+    assert_eq!(f.bootc_calls(), vec!["--version"]);
+}
+
+#[test]
+fn the_version_is_the_first_line_without_the_program_name() {
+    use bootc_node_agent::host::dbus::parse_bootc_version;
+    assert_eq!(
+        parse_bootc_version("bootc 1.1.4\n").as_deref(),
+        Some("1.1.4")
+    );
+    assert_eq!(
+        parse_bootc_version("\nbootc 1.16.9-standin\nmore\n").as_deref(),
+        Some("1.16.9-standin")
+    );
+    assert_eq!(parse_bootc_version("1.2.0").as_deref(), Some("1.2.0"));
+    assert_eq!(parse_bootc_version(""), None);
+    assert_eq!(parse_bootc_version("bootc\n"), None);
 }
 
 #[test]

@@ -507,7 +507,22 @@ fn is_unknown_property(error: &zbus::Error) -> bool {
     }
 }
 
+/// The version in `bootc --version`'s output: its first line without the program name
+/// (`bootc 1.1.4` → `1.1.4`); `None` for empty output.
+pub fn parse_bootc_version(output: &str) -> Option<String> {
+    let line = output.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let version = line.strip_prefix("bootc").map_or(line, str::trim_start);
+    (!version.is_empty()).then(|| version.to_owned())
+}
+
 impl Host for DbusHost {
+    async fn bootc_version(&self) -> Result<String, HostError> {
+        let out = self.bootc(&["--version"]).await?;
+        parse_bootc_version(&out).ok_or_else(|| HostError::Unexpected {
+            what: format!("`{} --version` printed no version", self.bootc),
+        })
+    }
+
     async fn status(&self) -> Result<crate::bootc_status::Host, HostError> {
         let args = ["status", "--format=json", "--format-version=1"];
         let out = self.bootc(&args).await?;

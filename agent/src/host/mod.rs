@@ -116,6 +116,11 @@ pub enum HostError {
         source: std::io::Error,
     },
     /// hostname1's `BootID` is not 16 bytes.
+    #[error("{what}")]
+    Unexpected {
+        /// What was unexpected.
+        what: String,
+    },
     #[error("hostname1 BootID has {len} bytes, not 16")]
     BadBootId {
         /// The number of bytes received.
@@ -131,6 +136,9 @@ pub trait Host: Send + Sync {
 
     /// The current boot's identity.
     fn identity(&self) -> impl Future<Output = Result<BootIdentity, HostError>> + Send;
+
+    /// The version `bootc --version` reports (`1.1.4` of `bootc 1.1.4`).
+    fn bootc_version(&self) -> impl Future<Output = Result<String, HostError>> + Send;
 
     /// Pulls and stages `pin` locked: `bootc switch --download-only PIN` when this bootc
     /// supports it, else `bootc switch PIN` then `bootc upgrade --download-only`.

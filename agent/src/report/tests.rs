@@ -41,12 +41,26 @@ fn inputs<'a>(
         degraded: None,
         last_reboot: None,
         agent_version: "0.1.0",
+        bootc_version: Some("1.1.4"),
         now,
     }
 }
 
 fn condition_of<'a>(status: &'a BootcNodeStatus, type_: &str) -> &'a Condition {
     status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+}
+
+#[test]
+fn bootc_version_is_reported_and_kept_when_it_could_not_be_read() {
+    let h = host(A, Some(B));
+    let first = compose(&inputs(None, Some(&h), Phase::Staged, at(0)));
+    assert_eq!(first.bootc_version.as_deref(), Some("1.1.4"));
+    let mut unknown = inputs(Some(&first), Some(&h), Phase::Staged, at(1));
+    unknown.bootc_version = None;
+    assert_eq!(compose(&unknown).bootc_version.as_deref(), Some("1.1.4"));
+    let mut newer = inputs(Some(&first), Some(&h), Phase::Staged, at(2));
+    newer.bootc_version = Some("1.2.0");
+    assert_eq!(compose(&newer).bootc_version.as_deref(), Some("1.2.0"));
 }
 
 #[test]

@@ -367,7 +367,15 @@ impl MemoryHost {
     }
 }
 
+/// What `bootc --version` says on an in-process host.
+pub const BOOTC_VERSION: &str = "1.16.9-memory";
+
 impl Host for MemoryHost {
+    async fn bootc_version(&self) -> Result<String, HostError> {
+        self.require_up("bootc --version")?;
+        Ok(BOOTC_VERSION.to_owned())
+    }
+
     async fn status(&self) -> Result<bootc_node_agent::bootc_status::Host, HostError> {
         let command = "bootc status --format=json --format-version=1";
         self.require_up(command)?;

@@ -195,6 +195,11 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
         "the host holds a locked deployment"
     );
     assert!(host.timer_masked(), "the update timer is masked at start");
+    assert_eq!(
+        status.bootc_version.as_deref(),
+        Some(host_sim::memory::BOOTC_VERSION),
+        "bootc's version is reported from the first report"
+    );
     assert_eq!(host.counters().reboots, 0, "no reboot without approval");
 
     let boot_before = host.boot_id();

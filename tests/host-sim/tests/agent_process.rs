@@ -184,6 +184,12 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     let status = staged.status.as_ref().unwrap();
     let s = status.staged.as_ref().unwrap();
     assert!(s.download_only, "{status:?}");
+    // What the stand-in's `bootc --version` says, read through a transient unit.
+    assert_eq!(
+        status.bootc_version.as_deref(),
+        Some(bootc_standin::cli::VERSION),
+        "{status:?}"
+    );
     assert_eq!(&s.image.image, v2);
     let host = bootc_standin::State::load(&state_dir).unwrap();
     assert!(host.staged.as_ref().unwrap().locked);
