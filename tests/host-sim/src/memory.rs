@@ -155,6 +155,8 @@ pub struct Counters {
     pub soft_reboots: u64,
     /// Boots completed (not counting the first).
     pub boots: u64,
+    /// `bootc status` reads answered.
+    pub status_reads: u64,
 }
 
 #[derive(Debug)]
@@ -379,7 +381,11 @@ impl Host for MemoryHost {
     async fn status(&self) -> Result<bootc_node_agent::bootc_status::Host, HostError> {
         let command = "bootc status --format=json --format-version=1";
         self.require_up(command)?;
-        let json = self.lock().state.status().to_string();
+        let json = {
+            let mut inner = self.lock();
+            inner.counters.status_reads += 1;
+            inner.state.status().to_string()
+        };
         bootc_node_agent::bootc_status::parse(json.as_bytes()).map_err(|source| {
             HostError::ParseStatus {
                 command: command.to_owned(),

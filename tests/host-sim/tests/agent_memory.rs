@@ -540,8 +540,27 @@ async fn an_idle_agent_makes_no_writes_and_keeps_one_watch() {
     handle.clear_requests();
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(5));
     wait_reason(&api, "n1", "Idle").await;
-    // A minute of quiet, with the host polled every 5 seconds.
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    // A minute of quiet: twelve more polls of the host, one every 5 seconds.
+    let quiet = Instant::now();
+    let reads = host.counters().status_reads;
+    let mut polled = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        polled.tick().await;
+        if host.counters().status_reads >= reads + 12 {
+            break;
+        }
+        assert!(
+            quiet.elapsed() < Duration::from_secs(90),
+            "the agent stopped polling its host: {} reads in {:?}",
+            host.counters().status_reads - reads,
+            quiet.elapsed()
+        );
+    }
+    assert!(
+        quiet.elapsed() >= Duration::from_secs(55),
+        "{:?}",
+        quiet.elapsed()
+    );
     let requests = handle.requests();
     let count = |verb: &str| {
         requests
