@@ -280,11 +280,20 @@ fn end_state(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    if history.len() > end.history_limit {
-        end.history_problems.push(format!(
+    end.history_problems = history_problems(&history, end.history_limit, target_digest);
+    end
+}
+
+/// What is wrong with the pool's deployHistory at the end of a rollout to
+/// `target_digest`: over the limit, a repeated digest, not newest `lastDeployed` first,
+/// or the target's entry missing or not the newest.
+fn history_problems(history: &[Value], limit: usize, target_digest: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if history.len() > limit {
+        problems.push(format!(
             "deployHistory has {} entries, limit {}",
             history.len(),
-            end.history_limit
+            limit
         ));
     }
     let digests: BTreeSet<&str> = history
@@ -292,24 +301,28 @@ fn end_state(
         .filter_map(|e| e.get("digest").and_then(Value::as_str))
         .collect();
     if digests.len() != history.len() {
-        end.history_problems
-            .push("deployHistory repeats a digest".to_owned());
+        problems.push("deployHistory repeats a digest".to_owned());
     }
     let last: Vec<&str> = history
         .iter()
         .filter_map(|e| e.get("lastDeployed").and_then(Value::as_str))
         .collect();
     if last.windows(2).any(|w| w[0] < w[1]) {
-        end.history_problems
-            .push("deployHistory is not newest lastDeployed first".to_owned());
+        problems.push("deployHistory is not newest lastDeployed first".to_owned());
     }
-    match history.first() {
-        Some(newest) if newest.get("digest").and_then(Value::as_str) == Some(target_digest) => {}
-        _ => end
-            .history_problems
-            .push("deployHistory's newest entry is not the target".to_owned()),
+    // The target's entry is the newest; another entry may share its lastDeployed (the
+    // times are whole seconds: a node's first report of the old image can fall in the
+    // second of the last boot of the new one), and ties are ordered by digest.
+    let target_last = history
+        .iter()
+        .find(|e| e.get("digest").and_then(Value::as_str) == Some(target_digest))
+        .and_then(|e| e.get("lastDeployed").and_then(Value::as_str));
+    match (target_last, last.first()) {
+        (Some(target), Some(newest)) if target == *newest => {}
+        (Some(_), _) => problems.push("deployHistory's newest entry is not the target".to_owned()),
+        (None, _) => problems.push("deployHistory has no entry for the target".to_owned()),
     }
-    end
+    problems
 }
 
 /// Runs the benchmark; Ok(false) when an invariant was violated or the rollout did not
@@ -669,6 +682,56 @@ fn write(path: &Path, text: &str, what: &str) -> Result<(), String> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    fn entry(digest: char, last: &str) -> Value {
+        json!({"digest": format!("sha256:{}", digest.to_string().repeat(64)), "lastDeployed": last})
+    }
+
+    #[test]
+    fn the_history_must_have_the_target_newest_ties_allowed() {
+        let target = format!("sha256:{}", "2".repeat(64));
+        let newest = [
+            entry('2', "2026-11-22T11:18:15Z"),
+            entry('1', "2026-11-22T11:18:05Z"),
+        ];
+        assert!(history_problems(&newest, 5, &target).is_empty());
+        // The old image's last report in the target's last second sorts first by digest.
+        let tie = [
+            entry('1', "2026-11-22T11:18:15Z"),
+            entry('2', "2026-11-22T11:18:15Z"),
+        ];
+        assert!(history_problems(&tie, 5, &target).is_empty());
+        let older = [
+            entry('1', "2026-11-22T11:18:16Z"),
+            entry('2', "2026-11-22T11:18:15Z"),
+        ];
+        assert_eq!(
+            history_problems(&older, 5, &target),
+            vec!["deployHistory's newest entry is not the target"]
+        );
+        let missing = [entry('1', "2026-11-22T11:18:16Z")];
+        assert_eq!(
+            history_problems(&missing, 5, &target),
+            vec!["deployHistory has no entry for the target"]
+        );
+        let unordered = [
+            entry('1', "2026-11-22T11:18:05Z"),
+            entry('2', "2026-11-22T11:18:15Z"),
+        ];
+        assert!(
+            history_problems(&unordered, 5, &target)
+                .contains(&"deployHistory is not newest lastDeployed first".to_owned())
+        );
+        let repeated = [
+            entry('2', "2026-11-22T11:18:15Z"),
+            entry('2', "2026-11-22T11:18:15Z"),
+        ];
+        assert!(
+            history_problems(&repeated, 1, &target)
+                .iter()
+                .any(|p| p.contains("repeats") || p.contains("limit 1"))
+        );
+    }
 
     #[test]
     fn budgets() {
