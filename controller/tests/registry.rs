@@ -464,6 +464,20 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
     cluster.stop().await;
 }
 
+/// Where the shipped controller keeps its Lease (its Role for Leases is there).
+const LEASE_NAMESPACE: &str = "bootc-system";
+/// The replicas' User-Agents: the controller's, told apart by a suffix.
+const REPLICA_A: &str = concat!(
+    "bootc-pool-controller/",
+    env!("CARGO_PKG_VERSION"),
+    " replica-a"
+);
+const REPLICA_B: &str = concat!(
+    "bootc-pool-controller/",
+    env!("CARGO_PKG_VERSION"),
+    " replica-b"
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
     let catalog = Catalog::new();
@@ -474,11 +488,19 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
     let client = emulator.client().unwrap();
     let nodes = ["n1", "n2", "n3", "n4"];
     let cluster = cluster(&emulator, &catalog, &nodes, &v1).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": LEASE_NAMESPACE}})).unwrap(),
+        )
+        .await
+        .unwrap();
     let lease = |identity: &str| LeaseConfig {
         lease_duration: Duration::from_secs(2),
         renew_deadline: Duration::from_millis(1500),
         retry_period: Duration::from_millis(200),
-        ..LeaseConfig::new("bootc-pool-controller", "default", identity)
+        ..LeaseConfig::new("bootc-pool-controller", LEASE_NAMESPACE, identity)
     };
     let replica = |identity: &'static str, agent: &'static str| {
         let client = client_as(&emulator, agent);
@@ -489,9 +511,9 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
                 .unwrap();
         })
     };
-    let a = replica("replica-a", "replica-a");
-    let b = replica("replica-b", "replica-b");
-    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let a = replica("replica-a", REPLICA_A);
+    let b = replica("replica-b", REPLICA_B);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
     let holder = async || -> Option<String> {
         leases
             .get_opt("bootc-pool-controller")
@@ -526,7 +548,7 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
         handle
             .requests()
             .iter()
-            .filter(|r| r.user_agent == agent && r.resource != "leases")
+            .filter(|r| r.user_agent.ends_with(agent) && r.resource != "leases")
             .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
             .count()
     };

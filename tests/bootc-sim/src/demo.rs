@@ -231,6 +231,7 @@ async fn demo(
     let handle = emulator.handle();
     parts.emulator = Some(emulator);
     register_crds(&client).await?;
+    create_namespace(&client, LEASE_NAMESPACE).await?;
     step(
         started,
         &format!(
@@ -333,7 +334,7 @@ async fn demo(
             "--log-format",
             "text",
             "--lease-namespace",
-            "default",
+            LEASE_NAMESPACE,
             "--metrics-addr",
             "127.0.0.1:0",
         ])
@@ -454,6 +455,20 @@ async fn demo(
 fn step(started: Instant, text: &str) {
     println!("[{:>5.1}s] {text}", started.elapsed().as_secs_f64());
     let _ = std::io::stdout().flush();
+}
+
+/// Where the controller keeps its Lease, as `deploy/install.yaml` installs it (its Role
+/// for Leases is there).
+const LEASE_NAMESPACE: &str = "bootc-system";
+
+async fn create_namespace(client: &Client, name: &str) -> Result<(), String> {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
+        .map_err(|e| format!("namespace {name}: {e}"))?;
+    api.create(&PostParams::default(), &namespace)
+        .await
+        .map_err(|e| format!("cannot create the namespace {name}: {e}"))?;
+    Ok(())
 }
 
 async fn register_crds(client: &Client) -> Result<(), String> {
