@@ -79,7 +79,23 @@ async fn env(nodes: &[&str]) -> Env {
     }
 }
 
-/// The controller, in-process, with a client that does not retry 429 (as the binary).
+impl Env {
+    /// Creates the pool `workers` targeting v2 on the `role: worker` nodes with
+    /// `rollout`; the pools' API for what the test does next.
+    async fn apply_workers(&self, rollout: Value) -> Api<BootcNodePool> {
+        let pools: Api<BootcNodePool> = Api::all(self.client.clone());
+        pools
+            .create(
+                &PostParams::default(),
+                &pool("workers", &self.v2, rollout, workers()),
+            )
+            .await
+            .unwrap();
+        pools
+    }
+}
+
+/// A pool named `name` targeting `image` on the nodes `selector` picks.
 fn pool(name: &str, image: &str, rollout: Value, selector: Value) -> BootcNodePool {
     serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",
@@ -152,14 +168,7 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
     let invariants = Invariants::follow(handle.clone(), 2, BTreeSet::from(["n3".to_owned()]));
     let before = handle.requests().len();
     let controller = start(&env.emulator, Options::default());
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &pool("workers", &env.v2, json!({"maxUnavailable": 2}), workers()),
-        )
-        .await
-        .unwrap();
+    env.apply_workers(json!({"maxUnavailable": 2})).await;
     let done = wait_pool(&env.client, "workers", "all five updated", |p| {
         all_updated(p, 5)
     })
@@ -222,19 +231,9 @@ async fn forty_percent_of_five_is_two_and_pause_holds_approvals() {
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 2, BTreeSet::new());
     let controller = start(&env.emulator, Options::default());
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &pool(
-                "workers",
-                &env.v2,
-                json!({"maxUnavailable": "40%", "paused": true}),
-                workers(),
-            ),
-        )
-        .await
-        .unwrap();
+    let pools = env
+        .apply_workers(json!({"maxUnavailable": "40%", "paused": true}))
+        .await;
     // Paused: every node stages, none is approved.
     let paused = wait_pool(&env.client, "workers", "all staged while paused", |p| {
         p.status.as_ref().is_some_and(|s| s.staged_count == 5)
@@ -270,14 +269,7 @@ async fn changing_the_ref_back_mid_rollout_brings_updated_nodes_back() {
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
     let controller = start(&env.emulator, Options::default());
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &pool("workers", &env.v2, json!({"maxUnavailable": 1}), workers()),
-        )
-        .await
-        .unwrap();
+    let pools = env.apply_workers(json!({"maxUnavailable": 1})).await;
     wait_for("n1 on v2", async || {
         (booted(&env, "n1") == digest('2')).then_some(())
     })
@@ -335,19 +327,8 @@ async fn a_blocking_disruption_budget_times_the_drain_out_and_frees_the_slot() {
     blocking_pdb(&env.client, "web", "web").await;
     let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
     let controller = start(&env.emulator, Options::default());
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &pool(
-                "workers",
-                &env.v2,
-                json!({"maxUnavailable": 1, "drainTimeoutSeconds": 2}),
-                workers(),
-            ),
-        )
-        .await
-        .unwrap();
+    env.apply_workers(json!({"maxUnavailable": 1, "drainTimeoutSeconds": 2}))
+        .await;
     let p = wait_pool(&env.client, "workers", "n2 updated, n1 degraded", |p| {
         let s = p.status.as_ref();
         s.is_some_and(|s| s.updated_count == 1 && s.degraded_count == 1)
@@ -377,19 +358,9 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
         env.cluster.host(n).unwrap().set_next_boot(NextBoot::Never);
     }
     let controller = start(&env.emulator, Options::default());
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &pool(
-                "workers",
-                &env.v2,
-                json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}),
-                workers(),
-            ),
-        )
-        .await
-        .unwrap();
+    let pools = env
+        .apply_workers(json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}))
+        .await;
     // Everything staged first, so that slots go in name order: n1, n2 and n3; n1 and n2
     // never come back.
     wait_pool(&env.client, "workers", "all staged", |p| {
@@ -458,14 +429,7 @@ async fn a_node_leaving_mid_drain_is_let_go_and_a_joining_node_is_rolled() {
         .unwrap();
     blocking_pdb(&env.client, "web", "web").await;
     let controller = start(&env.emulator, Options::default());
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &pool("workers", &env.v2, json!({"maxUnavailable": 1}), workers()),
-        )
-        .await
-        .unwrap();
+    env.apply_workers(json!({"maxUnavailable": 1})).await;
     // n1 holds the slot, cordoned, its drain blocked forever (no timeout).
     let bootc: Api<BootcNode> = Api::all(env.client.clone());
     wait_for("n1 cordoned with a slot", async || {
@@ -582,16 +546,9 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     blocking_pdb(&env.client, "web", "web").await;
     let handle = env.emulator.handle();
     let invariants = Invariants::follow(handle.clone(), 2, BTreeSet::new());
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     let bootc: Api<BootcNode> = Api::all(env.client.clone());
     let mut controller = start(&env.emulator, Options::default());
-    pools
-        .create(
-            &PostParams::default(),
-            &pool("workers", &env.v2, json!({"maxUnavailable": 2}), workers()),
-        )
-        .await
-        .unwrap();
+    env.apply_workers(json!({"maxUnavailable": 2})).await;
 
     // 1. Killed right after a cordon.
     wait_for("a cordon", async || {
@@ -664,19 +621,7 @@ async fn budgets_of_one_three_and_thirty_percent_are_never_exceeded() {
         let env = env(&names).await;
         let invariants = Invariants::follow(env.emulator.handle(), resolved, BTreeSet::new());
         let controller = start(&env.emulator, Options::default());
-        let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-        pools
-            .create(
-                &PostParams::default(),
-                &pool(
-                    "workers",
-                    &env.v2,
-                    json!({"maxUnavailable": budget}),
-                    workers(),
-                ),
-            )
-            .await
-            .unwrap();
+        env.apply_workers(json!({"maxUnavailable": budget})).await;
         wait_pool(&env.client, "workers", "all ten updated", |p| {
             all_updated(p, 10)
         })
@@ -717,19 +662,8 @@ async fn a_node_failing_to_stage_and_one_back_on_the_wrong_image_do_not_stop_the
     // serves the rest.
     let invariants = Invariants::follow(env.emulator.handle(), 2, BTreeSet::new());
     let controller = start(&env.emulator, Options::default());
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &pool(
-                "workers",
-                &env.v2,
-                json!({"maxUnavailable": 2, "haltAfterUnhealthy": 2}),
-                workers(),
-            ),
-        )
-        .await
-        .unwrap();
+    env.apply_workers(json!({"maxUnavailable": 2, "haltAfterUnhealthy": 2}))
+        .await;
     let p = wait_pool(&env.client, "workers", "n3 and n4 updated", |p| {
         p.status
             .as_ref()
