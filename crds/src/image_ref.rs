@@ -560,5 +560,26 @@ fn is_valid_path_component(component: &str) -> bool {
     }
 }
 
+/// The digest inside an image reference (`repo@sha256:…`), if it carries one. A
+/// reference that does not parse as a whole still gives the digest after its last `@`
+/// (bootc may report references this grammar refuses, such as an `oci:` path).
+pub fn digest_in(reference: &str) -> Option<Digest> {
+    match ImageRef::parse(reference) {
+        Ok(parsed) => parsed.digest().cloned(),
+        Err(_) => reference
+            .rsplit_once('@')
+            .and_then(|(_, digest)| digest.parse::<Digest>().ok()),
+    }
+}
+
+/// The one matching rule between what a host runs and a target digest: the host runs
+/// `target` when its per-architecture `image_digest` is `target`, or when the reference
+/// it tracks carries `@target` (a manifest-list digest, whose per-architecture digest
+/// differs). Controller and agent both decide "is this node on the target" by it.
+pub fn runs_digest(reference: &str, image_digest: &str, target: &Digest) -> bool {
+    image_digest.parse::<Digest>().is_ok_and(|d| &d == target)
+        || digest_in(reference).is_some_and(|d| &d == target)
+}
+
 #[cfg(test)]
 mod tests;

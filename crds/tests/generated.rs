@@ -18,7 +18,7 @@ fn committed_crds_equal_the_generated_ones() {
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             committed == generated,
-            "{} differs from what the types generate: run `cargo run -p bootc-crds --bin bootc-crdgen` and commit the result",
+            "{} differs from what the types generate: run `cargo xtask gen` and commit the result",
             path.display()
         );
     }

@@ -518,3 +518,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_matching_rule_takes_the_per_arch_digest_or_the_digest_in_the_reference() {
+    let a = format!("sha256:{}", "a".repeat(64));
+    let b = format!("sha256:{}", "b".repeat(64));
+    let target: Digest = a.parse().unwrap();
+    // The per-architecture digest.
+    assert!(runs_digest("quay.io/x/os:stable", &a, &target));
+    // A manifest list: the reference carries the index digest, the per-arch one differs.
+    assert!(runs_digest(&format!("quay.io/x/os@{a}"), &b, &target));
+    // Neither.
+    assert!(!runs_digest(&format!("quay.io/x/os@{b}"), &b, &target));
+    assert!(!runs_digest("quay.io/x/os:stable", "", &target));
+    // A reference the grammar refuses still gives the digest after its last `@`.
+    assert_eq!(digest_in(&format!("oci:/var/x@{a}")), Some(target.clone()));
+    assert_eq!(digest_in("quay.io/x/os:stable"), None);
+    assert_eq!(digest_in("nonsense@sha256:short"), None);
+}

@@ -26,7 +26,7 @@ fn install_yaml_equals_what_the_project_renders() {
     let rendered = deploy_check::render(&repo_root()).unwrap();
     assert!(
         read(deploy_check::INSTALL) == rendered,
-        "{} differs from its sources: run `cargo run -p deploy-check --bin render-install` and commit the result",
+        "{} differs from its sources: run `cargo xtask gen` and commit the result",
         deploy_check::INSTALL
     );
 }

@@ -1,0 +1,11 @@
+//! The project's own tools, run as `cargo xtask …`:
+//!
+//! - [`install`]: renders `deploy/install.yaml` from `deploy/manifests/` and the CRDs;
+//! - [`limits`]: the size limits of non-test source files and functions;
+//! - the CRDs themselves are rendered by `bootc_crds::crdgen` from the API types.
+//!
+//! `cargo xtask gen` writes the generated files; `cargo xtask check` fails when one of
+//! them differs from what would be generated, or when a source breaks a size limit.
+
+pub mod install;
+pub mod limits;

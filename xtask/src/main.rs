@@ -1,0 +1,119 @@
+//! `cargo xtask gen | check | limits`: see the library's documentation.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: cargo xtask <gen|check|limits>
+
+  gen     write the CRDs (crds/*.yaml) and deploy/install.yaml from their sources
+  check   fail when a generated file is stale or a source breaks the size limits
+  limits  print every source file and function over the size limits";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = xtask::install::repo_root();
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["gen"] => report(generate(&root, Mode::Write)),
+        ["check"] => {
+            let generated = generate(&root, Mode::Check);
+            let limits = limits(&root);
+            report(generated.and(limits))
+        }
+        ["limits"] => report(limits(&root)),
+        ["-h" | "--help"] => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("error: unknown arguments {args:?}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Write,
+    Check,
+}
+
+fn report(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes (or compares) the CRDs first, then `install.yaml`, which copies them.
+fn generate(root: &Path, mode: Mode) -> Result<(), String> {
+    let mut files = bootc_crds::crdgen::render()
+        .map_err(|e| format!("cannot render the CRDs: {e}"))?
+        .into_iter()
+        .map(|(name, yaml)| (format!("crds/{name}"), yaml))
+        .collect::<Vec<_>>();
+    let mut stale = Vec::new();
+    for (name, text) in files.drain(..) {
+        write_or_compare(root, &name, &text, mode, &mut stale)?;
+    }
+    let install = xtask::install::render(root)
+        .map_err(|e| format!("cannot render {}: {e}", xtask::install::INSTALL))?;
+    write_or_compare(root, xtask::install::INSTALL, &install, mode, &mut stale)?;
+    if stale.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "out of date: {}; run `cargo xtask gen` and commit the result",
+            stale.join(", ")
+        ))
+    }
+}
+
+fn write_or_compare(
+    root: &Path,
+    name: &str,
+    text: &str,
+    mode: Mode,
+    stale: &mut Vec<String>,
+) -> Result<(), String> {
+    let path = root.join(name);
+    match mode {
+        Mode::Check => {
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(text) {
+                stale.push(name.to_string());
+            }
+            Ok(())
+        }
+        Mode::Write => {
+            std::fs::write(&path, text).map_err(|e| format!("cannot write {name}: {e}"))?;
+            println!("wrote {name}");
+            Ok(())
+        }
+    }
+}
+
+fn limits(root: &Path) -> Result<(), String> {
+    let breaches =
+        xtask::limits::check(root).map_err(|e| format!("cannot read the sources: {e}"))?;
+    for breach in &breaches {
+        println!("{breach}");
+    }
+    if breaches.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} places break the size limits (file {} lines, function {} lines, {} arguments)",
+            breaches.len(),
+            xtask::limits::MAX_FILE_LINES,
+            xtask::limits::MAX_FN_LINES,
+            xtask::limits::MAX_FN_ARGS
+        ))
+    }
+}
