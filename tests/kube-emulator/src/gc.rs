@@ -14,44 +14,8 @@ use crate::registry::ResourceKey;
 pub fn collect(inner: &mut Inner) {
     let mut pod_namespaces = BTreeSet::new();
     loop {
-        let terminating: BTreeSet<String> = namespaces(inner)
-            .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_some())
-            .filter_map(|ns| {
-                ns.pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
-            .collect();
-        let mut victims: Vec<(ResourceKey, String, String)> = Vec::new();
-        for key in inner.store.keys() {
-            for object in inner.store.list(&key, None) {
-                if object.pointer("/metadata/deletionTimestamp").is_some() {
-                    continue;
-                }
-                let ns = object
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let owners = object
-                    .pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array);
-                let orphaned = owners.is_some_and(|refs| {
-                    !refs.is_empty()
-                        && refs.iter().all(|r| {
-                            r["uid"]
-                                .as_str()
-                                .is_none_or(|uid| inner.store.locate_uid(uid).is_none())
-                        })
-                });
-                if orphaned || (!ns.is_empty() && terminating.contains(ns)) {
-                    let name = object
-                        .pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    victims.push((key.clone(), ns.to_string(), name.to_string()));
-                }
-            }
-        }
+        let terminating = terminating_namespaces(inner);
+        let mut victims = victims(inner, &terminating);
         // A terminating namespace with nothing left in it goes.
         for ns in &terminating {
             let empty = inner
@@ -90,6 +54,54 @@ pub fn collect(inner: &mut Inner) {
     for ns in pod_namespaces {
         policy::refresh_budgets(inner, &ns);
     }
+}
+
+/// The names of the namespaces with a deletionTimestamp.
+fn terminating_namespaces(inner: &Inner) -> BTreeSet<String> {
+    namespaces(inner)
+        .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_some())
+        .filter_map(|ns| {
+            ns.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// The objects not yet being deleted whose every owner is gone, or that live in a
+/// terminating namespace: (resource, namespace, name).
+fn victims(inner: &Inner, terminating: &BTreeSet<String>) -> Vec<(ResourceKey, String, String)> {
+    let mut victims = Vec::new();
+    for key in inner.store.keys() {
+        for object in inner.store.list(&key, None) {
+            if object.pointer("/metadata/deletionTimestamp").is_some() {
+                continue;
+            }
+            let ns = object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let owners = object
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array);
+            let orphaned = owners.is_some_and(|refs| {
+                !refs.is_empty()
+                    && refs.iter().all(|r| {
+                        r["uid"]
+                            .as_str()
+                            .is_none_or(|uid| inner.store.locate_uid(uid).is_none())
+                    })
+            });
+            if orphaned || (!ns.is_empty() && terminating.contains(ns)) {
+                let name = object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                victims.push((key.clone(), ns.to_string(), name.to_string()));
+            }
+        }
+    }
+    victims
 }
 
 fn namespace_key() -> ResourceKey {

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::ops::{Inner, WriteOptions, now};
-use crate::registry::ResourceKey;
+use crate::registry::{ResourceKey, ResourceType};
 use crate::selectors::LabelSelector;
 
 /// A pod counts as healthy when Ready and not being deleted.
@@ -156,53 +156,7 @@ pub fn evict(
         .and_then(Value::as_str)
         .unwrap_or_default();
     if !matches!(phase, "Succeeded" | "Failed") {
-        let pdbs: Vec<Arc<Value>> = inner
-            .store
-            .list(
-                &ResourceKey::new("policy", "poddisruptionbudgets"),
-                Some(ns),
-            )
-            .into_iter()
-            .filter(|pdb| {
-                pdb.pointer("/spec/selector")
-                    .map_or_else(
-                        || Ok(LabelSelector::nothing()),
-                        LabelSelector::from_label_selector_json,
-                    )
-                    .is_ok_and(|s| s.matches_object(&pod))
-            })
-            .collect();
-        if pdbs.len() > 1 {
-            return Err(ApiError::internal(
-                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
-            ));
-        }
-        if let Some(pdb) = pdbs.first() {
-            let pods = inner.store.list(&pods_type.key(), Some(ns));
-            let b = budget(pdb, &pods);
-            let pod_ok = if healthy(&pod) {
-                b.disruptions_allowed > 0
-            } else {
-                // IfHealthyBudget: an unhealthy pod may go while the budget is met.
-                b.current_healthy >= b.desired_healthy
-            };
-            if !pod_ok {
-                let pdb_name = pdb
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let mut e = ApiError::new(
-                    429,
-                    "TooManyRequests",
-                    "Cannot evict pod as it would violate the pod's disruption budget.",
-                );
-                e.details = Some(json!({"causes": [{
-                    "reason": "DisruptionBudget",
-                    "message": format!("The disruption budget {pdb_name} needs {} healthy pods and has {} currently", b.desired_healthy, b.current_healthy),
-                }]}));
-                return Err(e);
-            }
-        }
+        check_budget(inner, &pods_type, ns, &pod)?;
     }
     let options = eviction
         .get("deleteOptions")
@@ -210,6 +164,63 @@ pub fn evict(
         .unwrap_or(Value::Null);
     inner.delete(&pods_type, Some(ns), name, &options, opts.dry_run)?;
     Ok(success)
+}
+
+/// Whether the budget covering `pod` (at most one may) lets it go: 429 when it does not.
+fn check_budget(
+    inner: &Inner,
+    pods_type: &ResourceType,
+    ns: &str,
+    pod: &Value,
+) -> Result<(), ApiError> {
+    let pdbs: Vec<Arc<Value>> = inner
+        .store
+        .list(
+            &ResourceKey::new("policy", "poddisruptionbudgets"),
+            Some(ns),
+        )
+        .into_iter()
+        .filter(|pdb| {
+            pdb.pointer("/spec/selector")
+                .map_or_else(
+                    || Ok(LabelSelector::nothing()),
+                    LabelSelector::from_label_selector_json,
+                )
+                .is_ok_and(|s| s.matches_object(pod))
+        })
+        .collect();
+    if pdbs.len() > 1 {
+        return Err(ApiError::internal(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
+    }
+    if let Some(pdb) = pdbs.first() {
+        let pods = inner.store.list(&pods_type.key(), Some(ns));
+        let b = budget(pdb, &pods);
+        let pod_ok = if healthy(pod) {
+            b.disruptions_allowed > 0
+        } else {
+            // IfHealthyBudget: an unhealthy pod may go while the budget is met.
+            b.current_healthy >= b.desired_healthy
+        };
+        if !pod_ok {
+            let pdb_name = pdb
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let mut e = ApiError::new(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            );
+            e.details = Some(json!({"causes": [{
+                "reason": "DisruptionBudget",
+                "message": format!("The disruption budget {pdb_name} needs {} healthy pods and has {} currently", b.desired_healthy, b.current_healthy),
+            }]}));
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,6 +15,7 @@ use crate::registry::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::server::App;
 use crate::store::{Event, EventType};
+use crate::table::{self, Column, TableFormat};
 
 /// What one watch asked for.
 #[derive(Debug)]
@@ -70,39 +72,63 @@ fn line(kind: &str, object: &Value) -> Bytes {
     Bytes::from(text)
 }
 
+/// Where a watch starts: its event channel, the events to send first, the version it is at,
+/// and, when the asked version is older than the kept history, (asked, oldest kept).
+struct Backlog {
+    events: mpsc::Receiver<Arc<Event>>,
+    initial: Vec<(EventType, Arc<Value>)>,
+    last: u64,
+    gone: Option<(u64, u64)>,
+}
+
+/// Subscribes to the store and reads what the watch sends first, under one lock: the events
+/// since the asked version, or the current objects as `ADDED` events.
+fn backlog(app: &App, req: &WatchRequest) -> Backlog {
+    let t = &req.resource;
+    let mut inner = app.lock();
+    let name = req.fields.single_name().map(str::to_string);
+    let events = inner.store.watch(&t.key(), req.namespace.clone(), name);
+    let last = inner.store.rv();
+    let (initial, gone) = match req.resource_version {
+        Some(rv) if rv > 0 && !req.send_initial_events => match inner.store.since(rv) {
+            Ok(backlog) => {
+                let initial: Vec<(EventType, Arc<Value>)> =
+                    backlog.iter().filter_map(|e| view(req, e)).collect();
+                (initial, None)
+            }
+            Err(g) => (Vec::new(), Some((rv, g.oldest))),
+        },
+        _ => {
+            let ns = req.namespace.as_deref();
+            let initial = inner
+                .store
+                .list(&t.key(), ns)
+                .into_iter()
+                .filter(|o| req.labels.matches_object(o) && req.fields.matches(o))
+                .map(|o| (EventType::Added, o))
+                .collect();
+            (initial, None)
+        }
+    };
+    Backlog {
+        events,
+        initial,
+        last,
+        gone,
+    }
+}
+
 /// Starts the watch: the stream of lines to send, or an error to answer with at once.
 pub fn start(
     app: &Arc<App>,
     req: WatchRequest,
 ) -> Result<mpsc::Receiver<Result<Bytes, Infallible>>, ApiError> {
-    let t = req.resource.clone();
-    let (events, initial, mut last, gone) = {
-        let mut inner = app.lock();
-        let name = req.fields.single_name().map(str::to_string);
-        let events = inner.store.watch(&t.key(), req.namespace.clone(), name);
-        let current = inner.store.rv();
-        match req.resource_version {
-            Some(rv) if rv > 0 && !req.send_initial_events => match inner.store.since(rv) {
-                Ok(backlog) => {
-                    let initial: Vec<(EventType, Arc<Value>)> =
-                        backlog.iter().filter_map(|e| view(&req, e)).collect();
-                    (events, initial, current, None)
-                }
-                Err(g) => (events, Vec::new(), current, Some((rv, g.oldest))),
-            },
-            _ => {
-                let ns = req.namespace.as_deref();
-                let initial = inner
-                    .store
-                    .list(&t.key(), ns)
-                    .into_iter()
-                    .filter(|o| req.labels.matches_object(o) && req.fields.matches(o))
-                    .map(|o| (EventType::Added, o))
-                    .collect();
-                (events, initial, current, None)
-            }
-        }
-    };
+    let Backlog {
+        events,
+        initial,
+        mut last,
+        gone,
+    } = backlog(app, &req);
     let (tx, rx) = mpsc::channel(256);
     let app = app.clone();
     tokio::spawn(async move {
@@ -112,81 +138,107 @@ pub fn start(
             let _ = tx.send(Ok(line("ERROR", &status))).await;
             return;
         }
-        // Table events carry their column definitions only in the first event, as
-        // kube-apiserver sends them.
-        let columns = App::columns(&t);
-        let first = std::sync::atomic::AtomicBool::new(true);
-        let render = |kind: EventType, object: &Value| -> Bytes {
-            let mut object = object.clone();
-            object["apiVersion"] = json!(t.api_version());
-            match req.table {
-                Some(version) => {
-                    let headers = first.swap(false, std::sync::atomic::Ordering::SeqCst);
-                    let event = crate::table::watch_event_table(
-                        version,
-                        &columns,
-                        kind.as_str(),
-                        &object,
-                        headers,
-                        &req.include_object,
-                        chrono::Utc::now(),
-                    );
-                    let mut text = event.to_string();
-                    text.push('\n');
-                    Bytes::from(text)
-                }
-                None => line(kind.as_str(), &object),
-            }
-        };
+        let lines = Lines::new(req);
         for (kind, object) in &initial {
-            if tx.send(Ok(render(*kind, object))).await.is_err() {
+            if tx.send(Ok(lines.render(*kind, object))).await.is_err() {
                 return;
             }
         }
-        let bookmark = |rv: u64, end_of_initial: bool| {
-            let mut object = json!({"kind": t.kind, "apiVersion": t.api_version(), "metadata": {"resourceVersion": rv.to_string()}});
-            if end_of_initial {
-                object["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-            }
-            line("BOOKMARK", &object)
-        };
-        if req.send_initial_events
-            && req.bookmarks
-            && tx.send(Ok(bookmark(last, true))).await.is_err()
+        if lines.req.send_initial_events
+            && lines.req.bookmarks
+            && tx.send(Ok(lines.bookmark(last, true))).await.is_err()
         {
             return;
         }
-        run(&app, &req, events, tx, &mut last, &render, &bookmark).await;
+        run(&app, &lines, events, tx, &mut last).await;
     });
     Ok(rx)
 }
 
+/// The lines one watch sends: its events (plain, or as one-row Tables) and bookmarks.
+struct Lines {
+    req: WatchRequest,
+    /// The watched type's Table columns.
+    columns: Vec<Column>,
+    /// Whether the next Table event is the first: table events carry their column
+    /// definitions only in the first event, as kube-apiserver sends them.
+    first: AtomicBool,
+}
+
+impl Lines {
+    fn new(req: WatchRequest) -> Self {
+        Lines {
+            columns: App::columns(&req.resource),
+            req,
+            first: AtomicBool::new(true),
+        }
+    }
+
+    /// The line of one event.
+    fn render(&self, kind: EventType, object: &Value) -> Bytes {
+        let mut object = object.clone();
+        object["apiVersion"] = json!(self.req.resource.api_version());
+        match self.req.table {
+            Some(version) => {
+                let headers = self.first.swap(false, Ordering::SeqCst);
+                let format = TableFormat {
+                    version,
+                    columns: &self.columns,
+                    include_object: &self.req.include_object,
+                };
+                let event = table::watch_event_table(
+                    format,
+                    kind.as_str(),
+                    &object,
+                    headers,
+                    chrono::Utc::now(),
+                );
+                let mut text = event.to_string();
+                text.push('\n');
+                Bytes::from(text)
+            }
+            None => line(kind.as_str(), &object),
+        }
+    }
+
+    /// A bookmark at `rv`; the one ending the initial events is annotated so.
+    fn bookmark(&self, rv: u64, end_of_initial: bool) -> Bytes {
+        let t = &self.req.resource;
+        let mut object = json!({"kind": t.kind, "apiVersion": t.api_version(), "metadata": {"resourceVersion": rv.to_string()}});
+        if end_of_initial {
+            object["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        line("BOOKMARK", &object)
+    }
+
+    /// The line of an event newer than `last` (which it advances), if this watcher sees it.
+    fn event(&self, event: &Event, last: &mut u64) -> Option<Bytes> {
+        if event.rv <= *last {
+            return None;
+        }
+        *last = event.rv;
+        view(&self.req, event).map(|(kind, object)| self.render(kind, &object))
+    }
+}
+
 async fn run(
     app: &Arc<App>,
-    req: &WatchRequest,
+    lines: &Lines,
     mut events: mpsc::Receiver<Arc<Event>>,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
     last: &mut u64,
-    render: &(dyn Fn(EventType, &Value) -> Bytes + Send + Sync),
-    bookmark: &(dyn Fn(u64, bool) -> Bytes + Send + Sync),
 ) {
+    let req = &lines.req;
     let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
     let deadline = req.timeout.map_or(far, |t| Instant::now() + t);
     let mut ticks = tokio::time::interval(app.bookmark_interval);
     ticks.tick().await;
     let mut cut = app.cut.subscribe();
-    let send = |event: &Event, last: &mut u64| -> Option<Bytes> {
-        if event.rv <= *last {
-            return None;
-        }
-        *last = event.rv;
-        view(req, event).map(|(kind, object)| render(kind, &object))
-    };
     loop {
         tokio::select! {
             received = events.recv() => match received {
                 Some(event) => {
-                    if let Some(line) = send(&event, last)
+                    if let Some(line) = lines.event(&event, last)
                         && tx.send(Ok(line)).await.is_err() {
                             return;
                         }
@@ -201,13 +253,13 @@ async fn run(
                 // overtakes an event.
                 let now = app.lock().store.rv();
                 while let Ok(event) = events.try_recv() {
-                    if let Some(line) = send(&event, last)
+                    if let Some(line) = lines.event(&event, last)
                         && tx.send(Ok(line)).await.is_err() {
                             return;
                         }
                 }
                 *last = (*last).max(now);
-                if tx.send(Ok(bookmark(*last, false))).await.is_err() {
+                if tx.send(Ok(lines.bookmark(*last, false))).await.is_err() {
                     return;
                 }
             }

@@ -1,3 +1,6 @@
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::{Value, json};
+
 use super::*;
 
 const POOLS_CRD: &str = include_str!("../../../../crds/node.bootc.dev_bootcnodepools.yaml");
@@ -288,15 +291,12 @@ fn table_document() {
 #[test]
 fn watch_events() {
     let columns = crd_columns(&crd_version(POOLS_CRD));
-    let first = watch_event_table(
-        TableVersion::V1,
-        &columns,
-        "ADDED",
-        &pool(None),
-        true,
-        "",
-        now(),
-    );
+    let format = TableFormat {
+        version: TableVersion::V1,
+        columns: &columns,
+        include_object: "",
+    };
+    let first = watch_event_table(format, "ADDED", &pool(None), true, now());
     assert_eq!(first["type"], "ADDED");
     assert_eq!(first["object"]["kind"], "Table");
     assert_eq!(
@@ -305,27 +305,11 @@ fn watch_events() {
     );
     assert_eq!(first["object"]["rows"].as_array().unwrap().len(), 1);
     assert!(first["object"]["columnDefinitions"].is_array());
-    let next = watch_event_table(
-        TableVersion::V1,
-        &columns,
-        "MODIFIED",
-        &pool(None),
-        false,
-        "",
-        now(),
-    );
+    let next = watch_event_table(format, "MODIFIED", &pool(None), false, now());
     assert_eq!(next["object"]["columnDefinitions"], Value::Null);
     assert_eq!(next["object"]["rows"][0]["cells"][0], "workers");
     let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410});
-    let error = watch_event_table(
-        TableVersion::V1,
-        &columns,
-        "ERROR",
-        &status,
-        false,
-        "",
-        now(),
-    );
+    let error = watch_event_table(format, "ERROR", &status, false, now());
     assert_eq!(error, json!({"type": "ERROR", "object": status}));
 }
 

@@ -1,0 +1,262 @@
+//! The built-in kinds: core, apps, policy, coordination and the rest of what kube-apiserver serves that the emulator serves too.
+
+use std::sync::Arc;
+
+use super::{Generation, ResourceType};
+
+/// A built-in kind: `(group, version, kind, plural, namespaced, short names, status subresource, generation)`.
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    bool,
+    Generation,
+);
+
+const BUILTINS: &[Builtin] = &[
+    (
+        "",
+        "v1",
+        "Namespace",
+        "namespaces",
+        false,
+        &["ns"],
+        true,
+        Generation::None,
+    ),
+    (
+        "",
+        "v1",
+        "Node",
+        "nodes",
+        false,
+        &["no"],
+        true,
+        Generation::None,
+    ),
+    (
+        "",
+        "v1",
+        "Pod",
+        "pods",
+        true,
+        &["po"],
+        true,
+        Generation::None,
+    ),
+    (
+        "",
+        "v1",
+        "Secret",
+        "secrets",
+        true,
+        &[],
+        false,
+        Generation::None,
+    ),
+    (
+        "",
+        "v1",
+        "ConfigMap",
+        "configmaps",
+        true,
+        &["cm"],
+        false,
+        Generation::None,
+    ),
+    (
+        "",
+        "v1",
+        "Event",
+        "events",
+        true,
+        &["ev"],
+        false,
+        Generation::None,
+    ),
+    (
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        true,
+        &["sa"],
+        false,
+        Generation::None,
+    ),
+    (
+        "",
+        "v1",
+        "Service",
+        "services",
+        true,
+        &["svc"],
+        true,
+        Generation::None,
+    ),
+    (
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        true,
+        &["ev"],
+        false,
+        Generation::None,
+    ),
+    (
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        true,
+        &[],
+        false,
+        Generation::None,
+    ),
+    (
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+        &["pdb"],
+        true,
+        Generation::Spec,
+    ),
+    (
+        "apps",
+        "v1",
+        "DaemonSet",
+        "daemonsets",
+        true,
+        &["ds"],
+        true,
+        Generation::Spec,
+    ),
+    (
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        true,
+        &["rs"],
+        true,
+        Generation::Spec,
+    ),
+    (
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        true,
+        &["deploy"],
+        true,
+        Generation::Spec,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        false,
+        &[],
+        false,
+        Generation::None,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+        &[],
+        false,
+        Generation::None,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "Role",
+        "roles",
+        true,
+        &[],
+        false,
+        Generation::None,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        true,
+        &[],
+        false,
+        Generation::None,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        false,
+        &[],
+        true,
+        Generation::Spec,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        false,
+        &[],
+        false,
+        Generation::Spec,
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+        &["crd", "crds"],
+        true,
+        Generation::Spec,
+    ),
+];
+
+/// The built-in kinds as served types, in table order.
+pub(super) fn types() -> Vec<Arc<ResourceType>> {
+    BUILTINS
+        .iter()
+        .map(
+            |&(group, version, kind, plural, namespaced, short, status, generation)| {
+                Arc::new(ResourceType {
+                    group: group.into(),
+                    version: version.into(),
+                    kind: kind.into(),
+                    plural: plural.into(),
+                    singular: kind.to_lowercase(),
+                    namespaced,
+                    short_names: short.iter().map(|s| s.to_string()).collect(),
+                    categories: if matches!(
+                        plural,
+                        "pods" | "services" | "daemonsets" | "deployments" | "replicasets"
+                    ) {
+                        vec!["all".into()]
+                    } else {
+                        Vec::new()
+                    },
+                    status_subresource: status,
+                    generation,
+                    crd_version: None,
+                    crd_name: None,
+                })
+            },
+        )
+        .collect()
+}
