@@ -47,7 +47,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// What one member node reports as booted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Observed {
+pub struct BootedReport {
     /// The node's name; a node appearing more than once counts once.
     pub node: String,
     /// The image reference bootc tracks; may carry a (manifest-list) digest after `@`.
@@ -60,10 +60,10 @@ pub struct Observed {
     pub since: Option<Time>,
 }
 
-impl Observed {
+impl BootedReport {
     /// What `node` reports in its BootcNode's `status.booted`.
     pub fn from_booted(node: impl Into<String>, booted: &BootedImage) -> Self {
-        Observed {
+        BootedReport {
             node: node.into(),
             image: booted.image.image.clone(),
             image_digest: booted.image.image_digest.clone(),
@@ -92,19 +92,13 @@ pub struct TargetImage<'a> {
 
 /// The digest inside an image reference (`repo@sha256:…`), if it carries one.
 pub fn ref_digest(image: &str) -> Option<String> {
-    match ImageRef::parse(image) {
-        Ok(parsed) => parsed.digest().map(ToString::to_string),
-        Err(_) => image
-            .rsplit_once('@')
-            .and_then(|(_, digest)| digest.parse::<Digest>().ok())
-            .map(|digest| digest.to_string()),
-    }
+    bootc_crds::image_ref::digest_in(image).map(|d| d.to_string())
 }
 
 /// The digest whose entry a node's booted image counts for (see the module docs): the
 /// target digest when the node is on it, else the digest inside its `image`, else its
 /// per-arch `imageDigest`. `None` when the node reports no digest at all.
-pub fn digest_of(observed: &Observed, target: Option<&TargetImage<'_>>) -> Option<String> {
+pub fn digest_of(observed: &BootedReport, target: Option<&TargetImage<'_>>) -> Option<String> {
     let in_ref = ref_digest(&observed.image);
     let per_arch = Some(observed.image_digest.as_str()).filter(|d| !d.is_empty());
     if let Some(target) = target.filter(|t| !t.digest.is_empty())
@@ -132,7 +126,7 @@ pub fn digest_of(observed: &Observed, target: Option<&TargetImage<'_>>) -> Optio
 /// digest, and cut to `limit` entries.
 pub fn merge(
     previous: &[DeployHistoryEntry],
-    observed: &[Observed],
+    observed: &[BootedReport],
     target: Option<TargetImage<'_>>,
     limit: usize,
 ) -> Vec<DeployHistoryEntry> {
@@ -145,85 +139,110 @@ pub fn merge(
             }
         }
     }
+    for (digest, on) in by_digest(observed, target.as_ref()) {
+        let seen = Seen::of(&on, &digest, target);
+        match entries.get_mut(&digest) {
+            Some(entry) => seen.widen(entry),
+            None => {
+                if let Some(entry) = seen.entry(digest.clone(), &on) {
+                    entries.insert(digest, entry);
+                }
+            }
+        }
+    }
+    let mut history: Vec<DeployHistoryEntry> = entries.into_values().collect();
+    history.sort_by(newest_first);
+    history.truncate(limit);
+    history
+}
 
-    // One report per node, whatever order or repetition the caller passes.
-    let mut nodes: BTreeMap<&str, &Observed> = BTreeMap::new();
+/// One report per node (whatever order or repetition the caller passes), grouped by the
+/// digest each counts for.
+fn by_digest<'a>(
+    observed: &'a [BootedReport],
+    target: Option<&TargetImage<'_>>,
+) -> BTreeMap<String, Vec<&'a BootedReport>> {
+    let mut nodes: BTreeMap<&str, &BootedReport> = BTreeMap::new();
     for o in observed {
         let kept = nodes.entry(o.node.as_str()).or_insert(o);
         if o.precedence() > kept.precedence() {
             *kept = o;
         }
     }
-
-    let mut by_digest: BTreeMap<String, Vec<&Observed>> = BTreeMap::new();
+    let mut by_digest: BTreeMap<String, Vec<&BootedReport>> = BTreeMap::new();
     for o in nodes.into_values() {
-        if let Some(digest) = digest_of(o, target.as_ref()) {
+        if let Some(digest) = digest_of(o, target) {
             by_digest.entry(digest).or_default().push(o);
         }
     }
+    by_digest
+}
 
-    for (digest, on) in by_digest {
-        let is_target = target.is_some_and(|t| t.digest == digest);
-        let count = i32::try_from(on.len()).unwrap_or(i32::MAX);
-        let first = on.iter().filter_map(|o| o.since.as_ref()).min().cloned();
-        let last = on.iter().filter_map(|o| o.since.as_ref()).max().cloned();
-        let version = majority(on.iter().filter_map(|o| o.version.as_deref()))
-            .or_else(|| target.filter(|_| is_target).and_then(|t| t.version))
-            .map(str::to_owned);
-        let target_image = target
-            .filter(|_| is_target)
-            .map(|t| t.image.to_owned())
-            .filter(|i| !i.is_empty());
+/// What the nodes on one digest say now.
+struct Seen {
+    count: i32,
+    first: Option<Time>,
+    last: Option<Time>,
+    version: Option<String>,
+    /// The target's pin, when the digest is the target's.
+    target_image: Option<String>,
+}
 
-        match entries.get_mut(&digest) {
-            Some(entry) => {
-                entry.node_count = entry.node_count.max(count);
-                if let Some(first) = first
-                    && first < entry.first_deployed
-                {
-                    entry.first_deployed = first;
-                }
-                if let Some(last) = last
-                    && last > entry.last_deployed
-                {
-                    entry.last_deployed = last;
-                }
-                if version.is_some() {
-                    entry.version = version;
-                }
-                if let Some(image) = target_image {
-                    entry.image = image;
-                }
-            }
-            None => {
-                let (Some(first), Some(last)) = (first, last) else {
-                    continue;
-                };
-                let image = target_image.unwrap_or_else(|| {
-                    on.iter()
-                        .map(|o| pin(&o.image, &digest))
-                        .min()
-                        .unwrap_or_default()
-                });
-                entries.insert(
-                    digest.clone(),
-                    DeployHistoryEntry {
-                        digest,
-                        image,
-                        version,
-                        node_count: count,
-                        first_deployed: first,
-                        last_deployed: last,
-                    },
-                );
-            }
+impl Seen {
+    fn of(on: &[&BootedReport], digest: &str, target: Option<TargetImage<'_>>) -> Self {
+        let target = target.filter(|t| t.digest == digest);
+        Seen {
+            count: i32::try_from(on.len()).unwrap_or(i32::MAX),
+            first: on.iter().filter_map(|o| o.since.as_ref()).min().cloned(),
+            last: on.iter().filter_map(|o| o.since.as_ref()).max().cloned(),
+            version: majority(on.iter().filter_map(|o| o.version.as_deref()))
+                .or_else(|| target.and_then(|t| t.version))
+                .map(str::to_owned),
+            target_image: target.map(|t| t.image.to_owned()).filter(|i| !i.is_empty()),
         }
     }
 
-    let mut history: Vec<DeployHistoryEntry> = entries.into_values().collect();
-    history.sort_by(newest_first);
-    history.truncate(limit);
-    history
+    /// Widens an existing entry: counts and times only grow outwards.
+    fn widen(self, entry: &mut DeployHistoryEntry) {
+        entry.node_count = entry.node_count.max(self.count);
+        if let Some(first) = self.first
+            && first < entry.first_deployed
+        {
+            entry.first_deployed = first;
+        }
+        if let Some(last) = self.last
+            && last > entry.last_deployed
+        {
+            entry.last_deployed = last;
+        }
+        if self.version.is_some() {
+            entry.version = self.version;
+        }
+        if let Some(image) = self.target_image {
+            entry.image = image;
+        }
+    }
+
+    /// A new entry, when some node gives it a time.
+    fn entry(self, digest: String, on: &[&BootedReport]) -> Option<DeployHistoryEntry> {
+        let (Some(first), Some(last)) = (self.first, self.last) else {
+            return None;
+        };
+        let image = self.target_image.unwrap_or_else(|| {
+            on.iter()
+                .map(|o| pin(&o.image, &digest))
+                .min()
+                .unwrap_or_default()
+        });
+        Some(DeployHistoryEntry {
+            digest,
+            image,
+            version: self.version,
+            node_count: self.count,
+            first_deployed: first,
+            last_deployed: last,
+        })
+    }
 }
 
 /// The history's order: `lastDeployed` newest first, then digest ascending.

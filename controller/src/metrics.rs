@@ -4,7 +4,10 @@
 //! | family | type | labels |
 //! |---|---|---|
 //! | `bootc_pool_reconcile_duration_seconds` | histogram | `pool` |
+//! | `bootc_pool_reconciles_total` | counter | `pool`, `outcome` (`ok`, or the error reason) |
 //! | `bootc_pool_reconcile_errors_total` | counter | `pool`, `reason` |
+//! | `bootc_pool_actions_total` | counter | `pool`, `action`, `outcome` (`ok`, or the error reason) |
+//! | `bootc_pool_action_duration_seconds` | histogram | `action` |
 //! | `bootc_pool_nodes` | gauge | `pool`, `state` |
 //! | `bootc_pool_target_info` | gauge (always 1) | `pool`, `image`, `digest`, `version` |
 //! | `bootc_pool_tag_resolutions_total` | counter | `result` |
@@ -36,6 +39,25 @@ pub const NODE_STATES: [&str; 6] = [
     "Rebooting",
     "UpToDate",
     "Degraded",
+];
+
+/// The outcomes of `bootc_pool_reconciles_total` and `bootc_pool_actions_total`: `ok` or
+/// an error reason (`crate::reconcile::Error::reason`).
+pub const OUTCOMES: [&str; 4] = ["ok", "api", "cache", "conflict"];
+
+/// The actions of `bootc_pool_actions_total` (`crate::reconcile::execute::action_kind`).
+pub const ACTION_KINDS: [&str; 11] = [
+    "create",
+    "label",
+    "unlabel",
+    "update",
+    "cordon",
+    "uncordon",
+    "start_drain",
+    "cancel_drain",
+    "forget_drain",
+    "delete",
+    "event",
 ];
 
 /// Bucket bounds of `bootc_pool_reconcile_duration_seconds` (5 ms to about 20 s).
@@ -138,6 +160,24 @@ struct ErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    pool: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    pool: String,
+    action: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionKindLabels {
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
     pool: String,
     state: &'static str,
@@ -177,6 +217,9 @@ struct Inner {
     registry: Registry,
     reconcile_duration: HistogramFamily<PoolLabels>,
     reconcile_errors: Family<ErrorLabels, Counter>,
+    reconciles: Family<OutcomeLabels, Counter>,
+    actions: Family<ActionLabels, Counter>,
+    action_duration: HistogramFamily<ActionKindLabels>,
     nodes: Family<NodeLabels, Gauge>,
     target_info: Family<TargetLabels, Gauge>,
     tag_resolutions: Family<ResultLabels, Counter>,
@@ -225,6 +268,26 @@ impl Metrics {
             "Reconciles of a pool that failed, by reason",
             reconcile_errors.clone(),
         );
+        let reconciles = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "bootc_pool_reconciles",
+            "Reconciles of a pool, by outcome (ok, or the error reason)",
+            reconciles.clone(),
+        );
+        let actions = Family::<ActionLabels, Counter>::default();
+        registry.register(
+            "bootc_pool_actions",
+            "Actions carried out for a pool, by kind and outcome (ok, or the error reason)",
+            actions.clone(),
+        );
+        let action_duration: HistogramFamily<ActionKindLabels> =
+            Family::new_with_constructor(reconcile_histogram);
+        registry.register_with_unit(
+            "bootc_pool_action_duration",
+            "Time taken by one action, failed ones included",
+            Unit::Seconds,
+            action_duration.clone(),
+        );
         let nodes = Family::<NodeLabels, Gauge>::default();
         registry.register(
             "bootc_pool_nodes",
@@ -268,6 +331,9 @@ impl Metrics {
                 registry,
                 reconcile_duration,
                 reconcile_errors,
+                reconciles,
+                actions,
+                action_duration,
                 nodes,
                 target_info,
                 tag_resolutions,
@@ -286,6 +352,39 @@ impl Metrics {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         f(pools.entry(pool.to_owned()).or_default())
+    }
+
+    /// Counts one reconcile of `pool` with its outcome (`ok`, or the error reason).
+    pub fn record_reconcile(&self, pool: &str, outcome: &'static str) {
+        self.inner
+            .reconciles
+            .get_or_create(&OutcomeLabels {
+                pool: pool.to_owned(),
+                outcome,
+            })
+            .inc();
+    }
+
+    /// Counts and times one action carried out for `pool`, with its outcome.
+    pub fn observe_action(
+        &self,
+        pool: &str,
+        action: &'static str,
+        outcome: &'static str,
+        duration: Duration,
+    ) {
+        self.inner
+            .actions
+            .get_or_create(&ActionLabels {
+                pool: pool.to_owned(),
+                action,
+                outcome,
+            })
+            .inc();
+        self.inner
+            .action_duration
+            .get_or_create(&ActionKindLabels { action })
+            .observe(duration.as_secs_f64());
     }
 
     /// Records how long one reconcile of `pool` took.
@@ -443,6 +542,19 @@ impl Metrics {
                 pool: pool.to_owned(),
                 outcome: outcome.as_str(),
             });
+        }
+        for outcome in OUTCOMES {
+            self.inner.reconciles.remove(&OutcomeLabels {
+                pool: pool.to_owned(),
+                outcome,
+            });
+            for action in ACTION_KINDS {
+                self.inner.actions.remove(&ActionLabels {
+                    pool: pool.to_owned(),
+                    action,
+                    outcome,
+                });
+            }
         }
         let labels = PoolLabels {
             pool: pool.to_owned(),

@@ -28,8 +28,8 @@ fn minutes(m: i64) -> Time {
     to_time(base + TimeDelta::minutes(m)).unwrap()
 }
 
-fn node(name: &str, image: &str, image_digest: &str, since: Option<Time>) -> Observed {
-    Observed {
+fn node(name: &str, image: &str, image_digest: &str, since: Option<Time>) -> BootedReport {
+    BootedReport {
         node: name.to_owned(),
         image: image.to_owned(),
         image_digest: image_digest.to_owned(),
@@ -96,10 +96,10 @@ fn release(v: u8) -> &'static Release {
 }
 
 /// n1..n5 are amd64, n6 is arm64: its per-arch digest differs, its entry must not.
-fn booted(n: usize, v: u8, since: &str) -> Observed {
+fn booted(n: usize, v: u8, since: &str) -> BootedReport {
     let r = release(v);
     let per_arch = if n == 6 { r.arm64 } else { r.amd64 };
-    Observed {
+    BootedReport {
         node: format!("n{n}"),
         image: pinned(r.list),
         image_digest: digest(per_arch),
@@ -256,7 +256,7 @@ const STEPS: &[Step] = &[
 
 const TABLE_LIMIT: usize = 3;
 
-fn step_observed(step: &Step) -> Vec<Observed> {
+fn step_observed(step: &Step) -> Vec<BootedReport> {
     step.nodes
         .iter()
         .enumerate()
@@ -336,7 +336,7 @@ fn a_fourth_release_evicts_the_oldest_last_deployed() {
     }
     // A v4 canary on n1 (tracks list 'd', reports per-arch '7').
     let mut observed = step_observed(&STEPS[STEPS.len() - 1]);
-    observed[0] = Observed {
+    observed[0] = BootedReport {
         node: "n1".to_owned(),
         image: pinned('d'),
         image_digest: digest('7'),
@@ -502,7 +502,7 @@ fn version_prefers_the_nodes_then_the_target_then_the_old_one() {
         version: Some("target"),
     };
     let mut n = node("n", &pinned('a'), &digest('1'), Some(at("00:00")));
-    let version = |n: &Observed, t: Option<TargetImage<'_>>| {
+    let version = |n: &BootedReport, t: Option<TargetImage<'_>>| {
         merge(&previous, std::slice::from_ref(n), t, 5)[0]
             .version
             .clone()
@@ -557,8 +557,8 @@ fn from_booted_copies_what_history_needs() {
         since: Some(at("00:00")),
     };
     assert_eq!(
-        Observed::from_booted("n1", &booted),
-        Observed {
+        BootedReport::from_booted("n1", &booted),
+        BootedReport {
             node: "n1".to_owned(),
             image: pinned('a'),
             image_digest: digest('1'),
@@ -587,7 +587,7 @@ fn arb_version() -> impl Strategy<Value = Option<String>> {
 }
 
 /// A node: tracks a pinned ref or a tag, reports a per-arch digest, mostly with since.
-fn arb_node(names: usize, with_since: bool) -> impl Strategy<Value = Observed> {
+fn arb_node(names: usize, with_since: bool) -> impl Strategy<Value = BootedReport> {
     (
         0..names,
         proptest::option::of(arb_digest()),
@@ -597,7 +597,7 @@ fn arb_node(names: usize, with_since: bool) -> impl Strategy<Value = Observed> {
         arb_time(),
     )
         .prop_map(
-            move |(n, in_ref, per_arch, version, has_since, since)| Observed {
+            move |(n, in_ref, per_arch, version, has_since, since)| BootedReport {
                 node: format!("n{n}"),
                 image: in_ref.map_or_else(|| format!("{REPO}:latest"), |d| format!("{REPO}@{d}")),
                 image_digest: per_arch,
@@ -607,7 +607,7 @@ fn arb_node(names: usize, with_since: bool) -> impl Strategy<Value = Observed> {
         )
 }
 
-fn arb_observed() -> impl Strategy<Value = Vec<Observed>> {
+fn arb_observed() -> impl Strategy<Value = Vec<BootedReport>> {
     proptest::collection::vec(arb_node(8, false), 0..12)
 }
 
@@ -652,8 +652,8 @@ fn as_target(t: &OwnedTarget) -> Option<TargetImage<'_>> {
 
 /// The distinct nodes that count for each digest (a node reported twice: its
 /// precedence-winning report).
-fn counted(observed: &[Observed], target: Option<TargetImage<'_>>) -> BTreeMap<String, usize> {
-    let mut nodes: BTreeMap<&str, &Observed> = BTreeMap::new();
+fn counted(observed: &[BootedReport], target: Option<TargetImage<'_>>) -> BTreeMap<String, usize> {
+    let mut nodes: BTreeMap<&str, &BootedReport> = BTreeMap::new();
     for o in observed {
         let kept = nodes.entry(&o.node).or_insert(o);
         if o.precedence() > kept.precedence() {
@@ -736,7 +736,7 @@ proptest! {
     ) {
         let expected = merge(&previous, &observed, as_target(&target), limit);
         prop_assert_eq!(merge(&previous, &shuffled, as_target(&target), limit), expected.clone());
-        let doubled: Vec<Observed> = observed.iter().chain(shuffled.iter()).cloned().collect();
+        let doubled: Vec<BootedReport> = observed.iter().chain(shuffled.iter()).cloned().collect();
         prop_assert_eq!(merge(&previous, &doubled, as_target(&target), limit), expected);
     }
 
@@ -797,7 +797,7 @@ proptest! {
         joiner in arb_node(1, false),
         limit in 1usize..8,
     ) {
-        let joiner = Observed { node: "joiner".to_owned(), ..joiner };
+        let joiner = BootedReport { node: "joiner".to_owned(), ..joiner };
         let before = merge(&previous, &observed, as_target(&target), limit);
         let mut with = observed.clone();
         with.push(joiner.clone());

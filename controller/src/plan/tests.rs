@@ -185,14 +185,12 @@ fn snapshot(spec: BootcNodePoolSpec, nodes: &[N]) -> Snapshot {
             spec,
             status: None,
         },
-        target: Ok(Target::from_ref(&pin('b')).unwrap()),
+        lookup: Lookup::NotAsked,
+        pull_secret: PullSecretView::default(),
         other_pools: Vec::new(),
         nodes: nodes.iter().map(N::view).collect(),
-        target_error: None,
-        pull_secret_hash: None,
         drains: BTreeMap::new(),
-        window_closed_until: None,
-        last_progress: None,
+        progress: None,
         now: now(),
     }
 }
@@ -694,7 +692,7 @@ fn a_new_target_revokes_pending_approvals() {
         agent('b', None, "Idle", None),
     );
     let mut snap = snapshot(spec, &[approved, rebooting, updated]);
-    snap.target = Ok(Target::from_ref(&pin('a')).unwrap());
+    snap.pool.spec.image.r#ref = pin('a');
     let plan = super::plan(&snap);
 
     let n1 = actions_for(&plan, "n1");
@@ -740,10 +738,9 @@ fn an_invalid_spec_does_nothing_and_lists_every_problem() {
         pool_spec(IntOrString::Int(1)),
         &[node("n1"), node("n2").staged()],
     );
-    snap.target = Err(TargetProblem::InvalidSpec(vec![
-        "spec.rollout.maxUnavailable: 0 is not allowed".into(),
-        "spec.image.ref: bad".into(),
-    ]));
+    // Two problems the spec check finds: a budget of 0 and a reference with a space.
+    snap.pool.spec.rollout.max_unavailable = IntOrString::Int(0);
+    snap.pool.spec.image.r#ref = "quay.io/os/node:bad tag".into();
     let plan = super::plan(&snap);
     assert!(
         plan.actions.iter().all(|a| matches!(a, Action::Event(_))),
@@ -798,7 +795,7 @@ fn a_target_in_the_rollback_slot_counts_as_staged() {
         pool_spec(IntOrString::Int(1)),
         &[node("n1").with('a', DesiredImageState::Staged, status)],
     );
-    snap.target = Ok(Target::from_ref(&pin('a')).unwrap());
+    snap.pool.spec.image.r#ref = pin('a');
     let plan = super::plan(&snap);
     assert_eq!(granted(&plan), vec!["n1"], "{:?}", plan.states);
 }
@@ -811,8 +808,19 @@ fn the_pull_secret_hash_reaches_every_bootc_node_and_a_resolution_error_keeps_th
         namespace: "default".into(),
     });
     let mut snap = snapshot(spec, &[node("n1"), node("n2").staged()]);
-    snap.pull_secret_hash = Some("sha256:abc".into());
-    snap.target_error = Some("registry quay.io: connection refused".into());
+    snap.pull_secret.hash = Some("sha256:abc".into());
+    // The pool follows a tag that resolved to pin('b') before; the registry is down now.
+    snap.pool.spec.image.r#ref = "quay.io/os/node:stable".into();
+    snap.pool.status = Some(BootcNodePoolStatus {
+        target_image: Some(pin('b')),
+        target_digest: Some(digest('b').to_string()),
+        last_resolved_time: to_time(now() - chrono::Duration::minutes(1)),
+        ..BootcNodePoolStatus::default()
+    });
+    snap.lookup = Lookup::Failed {
+        message: "registry quay.io: connection refused".into(),
+        retry_after: Duration::from_secs(30),
+    };
     let plan = super::plan(&snap);
     let Some(Action::Create { spec, .. }) = actions_for(&plan, "n1")
         .into_iter()
@@ -945,7 +953,7 @@ fn max_staging_holds_nodes_back_with_their_desired_image_unchanged() {
         idle_on_b("n6"),
     ];
     let mut snap = snapshot(spec.clone(), &nodes);
-    snap.target = Ok(Target::from_ref(&pin('c')).unwrap());
+    snap.pool.spec.image.r#ref = pin('c');
     let plan = super::plan(&snap);
     let retargeted: Vec<&str> = plan
         .actions
@@ -983,7 +991,7 @@ fn max_staging_holds_nodes_back_with_their_desired_image_unchanged() {
         idle_on_b("n6"),
     ];
     let mut snap = snapshot(spec.clone(), &nodes);
-    snap.target = Ok(Target::from_ref(&pin('c')).unwrap());
+    snap.pool.spec.image.r#ref = pin('c');
     let plan = super::plan(&snap);
     assert!(
         !plan
@@ -1006,7 +1014,7 @@ fn max_staging_holds_nodes_back_with_their_desired_image_unchanged() {
         idle_on_b("n4"),
     ];
     let mut snap = snapshot(spec, &nodes);
-    snap.target = Ok(Target::from_ref(&pin('c')).unwrap());
+    snap.pool.spec.image.r#ref = pin('c');
     let plan = super::plan(&snap);
     let retargeted: Vec<&str> = plan
         .actions
@@ -1021,6 +1029,17 @@ fn max_staging_holds_nodes_back_with_their_desired_image_unchanged() {
     assert_eq!(retargeted, vec!["n3"]);
 }
 
+/// A window from 15:00 to 16:00 UTC every day: closed at `now()` (12:00).
+fn window_at_three() -> bootc_crds::pool::MaintenanceWindow {
+    serde_json::from_value(serde_json::json!({
+        "days": ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"],
+        "start": "15:00",
+        "duration": "1h",
+        "timeZone": "UTC",
+    }))
+    .unwrap()
+}
+
 #[test]
 fn outside_a_window_no_slot_is_granted_and_the_opening_is_awaited() {
     let opens = now() + chrono::Duration::hours(3);
@@ -1028,7 +1047,7 @@ fn outside_a_window_no_slot_is_granted_and_the_opening_is_awaited() {
         pool_spec(IntOrString::Int(2)),
         &[node("n1").staged(), node("n2").staged()],
     );
-    snap.window_closed_until = Some(Some(opens));
+    snap.pool.spec.rollout.maintenance_windows = vec![window_at_three()];
     let plan = super::plan(&snap);
     assert!(granted(&plan).is_empty());
     assert_eq!(
@@ -1047,7 +1066,7 @@ fn outside_a_window_no_slot_is_granted_and_the_opening_is_awaited() {
         pool_spec(IntOrString::Int(2)),
         &[node("n1").staged().slot().cordoned()],
     );
-    snap.window_closed_until = Some(Some(opens));
+    snap.pool.spec.rollout.maintenance_windows = vec![window_at_three()];
     snap.drains.insert("n1".into(), DrainView::Drained);
     assert!(event_reasons(&super::plan(&snap)).contains(&events::REBOOT_APPROVED));
 }
@@ -1093,13 +1112,21 @@ fn no_progress_for_ten_minutes_is_a_stall_and_progress_clears_it() {
     let mut spec = pool_spec(IntOrString::Int(1));
     spec.rollout.paused = false;
     let mut snap = snapshot(spec, &nodes);
-    snap.last_progress = Some(now() - chrono::Duration::minutes(11));
+    // The members' states as the last plan left them, unchanged for 11 minutes.
+    let unchanged = super::plan(&snap).progress;
+    snap.progress = Some(Progress {
+        since: now() - chrono::Duration::minutes(11),
+        ..unchanged
+    });
     let stalled = super::plan(&snap);
     let p = condition_of(&stalled, "Progressing");
     assert_eq!((p.status.as_str(), p.reason.as_str()), ("False", "Stalled"));
     assert!(p.message.contains("11 minutes"), "{}", p.message);
 
-    snap.last_progress = Some(now() - chrono::Duration::minutes(4));
+    snap.progress = Some(Progress {
+        since: now() - chrono::Duration::minutes(4),
+        ..unchanged
+    });
     let advancing = super::plan(&snap);
     let p = condition_of(&advancing, "Progressing");
     assert_eq!(

@@ -1,0 +1,163 @@
+//! What a plan returns: the actions to carry out, the events to record, each member's
+//! state, and the complete status to write.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bootc_crds::node::BootcNodeSpec;
+use bootc_crds::pool::BootcNodePoolStatus;
+
+use super::target::Target;
+use super::world::Progress;
+
+/// A change to make. Actions of one node are carried out in order; the first failure
+/// stops the rest of that node's actions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Create the BootcNode (owned by the pool).
+    Create {
+        /// Node name.
+        node: String,
+        /// Its spec.
+        spec: BootcNodeSpec,
+    },
+    /// Add the managed label to the Node.
+    Label {
+        /// Node name.
+        node: String,
+    },
+    /// Remove the managed label from the Node.
+    Unlabel {
+        /// Node name.
+        node: String,
+    },
+    /// Replace the BootcNode's spec and annotations (only the keys given; `None`
+    /// removes), with its `resourceVersion` as a precondition.
+    Update {
+        /// Node name.
+        node: String,
+        /// The precondition.
+        resource_version: Option<String>,
+        /// The new spec.
+        spec: BootcNodeSpec,
+        /// Annotations to set (`Some`) or remove (`None`).
+        annotations: BTreeMap<String, Option<String>>,
+    },
+    /// Mark the Node unschedulable.
+    Cordon {
+        /// Node name.
+        node: String,
+    },
+    /// Mark the Node schedulable.
+    Uncordon {
+        /// Node name.
+        node: String,
+    },
+    /// Start draining the Node (no-op when a drain runs).
+    StartDrain {
+        /// Node name.
+        node: String,
+    },
+    /// Stop a running drain and forget it.
+    CancelDrain {
+        /// Node name.
+        node: String,
+    },
+    /// Forget a finished drain (its outcome was acted on).
+    ForgetDrain {
+        /// Node name.
+        node: String,
+    },
+    /// Delete the BootcNode.
+    Delete {
+        /// Node name.
+        node: String,
+    },
+    /// Record a Kubernetes Event on the pool.
+    Event(PlannedEvent),
+}
+
+impl Action {
+    /// The node the action is about (`None` for events).
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Action::Create { node, .. }
+            | Action::Label { node }
+            | Action::Unlabel { node }
+            | Action::Update { node, .. }
+            | Action::Cordon { node }
+            | Action::Uncordon { node }
+            | Action::StartDrain { node }
+            | Action::CancelDrain { node }
+            | Action::ForgetDrain { node }
+            | Action::Delete { node } => Some(node),
+            Action::Event(_) => None,
+        }
+    }
+}
+
+/// A Kubernetes Event to record on the pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedEvent {
+    /// `Normal` or `Warning`.
+    pub warning: bool,
+    /// The reason (`RebootApproved`, …).
+    pub reason: &'static str,
+    /// What happened.
+    pub message: String,
+}
+
+/// Event reasons.
+pub mod events {
+    /// The pool's target digest changed.
+    pub const TARGET_RESOLVED: &str = "TargetResolved";
+    /// A rollout of a new target began.
+    pub const ROLLOUT_STARTED: &str = "RolloutStarted";
+    /// A node was allowed to reboot.
+    pub const REBOOT_APPROVED: &str = "RebootApproved";
+    /// A node came back on the target and its slot was freed.
+    pub const NODE_UPDATED: &str = "NodeUpdated";
+    /// Every node runs the target.
+    pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
+    /// Too many slot holders are unhealthy; no new approvals.
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// A drain timed out.
+    pub const DRAIN_FAILED: &str = "DrainFailed";
+    /// A node is selected by more than one pool.
+    pub const NODE_CONFLICT: &str = "NodeConflict";
+}
+
+/// How the plan sees each member node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NodeState {
+    /// Not yet asked for the target (no BootcNode, or an older desired image).
+    Pending,
+    /// Pulling the target.
+    Staging,
+    /// The target is staged; waiting for a slot.
+    Staged,
+    /// Holds a slot: cordoned, draining, or rebooting.
+    Rebooting,
+    /// Runs the target.
+    UpToDate,
+    /// Its agent reports an error, or its drain timed out.
+    Degraded,
+}
+
+/// The result of a plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// What to do, in order.
+    pub actions: Vec<Action>,
+    /// The status to report (written only when it differs from the current one).
+    pub status: BootcNodePoolStatus,
+    /// Each member's state.
+    pub states: BTreeMap<String, NodeState>,
+    /// When to plan again even if nothing changes (a window opening, a soak ending,
+    /// the next tag resolution, a stall beginning, …).
+    pub requeue_after: Option<Duration>,
+    /// The target rolled out, when there is one (for the shell's metrics).
+    pub target: Option<Target>,
+    /// When the rollout last advanced: the shell keeps it for the next plan.
+    pub progress: Progress,
+}

@@ -1,0 +1,145 @@
+//! What a node's agent and kubelet report, read the way the plan needs it: which image
+//! is booted, staged or in the rollback slot, whether the agent has answered the current
+//! spec, and whether the kubelet has reported since the node's reboot.
+
+use std::time::Duration;
+
+use bootc_crds::Digest;
+use bootc_crds::conditions::{self, from_time};
+use bootc_crds::node::{BootcNodeStatus, ImageStatus, LastReboot};
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::world::{BootcView, NodeInfo};
+
+/// True when `image` (a BootcNode's `status.booted`, `staged` or `rollback`) runs
+/// `digest`, by the one matching rule of [`bootc_crds::image_ref::runs_digest`].
+pub fn runs(image: Option<&ImageStatus>, digest: &Digest) -> bool {
+    image.is_some_and(|i| bootc_crds::image_ref::runs_digest(&i.image, &i.image_digest, digest))
+}
+
+/// The agent's view of one node.
+pub(super) struct Agent<'a> {
+    pub(super) status: Option<&'a BootcNodeStatus>,
+    /// The agent has answered the current spec.
+    pub(super) current: bool,
+}
+
+impl<'a> Agent<'a> {
+    pub(super) fn of(bootc: &'a BootcView) -> Self {
+        let status = bootc.status.as_ref();
+        let current = status
+            .and_then(|s| s.observed_generation)
+            .zip(bootc.generation)
+            .is_some_and(|(seen, generation)| seen >= generation);
+        Agent { status, current }
+    }
+
+    pub(super) fn condition(&self, type_: &str) -> Option<&'a Condition> {
+        self.status?.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// `Degraded=True` for the current spec: its message.
+    pub(super) fn degraded(&self) -> Option<String> {
+        if !self.current {
+            return None;
+        }
+        self.condition(conditions::DEGRADED)
+            .filter(|c| c.status == "True")
+            .map(|c| format!("{}: {}", c.reason, c.message))
+    }
+
+    pub(super) fn rebooting(&self) -> bool {
+        self.condition(conditions::IDLE)
+            .is_some_and(|c| c.reason == conditions::idle::REBOOTING)
+    }
+
+    pub(super) fn booted(&self, digest: &Digest) -> bool {
+        runs(
+            self.status
+                .and_then(|s| s.booted.as_ref())
+                .map(|b| &b.image),
+            digest,
+        )
+    }
+
+    pub(super) fn staged(&self, digest: &Digest) -> bool {
+        runs(
+            self.status
+                .and_then(|s| s.staged.as_ref())
+                .map(|s| &s.image),
+            digest,
+        )
+    }
+
+    /// The target is ready to boot: staged, or (the rollback-slot fast path) the
+    /// rollback deployment, which the agent reports as `Staged` without pulling.
+    pub(super) fn ready_to_boot(&self, digest: &Digest) -> bool {
+        let in_rollback = runs(self.status.and_then(|s| s.rollback.as_ref()), digest)
+            && self
+                .condition(conditions::IDLE)
+                .is_some_and(|c| c.reason == conditions::idle::STAGED);
+        self.current && (self.staged(digest) || in_rollback)
+    }
+
+    /// The record the agent wrote before its last reboot.
+    pub(super) fn last_reboot(&self) -> Option<&'a LastReboot> {
+        self.status?.last_reboot.as_ref()
+    }
+
+    /// The boot ID the agent recorded before its last reboot.
+    pub(super) fn last_reboot_boot_id(&self) -> Option<&'a str> {
+        self.status?
+            .last_reboot
+            .as_ref()
+            .map(|r| r.boot_id.as_str())
+    }
+
+    /// The target is already on the host (booted, staged, or in the rollback slot):
+    /// asking for it starts no pull.
+    pub(super) fn needs_no_pull(&self, digest: &Digest) -> bool {
+        self.booted(digest)
+            || self.staged(digest)
+            || runs(self.status.and_then(|s| s.rollback.as_ref()), digest)
+    }
+
+    pub(super) fn booted_since(&self) -> Option<DateTime<Utc>> {
+        self.status?
+            .booted
+            .as_ref()?
+            .since
+            .as_ref()
+            .and_then(from_time)
+    }
+}
+
+/// How soon a plan looks again for the kubelet's first report after a reboot.
+pub(super) const KUBELET_RECHECK: Duration = Duration::from_secs(2);
+
+/// Whether the kubelet has reported since the node's reboot for `digest`, so that its
+/// `Ready` is about the new boot and not left over from before it: the Node's boot ID is
+/// not the one the agent recorded before rebooting (a full reboot), or the `Ready`
+/// heartbeat is no older than the reboot (a soft reboot keeps the boot ID; both times
+/// come from the node's own clock). Without the agent's record of a reboot for this
+/// digest there is nothing to wait for, and a Node that reports neither a boot ID nor a
+/// heartbeat gives nothing to judge by.
+pub(super) fn kubelet_reported_since_reboot(
+    info: &NodeInfo,
+    last: Option<&LastReboot>,
+    digest: &Digest,
+) -> bool {
+    let Some(last) = last.filter(|r| r.digest == digest.to_string()) else {
+        return true;
+    };
+    let boot_id = info.boot_id.as_deref().filter(|id| !id.is_empty());
+    if boot_id.is_none() && info.heartbeat.is_none() {
+        return true;
+    }
+    let normal = |id: &str| id.replace('-', "").to_ascii_lowercase();
+    let new_boot = boot_id.is_some_and(|id| normal(id) != normal(&last.boot_id));
+    let heartbeat_since = info
+        .heartbeat
+        .zip(from_time(&last.time))
+        .is_some_and(|(heartbeat, rebooted)| heartbeat >= rebooted);
+    new_boot || heartbeat_since
+}

@@ -1,0 +1,264 @@
+//! Members that hold a reboot slot: cordon, drain, approval, the wait for the node to come
+//! back on the target (healthy, Ready, heard from by its kubelet, soaked), and the
+//! release of the slot; a retarget revokes the approval; a drain that timed out frees the
+//! slot and marks the node.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
+use bootc_crds::{APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, WAS_CORDONED_ANNOTATION};
+use chrono::{DateTime, Utc};
+
+use super::actions::{Action, NodeState, events};
+use super::agent::{KUBELET_RECHECK, kubelet_reported_since_reboot};
+use super::slots::release;
+use super::staging::Member;
+use super::world::DrainView;
+use super::{Planner, parse_stamp, stamp};
+
+/// A slot holder: the member, the spec it should have, and annotation changes so far.
+pub(super) struct Holder<'n, 'a> {
+    pub node: Member<'n, 'a>,
+    pub spec: BootcNodeSpec,
+    pub annotations: BTreeMap<String, Option<String>>,
+}
+
+impl Holder<'_, '_> {
+    fn name(&self) -> String {
+        self.node.view.name.clone()
+    }
+
+    /// Uncordons the node, unless it was cordoned before the slot was granted.
+    fn uncordon(&self, p: &mut Planner<'_>) {
+        let was_cordoned = self
+            .node
+            .bootc
+            .annotations
+            .contains_key(WAS_CORDONED_ANNOTATION);
+        if self.node.info.unschedulable && !was_cordoned {
+            p.actions.push(Action::Uncordon { node: self.name() });
+        }
+    }
+
+    /// Writes the spec and annotations, with the BootcNode's version as precondition.
+    fn update(self, p: &mut Planner<'_>) {
+        p.actions.push(Action::Update {
+            node: self.name(),
+            resource_version: self.node.bootc.resource_version.clone(),
+            spec: self.spec,
+            annotations: self.annotations,
+        });
+    }
+}
+
+/// Plans one slot holder.
+pub(super) fn plan(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
+    if holder.node.retargeted {
+        retargeted(p, holder);
+    } else if holder.node.bootc.spec.desired_image_state == DesiredImageState::Staged {
+        granted(p, holder);
+    } else {
+        approved(p, holder);
+    }
+}
+
+/// The target moved (a new image or a rollback): the approval for the old digest is
+/// revoked by the spec change; the slot is freed once the node is not mid-reboot.
+fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
+    let name = holder.name();
+    if p.snap.drains.contains_key(&name) {
+        p.actions.push(Action::CancelDrain { node: name.clone() });
+    }
+    let node = &holder.node;
+    let mid_reboot = node.bootc.spec.desired_image_state == DesiredImageState::Booted
+        && (node.agent.rebooting() || !node.info.ready);
+    if mid_reboot {
+        holder.update(p);
+        p.states.insert(name, NodeState::Rebooting);
+        return;
+    }
+    holder.uncordon(p);
+    holder.annotations.extend(release());
+    holder.update(p);
+    p.states.insert(name, NodeState::Pending);
+}
+
+/// Granted, not yet approved: cordon, drain, approve (or, on a drain timeout, free the
+/// slot and mark the node).
+fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
+    let name = holder.name();
+    if !holder.node.info.unschedulable {
+        p.actions.push(Action::Cordon { node: name.clone() });
+        p.actions.push(Action::StartDrain { node: name.clone() });
+        p.states.insert(name, NodeState::Rebooting);
+        return;
+    }
+    match p.snap.drains.get(&name) {
+        None => p.actions.push(Action::StartDrain { node: name.clone() }),
+        Some(DrainView::Running) => {}
+        Some(DrainView::Drained) => {
+            let image = holder.node.target.image.clone();
+            holder.spec.desired_image_state = DesiredImageState::Booted;
+            holder
+                .annotations
+                .insert(APPROVED_AT_ANNOTATION.to_owned(), Some(stamp(p.snap.now)));
+            holder.update(p);
+            p.actions.push(Action::ForgetDrain { node: name.clone() });
+            p.approved += 1;
+            p.event(
+                false,
+                events::REBOOT_APPROVED,
+                format!("node {name} drained; approved to reboot into {image}"),
+            );
+        }
+        Some(DrainView::TimedOut { message }) => {
+            let message = message.clone();
+            let digest = holder.node.target.digest.to_string();
+            holder.uncordon(p);
+            holder.annotations.extend(release());
+            holder
+                .annotations
+                .insert(DRAIN_FAILED_ANNOTATION.to_owned(), Some(digest));
+            holder.update(p);
+            p.actions.push(Action::ForgetDrain { node: name.clone() });
+            p.event(
+                true,
+                events::DRAIN_FAILED,
+                format!("node {name}: drain timed out ({message}); uncordoned and its slot freed"),
+            );
+            p.degraded
+                .push(format!("node {name}: DrainTimeout: {message}"));
+            p.states.insert(name, NodeState::Degraded);
+            return;
+        }
+    }
+    p.states.insert(name, NodeState::Rebooting);
+}
+
+/// The reboot timeout: how long since the approval, and whether it has run out.
+struct Deadline {
+    approved_at: Option<DateTime<Utc>>,
+    timeout: Duration,
+    overdue: bool,
+}
+
+impl Deadline {
+    fn of(p: &Planner<'_>, holder: &Holder<'_, '_>) -> Self {
+        let approved_at = holder
+            .node
+            .bootc
+            .annotations
+            .get(APPROVED_AT_ANNOTATION)
+            .and_then(|s| parse_stamp(s));
+        let seconds = p.snap.pool.spec.rollout.reboot_timeout_seconds;
+        let timeout = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+        let now = p.snap.now;
+        let overdue =
+            approved_at.is_some_and(|t| (now - t).to_std().unwrap_or(Duration::ZERO) > timeout);
+        Deadline {
+            approved_at,
+            timeout,
+            overdue,
+        }
+    }
+}
+
+/// Approved: wait for the node to come back on the target, healthy, Ready and heard from
+/// by its kubelet since the reboot; after the soak the slot is released.
+fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
+    let name = holder.name();
+    let node = &holder.node;
+    let (info, agent, digest) = (node.info, node.agent, &node.target.digest);
+    let now = p.snap.now;
+    let degraded = agent.degraded();
+    let deadline = Deadline::of(p, &holder);
+    let kubelet_back = kubelet_reported_since_reboot(info, agent.last_reboot(), digest);
+    if let Some(message) = &degraded {
+        p.unhealthy.push(format!("node {name}: {message}"));
+        p.degraded.push(format!("node {name}: {message}"));
+    } else if deadline.overdue && !(info.ready && kubelet_back && agent.booted(digest)) {
+        let problem = format!(
+            "node {name}: RebootTimeout: not back Ready on the target within {}s of its approval",
+            p.snap.pool.spec.rollout.reboot_timeout_seconds
+        );
+        p.unhealthy.push(problem.clone());
+        p.degraded.push(problem);
+    } else if !info.ready {
+        p.unhealthy.push(format!("node {name}: NotReady"));
+    }
+    if let Some(t) = deadline.approved_at
+        && !deadline.overdue
+    {
+        let since = (now - t).to_std().unwrap_or(Duration::ZERO);
+        p.requeue_in(deadline.timeout.saturating_sub(since) + Duration::from_secs(1));
+    }
+    let back = agent.current && agent.booted(digest) && degraded.is_none() && info.ready;
+    if back && !kubelet_back {
+        // The agent is back before the kubelet has said anything since the reboot: the
+        // Ready seen is the one from before it. A full reboot's new boot ID wakes the
+        // plan; a soft reboot's heartbeat does not, so look again shortly.
+        p.requeue_in(KUBELET_RECHECK);
+    }
+    if back && kubelet_back && soaked(p, &holder) {
+        release_slot(p, holder);
+        return;
+    }
+    let state = if degraded.is_some() {
+        NodeState::Degraded
+    } else {
+        NodeState::Rebooting
+    };
+    p.states.insert(name, state);
+}
+
+/// Whether the node has been back for `postRebootDelaySeconds`; if not, a plan is due
+/// when it will have been.
+fn soaked(p: &mut Planner<'_>, holder: &Holder<'_, '_>) -> bool {
+    let seconds = p.snap.pool.spec.rollout.post_reboot_delay_seconds;
+    let delay = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+    let now = p.snap.now;
+    // Back since the later of booting the target and turning Ready; both are kept at
+    // second precision by the API, so a second is added rather than soak too little.
+    let since = holder
+        .node
+        .agent
+        .booted_since()
+        .into_iter()
+        .chain(holder.node.info.ready_since)
+        .max()
+        .unwrap_or(now)
+        + chrono::Duration::seconds(1);
+    let soaked = (now - since).to_std().unwrap_or(Duration::ZERO);
+    if soaked >= delay {
+        return true;
+    }
+    p.requeue_in(delay - soaked);
+    false
+}
+
+/// The node runs the target and has soaked: uncordon, release the slot, say so.
+fn release_slot(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
+    let name = holder.name();
+    let image = holder.node.target.image.clone();
+    let how = match (
+        &holder.node.info.boot_id,
+        holder.node.agent.last_reboot_boot_id(),
+    ) {
+        (Some(now), Some(before)) if now.replace('-', "") == before.replace('-', "") => {
+            " after a soft reboot"
+        }
+        (Some(_), Some(_)) => " after a reboot",
+        _ => "",
+    };
+    holder.uncordon(p);
+    holder.spec.desired_image_state = DesiredImageState::Staged;
+    holder.annotations.extend(release());
+    holder.update(p);
+    p.event(
+        false,
+        events::NODE_UPDATED,
+        format!("node {name} runs {image}{how}; slot freed"),
+    );
+    p.states.insert(name, NodeState::UpToDate);
+}

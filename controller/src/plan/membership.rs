@@ -1,0 +1,100 @@
+//! Who belongs to the pool: the nodes its selector matches and the BootcNodes it owns,
+//! conflicts with other pools, and the clean-up of a node that leaves.
+
+use std::collections::BTreeSet;
+
+use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
+
+use super::Planner;
+use super::actions::Action;
+use super::world::NodeView;
+
+/// The pool's members, in snapshot order. Leavers get their clean-up actions; nodes
+/// another pool also selects are reported as conflicts (and stay members only when this
+/// pool already owns them). Under an invalid spec the owned nodes are kept as they are.
+pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Vec<&'a NodeView> {
+    let snap = p.snap;
+    let pool = &snap.pool;
+    let mut members: Vec<&NodeView> = Vec::new();
+    for view in &snap.nodes {
+        let owned = view
+            .bootc
+            .as_ref()
+            .is_some_and(|b| b.owner.as_deref() == Some(pool.name.as_str()));
+        if invalid {
+            // Nothing is rolled out under an invalid spec; owned nodes are kept as they are.
+            if owned {
+                members.push(view);
+            }
+            continue;
+        }
+        let selects = |selector| {
+            view.node
+                .as_ref()
+                .is_some_and(|n| bootc_crds::selector::matches(selector, &n.labels))
+        };
+        let matches = selects(&pool.spec.node_selector);
+        let others: Vec<&str> = snap
+            .other_pools
+            .iter()
+            .filter(|(_, s)| selects(s))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        if owned && !matches {
+            leave(p, view, &others);
+            continue;
+        }
+        if !matches || (conflict(p, view, &others) && !owned) {
+            continue;
+        }
+        members.push(view);
+    }
+    members
+}
+
+/// Records a conflict when another pool selects or owns the node; true when there is one.
+fn conflict(p: &mut Planner<'_>, view: &NodeView, others: &[&str]) -> bool {
+    let pool = p.snap.pool.name.as_str();
+    let foreign_owner = view
+        .bootc
+        .as_ref()
+        .and_then(|b| b.owner.as_deref())
+        .filter(|o| *o != pool);
+    if foreign_owner.is_none() && others.is_empty() {
+        return false;
+    }
+    let mut pools: BTreeSet<&str> = others.iter().copied().collect();
+    pools.extend(foreign_owner);
+    pools.insert(pool);
+    p.conflicts.push(format!(
+        "node {} is selected by pools {}",
+        view.name,
+        pools.into_iter().collect::<Vec<_>>().join(" and ")
+    ));
+    p.conflicted.insert(view.name.clone());
+    true
+}
+
+/// A node this pool owns but no longer selects (or whose Node is gone).
+fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) {
+    let node = view.name.clone();
+    if p.snap.drains.contains_key(&node) {
+        p.actions.push(Action::CancelDrain { node: node.clone() });
+    }
+    if let (Some(info), Some(bootc)) = (&view.node, &view.bootc) {
+        let held = bootc.annotations.contains_key(REBOOT_SLOT_ANNOTATION);
+        let was = bootc.annotations.contains_key(WAS_CORDONED_ANNOTATION);
+        if held && !was && info.unschedulable {
+            p.actions.push(Action::Uncordon { node: node.clone() });
+        }
+    }
+    if view.bootc.as_ref().is_some_and(|b| !b.deleting) {
+        p.actions.push(Action::Delete { node: node.clone() });
+    }
+    if let Some(info) = &view.node
+        && info.labels.contains_key(MANAGED_LABEL)
+        && other_pools.is_empty()
+    {
+        p.actions.push(Action::Unlabel { node });
+    }
+}

@@ -1,0 +1,174 @@
+//! The controller's decisions for one pool, as one pure call: [`plan`] takes everything
+//! the reconcile shell observed (a [`Snapshot`]: the pool, its nodes, drains, what the
+//! registry said, the pull Secret, the last progress, the time) and returns every action
+//! and the pool's complete status. It reads no clock, does no I/O and runs once per
+//! reconcile.
+//!
+//! Module map, in the order a plan runs:
+//!
+//! - [`world`]: the inputs;
+//! - [`target`]: the target, from the spec, the registry's answer and the last status
+//!   (every fallback of resolution);
+//! - [`window`]: whether a maintenance window is open;
+//! - [`membership`]: members, conflicts with other pools, nodes leaving;
+//! - [`staging`]: the BootcNode each member should have, `maxStaging`, node states;
+//! - [`agent`]: what an agent and a kubelet report, read for decisions;
+//! - [`holder`]: slot holders: cordon, drain, approval, return, release;
+//! - [`slots`]: the budget, halts, pause and windows closing the gate, approval order;
+//! - [`progress`]: stall detection;
+//! - [`status`]: counts, conditions, transition events, `deployHistory`;
+//! - [`actions`]: the outputs.
+//!
+//! The shell carries the actions out in order, stopping a node's actions at its first
+//! failure. Every step is safe to repeat: a crash between two actions leaves a state that
+//! the next plan continues from. The order of actions per node is what keeps the
+//! invariants:
+//!
+//! - a slot is granted (annotation, with the prior cordon state, written with a
+//!   `resourceVersion` precondition) before the Node is cordoned, and released only after
+//!   it is uncordoned, so a cordoned-for-update node always holds a slot;
+//! - the reboot is approved (`desiredImageState: Booted`) only after the drain finished;
+//! - slots are never reused within one plan: a freed slot is granted on the next one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+pub mod actions;
+pub mod agent;
+mod holder;
+mod membership;
+pub mod progress;
+pub mod slots;
+mod staging;
+pub mod status;
+pub mod target;
+pub mod window;
+pub mod world;
+
+pub use actions::{Action, NodeState, Plan, PlannedEvent, events};
+pub use agent::runs;
+pub use progress::STALL_AFTER;
+pub use slots::{ZONE_LABEL, approval_order};
+pub use target::{Target, TargetDecision, TargetProblem};
+pub use world::{
+    BootcView, DrainView, Lookup, NodeInfo, NodeView, PoolView, Progress, PullSecretView, Snapshot,
+};
+
+/// How many plans this process has made (see [`plans_made`]).
+static PLANS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times [`plan`] has run in this process: one reconcile plans once, and a test
+/// holds the reconcile shell to that.
+pub fn plans_made() -> u64 {
+    PLANS.load(Ordering::Relaxed)
+}
+
+fn parse_stamp(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Per-plan bookkeeping.
+struct Planner<'a> {
+    snap: &'a Snapshot,
+    /// Outside every maintenance window: when the next one opens.
+    window_closed_until: Option<Option<DateTime<Utc>>>,
+    actions: Vec<Action>,
+    states: BTreeMap<String, NodeState>,
+    /// Slot holders that are unhealthy, with why.
+    unhealthy: Vec<String>,
+    /// Nodes whose agent or drain reports a problem, with the message.
+    degraded: Vec<String>,
+    /// Nodes selected by more than one pool, as messages, and their names.
+    conflicts: Vec<String>,
+    conflicted: BTreeSet<String>,
+    holders: usize,
+    unavailable: usize,
+    candidates: Vec<&'a NodeView>,
+    requeue: Option<Duration>,
+    approved: usize,
+    /// Nodes pulling the target now (for `maxStaging`), and the limit.
+    staging: usize,
+    staging_limit: Option<usize>,
+}
+
+impl<'a> Planner<'a> {
+    fn new(snap: &'a Snapshot) -> Self {
+        Planner {
+            snap,
+            window_closed_until: window::closed_until(&snap.pool.spec, snap.now),
+            actions: Vec::new(),
+            states: BTreeMap::new(),
+            unhealthy: Vec::new(),
+            degraded: Vec::new(),
+            conflicts: Vec::new(),
+            conflicted: BTreeSet::new(),
+            holders: 0,
+            unavailable: 0,
+            candidates: Vec::new(),
+            requeue: None,
+            approved: 0,
+            staging: 0,
+            staging_limit: None,
+        }
+    }
+
+    fn requeue_in(&mut self, d: Duration) {
+        self.requeue = Some(self.requeue.map_or(d, |r| r.min(d)));
+    }
+
+    fn event(&mut self, warning: bool, reason: &'static str, message: String) {
+        self.actions.push(Action::Event(PlannedEvent {
+            warning,
+            reason,
+            message,
+        }));
+    }
+}
+
+/// Plans one pool: every action, and the complete status.
+pub fn plan(snap: &Snapshot) -> Plan {
+    PLANS.fetch_add(1, Ordering::Relaxed);
+    let decision = target::decide(snap);
+    let mut p = Planner::new(snap);
+    if let Some(wait) = decision.requeue_after {
+        p.requeue_in(wait);
+    }
+    let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
+    let members = membership::members(&mut p, invalid);
+    match &decision.target {
+        Ok(target) => {
+            staging::count_staging(&mut p, &members, target);
+            for view in &members {
+                staging::member(&mut p, view, target);
+            }
+            slots::grant(&mut p, members.len(), target);
+        }
+        Err(_) => {
+            for view in &members {
+                p.states.insert(view.name.clone(), NodeState::Pending);
+            }
+        }
+    }
+    let progress = progress::advance(snap.progress, &p.states, snap.now);
+    let status = status::status(&mut p, &members, &decision, progress);
+    Plan {
+        actions: p.actions,
+        status,
+        states: p.states,
+        requeue_after: p.requeue,
+        target: decision.target.ok(),
+        progress,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,85 @@
+//! Stall detection: the rollout advanced when any member's state changed since the last
+//! plan; no advance for [`STALL_AFTER`] while work remains is a stall (`Progressing`
+//! `False`, reason `Stalled`).
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Duration;
+
+use bootc_crds::conditions::progressing;
+use chrono::{DateTime, Utc};
+
+use super::Planner;
+use super::actions::NodeState;
+use super::world::Progress;
+
+/// No node advancing for this long while work remains is a stall.
+pub const STALL_AFTER: Duration = Duration::from_secs(600);
+
+/// The progress after this plan: unchanged when every member is in the state it was,
+/// else advanced now.
+pub fn advance(
+    previous: Option<Progress>,
+    states: &BTreeMap<String, NodeState>,
+    now: DateTime<Utc>,
+) -> Progress {
+    let mut h = DefaultHasher::new();
+    states.hash(&mut h);
+    let fingerprint = h.finish();
+    match previous {
+        Some(p) if p.fingerprint == fingerprint => p,
+        _ => Progress {
+            fingerprint,
+            since: now,
+        },
+    }
+}
+
+/// The `Progressing` condition: `(status, reason, message)`. Without a previous record
+/// (`p.snap.progress` is `None`: the first plan the shell makes of this pool) there is
+/// nothing to measure a stall from yet.
+pub(super) fn condition(
+    p: &mut Planner<'_>,
+    progress: Progress,
+    all_updated: bool,
+) -> (bool, &'static str, String) {
+    let stalled_for = p.snap.progress.map(|_| {
+        (p.snap.now - progress.since)
+            .to_std()
+            .unwrap_or(Duration::ZERO)
+    });
+    if all_updated {
+        return (
+            true,
+            progressing::COMPLETE,
+            "every node runs the target".to_owned(),
+        );
+    }
+    if let Some(stalled_for) = stalled_for.filter(|d| *d >= STALL_AFTER)
+        && !p.snap.pool.spec.rollout.paused
+    {
+        let why = if !p.unhealthy.is_empty() {
+            super::status::list(&p.unhealthy)
+        } else if !p.degraded.is_empty() {
+            super::status::list(&p.degraded)
+        } else {
+            "check the nodes' agents and the pool's conditions".to_owned()
+        };
+        return (
+            false,
+            progressing::STALLED,
+            format!(
+                "no node has advanced for {} minutes: {why}",
+                stalled_for.as_secs() / 60
+            ),
+        );
+    }
+    if let Some(stalled_for) = stalled_for {
+        p.requeue_in(STALL_AFTER.saturating_sub(stalled_for) + Duration::from_millis(10));
+    }
+    (
+        true,
+        progressing::ADVANCING,
+        "nodes are advancing".to_owned(),
+    )
+}

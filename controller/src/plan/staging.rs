@@ -1,0 +1,222 @@
+//! Members that hold no reboot slot: the BootcNode each should have (the target, staged),
+//! `maxStaging` holding back nodes that would start a pull, and each node's state.
+
+use std::collections::BTreeMap;
+
+use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
+use bootc_crds::pool::BootcNodePoolSpec;
+use bootc_crds::{DRAIN_FAILED_ANNOTATION, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
+
+use super::Planner;
+use super::actions::{Action, NodeState};
+use super::agent::Agent;
+use super::holder::{self, Holder};
+use super::target::Target;
+use super::world::{BootcView, NodeInfo, NodeView};
+
+/// The BootcNode spec a member should have: the target (staged, when it changes), the
+/// pool's reboot policy and pull Secret with its hash.
+pub(super) fn wanted_spec(
+    pool: &BootcNodePoolSpec,
+    hash: Option<&str>,
+    target: &Target,
+    current: Option<&BootcNodeSpec>,
+) -> BootcNodeSpec {
+    let mut spec = current.cloned().unwrap_or(BootcNodeSpec {
+        desired_image: target.image.clone(),
+        desired_image_state: DesiredImageState::Staged,
+        reboot_policy: pool.disruption.reboot_policy,
+        pull_secret_ref: None,
+        pull_secret_hash: None,
+    });
+    if spec.desired_image != target.image {
+        spec.desired_image = target.image.clone();
+        spec.desired_image_state = DesiredImageState::Staged;
+    }
+    spec.reboot_policy = pool.disruption.reboot_policy;
+    spec.pull_secret_ref = pool.pull_secret_ref.clone();
+    if spec.pull_secret_ref.is_none() {
+        spec.pull_secret_hash = None;
+    } else if let Some(hash) = hash {
+        // An unreadable Secret keeps the last hash: the agents keep what they wrote.
+        spec.pull_secret_hash = Some(hash.to_owned());
+    }
+    spec
+}
+
+/// `maxStaging` resolved against the pool's size (`None`: no limit), and how many
+/// members pull the target now.
+pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: &Target) {
+    let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
+    p.staging_limit = p
+        .snap
+        .pool
+        .spec
+        .rollout
+        .max_staging
+        .as_ref()
+        .and_then(|m| bootc_crds::budget::resolve_budget(Some(m), size, u32::MAX).ok())
+        .map(|n| n as usize);
+    p.staging = members
+        .iter()
+        .filter(|v| {
+            v.bootc.as_ref().is_some_and(|b| {
+                b.spec.desired_image == target.image && !Agent::of(b).needs_no_pull(&target.digest)
+            })
+        })
+        .count();
+}
+
+/// One member node, with a known target.
+pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target) {
+    let name = view.name.clone();
+    let Some(info) = &view.node else { return };
+    if !info.labels.contains_key(MANAGED_LABEL) {
+        p.actions.push(Action::Label { node: name.clone() });
+    }
+    if !info.ready {
+        // NotReady nodes are unavailable whether or not they hold a slot.
+        p.unavailable += 1;
+    }
+    let Some(bootc) = &view.bootc else {
+        // A new node pulls the target: it needs a staging place.
+        if p.staging_limit.is_none_or(|limit| p.staging < limit) {
+            p.staging += 1;
+            let spec = wanted_spec(
+                &p.snap.pool.spec,
+                p.snap.pull_secret.hash.as_deref(),
+                target,
+                None,
+            );
+            p.actions.push(Action::Create {
+                node: name.clone(),
+                spec,
+            });
+        }
+        p.states.insert(name, NodeState::Pending);
+        return;
+    };
+    if bootc.deleting {
+        p.states.insert(name, NodeState::Pending);
+        return;
+    }
+    let agent = Agent::of(bootc);
+    let spec = wanted_spec(
+        &p.snap.pool.spec,
+        p.snap.pull_secret.hash.as_deref(),
+        target,
+        Some(&bootc.spec),
+    );
+    let mut annotations: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let retargeted = bootc.spec.desired_image != target.image;
+    if retargeted && bootc.annotations.contains_key(DRAIN_FAILED_ANNOTATION) {
+        annotations.insert(DRAIN_FAILED_ANNOTATION.to_owned(), None);
+    }
+    let node = Member {
+        view,
+        info,
+        bootc,
+        agent: &agent,
+        target,
+        retargeted,
+    };
+    if bootc.annotations.contains_key(REBOOT_SLOT_ANNOTATION) {
+        p.holders += 1;
+        if !info.ready {
+            // Counted once: a holder is unavailable anyway.
+            p.unavailable -= 1;
+        }
+        holder::plan(
+            p,
+            Holder {
+                node,
+                spec,
+                annotations,
+            },
+        );
+        return;
+    }
+    waiting(p, &node, spec, annotations);
+}
+
+/// A member node as one plan sees it.
+pub(super) struct Member<'n, 'a> {
+    pub view: &'a NodeView,
+    pub info: &'a NodeInfo,
+    pub bootc: &'a BootcView,
+    pub agent: &'n Agent<'a>,
+    pub target: &'n Target,
+    /// Its BootcNode asks for another image than the target.
+    pub retargeted: bool,
+}
+
+/// A member without a slot: its spec (held back by `maxStaging` when it would start a
+/// pull) and its state; a staged, Ready, unconflicted node becomes a slot candidate.
+fn waiting<'a>(
+    p: &mut Planner<'a>,
+    node: &Member<'_, 'a>,
+    mut spec: BootcNodeSpec,
+    mut annotations: BTreeMap<String, Option<String>>,
+) {
+    let Member {
+        view,
+        info,
+        bootc,
+        agent,
+        target,
+        retargeted,
+    } = *node;
+    let name = view.name.clone();
+    if spec.desired_image_state == DesiredImageState::Booted {
+        // Approval without a slot (a release that was cut short): take it back.
+        spec.desired_image_state = DesiredImageState::Staged;
+    }
+    // maxStaging: a node that would start pulling waits, its desiredImage unchanged,
+    // until a staging place frees.
+    if retargeted && !agent.needs_no_pull(&target.digest) {
+        if p.staging_limit.is_some_and(|limit| p.staging >= limit) {
+            spec.desired_image = bootc.spec.desired_image.clone();
+            spec.desired_image_state = bootc.spec.desired_image_state;
+            if spec.desired_image_state == DesiredImageState::Booted {
+                spec.desired_image_state = DesiredImageState::Staged;
+            }
+            annotations.remove(DRAIN_FAILED_ANNOTATION);
+        } else {
+            p.staging += 1;
+        }
+    }
+    if spec != bootc.spec || !annotations.is_empty() {
+        p.actions.push(Action::Update {
+            node: name.clone(),
+            resource_version: bootc.resource_version.clone(),
+            spec,
+            annotations,
+        });
+    }
+    let drain_failed = bootc
+        .annotations
+        .get(DRAIN_FAILED_ANNOTATION)
+        .is_some_and(|d| *d == target.digest.to_string());
+    let state = if drain_failed {
+        p.degraded.push(format!(
+            "node {name}: DrainTimeout: its drain for {} timed out; remove its {DRAIN_FAILED_ANNOTATION} annotation to try again",
+            target.digest
+        ));
+        NodeState::Degraded
+    } else if let Some(message) = agent.degraded().filter(|_| !retargeted) {
+        p.degraded.push(format!("node {name}: {message}"));
+        NodeState::Degraded
+    } else if retargeted {
+        NodeState::Pending
+    } else if agent.booted(&target.digest) {
+        NodeState::UpToDate
+    } else if agent.ready_to_boot(&target.digest) {
+        if info.ready && !p.conflicted.contains(&name) {
+            p.candidates.push(view);
+        }
+        NodeState::Staged
+    } else {
+        NodeState::Staging
+    };
+    p.states.insert(name, state);
+}

@@ -1,0 +1,329 @@
+//! The pool's whole status, from one plan: counts, the target and its resolution times,
+//! `deployHistory`, the `UpToDate`, `Progressing` and `Degraded` conditions, and the
+//! events that announce their transitions.
+
+use bootc_crds::conditions::{self, pool_degraded, up_to_date};
+use bootc_crds::pool::BootcNodePoolStatus;
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::actions::{NodeState, events};
+use super::target::{Target, TargetDecision, TargetProblem};
+use super::world::{NodeView, Progress};
+use super::{Planner, progress, slots, stamp};
+use crate::history::{self, BootedReport, TargetImage};
+
+/// At most this many problems are listed in a condition message.
+const LISTED: usize = 5;
+
+/// Up to [`LISTED`] items joined, with how many more there are.
+pub(super) fn list(items: &[String]) -> String {
+    let mut out = items
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if items.len() > LISTED {
+        out.push_str(&format!("; and {} more", items.len() - LISTED));
+    }
+    out
+}
+
+/// One condition's new value.
+struct Verdict {
+    type_: &'static str,
+    status: bool,
+    reason: &'static str,
+    message: String,
+}
+
+fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option<&'a str> {
+    status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.reason.as_str())
+}
+
+/// How many members are in each state.
+struct Counts {
+    nodes: usize,
+    updated: usize,
+    updating: usize,
+    staged: usize,
+    staging: usize,
+    pending: usize,
+    degraded: usize,
+}
+
+impl Counts {
+    fn of(p: &Planner<'_>, members: &[&NodeView]) -> Self {
+        let count = |s: NodeState| p.states.values().filter(|v| **v == s).count();
+        Counts {
+            nodes: members.len(),
+            updated: count(NodeState::UpToDate),
+            updating: count(NodeState::Rebooting),
+            staged: count(NodeState::Staged),
+            staging: count(NodeState::Staging),
+            pending: count(NodeState::Pending),
+            degraded: count(NodeState::Degraded),
+        }
+    }
+
+    /// `3/10 updated; 2 staged, 1 rebooting, …`.
+    fn breakdown(&self) -> String {
+        let mut parts = Vec::new();
+        for (n, what) in [
+            (self.staged, "staged"),
+            (self.updating, "rebooting"),
+            (self.staging, "staging"),
+            (self.pending, "pending"),
+            (self.degraded, "degraded"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        format!(
+            "{}/{} updated; {}",
+            self.updated,
+            self.nodes,
+            parts.join(", ")
+        )
+    }
+}
+
+/// The pool's status after this plan.
+pub(super) fn status(
+    p: &mut Planner<'_>,
+    members: &[&NodeView],
+    decision: &TargetDecision,
+    progress: Progress,
+) -> BootcNodePoolStatus {
+    let snap = p.snap;
+    let previous = snap.pool.status.as_ref();
+    let counts = Counts::of(p, members);
+    let as_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    let mut status = previous.cloned().unwrap_or_default();
+    status.observed_generation = snap.pool.generation;
+    status.node_count = as_i32(counts.nodes);
+    status.updated_count = as_i32(counts.updated);
+    status.updating_count = as_i32(counts.updating);
+    status.staged_count = as_i32(counts.staged);
+    status.degraded_count = as_i32(counts.degraded);
+    target_fields(&mut status, snap, decision);
+    status.deploy_history = deploy_history(&status, p, decision);
+
+    let all_updated = decision.target.is_ok() && counts.updated == counts.nodes;
+    let degraded = degraded(p, decision);
+    let up = up_to_date(p, &counts, all_updated);
+    transition_events(p, &degraded, decision, all_updated, counts.nodes);
+    let (ok, reason, message) = progress::condition(p, progress, all_updated);
+    let verdicts = [
+        up,
+        Verdict {
+            type_: conditions::PROGRESSING,
+            status: ok,
+            reason,
+            message,
+        },
+        degraded,
+    ];
+    status.conditions = conditions_after(previous, verdicts, snap.pool.generation, snap.now);
+    status
+}
+
+/// The target, its version and when its tag was resolved (cleared for a pinned ref;
+/// kept as they were when a tag has no answer yet).
+fn target_fields(status: &mut BootcNodePoolStatus, snap: &super::Snapshot, d: &TargetDecision) {
+    if let Ok(target) = &d.target {
+        status.target_image = Some(target.image.clone());
+        status.target_digest = Some(target.digest.to_string());
+        status.target_short_digest = Some(target.digest.short().to_owned());
+        status.target_version = d.version.clone();
+    }
+    if let Some((last, next)) = d.resolve_times {
+        status.last_resolved_time = bootc_crds::conditions::to_time(last);
+        status.next_resolve_time = bootc_crds::conditions::to_time(next);
+    } else if Target::from_ref(&snap.pool.spec.image.r#ref).is_some() {
+        status.last_resolved_time = None;
+        status.next_resolve_time = None;
+    }
+}
+
+/// `deployHistory` merged with what the members report as booted now.
+fn deploy_history(
+    status: &BootcNodePoolStatus,
+    p: &Planner<'_>,
+    d: &TargetDecision,
+) -> Vec<bootc_crds::pool::DeployHistoryEntry> {
+    let snap = p.snap;
+    let booted: Vec<BootedReport> = snap
+        .nodes
+        .iter()
+        .filter(|v| p.states.contains_key(&v.name))
+        .filter_map(|v| {
+            let booted = v.bootc.as_ref()?.status.as_ref()?.booted.as_ref()?;
+            Some(BootedReport::from_booted(&v.name, booted))
+        })
+        .collect();
+    let target = d.target.as_ref().ok();
+    let digest = target.map(|t| t.digest.to_string());
+    let limit = usize::try_from(snap.pool.spec.history.limit.clamp(1, 20)).unwrap_or(5);
+    history::merge(
+        &status.deploy_history,
+        &booted,
+        target.map(|t| TargetImage {
+            digest: digest.as_deref().unwrap_or_default(),
+            image: t.image.as_str(),
+            version: d.version.as_deref(),
+        }),
+        limit,
+    )
+}
+
+/// The `Degraded` condition, by precedence: an invalid spec, node conflicts, a halt, a
+/// resolution problem, degraded nodes.
+fn degraded(p: &Planner<'_>, d: &TargetDecision) -> Verdict {
+    let (halt_at, halted) = slots::halted(p);
+    let (reason, message) = match &d.target {
+        Err(TargetProblem::InvalidSpec(problems)) => (
+            pool_degraded::INVALID_SPEC,
+            format!("invalid spec, nothing is rolled out: {}", list(problems)),
+        ),
+        _ if !p.conflicts.is_empty() => (
+            pool_degraded::NODE_CONFLICT,
+            format!(
+                "{}; those nodes are not updated until one pool lets go",
+                list(&p.conflicts)
+            ),
+        ),
+        _ if halted => (
+            pool_degraded::ROLLOUT_HALTED,
+            format!(
+                "{} slot holders are unhealthy (haltAfterUnhealthy {halt_at}): {}; no new reboots are approved",
+                p.unhealthy.len(),
+                list(&p.unhealthy)
+            ),
+        ),
+        Err(TargetProblem::Resolution(message)) => {
+            (pool_degraded::TAG_RESOLUTION_ERROR, message.clone())
+        }
+        Ok(_) => match &d.problem {
+            Some(message) => (pool_degraded::TAG_RESOLUTION_ERROR, message.clone()),
+            None if !p.degraded.is_empty() => (pool_degraded::NODE_DEGRADED, list(&p.degraded)),
+            None => (pool_degraded::HEALTHY, String::new()),
+        },
+    };
+    Verdict {
+        type_: conditions::DEGRADED,
+        status: reason != pool_degraded::HEALTHY,
+        reason,
+        message,
+    }
+}
+
+/// The `UpToDate` condition: all updated, paused, outside the windows, or in progress.
+fn up_to_date(p: &Planner<'_>, counts: &Counts, all_updated: bool) -> Verdict {
+    let breakdown = counts.breakdown();
+    let (reason, message) = if all_updated {
+        (
+            up_to_date::ALL_UPDATED,
+            format!("{}/{} nodes run the target", counts.updated, counts.nodes),
+        )
+    } else if p.snap.pool.spec.rollout.paused {
+        (up_to_date::PAUSED, format!("paused: {breakdown}"))
+    } else if let Some(next) = p.window_closed_until {
+        let when = next.map_or_else(
+            || "no maintenance window ever opens".to_owned(),
+            |t| format!("the next maintenance window opens at {}", stamp(t)),
+        );
+        (
+            up_to_date::OUTSIDE_MAINTENANCE_WINDOW,
+            format!("outside the maintenance windows, {when}: {breakdown}"),
+        )
+    } else {
+        (up_to_date::ROLLOUT_IN_PROGRESS, breakdown)
+    };
+    Verdict {
+        type_: conditions::UP_TO_DATE,
+        status: all_updated,
+        reason,
+        message,
+    }
+}
+
+/// Events on transitions: a new target, a finished rollout, a halt, a conflict.
+fn transition_events(
+    p: &mut Planner<'_>,
+    degraded: &Verdict,
+    d: &TargetDecision,
+    all_updated: bool,
+    nodes: usize,
+) {
+    let previous = p.snap.pool.status.as_ref();
+    let old_digest = previous.and_then(|s| s.target_digest.clone());
+    if let Ok(target) = &d.target
+        && old_digest.as_deref() != Some(target.digest.to_string().as_str())
+    {
+        let image = &target.image;
+        p.event(
+            false,
+            events::TARGET_RESOLVED,
+            format!("target is now {image}"),
+        );
+        if !all_updated {
+            let message = format!("rolling out {image} to {nodes} nodes");
+            p.event(false, events::ROLLOUT_STARTED, message);
+        }
+    }
+    let old_up = reason_of(previous, conditions::UP_TO_DATE);
+    if all_updated && old_up != Some(up_to_date::ALL_UPDATED) && old_up.is_some() {
+        let image = d
+            .target
+            .as_ref()
+            .map(|t| t.image.clone())
+            .unwrap_or_default();
+        p.event(
+            false,
+            events::ROLLOUT_COMPLETE,
+            format!("all {nodes} nodes run {image}"),
+        );
+    }
+    let old_degraded = reason_of(previous, conditions::DEGRADED);
+    if degraded.reason != old_degraded.unwrap_or(pool_degraded::HEALTHY) {
+        if degraded.reason == pool_degraded::ROLLOUT_HALTED {
+            p.event(true, events::ROLLOUT_HALTED, degraded.message.clone());
+        }
+        if degraded.reason == pool_degraded::NODE_CONFLICT {
+            p.event(true, events::NODE_CONFLICT, degraded.message.clone());
+        }
+    }
+}
+
+/// The three conditions the plan owns, then any other condition as it was.
+fn conditions_after(
+    previous: Option<&BootcNodePoolStatus>,
+    verdicts: [Verdict; 3],
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) -> Vec<Condition> {
+    let old = previous.map_or(&[][..], |p| p.conditions.as_slice());
+    let owned = [
+        conditions::UP_TO_DATE,
+        conditions::PROGRESSING,
+        conditions::DEGRADED,
+    ];
+    verdicts
+        .into_iter()
+        .filter_map(|v| {
+            conditions::next(old, v.type_, v.status, v.reason, v.message, generation, now)
+        })
+        .chain(
+            old.iter()
+                .filter(|c| !owned.contains(&c.type_.as_str()))
+                .cloned(),
+        )
+        .collect()
+}

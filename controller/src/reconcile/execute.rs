@@ -1,0 +1,251 @@
+//! Carrying out a plan's actions: BootcNode creates, updates and deletes, Node labels and
+//! cordons, drains, events. Actions run in the plan's order; a node's first failure stops
+//! that node's remaining actions. Every action is counted and timed with its outcome.
+
+use std::collections::BTreeSet;
+
+use bootc_crds::MANAGED_LABEL;
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event as KubeEvent, EventType};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::cache::{lock, rv_of};
+use super::{Context, Error, FIELD_MANAGER, api_error, is_status};
+use crate::drain::{DrainOptions, DrainOutcome, DrainState};
+use crate::metrics::DrainResult;
+use crate::plan::{self, Action, PlannedEvent};
+
+/// Carries out `actions` in order. Returns the first error; every error is logged and
+/// counted as it happens.
+pub(super) async fn execute_all(
+    ctx: &Context,
+    pool: &BootcNodePool,
+    actions: &[Action],
+) -> Option<Error> {
+    let name = pool.name_any();
+    let mut failed_nodes: BTreeSet<&str> = BTreeSet::new();
+    let mut first_error: Option<Error> = None;
+    for action in actions {
+        if action
+            .node()
+            .is_some_and(|node| failed_nodes.contains(node))
+        {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        let result = execute(ctx, pool, action).await;
+        let outcome = match &result {
+            Ok(()) => "ok",
+            Err(e) => e.reason(),
+        };
+        ctx.deps
+            .metrics
+            .observe_action(&name, action_kind(action), outcome, started.elapsed());
+        if let Err(e) = result {
+            warn!(pool = %name, action = action_kind(action), node = action.node(), error = %e, "action failed");
+            if let Some(node) = action.node() {
+                failed_nodes.insert(node);
+            }
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error
+}
+
+/// The action's name in metrics and logs.
+pub fn action_kind(action: &Action) -> &'static str {
+    match action {
+        Action::Create { .. } => "create",
+        Action::Label { .. } => "label",
+        Action::Unlabel { .. } => "unlabel",
+        Action::Update { .. } => "update",
+        Action::Cordon { .. } => "cordon",
+        Action::Uncordon { .. } => "uncordon",
+        Action::StartDrain { .. } => "start_drain",
+        Action::CancelDrain { .. } => "cancel_drain",
+        Action::ForgetDrain { .. } => "forget_drain",
+        Action::Delete { .. } => "delete",
+        Action::Event(_) => "event",
+    }
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+async fn execute(ctx: &Context, pool: &BootcNodePool, action: &Action) -> Result<(), Error> {
+    match action {
+        Action::Create { node, spec } => create(ctx, pool, node, spec).await,
+        Action::Label { node } => label(ctx, node, true).await,
+        Action::Unlabel { node } => label(ctx, node, false).await,
+        Action::Cordon { node } => cordon(ctx, pool, node, true).await,
+        Action::Uncordon { node } => cordon(ctx, pool, node, false).await,
+        Action::Update {
+            node,
+            resource_version,
+            spec,
+            annotations,
+        } => {
+            let Some(current) = ctx.bootc_of(node) else {
+                return Err(Error::Conflict(format!("BootcNode {node}")));
+            };
+            let mut object = (*current).clone();
+            object.metadata.resource_version = resource_version.clone();
+            object.spec = spec.clone();
+            let map = object.annotations_mut();
+            for (key, value) in annotations {
+                match value {
+                    Some(v) => map.insert(key.clone(), v.clone()),
+                    None => map.remove(key),
+                };
+            }
+            object.status = None;
+            let api: Api<BootcNode> = Api::all(ctx.client.clone());
+            let updated = api
+                .replace(node, &PostParams::default(), &object)
+                .await
+                .map_err(api_error(format!("BootcNode {node}")))?;
+            lock(&ctx.bootc_overlay).wrote(node, updated);
+            Ok(())
+        }
+        Action::StartDrain { node } => {
+            let options = DrainOptions::from_pool(&pool.spec);
+            ctx.drainer.start(&pool.name_any(), node, options);
+            Ok(())
+        }
+        Action::CancelDrain { node } => {
+            ctx.drainer.cancel(node);
+            Ok(())
+        }
+        Action::ForgetDrain { node } => {
+            forget_drain(ctx, pool, node);
+            Ok(())
+        }
+        Action::Delete { node } => delete(ctx, pool, node).await,
+        Action::Event(event) => {
+            publish(ctx, pool, event).await;
+            Ok(())
+        }
+    }
+}
+
+async fn create(
+    ctx: &Context,
+    pool: &BootcNodePool,
+    node: &str,
+    spec: &bootc_crds::BootcNodeSpec,
+) -> Result<(), Error> {
+    let mut object = BootcNode::new(node, spec.clone());
+    object.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
+    let api: Api<BootcNode> = Api::all(ctx.client.clone());
+    match api.create(&PostParams::default(), &object).await {
+        Ok(created) => {
+            info!(pool = %pool.name_any(), %node, "BootcNode created");
+            lock(&ctx.bootc_overlay).wrote(node, created);
+            Ok(())
+        }
+        // Another pool (or an earlier run) made it; the next plan sees it.
+        Err(e) if is_status(&e, 409) => Err(Error::Conflict(format!("BootcNode {node}"))),
+        Err(e) => Err(api_error(format!("create BootcNode {node}"))(e)),
+    }
+}
+
+async fn label(ctx: &Context, node: &str, on: bool) -> Result<(), Error> {
+    let value = on.then_some("");
+    let patch = json!({"metadata": {"labels": {MANAGED_LABEL: value}}});
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match api.patch(node, &params(), &Patch::Merge(&patch)).await {
+        Ok(updated) => {
+            lock(&ctx.node_overlay).wrote(node, updated);
+            Ok(())
+        }
+        Err(e) if is_status(&e, 404) => Ok(()),
+        Err(e) => Err(api_error(format!("label Node {node}"))(e)),
+    }
+}
+
+async fn cordon(ctx: &Context, pool: &BootcNodePool, node: &str, on: bool) -> Result<(), Error> {
+    let patch = json!({"spec": {"unschedulable": if on { Some(true) } else { None }}});
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match api.patch(node, &params(), &Patch::Merge(&patch)).await {
+        Ok(updated) => {
+            let what = if on { "cordoned" } else { "uncordoned" };
+            info!(pool = %pool.name_any(), %node, cordon = on, "Node {what}");
+            lock(&ctx.node_overlay).wrote(node, updated);
+            Ok(())
+        }
+        Err(e) if is_status(&e, 404) && !on => Ok(()),
+        Err(e) => Err(api_error(format!("cordon Node {node}"))(e)),
+    }
+}
+
+/// Forgets a finished drain, recording how long it took and how it ended.
+fn forget_drain(ctx: &Context, pool: &BootcNodePool, node: &str) {
+    if let Some(DrainState::Finished {
+        since,
+        finished,
+        result,
+        ..
+    }) = ctx.drainer.state(node)
+    {
+        let outcome = match result {
+            Ok(DrainOutcome::Drained { .. }) => DrainResult::Drained,
+            Ok(DrainOutcome::Cancelled) => DrainResult::Cancelled,
+            _ => DrainResult::TimedOut,
+        };
+        let took = finished.duration_since(since);
+        ctx.deps
+            .metrics
+            .observe_drain(&pool.name_any(), outcome, took);
+    }
+    ctx.drainer.forget(node);
+}
+
+async fn delete(ctx: &Context, pool: &BootcNodePool, node: &str) -> Result<(), Error> {
+    let rv = ctx.bootc_of(node).as_deref().map(rv_of).unwrap_or(0);
+    let api: Api<BootcNode> = Api::all(ctx.client.clone());
+    match api.delete(node, &DeleteParams::default()).await {
+        Ok(_) => {
+            info!(pool = %pool.name_any(), %node, "BootcNode deleted");
+            lock(&ctx.bootc_overlay).deleted(node, rv);
+            Ok(())
+        }
+        Err(e) if is_status(&e, 404) => {
+            lock(&ctx.bootc_overlay).deleted(node, rv);
+            Ok(())
+        }
+        Err(e) => Err(api_error(format!("delete BootcNode {node}"))(e)),
+    }
+}
+
+/// Records an Event on the pool (best effort: the status carries the same facts).
+async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
+    let pool_name = pool.name_any();
+    let reference = pool.object_ref(&());
+    let ev = KubeEvent {
+        type_: if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.to_owned(),
+        note: Some(event.message.clone()),
+        action: event.reason.to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &reference).await {
+        warn!(pool = %pool_name, error = %e, reason = event.reason, "cannot record an event");
+    }
+    info!(pool = %pool_name, reason = event.reason, "{}", event.message);
+    if event.reason == plan::events::REBOOT_APPROVED {
+        ctx.deps.metrics.record_reboot_approved(&pool_name);
+    }
+}

@@ -1,0 +1,416 @@
+//! The reconcile shell around the planner, on kube-runtime's `Controller`: it reads,
+//! plans once, executes, writes. Every decision is the planner's ([`crate::plan`]).
+//!
+//! Module map:
+//!
+//! - this file: the controller's watches and triggers, one reconcile, the error policy;
+//! - [`cache`]: caches trimmed to what plans read, and the overlay of the reconciler's
+//!   own writes;
+//! - [`lookup`]: the pull Secret and the registry, asked for each reconcile;
+//! - [`observe`]: the [`Snapshot`](crate::plan::Snapshot) a plan looks at;
+//! - [`execute`]: carrying out the plan's actions;
+//! - [`elect`]: running only while holding the leader Lease.
+//!
+//! Watches: pools (the controller's own), BootcNodes (owned by pools), Nodes (mapped to
+//! every pool whose selector matches and to the pool owning the node's BootcNode; only
+//! label, Ready, `spec.unschedulable` and boot ID changes pass), Secrets (metadata only,
+//! mapped to the pools naming them), and the drainer's completions.
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use bootc_pool_common::backoff::Backoff;
+use chrono::{DateTime, Utc};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::{Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+pub mod cache;
+pub mod elect;
+pub mod execute;
+pub mod lookup;
+pub mod observe;
+
+pub use cache::owner_pool;
+pub use elect::run_elected;
+
+/// The former name of [`Dependencies`], kept while callers move to the new one.
+pub type Options = Dependencies;
+
+use crate::drain::{DrainDone, Drainer};
+use crate::metrics::Metrics;
+use crate::plan::{self, Progress};
+use crate::resolve::{Resolver, ResolverOptions};
+use cache::{Overlay, lock, node_fingerprint, strip_node};
+
+/// The User-Agent of the controller's requests (for audit logs and request counts).
+pub const USER_AGENT: &str = concat!("bootc-pool-controller/", env!("CARGO_PKG_VERSION"));
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "bootc-pool-controller";
+/// Re-plan at least this often, even when nothing signals a change.
+const RESYNC: Duration = Duration::from_secs(300);
+/// The wait after failed reconciles in a row: 1 s doubling to 5 minutes.
+pub const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(300));
+
+/// A clock, injectable for tests.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// What the reconciler works with besides its client: the clock, the tag resolver shared
+/// by all pools, the metrics, and the name this replica gives in Events.
+#[derive(Clone)]
+pub struct Dependencies {
+    /// The time source.
+    pub clock: Clock,
+    /// The name this instance reports in events.
+    pub instance: String,
+    /// The tag resolver, shared by all pools.
+    pub resolver: Resolver,
+    /// Where metrics are recorded.
+    pub metrics: Metrics,
+}
+
+impl std::fmt::Debug for Dependencies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dependencies")
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Dependencies {
+    fn default() -> Self {
+        Dependencies {
+            clock: Arc::new(Utc::now),
+            instance: "bootc-pool-controller".to_owned(),
+            resolver: Resolver::new(ResolverOptions::default()),
+            metrics: Metrics::new(),
+        }
+    }
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A cache's writer is gone (the controller is stopping).
+    #[error("the Node or BootcNode cache stopped")]
+    CacheGone,
+    /// A write lost a race (409): the plan is redone from fresh data at once.
+    #[error("{0} changed meanwhile; planning again")]
+    Conflict(String),
+}
+
+impl Error {
+    /// A short label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Api { .. } => "api",
+            Error::CacheGone => "cache",
+            Error::Conflict(_) => "conflict",
+        }
+    }
+}
+
+fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| match &source {
+        kube::Error::Api(s) if s.code == 409 => Error::Conflict(what),
+        _ => Error::Api { what, source },
+    }
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Shared state of the reconciler.
+pub struct Context {
+    client: Client,
+    pools: Store<BootcNodePool>,
+    bootc: Store<BootcNode>,
+    nodes: Store<Node>,
+    drainer: Drainer,
+    recorder: Recorder,
+    deps: Dependencies,
+    bootc_overlay: Mutex<Overlay<BootcNode>>,
+    node_overlay: Mutex<Overlay<Node>>,
+    /// Failed reconciles in a row, by pool (for the backoff).
+    failures: Mutex<HashMap<String, u32>>,
+    /// By pool: the progress the last plan returned (for stall detection; restarts begin
+    /// a new count).
+    progress: Mutex<HashMap<String, Progress>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").finish_non_exhaustive()
+    }
+}
+
+/// Node changes a plan can see (labels, Ready, unschedulable, boot ID) and deletions.
+fn node_changes(
+    api: Api<Node>,
+    writer: reflector::store::Writer<Node>,
+) -> impl Stream<Item = Result<Node, watcher::Error>> {
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    reflector::reflector(
+        writer,
+        watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(strip_node),
+    )
+    .filter_map(move |event| {
+        let out = match event {
+            Err(e) => Some(Err(e)),
+            Ok(Event::Apply(node)) | Ok(Event::InitApply(node)) => {
+                let fp = node_fingerprint(&node);
+                let name = node.name_any();
+                (seen.insert(name, fp) != Some(fp)).then_some(Ok(node))
+            }
+            Ok(Event::Delete(node)) => {
+                seen.remove(&node.name_any());
+                Some(Ok(node))
+            }
+            Ok(Event::Init | Event::InitDone) => None,
+        };
+        std::future::ready(out)
+    })
+}
+
+/// The pools a Node change concerns: those selecting it and the one owning its BootcNode.
+fn pools_of_node(
+    pools: &Store<BootcNodePool>,
+    bootc: &Store<BootcNode>,
+    node: &Node,
+) -> Vec<ObjectRef<BootcNodePool>> {
+    let mut names: BTreeSet<String> = pools
+        .state()
+        .iter()
+        .filter(|p| bootc_crds::selector::matches(&p.spec.node_selector, node.labels()))
+        .map(|p| p.name_any())
+        .collect();
+    if let Some(b) = bootc.get(&ObjectRef::new(&node.name_any()))
+        && let Some(owner) = owner_pool(&b)
+    {
+        names.insert(owner);
+    }
+    names.iter().map(|p| ObjectRef::new(p)).collect()
+}
+
+/// The pools naming a Secret as their pull Secret.
+fn pools_of_secret(
+    pools: &Store<BootcNodePool>,
+    secret: &PartialObjectMeta<Secret>,
+) -> Vec<ObjectRef<BootcNodePool>> {
+    let (ns, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
+    pools
+        .state()
+        .iter()
+        .filter(|p| {
+            p.spec
+                .pull_secret_ref
+                .as_ref()
+                .is_some_and(|r| r.namespace == ns && r.name == name)
+        })
+        .map(|p| ObjectRef::new(&p.name_any()))
+        .collect()
+}
+
+/// Runs the controller until `shutdown` resolves.
+pub async fn run(
+    client: Client,
+    deps: Dependencies,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (bootc_store, bootc_writer) = reflector::store();
+    let bootc_stream = reflector::reflector(
+        bootc_writer,
+        watcher::watcher(
+            Api::<BootcNode>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|b: &mut BootcNode| b.managed_fields_mut().clear()),
+    )
+    .touched_objects();
+    let (node_store, node_writer) = reflector::store();
+    let node_stream = node_changes(Api::all(client.clone()), node_writer);
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<DrainDone>();
+    let drained = tokio_stream::wrappers::UnboundedReceiverStream::new(done_rx)
+        .map(|done| ObjectRef::<BootcNodePool>::new(&done.pool));
+    // Secrets: metadata only (names and versions, never content); the content is read
+    // when a pool is reconciled.
+    let secret_stream = watcher::watcher(
+        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
+
+    let controller = Controller::new(
+        Api::<BootcNodePool>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let pool_store = controller.store();
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.to_owned(),
+        instance: Some(deps.instance.clone()),
+    };
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        drainer: Drainer::new(client.clone(), done_tx),
+        client,
+        pools: pool_store.clone(),
+        bootc: bootc_store.clone(),
+        nodes: node_store,
+        deps,
+        bootc_overlay: Mutex::new(Overlay::default()),
+        node_overlay: Mutex::new(Overlay::default()),
+        failures: Mutex::new(HashMap::new()),
+        progress: Mutex::new(HashMap::new()),
+    });
+    let (node_pools, secret_pools) = (pool_store.clone(), pool_store);
+    controller
+        .owns_stream(bootc_stream)
+        .watches_stream(node_stream, move |node: Node| {
+            pools_of_node(&node_pools, &bootc_store, &node)
+        })
+        .watches_stream(secret_stream, move |secret| {
+            pools_of_secret(&secret_pools, &secret)
+        })
+        .reconcile_on(drained)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((pool, _)) => debug!(pool = %pool.name, "reconciled"),
+                Err(e) => debug!(error = %e, "reconcile failed"),
+            }
+        })
+        .await;
+}
+
+/// The wait before retrying after `failures` failed reconciles in a row: 1 s doubling to
+/// 5 minutes.
+pub fn error_backoff(failures: u32) -> Duration {
+    ERROR_BACKOFF.delay(failures)
+}
+
+fn error_policy(pool: Arc<BootcNodePool>, error: &Error, ctx: Arc<Context>) -> Requeue {
+    let name = pool.name_any();
+    match error {
+        Error::Conflict(what) => {
+            debug!(pool = %name, %what, "conflict; planning again");
+            Requeue::requeue(Duration::from_millis(50))
+        }
+        Error::Api { .. } | Error::CacheGone => {
+            let failures = {
+                let mut failures = lock(&ctx.failures);
+                let n = failures.entry(name.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            };
+            let wait = error_backoff(failures);
+            warn!(pool = %name, error = %error, failures, retry_in = ?wait, "reconcile failed");
+            Requeue::requeue(wait)
+        }
+    }
+}
+
+/// One reconcile of a pool, counted and timed with its outcome whatever happens.
+async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    let started = std::time::Instant::now();
+    let name = pool.name_any();
+    let result = reconcile_once(&pool, &ctx).await;
+    let metrics = &ctx.deps.metrics;
+    metrics.observe_reconcile(&name, started.elapsed());
+    match &result {
+        Ok(_) => {
+            metrics.record_reconcile(&name, "ok");
+            lock(&ctx.failures).remove(&name);
+        }
+        Err(e) => {
+            metrics.record_reconcile(&name, e.reason());
+            metrics.record_reconcile_error(&name, e.reason());
+        }
+    }
+    result
+}
+
+/// Reads, plans once, executes, writes the status.
+async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, Error> {
+    // The controller waits for its pool cache only. A plan from a Node or BootcNode cache
+    // that is still filling would take members for leavers (and delete their BootcNodes).
+    if ctx.nodes.wait_until_ready().await.is_err() || ctx.bootc.wait_until_ready().await.is_err() {
+        return Err(Error::CacheGone);
+    }
+    let name = pool.name_any();
+    let (lookup, pull_secret) = ctx.look_up(pool).await;
+    let snapshot = ctx.snapshot(pool, lookup, pull_secret);
+    let plan = plan::plan(&snapshot);
+    lock(&ctx.progress).insert(name.clone(), plan.progress);
+    let metrics = &ctx.deps.metrics;
+    metrics.set_node_states(&name, &plan.states);
+    match &plan.target {
+        Some(t) => metrics.set_target(
+            &name,
+            &t.image,
+            &t.digest.to_string(),
+            plan.status.target_version.as_deref(),
+        ),
+        None => metrics.clear_target(&name),
+    }
+    debug!(pool = %name, actions = plan.actions.len(), "planned");
+
+    let failed = execute::execute_all(ctx, pool, &plan.actions).await;
+    if pool.status.as_ref() != Some(&plan.status) {
+        let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
+        let patch = json!({ "status": plan.status });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        api.patch_status(&name, &params, &Patch::Merge(&patch))
+            .await
+            .map_err(api_error(format!("status of pool {name}")))?;
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let wait = plan.requeue_after.map_or(RESYNC, |d| d.min(RESYNC));
+    Ok(Requeue::requeue(wait))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_backoff_doubles_from_a_second_to_five_minutes() {
+        let waits: Vec<u64> = (1..=11).map(|n| error_backoff(n).as_secs()).collect();
+        assert_eq!(waits, vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        assert_eq!(error_backoff(u32::MAX), ERROR_BACKOFF.max);
+    }
+}

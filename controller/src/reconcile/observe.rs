@@ -1,0 +1,163 @@
+//! Reading the world for one plan: the pool's nodes from the caches (through the
+//! overlay), the drains, the other pools' selectors, and the progress the last plan left.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+
+use super::Context;
+use super::cache::{
+    lock, node_boot_id, node_ready, node_unschedulable, owner_pool, ready_condition,
+};
+use crate::drain::{DrainOutcome, DrainState};
+use crate::plan::{
+    BootcView, DrainView, Lookup, NodeInfo, NodeView, PoolView, PullSecretView, Snapshot,
+};
+
+impl Context {
+    pub(super) fn bootc_of(&self, name: &str) -> Option<Arc<BootcNode>> {
+        let cached = self.bootc.get(&ObjectRef::new(name));
+        lock(&self.bootc_overlay).pick(name, cached)
+    }
+
+    pub(super) fn node_of(&self, name: &str) -> Option<Arc<Node>> {
+        let cached = self.nodes.get(&ObjectRef::new(name));
+        lock(&self.node_overlay).pick(name, cached)
+    }
+
+    /// Everything a plan of `pool` looks at.
+    pub(super) fn snapshot(
+        &self,
+        pool: &BootcNodePool,
+        lookup: Lookup,
+        pull_secret: PullSecretView,
+    ) -> Snapshot {
+        let name = pool.name_any();
+        let nodes = self.members(pool);
+        let drains = nodes
+            .iter()
+            .filter_map(|v| Some((v.name.clone(), self.drain_view(&name, &v.name)?)))
+            .collect();
+        let other_pools = self
+            .pools
+            .state()
+            .iter()
+            .filter(|p| p.name_any() != name && p.metadata.deletion_timestamp.is_none())
+            .map(|p| (p.name_any(), p.spec.node_selector.clone()))
+            .collect();
+        Snapshot {
+            pool: PoolView {
+                generation: pool.metadata.generation,
+                spec: pool.spec.clone(),
+                status: pool.status.clone(),
+                name: name.clone(),
+            },
+            lookup,
+            pull_secret,
+            other_pools,
+            nodes,
+            drains,
+            progress: super::cache::lock(&self.progress).get(&name).copied(),
+            now: (self.deps.clock)(),
+        }
+    }
+
+    /// Every node the pool's selector matches or whose BootcNode it owns, by name.
+    fn members(&self, pool: &BootcNodePool) -> Vec<NodeView> {
+        let name = pool.name_any();
+        let selects =
+            |node: &Node| bootc_crds::selector::matches(&pool.spec.node_selector, node.labels());
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        for node in self.nodes.state() {
+            if selects(&node) {
+                names.insert(node.name_any());
+            }
+        }
+        for b in self.bootc.state() {
+            if owner_pool(&b).as_deref() == Some(name.as_str()) {
+                names.insert(b.name_any());
+            }
+        }
+        // Objects only the overlay knows of yet (just created, just labelled).
+        names.extend(lock(&self.bootc_overlay).names().cloned());
+        names
+            .into_iter()
+            .filter_map(|n| {
+                let node = self.node_of(&n);
+                let bootc = self.bootc_of(&n);
+                let owned = bootc
+                    .as_deref()
+                    .is_some_and(|b| owner_pool(b).as_deref() == Some(name.as_str()));
+                let matching = node.as_deref().is_some_and(selects);
+                (owned || matching).then(|| NodeView {
+                    name: n,
+                    node: node.as_deref().map(node_info),
+                    bootc: bootc.as_deref().map(bootc_view),
+                })
+            })
+            .collect()
+    }
+
+    /// The drain of `node` for `pool`, as the plan sees it; `None` when there is none
+    /// (or it was cancelled, or belongs to another pool).
+    fn drain_view(&self, pool: &str, node: &str) -> Option<DrainView> {
+        match self.drainer.state(node)? {
+            DrainState::Running { pool: p, .. } if p == pool => Some(DrainView::Running),
+            DrainState::Finished {
+                pool: p, result, ..
+            } if p == pool => match result {
+                Ok(DrainOutcome::Drained { .. }) => Some(DrainView::Drained),
+                Ok(DrainOutcome::TimedOut {
+                    waiting_for,
+                    last_error,
+                }) => {
+                    let left = format!("still on the node: {}", waiting_for.join(", "));
+                    Some(DrainView::TimedOut {
+                        message: match last_error {
+                            Some(e) => format!("{e}; {left}"),
+                            None => left,
+                        },
+                    })
+                }
+                Ok(DrainOutcome::Cancelled) => None,
+                Err(e) => Some(DrainView::TimedOut {
+                    message: e.to_string(),
+                }),
+            },
+            _ => None,
+        }
+    }
+}
+
+fn node_info(node: &Node) -> NodeInfo {
+    let ready = ready_condition(node);
+    NodeInfo {
+        labels: node.labels().clone(),
+        ready: node_ready(node),
+        unschedulable: node_unschedulable(node),
+        boot_id: node_boot_id(node).map(str::to_owned),
+        ready_since: ready
+            .and_then(|c| c.last_transition_time.as_ref())
+            .and_then(bootc_crds::conditions::from_time),
+        heartbeat: ready
+            .and_then(|c| c.last_heartbeat_time.as_ref())
+            .and_then(bootc_crds::conditions::from_time),
+    }
+}
+
+fn bootc_view(b: &BootcNode) -> BootcView {
+    BootcView {
+        owner: owner_pool(b),
+        generation: b.metadata.generation,
+        resource_version: b.metadata.resource_version.clone(),
+        annotations: b.annotations().clone(),
+        spec: b.spec.clone(),
+        status: b.status.clone(),
+        deleting: b.metadata.deletion_timestamp.is_some(),
+    }
+}

@@ -1,0 +1,82 @@
+//! One reconcile plans once: the planner owns every decision of a reconcile (windows,
+//! stalls, fallbacks, history), so the shell never plans a second time to complete a
+//! status. A whole rollout runs against the API emulator and simulated nodes; the
+//! planner's own call counter is then held to the reconciles the metrics counted.
+//!
+//! The only test in this binary: the counter is per process.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use bootc_pool_controller::plan;
+use bootc_pool_controller::reconcile::Dependencies;
+use common::*;
+use host_sim::cluster::{SimCluster, SimOptions};
+use host_sim::memory::Catalog;
+use kube::Api;
+use kube::api::PostParams;
+use kube_emulator::Emulator;
+use serde_json::json;
+
+/// The sum of `bootc_pool_reconciles_total` over the outcomes that got as far as a plan
+/// (every outcome but `cache`: the caches went away before anything was read).
+fn planned_reconciles(metrics_text: &str) -> u64 {
+    metrics_text
+        .lines()
+        .filter(|l| l.starts_with("bootc_pool_reconciles_total{"))
+        .filter(|l| !l.contains("outcome=\"cache\""))
+        .map(|l| {
+            let value = l.rsplit(' ').next().unwrap();
+            value.parse::<f64>().unwrap() as u64
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_plans_once() {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let catalog = Catalog::new();
+    let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
+    let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
+    let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
+    let options = SimOptions {
+        node_labels: [("role".to_owned(), "worker".to_owned())].into(),
+        ..SimOptions::default()
+    };
+    for n in ["n1", "n2", "n3"] {
+        cluster.add_node(n, &v1, &options).await.unwrap();
+    }
+    let deps = Dependencies::default();
+    let metrics = deps.metrics.clone();
+    let before = plan::plans_made();
+    let controller = start(&emulator, deps);
+    let pools: Api<bootc_crds::BootcNodePool> = Api::all(client.clone());
+    let pool = serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": "workers"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "image": {"ref": v2},
+            "rollout": {"maxUnavailable": 1},
+        }
+    }))
+    .unwrap();
+    pools.create(&PostParams::default(), &pool).await.unwrap();
+    wait_pool(&client, "workers", "all nodes on v2", |p| all_updated(p, 3)).await;
+    controller.stop().await;
+
+    let plans = plan::plans_made() - before;
+    let reconciles = planned_reconciles(&metrics.encode());
+    assert!(
+        reconciles >= 3,
+        "a three-node rollout takes several reconciles: {reconciles}"
+    );
+    assert_eq!(
+        plans, reconciles,
+        "plans made against reconciles that planned"
+    );
+    cluster.stop().await;
+}
