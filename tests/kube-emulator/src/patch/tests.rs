@@ -1,3 +1,5 @@
+use super::json::value_depth;
+use super::strategic::{Ident, normalize_order};
 use super::*;
 use proptest::prelude::*;
 use serde_json::json;
