@@ -99,6 +99,29 @@ fn soft_reboot() -> Arg {
 /// The clap command; `switch_download_only` is false for a bootc older than
 /// `switch --download-only`.
 pub fn command(switch_download_only: bool) -> Command {
+    Command::new("bootc")
+        .version(VERSION)
+        .about("Deploy and transactionally in-place with bootable container images (stand-in for tests)")
+        .subcommand_required(true)
+        .arg_required_else_help(true)
+        .subcommand(upgrade_command())
+        .subcommand(switch_command(switch_download_only))
+        .subcommand(rollback_command())
+        .subcommand(status_command())
+        .subcommand(
+            Command::new("internal-finalize-boot")
+                .hide(true)
+                .about("Apply an unlocked staged deployment or a queued rollback, discard a locked one (run at boot)"),
+        )
+        .subcommand(
+            Command::new("internal-seed")
+                .hide(true)
+                .about("Pull IMAGE and make it the booted deployment, replacing any state")
+                .arg(Arg::new("image").value_name("IMAGE").required(true)),
+        )
+}
+
+fn switch_command(download_only: bool) -> Command {
     let mut switch = Command::new("switch")
         .about("Target a new container image reference to boot")
         .arg(flag("quiet", "Don't display progress"))
@@ -113,19 +136,22 @@ pub fn command(switch_download_only: bool) -> Command {
         )
         .arg(flag("enforce-container-sigpolicy", "Enable verification via an ostree remote"))
         .arg(flag("retain", "Retain reference to currently booted image"));
-    if switch_download_only {
+    if download_only {
         switch = switch.arg(flag(
             "download-only",
             "Download and stage the image without applying it: the staged deployment is locked until `bootc upgrade --from-downloaded`",
         ));
     }
-    let switch = switch.arg(
+    switch.arg(
         Arg::new("target")
             .value_name("TARGET")
             .required(true)
             .help("Target image to use for the next boot"),
-    );
-    let upgrade = Command::new("upgrade")
+    )
+}
+
+fn upgrade_command() -> Command {
+    Command::new("upgrade")
         .about("Download and queue an updated container image to apply")
         .arg(flag("quiet", "Don't display progress"))
         .arg(
@@ -153,8 +179,11 @@ pub fn command(switch_download_only: bool) -> Command {
                 "Unlock a staged deployment that was downloaded with --download-only",
             )
             .conflicts_with_all(["download-only", "check"]),
-        );
-    let status = Command::new("status")
+        )
+}
+
+fn status_command() -> Command {
+    Command::new("status")
         .about("Display status")
         .arg(
             Arg::new("format")
@@ -178,31 +207,14 @@ pub fn command(switch_download_only: bool) -> Command {
         .arg(flag(
             "verbose",
             "Include additional fields (accepted, ignored)",
-        ));
-    let rollback = Command::new("rollback")
+        ))
+}
+
+fn rollback_command() -> Command {
+    Command::new("rollback")
         .about("Change the bootloader entry ordering; the deployment under `rollback` will be queued for the next boot")
         .arg(flag("apply", "Restart or reboot into the rollback image (the stand-in does not reboot)"))
-        .arg(soft_reboot());
-    Command::new("bootc")
-        .version(VERSION)
-        .about("Deploy and transactionally in-place with bootable container images (stand-in for tests)")
-        .subcommand_required(true)
-        .arg_required_else_help(true)
-        .subcommand(upgrade)
-        .subcommand(switch)
-        .subcommand(rollback)
-        .subcommand(status)
-        .subcommand(
-            Command::new("internal-finalize-boot")
-                .hide(true)
-                .about("Apply an unlocked staged deployment or a queued rollback, discard a locked one (run at boot)"),
-        )
-        .subcommand(
-            Command::new("internal-seed")
-                .hide(true)
-                .about("Pull IMAGE and make it the booted deployment, replacing any state")
-                .arg(Arg::new("image").value_name("IMAGE").required(true)),
-        )
+        .arg(soft_reboot())
 }
 
 /// Runs the command line with `args` (without the program name) against `env`, pulling
@@ -306,6 +318,15 @@ fn mutate(
     Ok(outcome)
 }
 
+/// A flag's value (false when the subcommand has no such flag).
+fn get_flag(m: &ArgMatches, name: &str) -> bool {
+    m.try_get_one::<bool>(name)
+        .ok()
+        .flatten()
+        .copied()
+        .unwrap_or(false)
+}
+
 fn run(
     sub: &str,
     m: &ArgMatches,
@@ -313,107 +334,132 @@ fn run(
     resolver: &dyn Resolver,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let get_flag = |name: &str| {
-        m.try_get_one::<bool>(name)
-            .ok()
-            .flatten()
-            .copied()
-            .unwrap_or(false)
-    };
-    let quiet = get_flag("quiet");
-    let apply = get_flag("apply");
     let outcome = match sub {
-        "status" => {
-            let st = State::load_optional(&env.state_dir)?.unwrap_or_default();
-            let format = m.get_one::<String>("format").map(String::as_str);
-            let json = get_flag("json") || matches!(format, Some("json" | "yaml"));
-            if json {
-                // YAML is a superset of JSON: `--format=yaml` prints JSON too.
-                let text = serde_json::to_string_pretty(&st.status())
-                    .map_err(|e| Error::Other(format!("serialising status: {e}")))?;
-                writeln!(out, "{text}").map_err(io)?;
-            } else {
-                write!(out, "{}", st.summary()).map_err(io)?;
-            }
-            return Ok(());
-        }
-        "switch" => {
-            env.check_privileges()?;
-            let target = m.get_one::<String>("target").cloned().unwrap_or_default();
-            check_safe(&target)?;
-            let transport = m
-                .get_one::<String>("transport")
-                .map_or("registry", String::as_str);
-            if transport != "registry" {
-                return Err(Error::UnsupportedTransport(transport.to_owned()));
-            }
-            let download_only = get_flag("download-only");
-            mutate(env, |st| st.switch_with(resolver, &target, download_only))?
-        }
-        "upgrade" => {
-            env.check_privileges()?;
-            if get_flag("check") {
-                let st = State::load(&env.state_dir)?;
-                match st.check_with(resolver)? {
-                    Some(info) => writeln!(
-                        out,
-                        "Update available for: {}\n{}",
-                        info.image,
-                        describe(&info)
-                    ),
-                    None => writeln!(
-                        out,
-                        "No changes in: {}",
-                        st.spec_image().unwrap_or_default()
-                    ),
-                }
-                .map_err(io)?;
-                return Ok(());
-            }
-            if get_flag("from-downloaded") {
-                mutate(env, State::from_downloaded)?
-            } else {
-                let download_only = get_flag("download-only");
-                mutate(env, |st| st.upgrade_with(resolver, download_only))?
-            }
-        }
+        "status" => return status(m, env, out),
+        "switch" => switch(m, env, resolver)?,
+        "upgrade" => match upgrade(m, env, resolver, out)? {
+            Some(outcome) => outcome,
+            None => return Ok(()),
+        },
         "rollback" => {
             env.check_privileges()?;
             mutate(env, State::rollback)?
         }
-        "internal-finalize-boot" => {
-            env.check_privileges()?;
-            let _lock = state::lock(&env.state_dir)?;
-            let Some(mut st) = State::load_optional(&env.state_dir)? else {
-                return Ok(());
-            };
-            let outcome = st.finalize_boot();
-            if outcome.changed() {
-                st.save(&env.state_dir)?;
-                state::touch_marker(&env.root)?;
-            }
-            outcome
-        }
-        "internal-seed" => {
-            let image = m.get_one::<String>("image").cloned().unwrap_or_default();
-            ImageRef::parse(&image)?;
-            let info = resolver.resolve(&image)?;
-            seed(&env.state_dir, info)?;
-            state::touch_marker(&env.root)?;
-            writeln!(out, "Seeded: {image}").map_err(io)?;
-            return Ok(());
-        }
+        "internal-finalize-boot" => match finalize_boot(env)? {
+            Some(outcome) => outcome,
+            None => return Ok(()),
+        },
+        "internal-seed" => return internal_seed(m, env, resolver, out),
         other => return Err(Error::Other(format!("unknown subcommand {other}"))),
     };
-    if !quiet {
+    if !get_flag(m, "quiet") {
         writeln!(out, "{outcome}").map_err(io)?;
     }
-    if apply {
+    if get_flag(m, "apply") {
         writeln!(
             out,
             "--apply: the bootc stand-in does not reboot; reboot the host to boot the new deployment"
         )
         .map_err(io)?;
     }
+    Ok(())
+}
+
+/// `bootc status`: JSON for `--json`, `--format=json` and `--format=yaml`, else the
+/// human-readable summary.
+fn status(m: &ArgMatches, env: &Env, out: &mut dyn Write) -> Result<(), Error> {
+    let st = State::load_optional(&env.state_dir)?.unwrap_or_default();
+    let format = m.get_one::<String>("format").map(String::as_str);
+    let json = get_flag(m, "json") || matches!(format, Some("json" | "yaml"));
+    if json {
+        // YAML is a superset of JSON: `--format=yaml` prints JSON too.
+        let text = serde_json::to_string_pretty(&st.status())
+            .map_err(|e| Error::Other(format!("serialising status: {e}")))?;
+        writeln!(out, "{text}").map_err(io)?;
+    } else {
+        write!(out, "{}", st.summary()).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// `bootc switch [--download-only] TARGET` (registry transport only).
+fn switch(m: &ArgMatches, env: &Env, resolver: &dyn Resolver) -> Result<Outcome, Error> {
+    env.check_privileges()?;
+    let target = m.get_one::<String>("target").cloned().unwrap_or_default();
+    check_safe(&target)?;
+    let transport = m
+        .get_one::<String>("transport")
+        .map_or("registry", String::as_str);
+    if transport != "registry" {
+        return Err(Error::UnsupportedTransport(transport.to_owned()));
+    }
+    let download_only = get_flag(m, "download-only");
+    mutate(env, |st| st.switch_with(resolver, &target, download_only))
+}
+
+/// `bootc upgrade [--check | --download-only | --from-downloaded]`; `None` for
+/// `--check`, which prints its answer and changes nothing.
+fn upgrade(
+    m: &ArgMatches,
+    env: &Env,
+    resolver: &dyn Resolver,
+    out: &mut dyn Write,
+) -> Result<Option<Outcome>, Error> {
+    env.check_privileges()?;
+    if get_flag(m, "check") {
+        let st = State::load(&env.state_dir)?;
+        match st.check_with(resolver)? {
+            Some(info) => writeln!(
+                out,
+                "Update available for: {}\n{}",
+                info.image,
+                describe(&info)
+            ),
+            None => writeln!(
+                out,
+                "No changes in: {}",
+                st.spec_image().unwrap_or_default()
+            ),
+        }
+        .map_err(io)?;
+        return Ok(None);
+    }
+    let outcome = if get_flag(m, "from-downloaded") {
+        mutate(env, State::from_downloaded)?
+    } else {
+        let download_only = get_flag(m, "download-only");
+        mutate(env, |st| st.upgrade_with(resolver, download_only))?
+    };
+    Ok(Some(outcome))
+}
+
+/// `bootc internal-finalize-boot`; `None` on a host that was never seeded.
+fn finalize_boot(env: &Env) -> Result<Option<Outcome>, Error> {
+    env.check_privileges()?;
+    let _lock = state::lock(&env.state_dir)?;
+    let Some(mut st) = State::load_optional(&env.state_dir)? else {
+        return Ok(None);
+    };
+    let outcome = st.finalize_boot();
+    if outcome.changed() {
+        st.save(&env.state_dir)?;
+        state::touch_marker(&env.root)?;
+    }
+    Ok(Some(outcome))
+}
+
+/// `bootc internal-seed IMAGE`.
+fn internal_seed(
+    m: &ArgMatches,
+    env: &Env,
+    resolver: &dyn Resolver,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    let image = m.get_one::<String>("image").cloned().unwrap_or_default();
+    ImageRef::parse(&image)?;
+    let info = resolver.resolve(&image)?;
+    seed(&env.state_dir, info)?;
+    state::touch_marker(&env.root)?;
+    writeln!(out, "Seeded: {image}").map_err(io)?;
     Ok(())
 }

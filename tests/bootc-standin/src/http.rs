@@ -5,6 +5,11 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::general_purpose::STANDARD;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+
 /// Largest response body read (manifests and configs are small).
 const MAX_BODY: u64 = 64 * 1024 * 1024;
 
@@ -151,47 +156,28 @@ fn dechunk(mut data: &[u8]) -> io::Result<Vec<u8>> {
     }
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Standard base64 with padding.
 pub fn base64_encode(input: &[u8]) -> String {
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(B64[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    STANDARD.encode(input)
 }
 
-/// Decodes standard base64 (padding optional); `None` on a bad character.
+/// Padding optional: decoding stops at the first `=`.
+const PADDING_OPTIONAL: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::RequireNone)
+        .with_decode_allow_trailing_bits(true),
+);
+
+/// Decodes standard base64 (padding optional, white space ignored); `None` on a bad
+/// character.
 pub fn base64_decode(input: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(input.len() * 3 / 4);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for c in input.bytes().filter(|c| !c.is_ascii_whitespace()) {
-        if c == b'=' {
-            break;
-        }
-        let v = B64.iter().position(|&x| x == c)?;
-        acc = (acc << 6) | u32::try_from(v).ok()?;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
-        }
-    }
-    Some(out)
+    let text: String = input
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .take_while(|c| *c != '=')
+        .collect();
+    PADDING_OPTIONAL.decode(text).ok()
 }
 
 #[cfg(test)]

@@ -13,6 +13,15 @@
 //! The library is usable in-process: [`State`] holds the transitions, [`Resolver`]
 //! (with [`HttpResolver`]) the pulling, [`seed`] gives a node its first image, and
 //! [`cli::main_with`] runs the command line against an [`cli::Env`].
+//!
+//! The modules:
+//!
+//! - [`cli`]: the `bootc` command line over [`State`] and a [`Resolver`];
+//! - [`faults`]: failures injected through `faults.json`;
+//! - [`http`]: a tiny HTTP/1.1 client and base64 for basic auth;
+//! - [`reference`]: image references and what the stand-in accepts of them;
+//! - [`resolver`]: pulling from a loopback registry with bootc's credentials;
+//! - [`state`]: the deployments and their transitions.
 
 pub mod cli;
 pub mod faults;
