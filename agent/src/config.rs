@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bootc_crds::selector::check_dns_subdomain;
+use bootc_pool_common::logging::LogFormat;
 use clap::Parser;
 
 /// The host's system bus, as the DaemonSet mounts it.
@@ -76,7 +77,7 @@ pub struct Config {
     /// See [`Args::command_timeout`].
     pub command_timeout: Duration,
     /// See [`Args::log_format`].
-    pub log_format: String,
+    pub log_format: LogFormat,
 }
 
 /// A configuration value that cannot be used.
@@ -135,7 +136,11 @@ impl TryFrom<Args> for Config {
             status_poll_interval: args.status_poll_interval,
             host_root: args.host_root,
             command_timeout: args.command_timeout,
-            log_format: args.log_format,
+            log_format: if args.log_format == "json" {
+                LogFormat::Json
+            } else {
+                LogFormat::Text
+            },
         })
     }
 }

@@ -4,15 +4,15 @@ use std::time::Duration;
 
 use bootc_crds::ImageRef;
 use bootc_crds::conditions::{idle, node_degraded};
-use bootc_crds::image_ref::Digest;
+use bootc_crds::image_ref::{Digest, runs_digest};
 use bootc_crds::node::DesiredImageState;
 use bootc_crds::pool::RebootPolicy;
+use bootc_pool_common::backoff::Backoff;
 use chrono::{DateTime, Utc};
 
-/// Shortest wait before a failed command is tried again.
-pub const BACKOFF_MIN: Duration = Duration::from_secs(10);
-/// Longest wait before a failed command is tried again.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// How long a failed command (or API request) waits before it is tried again: 10 s,
+/// doubling up to 5 minutes.
+pub const BACKOFF: Backoff = Backoff::new(Duration::from_secs(10), Duration::from_secs(300));
 /// How long a requested reboot may take to happen before it is requested again. A
 /// request that did not take is not a reboot: asking again keeps "one reboot per approval".
 pub const REBOOT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -34,12 +34,7 @@ impl Slot {
     /// The digest-matching rule: the per-architecture digest, or the digest inside the
     /// tracked reference (a manifest-list digest), equals `target`.
     pub fn is(&self, target: &Digest) -> bool {
-        let target = target.to_string();
-        self.image_digest == target
-            || ImageRef::parse(&self.image)
-                .ok()
-                .and_then(|r| r.digest().map(ToString::to_string))
-                .is_some_and(|d| d == target)
+        runs_digest(&self.image, &self.image_digest, target)
     }
 }
 
@@ -185,14 +180,19 @@ pub struct Decision {
     pub retry_after: Option<Duration>,
 }
 
-fn backoff(attempts: u32) -> Duration {
-    let factor = 2u32.saturating_pow(attempts.saturating_sub(1).min(16));
-    BACKOFF_MIN.saturating_mul(factor).min(BACKOFF_MAX)
-}
-
 fn remaining(since: DateTime<Utc>, wait: Duration, now: DateTime<Utc>) -> Option<Duration> {
     let elapsed = (now - since).to_std().unwrap_or(Duration::ZERO);
     wait.checked_sub(elapsed).filter(|d| !d.is_zero())
+}
+
+/// Report `phase`, do nothing, healthy.
+fn waiting(phase: Phase) -> Decision {
+    Decision {
+        phase,
+        degraded: None,
+        action: Action::Wait,
+        retry_after: None,
+    }
 }
 
 /// Decides the next step. Pure: the same inputs always give the same decision.
@@ -202,105 +202,149 @@ pub fn decide(
     memory: &Memory,
     now: DateTime<Utc>,
 ) -> Decision {
-    let booted_phase = |phase| Decision {
-        phase,
-        degraded: None,
-        action: Action::Wait,
-        retry_after: None,
-    };
-    // Nothing reaches a command line unless it is a canonical pin.
-    let target = match ImageRef::parse(&desired.image) {
-        Ok(r) if r.is_pin() && r.pinned().as_deref() == Some(desired.image.as_str()) => r,
-        Ok(_) => {
-            return Decision {
-                degraded: Some((
-                    node_degraded::ERROR,
-                    format!(
-                        "spec.desiredImage {:?} is not a canonical pin registry/repo@sha256:<hex>; nothing was done",
-                        desired.image
-                    ),
-                )),
-                ..booted_phase(Phase::Idle)
-            };
-        }
-        Err(e) => {
-            return Decision {
-                degraded: Some((
-                    node_degraded::ERROR,
-                    format!(
-                        "spec.desiredImage {:?} is not a valid image reference: {e}; nothing was done",
-                        desired.image
-                    ),
-                )),
-                ..booted_phase(Phase::Idle)
-            };
-        }
+    let target = match checked_target(desired) {
+        Ok(target) => target,
+        Err(refused) => return *refused,
     };
     let Some(digest) = target.digest() else {
         // is_pin() guarantees a digest; stay put rather than guess.
-        return booted_phase(Phase::Idle);
+        return waiting(Phase::Idle);
     };
-    let on = |slot: &Option<Slot>| slot.as_ref().is_some_and(|s| s.is(digest));
-    if on(&host.booted) {
-        return booted_phase(Phase::Idle);
+    let case = Case {
+        desired,
+        host,
+        memory,
+        now,
+        digest,
+    };
+    if case.on(&host.booted) {
+        return waiting(Phase::Idle);
     }
-    // At most one reboot per approval: the host rebooted for this digest and came back on
-    // something else. Report it and do nothing more until the desired image changes.
-    if let Some(record) = memory
-        .last_reboot
-        .as_ref()
-        .filter(|r| r.digest == digest.to_string())
-        && record.happened(host)
-    {
-        let booted = host.booted.as_ref().map_or("nothing", |s| s.image.as_str());
-        return Decision {
+    if let Some(refused) = case.reboot_did_not_apply() {
+        return refused;
+    }
+    let staged = case.on(&host.staged);
+    if staged || case.on(&host.rollback) {
+        return case.reboot_into(staged);
+    }
+    case.stage()
+}
+
+/// `spec.desiredImage` as an image reference, when it is a canonical pin; else the
+/// decision that refuses it (nothing reaches a command line unless it is a canonical pin).
+fn checked_target(desired: &Desired) -> Result<ImageRef, Box<Decision>> {
+    let refuse = |message: String| {
+        Box::new(Decision {
+            degraded: Some((node_degraded::ERROR, message)),
+            ..waiting(Phase::Idle)
+        })
+    };
+    match ImageRef::parse(&desired.image) {
+        Ok(r) if r.is_pin() && r.pinned().as_deref() == Some(desired.image.as_str()) => Ok(r),
+        Ok(_) => Err(refuse(format!(
+            "spec.desiredImage {:?} is not a canonical pin registry/repo@sha256:<hex>; nothing was done",
+            desired.image
+        ))),
+        Err(e) => Err(refuse(format!(
+            "spec.desiredImage {:?} is not a valid image reference: {e}; nothing was done",
+            desired.image
+        ))),
+    }
+}
+
+/// One decision's inputs, with the desired image's digest.
+struct Case<'a> {
+    desired: &'a Desired,
+    host: &'a HostFacts,
+    memory: &'a Memory,
+    now: DateTime<Utc>,
+    digest: &'a Digest,
+}
+
+impl Case<'_> {
+    /// Whether `slot` holds the desired image.
+    fn on(&self, slot: &Option<Slot>) -> bool {
+        slot.as_ref().is_some_and(|s| s.is(self.digest))
+    }
+
+    /// The last reboot, when it was for the desired image.
+    fn reboot_for_target(&self) -> Option<&RebootRecord> {
+        self.memory
+            .last_reboot
+            .as_ref()
+            .filter(|r| r.digest == self.digest.to_string())
+    }
+
+    /// The last failure, when it was for the desired image.
+    fn failure(&self) -> Option<&Failure> {
+        self.memory
+            .failure
+            .as_ref()
+            .filter(|f| f.image == self.desired.image)
+    }
+
+    /// `Degraded` from the last failure for the desired image.
+    fn degraded(&self) -> Option<(&'static str, String)> {
+        self.failure()
+            .map(|f| (node_degraded::ERROR, f.message.clone()))
+    }
+
+    /// How long the last failure's backoff still runs.
+    fn backing_off(&self) -> Option<Duration> {
+        self.failure()
+            .and_then(|f| remaining(f.at, BACKOFF.delay(f.attempts), self.now))
+    }
+
+    /// At most one reboot per approval: the host rebooted for this digest and came back
+    /// on something else. Report it and do nothing more until the desired image changes.
+    fn reboot_did_not_apply(&self) -> Option<Decision> {
+        self.reboot_for_target()
+            .filter(|record| record.happened(self.host))?;
+        let booted = self
+            .host
+            .booted
+            .as_ref()
+            .map_or("nothing", |s| s.image.as_str());
+        Some(Decision {
             degraded: Some((
                 node_degraded::REBOOT_DID_NOT_APPLY,
                 format!(
                     "the host rebooted into {booted} instead of {}; it will not be rebooted again for this image",
-                    desired.image
+                    self.desired.image
                 ),
             )),
-            ..booted_phase(if on(&host.staged) {
+            ..waiting(if self.on(&self.host.staged) {
                 Phase::Staged
             } else {
                 Phase::Staging
             })
-        };
+        })
     }
-    let failure = memory.failure.as_ref().filter(|f| f.image == desired.image);
-    let degraded = failure.map(|f| (node_degraded::ERROR, f.message.clone()));
-    let staged = on(&host.staged);
-    let in_rollback = !staged && on(&host.rollback);
-    if staged || in_rollback {
-        let approved = desired.state == DesiredImageState::Booted && desired.holds_slot;
+
+    /// The desired image is staged (`staged`) or the rollback deployment: reboot into it
+    /// once approved, unless a reboot is already under way or backing off.
+    fn reboot_into(&self, staged: bool) -> Decision {
+        let degraded = self.degraded();
+        let approved = self.desired.state == DesiredImageState::Booted && self.desired.holds_slot;
         if !approved {
             return Decision {
                 degraded,
-                ..booted_phase(Phase::Staged)
+                ..waiting(Phase::Staged)
             };
         }
         // A reboot already requested for this digest that has not happened yet: wait for
         // it, and ask again only when it is overdue.
-        if let Some(record) = memory
-            .last_reboot
-            .as_ref()
-            .filter(|r| r.digest == digest.to_string())
-            && let Some(wait) = remaining(record.time, REBOOT_REQUEST_TIMEOUT, now)
-        {
+        let requested = self
+            .reboot_for_target()
+            .and_then(|record| remaining(record.time, REBOOT_REQUEST_TIMEOUT, self.now));
+        if let Some(wait) = requested.or_else(|| self.backing_off()) {
             return Decision {
                 degraded,
                 retry_after: Some(wait),
-                ..booted_phase(Phase::Rebooting)
+                ..waiting(Phase::Rebooting)
             };
         }
-        if let Some(wait) = failure.and_then(|f| remaining(f.at, backoff(f.attempts), now)) {
-            return Decision {
-                degraded,
-                retry_after: Some(wait),
-                ..booted_phase(Phase::Rebooting)
-            };
-        }
+        let host = self.host;
         let slot = if staged { &host.staged } else { &host.rollback };
         let capable = slot.as_ref().is_some_and(|s| s.soft_reboot_capable);
         let unlock = match (staged, slot.as_ref().is_some_and(|s| s.download_only)) {
@@ -308,38 +352,43 @@ pub fn decide(
             (true, false) => Unlock::AlreadyUnlocked,
             (false, _) => Unlock::Rollback,
         };
-        return Decision {
+        Decision {
             phase: Phase::Rebooting,
             degraded,
             action: Action::Reboot {
                 unlock,
-                soft: desired.reboot_policy == RebootPolicy::AllowSoftReboot
+                soft: self.desired.reboot_policy == RebootPolicy::AllowSoftReboot
                     && capable
                     && host.can_soft_reboot,
                 record: RebootRecord {
-                    digest: digest.to_string(),
+                    digest: self.digest.to_string(),
                     boot_id: host.boot_id.clone(),
                     soft_reboots: host.soft_reboots,
-                    time: now,
+                    time: self.now,
                 },
             },
             retry_after: None,
-        };
+        }
     }
-    if let Some(wait) = failure.and_then(|f| remaining(f.at, backoff(f.attempts), now)) {
-        return Decision {
+
+    /// The desired image is nowhere on the host: stage it, unless backing off.
+    fn stage(&self) -> Decision {
+        let degraded = self.degraded();
+        if let Some(wait) = self.backing_off() {
+            return Decision {
+                degraded,
+                retry_after: Some(wait),
+                ..waiting(Phase::Staging)
+            };
+        }
+        Decision {
+            phase: Phase::Staging,
             degraded,
-            retry_after: Some(wait),
-            ..booted_phase(Phase::Staging)
-        };
-    }
-    Decision {
-        phase: Phase::Staging,
-        degraded,
-        action: Action::Stage {
-            image: desired.image.clone(),
-        },
-        retry_after: None,
+            action: Action::Stage {
+                image: self.desired.image.clone(),
+            },
+            retry_after: None,
+        }
     }
 }
 

@@ -6,54 +6,31 @@ use std::sync::Arc;
 
 use bootc_node_agent::config::{self, Config};
 use bootc_node_agent::host::DbusHost;
-use bootc_node_agent::run::{self, Options, error_chain};
+use bootc_node_agent::run::{self, Options};
+use bootc_pool_common::error_chain;
+use bootc_pool_common::kube_client::{self, ClientOptions};
+use bootc_pool_common::process::{self, Runtime};
+use bootc_pool_common::{logging, shutdown};
 use clap::Parser;
-use tracing::{error, info};
+use tracing::info;
 
 fn main() -> ExitCode {
     let args = config::Args::parse();
     let config = match Config::try_from(args) {
         Ok(config) => config,
-        Err(e) => {
-            eprintln!("bootc-node-agent: invalid configuration: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return process::invalid_configuration("bootc-node-agent", &e),
     };
-    init_logging(&config.log_format);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            error!(error = %e, "cannot start the async runtime");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(agent(config)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            error!("{message}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+    logging::init(config.log_format);
+    process::run(Runtime::CurrentThread, agent(config))
 }
 
 async fn agent(config: Config) -> Result<(), String> {
-    let client = client(&config).await?;
+    let client = kube_client::client(ClientOptions {
+        kubeconfig: config.kubeconfig.as_deref(),
+        user_agent: run::USER_AGENT,
+        retry_transient: true,
+    })
+    .await?;
     let host = DbusHost::connect(
         &config.system_bus_address,
         &config.host_work_dir,
@@ -68,49 +45,7 @@ async fn agent(config: Config) -> Result<(), String> {
         poll_interval: config.status_poll_interval,
         agent_version: env!("CARGO_PKG_VERSION").to_owned(),
     };
-    run::run(client, Arc::new(host), options, shutdown_signal())
+    run::run(client, Arc::new(host), options, shutdown::signal("agent"))
         .await
         .map_err(|e| error_chain(&e))
-}
-
-async fn client(config: &Config) -> Result<kube::Client, String> {
-    let kube_config = match &config.kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| {
-                format!(
-                    "cannot read kubeconfig {}: {}",
-                    path.display(),
-                    error_chain(&e)
-                )
-            })?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("kubeconfig {}: {}", path.display(), error_chain(&e)))?
-        }
-        None => kube::Config::incluster()
-            .map_err(|e| format!("no --kubeconfig and not in a cluster: {}", error_chain(&e)))?,
-    };
-    let mut kube_config = kube_config;
-    kube_config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(run::USER_AGENT),
-    ));
-    kube::Client::try_from(kube_config)
-        .map_err(|e| format!("cannot build the API client: {}", error_chain(&e)))
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        error!("cannot listen for SIGTERM; stop the agent with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM received"),
-        _ = int.recv() => info!("SIGINT received"),
-    }
 }

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Map, Value};
 
+use crate::bootc_status::BootcHost;
 use crate::machine::{Phase, RebootRecord};
 
 /// Everything a status is made of.
@@ -18,7 +19,7 @@ pub struct Inputs<'a> {
     pub generation: Option<i64>,
     /// The host's bootc status; `None` when it could not be read (the previous images are
     /// kept).
-    pub host: Option<&'a crate::bootc_status::Host>,
+    pub host: Option<&'a BootcHost>,
     /// `spec.desiredImage`.
     pub desired: &'a str,
     /// The state to report.
@@ -66,17 +67,27 @@ fn phase_message(phase: Phase, desired: &str) -> String {
     }
 }
 
-fn condition(
-    previous: Option<&BootcNodeStatus>,
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: String,
+/// What the conditions of one report share: the previous ones, the generation, the time.
+struct Conditions<'a> {
+    previous: Option<&'a BootcNodeStatus>,
     generation: Option<i64>,
     now: DateTime<Utc>,
-) -> Option<Condition> {
-    let previous = previous.map_or(&[][..], |p| p.conditions.as_slice());
-    bootc_crds::conditions::next(previous, type_, status, reason, message, generation, now)
+}
+
+impl Conditions<'_> {
+    /// The condition `type_`, its transition time kept when its status did not change.
+    fn next(&self, type_: &str, status: bool, reason: &str, message: String) -> Option<Condition> {
+        let previous = self.previous.map_or(&[][..], |p| p.conditions.as_slice());
+        bootc_crds::conditions::next(
+            previous,
+            type_,
+            status,
+            reason,
+            message,
+            self.generation,
+            self.now,
+        )
+    }
 }
 
 /// The status to report.
@@ -102,34 +113,20 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
             previous.and_then(|p| p.rollback.clone()),
         ),
     };
-    let idle = condition(
+    let conditions = Conditions {
         previous,
+        generation: inputs.generation,
+        now: inputs.now,
+    };
+    let idle = conditions.next(
         IDLE,
         inputs.phase == Phase::Idle,
         inputs.phase.reason(),
         phase_message(inputs.phase, inputs.desired),
-        inputs.generation,
-        inputs.now,
     );
     let degraded = match &inputs.degraded {
-        Some((reason, message)) => condition(
-            previous,
-            DEGRADED,
-            true,
-            reason,
-            message.clone(),
-            inputs.generation,
-            inputs.now,
-        ),
-        None => condition(
-            previous,
-            DEGRADED,
-            false,
-            node_degraded::HEALTHY,
-            String::new(),
-            inputs.generation,
-            inputs.now,
-        ),
+        Some((reason, message)) => conditions.next(DEGRADED, true, reason, message.clone()),
+        None => conditions.next(DEGRADED, false, node_degraded::HEALTHY, String::new()),
     };
     BootcNodeStatus {
         observed_generation: inputs.generation,

@@ -10,7 +10,7 @@ use std::error::Error as _;
 use bootc_crds::Digest;
 use bootc_crds::node::BootcNodeStatus;
 use bootc_node_agent::bootc_status::{
-    BootEntry, BootOrder, Host, ImageReference, ImageSignature, StatusError, parse,
+    BootEntry, BootOrder, BootcHost, ImageReference, ImageSignature, StatusError, parse,
 };
 use bootc_status_common::{
     SCHEMA, SCHEMA_2025_03, fixture_bytes, fixture_json, fixture_names, pointers, replaced, schema,
@@ -26,7 +26,7 @@ fn digest(s: &str) -> Digest {
     s.parse().unwrap()
 }
 
-fn parse_value(doc: &Value) -> Result<Host, StatusError> {
+fn parse_value(doc: &Value) -> Result<BootcHost, StatusError> {
     parse(&serde_json::to_vec(doc).unwrap())
 }
 
@@ -72,7 +72,7 @@ fn ostree_entry() -> Value {
 
 /// The facts of a parsed document that the expectations below spell out, flattened to
 /// strings so that one table holds them all and any difference shows up by name.
-fn summary(host: &Host) -> BTreeMap<String, String> {
+fn summary(host: &BootcHost) -> BTreeMap<String, String> {
     let mut s = BTreeMap::new();
     let mut put = |k: &str, v: String| {
         s.insert(k.to_string(), v);

@@ -7,7 +7,7 @@ mod bootc_status_common;
 use std::sync::OnceLock;
 
 use bootc_crds::Digest;
-use bootc_node_agent::bootc_status::{BootEntry, Host, parse};
+use bootc_node_agent::bootc_status::{BootEntry, BootcHost, parse};
 use bootc_status_common::{fixture_json, fixture_names, pointers};
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -52,7 +52,7 @@ fn exercise(bytes: &[u8]) -> Result<(), TestCaseError> {
         let _ = BootEntry::to_image_status(entry);
     }
     let again = serde_json::to_vec(&host).unwrap();
-    let back: Host = parse(&again).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+    let back: BootcHost = parse(&again).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
     prop_assert_eq!(back, host);
     Ok(())
 }

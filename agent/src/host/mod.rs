@@ -7,6 +7,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::bootc_status::BootcHost;
+
 pub mod dbus;
 
 pub use dbus::DbusHost;
@@ -132,7 +134,7 @@ pub enum HostError {
 /// runs can provide their own.
 pub trait Host: Send + Sync {
     /// `bootc status --format=json --format-version=1`, parsed.
-    fn status(&self) -> impl Future<Output = Result<crate::bootc_status::Host, HostError>> + Send;
+    fn status(&self) -> impl Future<Output = Result<BootcHost, HostError>> + Send;
 
     /// The current boot's identity.
     fn identity(&self) -> impl Future<Output = Result<BootIdentity, HostError>> + Send;

@@ -439,10 +439,10 @@ fn failures_back_off_and_stay_reported() {
 
 #[test]
 fn backoff_doubles_up_to_five_minutes() {
-    let secs: Vec<u64> = (1..=8).map(|a| backoff(a).as_secs()).collect();
+    let secs: Vec<u64> = (1..=8).map(|a| BACKOFF.delay(a).as_secs()).collect();
     assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300, 300]);
-    assert_eq!(backoff(0).as_secs(), 10);
-    assert_eq!(backoff(u32::MAX).as_secs(), 300);
+    assert_eq!(BACKOFF.delay(0).as_secs(), 10);
+    assert_eq!(BACKOFF.delay(u32::MAX).as_secs(), 300);
 }
 
 /// Over every combination of a small state space, an approval never reboots a host that

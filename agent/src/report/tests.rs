@@ -11,7 +11,7 @@ fn entry(digest: &str, extra: &str) -> String {
     )
 }
 
-fn host(booted: &str, staged: Option<&str>) -> crate::bootc_status::Host {
+fn host(booted: &str, staged: Option<&str>) -> crate::bootc_status::BootcHost {
     let staged = staged.map_or("null".to_owned(), |d| {
         entry(d, r#","downloadOnly":true,"softRebootCapable":true"#)
     });
@@ -28,7 +28,7 @@ fn at(minute: u32) -> DateTime<Utc> {
 
 fn inputs<'a>(
     previous: Option<&'a BootcNodeStatus>,
-    host: Option<&'a crate::bootc_status::Host>,
+    host: Option<&'a crate::bootc_status::BootcHost>,
     phase: Phase,
     now: DateTime<Utc>,
 ) -> Inputs<'a> {

@@ -378,7 +378,7 @@ impl Host for MemoryHost {
         Ok(BOOTC_VERSION.to_owned())
     }
 
-    async fn status(&self) -> Result<bootc_node_agent::bootc_status::Host, HostError> {
+    async fn status(&self) -> Result<bootc_node_agent::bootc_status::BootcHost, HostError> {
         let command = "bootc status --format=json --format-version=1";
         self.require_up(command)?;
         let json = {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bootc_crds::ImageRef;
-use bootc_node_agent::bootc_status::Host as Status;
+use bootc_node_agent::bootc_status::BootcHost as Status;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::Node;

@@ -34,7 +34,7 @@ pub fn validator() -> jsonschema::Validator {
 
 /// Asserts that `doc` validates against bootc's schema and parses with the agent's
 /// parser; returns the parsed host.
-pub fn check_status(doc: &Value) -> bootc_node_agent::bootc_status::Host {
+pub fn check_status(doc: &Value) -> bootc_node_agent::bootc_status::BootcHost {
     let v = validator();
     let errors: Vec<String> = v
         .iter_errors(doc)
@@ -148,7 +148,7 @@ impl Host {
     }
     /// `bootc status --format=json --format-version=1`, checked against the schema and
     /// the agent's parser.
-    pub fn status(&self) -> (Value, bootc_node_agent::bootc_status::Host) {
+    pub fn status(&self) -> (Value, bootc_node_agent::bootc_status::BootcHost) {
         let text = self.ok(&["status", "--format=json", "--format-version=1"]);
         let doc: Value = serde_json::from_str(&text).unwrap();
         let host = check_status(&doc);

@@ -1,0 +1,119 @@
+//! Talking to the bus: naming failed calls, telling a lost connection from an error
+//! answer, and following `bootc-status-updated.target`.
+
+use futures::StreamExt;
+use zbus::Connection;
+use zbus::proxy::CacheProperties;
+
+use super::proxies::SystemdManagerProxy;
+use crate::host::HostError;
+
+/// The target bootc's path unit starts whenever bootc's status changes.
+const STATUS_UPDATED_TARGET: &str = "bootc-status-updated.target";
+
+/// Wraps a failed D-Bus call's error with the call's name.
+pub(super) fn call_error(call: &'static str) -> impl FnOnce(zbus::Error) -> HostError {
+    move |source| HostError::Call { call, source }
+}
+
+/// True when `error` means the bus connection itself went away (the peer closed it or
+/// the socket broke) rather than a method answering with an error. During a reboot
+/// request this is the host going down before its reply could be delivered.
+pub fn connection_lost(error: &zbus::Error) -> bool {
+    use std::io::ErrorKind;
+    match error {
+        zbus::Error::InputOutput(e) => matches!(
+            e.kind(),
+            ErrorKind::BrokenPipe
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::UnexpectedEof
+                | ErrorKind::NotConnected
+        ),
+        zbus::Error::FDO(e) => matches!(
+            **e,
+            zbus::fdo::Error::NoReply(_) | zbus::fdo::Error::Disconnected(_)
+        ),
+        _ => {
+            is_error(error, "org.freedesktop.DBus.Error.Disconnected")
+                || is_error(error, "org.freedesktop.DBus.Error.NoReply")
+        }
+    }
+}
+
+/// True when `error` is the D-Bus error `name` (e.g. `org.freedesktop.systemd1.NoSuchUnit`).
+fn is_error(error: &zbus::Error, name: &str) -> bool {
+    matches!(error, zbus::Error::MethodError(n, _, _) if n.as_str() == name)
+}
+
+/// `Manager.StopUnit`; a unit that is not loaded is fine.
+pub(super) async fn stop_if_loaded(
+    manager: &SystemdManagerProxy<'_>,
+    unit: &str,
+) -> Result<(), HostError> {
+    match manager.stop_unit(unit, "replace").await {
+        Ok(_) => Ok(()),
+        Err(e) if is_error(&e, "org.freedesktop.systemd1.NoSuchUnit") => Ok(()),
+        Err(source) => Err(call_error("Manager.StopUnit")(source)),
+    }
+}
+
+/// `Manager.Subscribe`; a client that is already subscribed is fine.
+pub(super) async fn subscribe(manager: &SystemdManagerProxy<'_>) -> Result<(), HostError> {
+    match manager.subscribe().await {
+        Ok(()) => Ok(()),
+        Err(e) if is_error(&e, "org.freedesktop.systemd1.AlreadySubscribed") => Ok(()),
+        Err(source) => Err(call_error("Manager.Subscribe")(source)),
+    }
+}
+
+/// Follows `JobRemoved` for `bootc-status-updated.target`: each one moves the returned
+/// counter. The counter's channel closes when the bus connection ends.
+pub(super) async fn follow_status_updates(
+    connection: &Connection,
+) -> Result<
+    (
+        tokio::sync::watch::Receiver<u64>,
+        tokio::task::JoinHandle<()>,
+    ),
+    HostError,
+> {
+    let manager = SystemdManagerProxy::builder(connection)
+        .cache_properties(CacheProperties::No)
+        .build()
+        .await
+        .map_err(call_error("systemd1.Manager"))?;
+    let mut removed = manager
+        .receive_job_removed()
+        .await
+        .map_err(call_error("Manager.JobRemoved"))?;
+    subscribe(&manager).await?;
+    let (tx, rx) = tokio::sync::watch::channel(0u64);
+    let task = tokio::spawn(async move {
+        while let Some(signal) = removed.next().await {
+            if signal
+                .args()
+                .is_ok_and(|args| args.unit == STATUS_UPDATED_TARGET)
+            {
+                tx.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        }
+        // The connection is gone: dropping `tx` closes the channel.
+    });
+    Ok((rx, task))
+}
+
+/// True when a property read failed because the property does not exist.
+pub(super) fn is_unknown_property(error: &zbus::Error) -> bool {
+    match error {
+        zbus::Error::FDO(e) => matches!(
+            **e,
+            zbus::fdo::Error::UnknownProperty(_) | zbus::fdo::Error::InvalidArgs(_)
+        ),
+        zbus::Error::MethodError(name, _, _) => matches!(
+            name.as_str(),
+            "org.freedesktop.DBus.Error.UnknownProperty" | "org.freedesktop.DBus.Error.InvalidArgs"
+        ),
+        _ => false,
+    }
+}

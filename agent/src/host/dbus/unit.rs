@@ -1,0 +1,250 @@
+//! One command as a transient systemd unit: the argv goes as a list in `ExecStart`
+//! (never through a shell), its output to files in the work directory, with an explicit
+//! start timeout; the agent waits for the unit's job, reads the service's result, and
+//! releases the unit.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::StreamExt;
+use zbus::proxy::CacheProperties;
+use zbus::{OwnedObjectPath, Variant};
+
+use super::DbusHost;
+use super::bus::{call_error, subscribe};
+use super::proxies::{JobRemovedStream, SystemdManagerProxy, SystemdServiceProxy};
+use crate::host::HostError;
+
+/// Extra time past the unit's own start timeout before the agent gives up.
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(2);
+/// How much of a command's standard error an error carries.
+const STDERR_TAIL: u64 = 4096;
+
+/// One `ExecStart` entry: path, argv, ignore-failure.
+type ExecCommand = (String, Vec<String>, bool);
+
+/// What a finished command left behind.
+pub(super) struct Finished {
+    /// The command's standard output, as the agent sees it.
+    pub(super) stdout_path: PathBuf,
+}
+
+/// A command about to run: its unit, and its output files as the host and the agent see
+/// them.
+struct Command {
+    argv: Vec<String>,
+    /// The argv joined with spaces, for messages.
+    line: String,
+    unit: String,
+    host_stdout: PathBuf,
+    host_stderr: PathBuf,
+    stdout_path: PathBuf,
+    stderr_path: PathBuf,
+}
+
+impl DbusHost {
+    /// Runs `argv` as a transient unit and waits for it; a command that fails, times out
+    /// or cannot be started is an error.
+    pub(super) async fn run(&self, argv: Vec<String>) -> Result<Finished, HostError> {
+        let command = self.prepare(argv).await?;
+        let manager = self.manager().await?;
+        subscribe(&manager).await?;
+        let mut removed = manager
+            .receive_job_removed()
+            .await
+            .map_err(call_error("Manager.JobRemoved"))?;
+        let job = self.start_unit(&manager, &command).await?;
+        let job_result = self
+            .wait_for_job(&manager, &command, &mut removed, &job)
+            .await?;
+        self.outcome(&manager, command, job_result).await
+    }
+
+    /// Names the command's unit and output files, and makes the output start empty.
+    async fn prepare(&self, argv: Vec<String>) -> Result<Command, HostError> {
+        let line = argv.join(" ");
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let unit = format!("bootc-node-agent-{n}-{}.service", std::process::id());
+        let host_stdout = self.work_dir.join(format!("{unit}.out"));
+        let host_stderr = self.work_dir.join(format!("{unit}.err"));
+        let stdout_path = self.local(&host_stdout);
+        let stderr_path = self.local(&host_stderr);
+        let local_dir = self.local(&self.work_dir);
+        tokio::fs::create_dir_all(&local_dir)
+            .await
+            .map_err(|source| HostError::Output {
+                command: line.clone(),
+                path: local_dir.display().to_string(),
+                source,
+            })?;
+        for path in [&stdout_path, &stderr_path] {
+            prepare_output(path, &line).await?;
+        }
+        Ok(Command {
+            argv,
+            line,
+            unit,
+            host_stdout,
+            host_stderr,
+            stdout_path,
+            stderr_path,
+        })
+    }
+
+    /// Starts the command's transient unit; the path of its start job.
+    async fn start_unit(
+        &self,
+        manager: &SystemdManagerProxy<'_>,
+        command: &Command,
+    ) -> Result<OwnedObjectPath, HostError> {
+        let exec: Vec<ExecCommand> = vec![(command.argv[0].clone(), command.argv.clone(), false)];
+        let timeout_usec = u64::try_from(self.timeout.as_micros()).unwrap_or(u64::MAX);
+        let properties: Vec<(&str, Variant<'_>)> = vec![
+            (
+                "Description",
+                Variant::from(format!("bootc-node-agent: {}", command.line)),
+            ),
+            ("Type", Variant::from("oneshot")),
+            ("RemainAfterExit", Variant::from(true)),
+            ("ExecStart", Variant::from(exec)),
+            // The D-Bus form of `StandardOutput=file:PATH` (systemd rejects the
+            // `file:` string on the bus).
+            (
+                "StandardOutputFile",
+                Variant::from(command.host_stdout.display().to_string()),
+            ),
+            (
+                "StandardErrorFile",
+                Variant::from(command.host_stderr.display().to_string()),
+            ),
+            ("TimeoutStartUSec", Variant::from(timeout_usec)),
+        ];
+        manager
+            .start_transient_unit(&command.unit, "fail", &properties, &[])
+            .await
+            .map_err(call_error("Manager.StartTransientUnit"))
+    }
+
+    /// Waits for `job` to be removed: its result (`done`, `failed`, …). Past the
+    /// timeout the unit is stopped.
+    async fn wait_for_job(
+        &self,
+        manager: &SystemdManagerProxy<'_>,
+        command: &Command,
+        removed: &mut JobRemovedStream,
+        job: &OwnedObjectPath,
+    ) -> Result<String, HostError> {
+        let wait = async {
+            while let Some(signal) = removed.next().await {
+                let Ok(args) = signal.args() else { continue };
+                if args.job.as_str() == job.as_str() {
+                    return Some(args.result);
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(self.timeout + TIMEOUT_MARGIN, wait).await {
+            Ok(Some(result)) => Ok(result),
+            Ok(None) => Err(HostError::SignalStreamEnded {
+                command: command.line.clone(),
+            }),
+            Err(_) => {
+                manager
+                    .stop_unit(&command.unit, "replace")
+                    .await
+                    .map_err(call_error("Manager.StopUnit"))?;
+                Err(HostError::Timeout {
+                    command: command.line.clone(),
+                    timeout: self.timeout,
+                })
+            }
+        }
+    }
+
+    /// Reads how the service ended, releases the unit, and gives the command's result.
+    async fn outcome(
+        &self,
+        manager: &SystemdManagerProxy<'_>,
+        command: Command,
+        job_result: String,
+    ) -> Result<Finished, HostError> {
+        let (result, exit_status) = self.service_outcome(manager, &command.unit).await?;
+        // Release the unit; it has served its purpose.
+        let _ = manager.stop_unit(&command.unit, "replace").await;
+        let _ = manager.reset_failed_unit(&command.unit).await;
+
+        if result == "timeout" {
+            return Err(HostError::Timeout {
+                command: command.line,
+                timeout: self.timeout,
+            });
+        }
+        if job_result != "done" || result != "success" || exit_status != 0 {
+            let stderr = tail(&command.stderr_path).await;
+            let _ = tokio::fs::remove_file(&command.stderr_path).await;
+            let _ = tokio::fs::remove_file(&command.stdout_path).await;
+            return Err(HostError::CommandFailed {
+                command: command.line,
+                job_result,
+                result,
+                exit_status,
+                stderr,
+            });
+        }
+        let _ = tokio::fs::remove_file(&command.stderr_path).await;
+        Ok(Finished {
+            stdout_path: command.stdout_path,
+        })
+    }
+
+    async fn service_outcome(
+        &self,
+        manager: &SystemdManagerProxy<'_>,
+        unit: &str,
+    ) -> Result<(String, i32), HostError> {
+        let path = manager
+            .get_unit(unit)
+            .await
+            .map_err(call_error("Manager.GetUnit"))?;
+        let service = SystemdServiceProxy::builder(&self.connection)
+            .path(path)
+            .cache_properties(CacheProperties::No)
+            .build()
+            .await
+            .map_err(call_error("systemd1.Service"))?;
+        let result = service
+            .result()
+            .await
+            .map_err(call_error("Service.Result"))?;
+        let status = service
+            .exec_main_status()
+            .await
+            .map_err(call_error("Service.ExecMainStatus"))?;
+        Ok((result, status))
+    }
+}
+
+/// Removes a stale output file so the command's output starts empty.
+async fn prepare_output(path: &Path, command: &str) -> Result<(), HostError> {
+    match tokio::fs::remove_file(path).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(HostError::Output {
+            command: command.to_owned(),
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+/// The last [`STDERR_TAIL`] bytes of `path`, trimmed; empty when unreadable.
+async fn tail(path: &Path) -> String {
+    let Ok(bytes) = tokio::fs::read(path).await else {
+        return String::new();
+    };
+    let start = bytes
+        .len()
+        .saturating_sub(usize::try_from(STDERR_TAIL).unwrap_or(usize::MAX));
+    String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
+}

@@ -1,0 +1,214 @@
+//! One reconcile pass: write the pull secret if it changed, read the host, decide, and
+//! act — start or cancel staging, unlock and reboot — then report.
+
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
+use bootc_crds::conditions::node_degraded;
+use bootc_crds::node::BootcNode;
+use bootc_pool_common::error_chain;
+use chrono::Utc;
+use kube::ResourceExt;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use super::Agent;
+use super::status::current_phase;
+use crate::bootc_status::{BootEntry, BootcHost};
+use crate::host::{BootIdentity, Host, HostError};
+use crate::machine::{self, Action, Decision, Desired, HostFacts, Phase, Slot, Unlock};
+
+/// A reboot the decision asked for.
+struct Reboot {
+    unlock: Unlock,
+    soft: bool,
+    record: machine::RebootRecord,
+}
+
+impl<H: Host + 'static> Agent<H> {
+    pub(super) async fn reconcile(&mut self) {
+        self.last_poll = Instant::now();
+        self.retry_at = None;
+        self.mask_timer().await;
+        let Some(node) = self.node.clone() else {
+            return;
+        };
+        self.sync_credentials(&node).await;
+        let now = Utc::now();
+        if self.host_retry.wait(now).is_some() {
+            return;
+        }
+        let Some((status, identity)) = self.read_host().await else {
+            // Report what is known, marked degraded; decide again after the backoff.
+            let message = self.host_retry.message().unwrap_or_default().to_owned();
+            let phase = current_phase(node.status.as_ref());
+            self.report(
+                &node,
+                None,
+                phase,
+                Some((node_degraded::ERROR, message)),
+                now,
+            )
+            .await;
+            return;
+        };
+        let facts = facts(&status, &identity);
+        let decision = machine::decide(&desired(&node), &facts, &self.memory, now);
+        self.retry_at = decision.retry_after.map(|d| Instant::now() + d);
+        self.cancel_unwanted_staging(&decision.action).await;
+        let Decision {
+            phase,
+            degraded,
+            action,
+            ..
+        } = decision;
+        let degraded = degraded.or_else(|| {
+            self.credentials_retry
+                .message()
+                .map(|m| (node_degraded::ERROR, m.to_owned()))
+        });
+        match action {
+            Action::Wait => {}
+            Action::Stage { image } => {
+                if self.staging.is_none() {
+                    self.start_staging(image);
+                }
+            }
+            Action::Reboot {
+                unlock,
+                soft,
+                record,
+            } => {
+                let reboot = Reboot {
+                    unlock,
+                    soft,
+                    record,
+                };
+                self.reboot(&node, &status, reboot, degraded.clone()).await;
+                return;
+            }
+        }
+        self.report(&node, Some(&status), phase, degraded, now)
+            .await;
+    }
+
+    /// Cancels a staging command for another image than `action` stages (or when none
+    /// is wanted any more).
+    async fn cancel_unwanted_staging(&mut self, action: &Action) {
+        let wanted = match action {
+            Action::Stage { image } => Some(image.as_str()),
+            _ => None,
+        };
+        if self
+            .staging
+            .as_ref()
+            .is_some_and(|s| Some(s.image.as_str()) != wanted)
+        {
+            self.cancel_staging().await;
+        }
+    }
+
+    /// Reads the host; `None` (and a retry) when it cannot be read.
+    async fn read_host(&mut self) -> Option<(BootcHost, BootIdentity)> {
+        let read = async {
+            let status = self.host.status().await?;
+            let identity = self.host.identity().await?;
+            Ok::<_, HostError>((status, identity))
+        };
+        match read.await {
+            Ok(read) => {
+                self.host_retry.clear();
+                Some(read)
+            }
+            Err(e) => {
+                let message = format!("cannot read the host: {}", error_chain(&e));
+                warn!(error = %message, "host read failed; will retry");
+                self.host_retry.fail(message, Utc::now());
+                None
+            }
+        }
+    }
+
+    async fn reboot(
+        &mut self,
+        node: &BootcNode,
+        status: &BootcHost,
+        reboot: Reboot,
+        degraded: Option<(&'static str, String)>,
+    ) {
+        let Reboot {
+            unlock,
+            soft,
+            record,
+        } = reboot;
+        let image = node.spec.desired_image.clone();
+        let now = Utc::now();
+        // `bootc rollback` toggles: when the rollback is already queued, it is done.
+        let queued = unlock == Unlock::Rollback && status.status.rollback_queued;
+        if !queued && let Err(e) = self.host.unlock(unlock).await {
+            let message = error_chain(&e);
+            warn!(%image, error = %message, "unlocking the staged deployment failed");
+            self.record_failure(&image, message, now);
+            let degraded = self
+                .memory
+                .failure
+                .as_ref()
+                .map(|f| (node_degraded::ERROR, f.message.clone()));
+            self.report(node, Some(status), Phase::Rebooting, degraded, now)
+                .await;
+            return;
+        }
+        // The record must be on the object before the reboot: it is what keeps a
+        // restarted agent from rebooting twice for one approval.
+        let previous = self.memory.last_reboot.replace(record);
+        if !self
+            .report(node, Some(status), Phase::Rebooting, degraded, now)
+            .await
+        {
+            self.memory.last_reboot = previous;
+            return;
+        }
+        info!(%image, soft, "rebooting");
+        if let Err(e) = self.host.reboot(soft).await {
+            // The request may have been cut off by the reboot itself; the record stays,
+            // and the decision asks again only when the reboot is overdue.
+            let message = error_chain(&e);
+            warn!(%image, error = %message, "the reboot request failed");
+            self.record_failure(&image, message, now);
+        }
+    }
+}
+
+/// What the BootcNode asks for.
+fn desired(node: &BootcNode) -> Desired {
+    Desired {
+        image: node.spec.desired_image.clone(),
+        state: node.spec.desired_image_state,
+        reboot_policy: node.spec.reboot_policy,
+        holds_slot: node
+            .annotations()
+            .get(REBOOT_SLOT_ANNOTATION)
+            .is_some_and(|v| !v.is_empty()),
+    }
+}
+
+/// The host's report reduced to what decisions need.
+pub fn facts(status: &BootcHost, identity: &BootIdentity) -> HostFacts {
+    let slot = |entry: &Option<BootEntry>| {
+        entry.as_ref().and_then(|e| {
+            let image = e.image.as_ref()?;
+            Some(Slot {
+                image: image.image.image.clone(),
+                image_digest: image.image_digest.to_string(),
+                soft_reboot_capable: e.soft_reboot_capable.unwrap_or(false),
+                download_only: e.download_only.unwrap_or(false),
+            })
+        })
+    };
+    HostFacts {
+        booted: slot(&status.status.booted),
+        staged: slot(&status.status.staged),
+        rollback: slot(&status.status.rollback),
+        boot_id: identity.boot_id.clone(),
+        soft_reboots: identity.soft_reboots,
+        can_soft_reboot: identity.can_soft_reboot,
+    }
+}
