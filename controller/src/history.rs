@@ -1,4 +1,4 @@
-//! The pool's `status.deployHistory` (ARCHITECTURE §2.3): one entry per digest the
+//! The pool's `status.deployHistory`: one entry per digest the
 //! members have booted, newest `lastDeployed` first, at most `spec.history.limit` entries.
 //!
 //! [`merge`] is a pure function of the previous (stored) history, what the member nodes
@@ -15,7 +15,7 @@
 //! # Which digest a node counts for
 //!
 //! A node is "on" a digest D when its per-arch `imageDigest` is D or the `@sha256:` inside
-//! its tracked `image` is D (§2.4), so a node can be on two digests at once (a
+//! its tracked `image` is D (the matching rule, `bootc_crds::image_ref::runs_digest`), so a node can be on two digests at once (a
 //! manifest list and one of its per-arch manifests). It counts for exactly one, chosen by
 //! [`digest_of`] from the node and the target alone:
 //!

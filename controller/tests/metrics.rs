@@ -124,6 +124,10 @@ async fn metrics_endpoint_has_every_family() {
 
     metrics.observe_reconcile("web", Duration::from_millis(30));
     metrics.record_reconcile_error("web", "kube");
+    metrics.record_reconcile("web", "ok");
+    metrics.record_reconcile("web", "api");
+    metrics.observe_action("web", "cordon", "ok", Duration::from_millis(3));
+    metrics.observe_action("web", "update", "conflict", Duration::from_millis(7));
     metrics.set_nodes("web", &BTreeMap::from([("Staged", 2), ("UpToDate", 1)]));
     metrics.set_target(
         "web",
@@ -148,6 +152,9 @@ async fn metrics_endpoint_has_every_family() {
     for (family, kind) in [
         ("bootc_pool_reconcile_duration_seconds", "histogram"),
         ("bootc_pool_reconcile_errors", "counter"),
+        ("bootc_pool_reconciles", "counter"),
+        ("bootc_pool_actions", "counter"),
+        ("bootc_pool_action_duration_seconds", "histogram"),
         ("bootc_pool_nodes", "gauge"),
         ("bootc_pool_target_info", "gauge"),
         ("bootc_pool_tag_resolutions", "counter"),
@@ -163,6 +170,11 @@ async fn metrics_endpoint_has_every_family() {
     for sample in [
         "bootc_pool_reconcile_duration_seconds_count{pool=\"web\"} 1",
         "bootc_pool_reconcile_errors_total{pool=\"web\",reason=\"kube\"} 1",
+        "bootc_pool_reconciles_total{pool=\"web\",outcome=\"ok\"} 1",
+        "bootc_pool_reconciles_total{pool=\"web\",outcome=\"api\"} 1",
+        "bootc_pool_actions_total{pool=\"web\",action=\"cordon\",outcome=\"ok\"} 1",
+        "bootc_pool_actions_total{pool=\"web\",action=\"update\",outcome=\"conflict\"} 1",
+        "bootc_pool_action_duration_seconds_count{action=\"update\"} 1",
         "bootc_pool_nodes{pool=\"web\",state=\"Staged\"} 2",
         "bootc_pool_nodes{pool=\"web\",state=\"UpToDate\"} 1",
         "bootc_pool_target_info{pool=\"web\",image=\"quay.io/example/os:stable\",digest=\"sha256:0123\",version=\"42.1\"} 1",
@@ -215,8 +227,18 @@ fn set_nodes_zeroes_absent_states() {
     // Unknown state names are ignored; forgetting the pool removes its series.
     metrics.set_nodes("db", &BTreeMap::from([("Sleeping".to_owned(), 1)]));
     assert!(!metrics.encode().contains("Sleeping"));
+    metrics.record_reconcile("web", "ok");
+    metrics.observe_action("web", "cordon", "api", Duration::from_millis(1));
     metrics.forget_pool("web");
     let text = metrics.encode();
+    assert!(
+        samples(&text, "bootc_pool_reconciles_total").is_empty(),
+        "{text}"
+    );
+    assert!(
+        samples(&text, "bootc_pool_actions_total").is_empty(),
+        "{text}"
+    );
     let left = samples(&text, "bootc_pool_nodes");
     assert_eq!(left.len(), 6, "{left:?}");
     assert!(

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
-use bootc_pool_controller::reconcile::Options;
+use bootc_pool_controller::reconcile::Dependencies;
 use chrono::{DateTime, TimeZone, Utc};
 use common::*;
 use host_sim::cluster::{SimCluster, SimOptions};
@@ -55,7 +55,7 @@ async fn env(nodes: &[&str], behaviour: Behaviour) -> Env {
 
 /// The controller with the test's clock (or the real one).
 fn start_with(emulator: &Emulator, clock: Option<TestClock>) -> Running {
-    let mut options = Options::default();
+    let mut options = Dependencies::default();
     if let Some(clock) = clock {
         options.clock = Arc::new(move || *clock.0.lock().unwrap());
     }

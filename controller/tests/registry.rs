@@ -16,7 +16,7 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::leader::LeaseConfig;
 use bootc_pool_controller::metrics::Metrics;
-use bootc_pool_controller::reconcile::{self, Options};
+use bootc_pool_controller::reconcile::{self, Dependencies};
 use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
 use bootc_pool_controller::server::{Health, Server};
 use common::*;
@@ -33,14 +33,14 @@ use test_registry::Registry;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-fn options(registry: &Registry, metrics: &Metrics) -> Options {
-    Options {
+fn options(registry: &Registry, metrics: &Metrics) -> Dependencies {
+    Dependencies {
         resolver: Resolver::new(ResolverOptions {
             insecure_registries: vec![registry.host()],
             ..ResolverOptions::default()
         }),
         metrics: metrics.clone(),
-        ..Options::default()
+        ..Dependencies::default()
     }
 }
 
@@ -506,9 +506,14 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
         let client = client_as(&emulator, agent);
         let lease = lease(identity);
         tokio::spawn(async move {
-            reconcile::run_elected(client, Options::default(), lease, std::future::pending())
-                .await
-                .unwrap();
+            reconcile::run_elected(
+                client,
+                Dependencies::default(),
+                lease,
+                std::future::pending(),
+            )
+            .await
+            .unwrap();
         })
     };
     let a = replica("replica-a", REPLICA_A);

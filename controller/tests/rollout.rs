@@ -14,7 +14,7 @@ use std::time::Duration;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
-use bootc_pool_controller::reconcile::{self, Options};
+use bootc_pool_controller::reconcile::{self, Dependencies};
 use common::*;
 use host_sim::cluster::{Invariants, PodOwner, SimCluster, SimOptions};
 use host_sim::memory::{Catalog, NextBoot};
@@ -167,7 +167,7 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
     let handle = env.emulator.handle();
     let invariants = Invariants::follow(handle.clone(), 2, BTreeSet::from(["n3".to_owned()]));
     let before = handle.requests().len();
-    let controller = start(&env.emulator, Options::default());
+    let controller = start(&env.emulator, Dependencies::default());
     env.apply_workers(json!({"maxUnavailable": 2})).await;
     let done = wait_pool(&env.client, "workers", "all five updated", |p| {
         all_updated(p, 5)
@@ -230,7 +230,7 @@ async fn forty_percent_of_five_is_two_and_pause_holds_approvals() {
     let names = ["n1", "n2", "n3", "n4", "n5"];
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 2, BTreeSet::new());
-    let controller = start(&env.emulator, Options::default());
+    let controller = start(&env.emulator, Dependencies::default());
     let pools = env
         .apply_workers(json!({"maxUnavailable": "40%", "paused": true}))
         .await;
@@ -268,7 +268,7 @@ async fn changing_the_ref_back_mid_rollout_brings_updated_nodes_back() {
     let names = ["n1", "n2", "n3", "n4"];
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
-    let controller = start(&env.emulator, Options::default());
+    let controller = start(&env.emulator, Dependencies::default());
     let pools = env.apply_workers(json!({"maxUnavailable": 1})).await;
     wait_for("n1 on v2", async || {
         (booted(&env, "n1") == digest('2')).then_some(())
@@ -326,7 +326,7 @@ async fn a_blocking_disruption_budget_times_the_drain_out_and_frees_the_slot() {
         .unwrap();
     blocking_pdb(&env.client, "web", "web").await;
     let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
-    let controller = start(&env.emulator, Options::default());
+    let controller = start(&env.emulator, Dependencies::default());
     env.apply_workers(json!({"maxUnavailable": 1, "drainTimeoutSeconds": 2}))
         .await;
     let p = wait_pool(&env.client, "workers", "n2 updated, n1 degraded", |p| {
@@ -357,7 +357,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     for n in ["n1", "n2"] {
         env.cluster.host(n).unwrap().set_next_boot(NextBoot::Never);
     }
-    let controller = start(&env.emulator, Options::default());
+    let controller = start(&env.emulator, Dependencies::default());
     let pools = env
         .apply_workers(json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}))
         .await;
@@ -428,7 +428,7 @@ async fn a_node_leaving_mid_drain_is_let_go_and_a_joining_node_is_rolled() {
         .await
         .unwrap();
     blocking_pdb(&env.client, "web", "web").await;
-    let controller = start(&env.emulator, Options::default());
+    let controller = start(&env.emulator, Dependencies::default());
     env.apply_workers(json!({"maxUnavailable": 1})).await;
     // n1 holds the slot, cordoned, its drain blocked forever (no timeout).
     let bootc: Api<BootcNode> = Api::all(env.client.clone());
@@ -491,7 +491,7 @@ async fn two_pools_selecting_one_node_both_report_it_and_the_rest_rolls() {
         };
         cluster.add_node(name, &v1, &options).await.unwrap();
     }
-    let controller = start(&emulator, Options::default());
+    let controller = start(&emulator, Dependencies::default());
     let pools: Api<BootcNodePool> = Api::all(client.clone());
     for (name, selector) in [
         ("workers", workers()),
@@ -547,7 +547,7 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     let handle = env.emulator.handle();
     let invariants = Invariants::follow(handle.clone(), 2, BTreeSet::new());
     let bootc: Api<BootcNode> = Api::all(env.client.clone());
-    let mut controller = start(&env.emulator, Options::default());
+    let mut controller = start(&env.emulator, Dependencies::default());
     env.apply_workers(json!({"maxUnavailable": 2})).await;
 
     // 1. Killed right after a cordon.
@@ -561,10 +561,10 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     })
     .await;
     controller.kill().await;
-    controller = start(&env.emulator, Options::default());
+    controller = start(&env.emulator, Dependencies::default());
     // Killed again at once, before its caches have filled.
     controller.kill().await;
-    controller = start(&env.emulator, Options::default());
+    controller = start(&env.emulator, Dependencies::default());
 
     // 2. Killed during n1's drain (blocked by its budget).
     wait_for("n1 draining", async || {
@@ -575,7 +575,7 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     })
     .await;
     controller.kill().await;
-    controller = start(&env.emulator, Options::default());
+    controller = start(&env.emulator, Dependencies::default());
 
     // 3. Killed right after an approval.
     wait_for("an approval", async || {
@@ -586,7 +586,7 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     })
     .await;
     controller.kill().await;
-    controller = start(&env.emulator, Options::default());
+    controller = start(&env.emulator, Dependencies::default());
 
     // Let n1's drain through.
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), "default");
@@ -620,7 +620,7 @@ async fn budgets_of_one_three_and_thirty_percent_are_never_exceeded() {
     for (budget, resolved) in [(json!(1), 1), (json!(3), 3), (json!("30%"), 3)] {
         let env = env(&names).await;
         let invariants = Invariants::follow(env.emulator.handle(), resolved, BTreeSet::new());
-        let controller = start(&env.emulator, Options::default());
+        let controller = start(&env.emulator, Dependencies::default());
         env.apply_workers(json!({"maxUnavailable": budget})).await;
         wait_pool(&env.client, "workers", "all ten updated", |p| {
             all_updated(p, 10)
@@ -661,7 +661,7 @@ async fn a_node_failing_to_stage_and_one_back_on_the_wrong_image_do_not_stop_the
     // n2 keeps its slot (it is unhealthy: an admin must look at it); the other slot
     // serves the rest.
     let invariants = Invariants::follow(env.emulator.handle(), 2, BTreeSet::new());
-    let controller = start(&env.emulator, Options::default());
+    let controller = start(&env.emulator, Dependencies::default());
     env.apply_workers(json!({"maxUnavailable": 2, "haltAfterUnhealthy": 2}))
         .await;
     let p = wait_pool(&env.client, "workers", "n3 and n4 updated", |p| {

@@ -4,6 +4,19 @@ use bootc_crds::pool::{BootcNodePool, DrainSpec};
 use chrono::TimeZone;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bootc_crds::conditions;
+use bootc_crds::node::{BootcNodeSpec, BootcNodeStatus, DesiredImageState};
+use bootc_crds::pool::{BootcNodePoolSpec, BootcNodePoolStatus};
+use bootc_crds::{
+    APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION,
+    WAS_CORDONED_ANNOTATION,
+};
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+
 use super::*;
 
 const POOL: &str = "workers";
@@ -1042,7 +1055,6 @@ fn window_at_three() -> bootc_crds::pool::MaintenanceWindow {
 
 #[test]
 fn outside_a_window_no_slot_is_granted_and_the_opening_is_awaited() {
-    let opens = now() + chrono::Duration::hours(3);
     let mut snap = snapshot(
         pool_spec(IntOrString::Int(2)),
         &[node("n1").staged(), node("n2").staged()],

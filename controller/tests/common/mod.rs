@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
-use bootc_pool_controller::reconcile::{self, Options};
+use bootc_pool_controller::reconcile::{self, Dependencies};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
@@ -42,11 +42,11 @@ pub struct Running {
     task: JoinHandle<()>,
 }
 
-/// Starts the controller against `emulator` with `options`.
-pub fn start(emulator: &Emulator, options: Options) -> Running {
+/// Starts the controller against `emulator` with `deps`.
+pub fn start(emulator: &Emulator, deps: Dependencies) -> Running {
     let client = client_as(emulator, reconcile::USER_AGENT);
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(reconcile::run(client, options, async move {
+    let task = tokio::spawn(reconcile::run(client, deps, async move {
         let _ = stopped.await;
     }));
     Running {
