@@ -4,16 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use bootc_crds::selector::{check_dns_label, check_dns_subdomain};
-use clap::{Parser, ValueEnum};
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line (for clusters).
-    Json,
-    /// Human-readable lines.
-    Text,
-}
+pub use bootc_pool_common::logging::LogFormat;
+use clap::Parser;
 
 /// Command line of `bootc-pool-controller`.
 #[derive(Debug, Parser)]

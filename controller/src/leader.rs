@@ -231,7 +231,7 @@ impl Drop for Signal {
 /// The lease record as last seen, and since when (local monotonic clock) it has been
 /// unchanged.
 #[derive(Debug)]
-struct Observed {
+struct LeaseObservation {
     resource_version: Option<String>,
     holder: Option<String>,
     renew_time: Option<DateTime<Utc>>,
@@ -261,7 +261,7 @@ struct Election {
     api: Api<Lease>,
     config: LeaseConfig,
     signal: Signal,
-    observed: Option<Observed>,
+    observed: Option<LeaseObservation>,
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -376,7 +376,7 @@ impl Election {
             }
             _ => {
                 let since = Instant::now();
-                self.observed = Some(Observed {
+                self.observed = Some(LeaseObservation {
                     resource_version,
                     holder,
                     renew_time,
