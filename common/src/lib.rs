@@ -6,6 +6,7 @@
 //! - [`kube_client`]: the API client, from a kubeconfig or in cluster, with a User-Agent.
 //! - [`logging`]: text or JSON logs on standard error, filtered by `RUST_LOG`.
 //! - [`process`]: a binary's runtime and exit codes (2 refused configuration, 1 failure).
+//! - [`pull_secret`]: a `.dockerconfigjson`'s credentials by registry, and its hash.
 //! - [`shutdown`]: SIGTERM and SIGINT as a shutdown request tasks wait for.
 
 pub mod backoff;
@@ -14,6 +15,7 @@ pub mod health;
 pub mod kube_client;
 pub mod logging;
 pub mod process;
+pub mod pull_secret;
 pub mod shutdown;
 
 pub use error::error_chain;
