@@ -52,7 +52,7 @@ async fn setup() -> (Emulator, Client) {
 fn fast() -> DrainOptions {
     DrainOptions {
         backoff: Backoff {
-            initial: Duration::from_millis(50),
+            first: Duration::from_millis(50),
             max: Duration::from_millis(200),
         },
         ..DrainOptions::default()
