@@ -17,7 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::ApiError;
 use crate::faults::{Faults, RequestRecord};
-use crate::ops::{FieldValidation, Inner, WriteOptions, Written};
+use crate::ops::{FieldValidation, Inner, PatchBody, WriteOptions, Written};
 use crate::patch::PatchType;
 use crate::registry::ResourceType;
 use crate::selectors::{self, FieldSelector, LabelSelector};
@@ -669,8 +669,7 @@ async fn resource(
                 p.namespace.as_deref(),
                 name,
                 status,
-                patch_type,
-                body,
+                PatchBody { patch_type, body },
                 &opts,
             )
         }),
