@@ -10,29 +10,37 @@
 //! [`Invariants`] follows the emulator's stream of every stored change and checks, after
 //! each change of a Node or a BootcNode, that no more nodes are unavailable than the
 //! rollout's budget allows.
+//!
+//! - this file: [`SimCluster`] and its nodes (add, remove, kill an agent, stop);
+//! - `tasks`: each node's tasks, the supervised agent and the kubelet's part;
+//! - `pods`: pods bound to nodes, with their owners and namespaces;
+//! - `invariants`: [`Invariants`], the availability checker.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_node_agent::host::Host as _;
-use bootc_node_agent::run::{self, Options, RunError};
-use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet};
-use k8s_openapi::api::core::v1::{Namespace, Node as KubeNode, Pod};
+use bootc_node_agent::run::{self, Options};
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, Resource, ResourceExt};
-use serde_json::{Value, json};
-use tokio::sync::{broadcast, watch};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
-use tokio::time::Instant;
 
 use crate::error::{Result, SimError};
-use crate::kubelet::{boot_id_with_dashes, set_ready};
+use crate::kubelet::boot_id_with_dashes;
 use crate::memory::{Behaviour, Catalog, MemoryHost};
+
+mod invariants;
+mod pods;
+mod tasks;
+
+pub use invariants::{InvariantReport, Invariants};
+use tasks::{kubelet, supervise};
 
 /// The CRDs the cluster serves, as `crds/` holds them.
 const CRDS: [(&str, &str); 2] = [
@@ -46,13 +54,6 @@ const CRDS: [(&str, &str); 2] = [
     ),
 ];
 
-/// How long a supervisor waits before restarting an agent that failed for another
-/// reason than a lost host (a DaemonSet's restart backoff, shortened).
-const RESTART_BACKOFF: Duration = Duration::from_millis(200);
-/// How long an agent may run on once its host went down before it is killed.
-const DOWN_GRACE: Duration = Duration::from_millis(100);
-/// How long the kubelet part waits before retrying a failed write.
-const KUBELET_RETRY: Duration = Duration::from_millis(100);
 /// How long a stopping agent may take to end on its own before it is aborted.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
@@ -151,7 +152,7 @@ impl fmt::Debug for SimCluster {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -168,11 +169,11 @@ fn client_as(config: &kube::Config, user_agent: &'static str) -> Result<Client> 
     Client::try_from(config).map_err(kube_error("make a client"))
 }
 
-fn kube_error(call: &'static str) -> impl FnOnce(kube::Error) -> SimError {
+pub(crate) fn kube_error(call: &'static str) -> impl FnOnce(kube::Error) -> SimError {
     move |source| SimError::Kube { call, source }
 }
 
-fn is_status(error: &kube::Error, code: u16) -> bool {
+pub(crate) fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(e) if e.code == code)
 }
 
@@ -364,82 +365,6 @@ impl SimCluster {
         }
     }
 
-    /// Binds a pod `namespace/name` with `labels` to node `node` (`spec.nodeName`),
-    /// `Running` and `Ready`, owned by `owner` (created when missing). The namespace is
-    /// created when missing. Evicted pods are not recreated.
-    pub async fn add_pod(
-        &self,
-        node: &str,
-        namespace: &str,
-        name: &str,
-        labels: BTreeMap<String, String>,
-        owner: PodOwner,
-    ) -> Result<Pod> {
-        self.ensure_namespace(namespace).await?;
-        let owner_reference = match &owner {
-            PodOwner::ReplicaSet(owner) => {
-                let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
-                Some(ensure_owner(&api, namespace, owner, &labels).await?)
-            }
-            PodOwner::DaemonSet(owner) => {
-                let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), namespace);
-                Some(ensure_owner(&api, namespace, owner, &labels).await?)
-            }
-            PodOwner::None => None,
-        };
-        let mut metadata = json!({"name": name, "namespace": namespace, "labels": labels});
-        if let Some(reference) = owner_reference {
-            metadata["ownerReferences"] = json!([reference]);
-        }
-        let pod: Pod = serde_json::from_value(json!({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": metadata,
-            "spec": {
-                "nodeName": node,
-                "containers": [{"name": "app", "image": "registry.test/app:1"}],
-            },
-        }))
-        .map_err(|e| SimError::InvalidOptions(format!("Pod object: {e}")))?;
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        api.create(&PostParams::default(), &pod)
-            .await
-            .map_err(kube_error("create Pod"))?;
-        let status = json!({"status": {
-            "phase": "Running",
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(kube_error("patch Pod status"))
-    }
-
-    async fn ensure_namespace(&self, namespace: &str) -> Result<()> {
-        let api: Api<Namespace> = Api::all(self.client.clone());
-        if api
-            .get_opt(namespace)
-            .await
-            .map_err(kube_error("get Namespace"))?
-            .is_some()
-        {
-            return Ok(());
-        }
-        let object: Namespace = serde_json::from_value(json!({
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": namespace},
-        }))
-        .map_err(|e| SimError::InvalidOptions(format!("Namespace object: {e}")))?;
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 409) => Ok(()),
-            Err(source) => Err(SimError::Kube {
-                call: "create Namespace",
-                source,
-            }),
-        }
-    }
-
     /// Stops every agent and kubelet and waits for them. The Node objects stay.
     pub async fn stop(self) {
         let nodes = std::mem::take(&mut *lock(&self.nodes));
@@ -494,542 +419,4 @@ fn node_object(
         },
     }))
     .map_err(|e| SimError::InvalidOptions(format!("Node object: {e}")))
-}
-
-/// The owner reference to the workload `name` of kind `K` in `namespace`, created (one
-/// replica, selecting `labels`) when missing.
-async fn ensure_owner<K>(
-    api: &Api<K>,
-    namespace: &str,
-    name: &str,
-    labels: &BTreeMap<String, String>,
-) -> Result<Value>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + fmt::Debug
-        + serde::Serialize
-        + serde::de::DeserializeOwned,
-{
-    let existing = api.get_opt(name).await.map_err(kube_error("get owner"))?;
-    let object = match existing {
-        Some(object) => object,
-        None => {
-            let object: K = serde_json::from_value(json!({
-                "apiVersion": K::api_version(&()),
-                "kind": K::kind(&()),
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": labels},
-                    "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {"containers": [{"name": "app", "image": "registry.test/app:1"}]},
-                    },
-                },
-            }))
-            .map_err(|e| SimError::InvalidOptions(format!("{} object: {e}", K::kind(&()))))?;
-            match api.create(&PostParams::default(), &object).await {
-                Ok(object) => object,
-                Err(e) if is_status(&e, 409) => {
-                    api.get(name).await.map_err(kube_error("get owner"))?
-                }
-                Err(source) => {
-                    return Err(SimError::Kube {
-                        call: "create owner",
-                        source,
-                    });
-                }
-            }
-        }
-    };
-    Ok(json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "name": name,
-        "uid": object.meta().uid.clone().unwrap_or_default(),
-        "controller": true,
-        "blockOwnerDeletion": true,
-    }))
-}
-
-/// Whether the node was told to stop (or its cluster is gone).
-fn stopped(stop: &watch::Receiver<bool>) -> bool {
-    *stop.borrow() || stop.has_changed().is_err()
-}
-
-/// Waits until the host is up; false when told to stop first.
-async fn wait_up(host: &MemoryHost, stop: &mut watch::Receiver<bool>) -> bool {
-    let mut boots = host.boots();
-    loop {
-        if stopped(stop) {
-            return false;
-        }
-        if host.is_up() {
-            return true;
-        }
-        tokio::select! {
-            changed = boots.changed() => {
-                if changed.is_err() {
-                    // Cannot happen while the host lives; poll instead.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            }
-            _ = stop.changed() => {}
-        }
-    }
-}
-
-/// Returns when the host's current boot ends (the channel of this boot closes).
-async fn host_down(changes: &mut watch::Receiver<u64>) {
-    while changes.changed().await.is_ok() {}
-}
-
-/// Plays the DaemonSet: runs the agent whenever the host is up, ends it when the host
-/// goes down (if it does not end by itself), and starts a new one once the host is up
-/// again, and after it is killed or fails.
-async fn supervise(
-    client: Client,
-    host: MemoryHost,
-    options: Options,
-    mut stop: watch::Receiver<bool>,
-    slot: Arc<Mutex<Option<AbortHandle>>>,
-    starts: Arc<AtomicU32>,
-) {
-    let node = options.node_name.clone();
-    loop {
-        if !wait_up(&host, &mut stop).await {
-            return;
-        }
-        // Subscribed before looking at the host: a reboot from now on closes this.
-        let mut changes = host.changes();
-        if !host.is_up() {
-            continue;
-        }
-        starts.fetch_add(1, Ordering::SeqCst);
-        let mut shutdown_rx = stop.clone();
-        let shutdown = async move {
-            let _ = shutdown_rx.wait_for(|s| *s).await;
-        };
-        let mut task = tokio::spawn(run::run(
-            client.clone(),
-            Arc::new(host.clone()),
-            options.clone(),
-            shutdown,
-        ));
-        *lock(&slot) = Some(task.abort_handle());
-        let result = tokio::select! {
-            result = &mut task => result,
-            () = host_down(&mut changes) => {
-                // The agent normally notices by itself (HostLost); a reboot ends its
-                // process anyway, so one that does not is killed after a grace period.
-                match tokio::time::timeout(DOWN_GRACE, &mut task).await {
-                    Ok(result) => result,
-                    Err(_) => {
-                        task.abort();
-                        (&mut task).await
-                    }
-                }
-            }
-        };
-        *lock(&slot) = None;
-        if stopped(&stop) {
-            return;
-        }
-        match result {
-            Ok(Err(RunError::HostLost)) => {
-                tracing::debug!(%node, "host-sim cluster: agent lost its host");
-            }
-            Err(e) if e.is_cancelled() => {
-                tracing::debug!(%node, "host-sim cluster: agent killed");
-            }
-            Ok(Ok(())) => {
-                tracing::warn!(%node, "host-sim cluster: agent returned without being stopped");
-                tokio::time::sleep(RESTART_BACKOFF).await;
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(%node, error = %e, "host-sim cluster: agent stopped");
-                tokio::time::sleep(RESTART_BACKOFF).await;
-            }
-            Err(e) => {
-                tracing::warn!(%node, error = %e, "host-sim cluster: agent panicked");
-                tokio::time::sleep(RESTART_BACKOFF).await;
-            }
-        }
-    }
-}
-
-/// Writes the Node's readiness until it succeeds; false when told to stop first.
-async fn write_ready(
-    api: &Api<KubeNode>,
-    name: &str,
-    ready: bool,
-    boot_id: Option<&str>,
-    stop: &watch::Receiver<bool>,
-) -> bool {
-    loop {
-        if stopped(stop) {
-            return false;
-        }
-        match set_ready(api, name, ready, boot_id).await {
-            Ok(()) => return true,
-            Err(e) => {
-                tracing::warn!(node = %name, error = %e, "host-sim cluster: cannot write the Node");
-                tokio::time::sleep(KUBELET_RETRY).await;
-            }
-        }
-    }
-}
-
-/// The kubelet's part: `Ready=False` as soon as the host goes down, `Ready=True` (with
-/// the new boot ID) `ready_delay` after it is up again. The Node starts `Ready`.
-async fn kubelet(
-    api: Api<KubeNode>,
-    name: String,
-    host: MemoryHost,
-    ready_delay: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut ready = true;
-    loop {
-        // Subscribed before looking at the host: a reboot from now on closes this.
-        let mut changes = host.changes();
-        if host.is_up() {
-            if !ready {
-                let mut stop_rx = stop.clone();
-                tokio::select! {
-                    () = tokio::time::sleep(ready_delay) => {}
-                    _ = stop_rx.wait_for(|s| *s) => return,
-                }
-                if changes.has_changed().is_err() || !host.is_up() {
-                    // Down again meanwhile: Ready only after a full delay of this boot.
-                    continue;
-                }
-                if !write_ready(&api, &name, true, Some(&host.boot_id()), &stop).await {
-                    return;
-                }
-                ready = true;
-            }
-            // Until the host goes down.
-            loop {
-                tokio::select! {
-                    changed = changes.changed() => if changed.is_err() { break },
-                    _ = stop.changed() => if stopped(&stop) { return },
-                }
-            }
-        }
-        if ready {
-            if !write_ready(&api, &name, false, None, &stop).await {
-                return;
-            }
-            ready = false;
-        }
-        if !wait_up(&host, &mut stop).await {
-            return;
-        }
-    }
-}
-
-/// What the invariant checker knows of one Node.
-#[derive(Debug, Clone, Copy, Default)]
-struct NodeFacts {
-    rv: u64,
-    unschedulable: bool,
-    /// The `Ready` condition: `None` when the Node has none yet.
-    ready: Option<bool>,
-}
-
-/// What the invariant checker knows of one BootcNode.
-#[derive(Debug, Clone, Copy, Default)]
-struct SlotFacts {
-    rv: u64,
-    slot: bool,
-}
-
-#[derive(Debug, Default)]
-struct Tracker {
-    budget: usize,
-    admin_cordoned: BTreeSet<String>,
-    nodes: BTreeMap<String, NodeFacts>,
-    bootc_nodes: BTreeMap<String, SlotFacts>,
-    /// The newest resourceVersion whose event was handled (or that the start covers).
-    processed_rv: u64,
-    events: u64,
-    max_unavailable_seen: usize,
-    last: BTreeSet<String>,
-    violations: Vec<String>,
-    reboots: BTreeMap<String, u32>,
-}
-
-fn object_rv(object: &Value) -> u64 {
-    object
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or(0)
-}
-
-fn object_name(object: &Value) -> Option<String> {
-    object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-}
-
-fn node_facts(object: &Value, rv: u64) -> NodeFacts {
-    let ready = object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-        .map(|c| c["status"] == "True");
-    NodeFacts {
-        rv,
-        unschedulable: object
-            .pointer("/spec/unschedulable")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        ready,
-    }
-}
-
-fn slot_facts(object: &Value, rv: u64) -> SlotFacts {
-    SlotFacts {
-        rv,
-        slot: object
-            .pointer("/metadata/annotations")
-            .and_then(Value::as_object)
-            .is_some_and(|a| a.contains_key(REBOOT_SLOT_ANNOTATION)),
-    }
-}
-
-const BOOTC_GROUP: &str = "node.bootc.dev";
-
-impl Tracker {
-    /// Applies one object's state at `rv` (ignored when older than what is known);
-    /// returns whether it was a Node or a BootcNode.
-    fn apply(&mut self, group: &str, plural: &str, object: &Value, deleted: bool, rv: u64) -> bool {
-        let Some(name) = object_name(object) else {
-            return false;
-        };
-        match (group, plural) {
-            ("", "nodes") => {
-                let known = self.nodes.get(&name).copied();
-                if known.is_some_and(|k| k.rv >= rv) {
-                    return true;
-                }
-                if deleted {
-                    self.nodes.remove(&name);
-                    return true;
-                }
-                let facts = node_facts(object, rv);
-                if known.is_some_and(|k| k.ready == Some(true)) && facts.ready == Some(false) {
-                    *self.reboots.entry(name.clone()).or_default() += 1;
-                }
-                self.reboots.entry(name.clone()).or_default();
-                self.nodes.insert(name, facts);
-                true
-            }
-            (BOOTC_GROUP, "bootcnodes") => {
-                if self.bootc_nodes.get(&name).is_some_and(|k| k.rv >= rv) {
-                    return true;
-                }
-                if deleted {
-                    self.bootc_nodes.remove(&name);
-                } else {
-                    self.bootc_nodes.insert(name, slot_facts(object, rv));
-                }
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// The unavailable nodes now, each with why.
-    fn unavailable(&self) -> BTreeMap<String, Vec<&'static str>> {
-        let mut out: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
-        for (name, facts) in &self.nodes {
-            if facts.unschedulable && !self.admin_cordoned.contains(name) {
-                out.entry(name.clone()).or_default().push("cordoned");
-            }
-            if facts.ready == Some(false) {
-                out.entry(name.clone()).or_default().push("NotReady");
-            }
-        }
-        for (name, facts) in &self.bootc_nodes {
-            if facts.slot {
-                out.entry(name.clone()).or_default().push("reboot-slot");
-            }
-        }
-        out
-    }
-
-    fn evaluate(&mut self, rv: u64) {
-        let unavailable = self.unavailable();
-        let count = unavailable.len();
-        self.max_unavailable_seen = self.max_unavailable_seen.max(count);
-        let names: BTreeSet<String> = unavailable.keys().cloned().collect();
-        if count > self.budget && names != self.last {
-            let which: Vec<String> = unavailable
-                .iter()
-                .map(|(n, why)| format!("{n} ({})", why.join(", ")))
-                .collect();
-            self.violations.push(format!(
-                "rv {rv}: {count} nodes unavailable, budget {}: {}",
-                self.budget,
-                which.join("; ")
-            ));
-        }
-        self.last = names;
-    }
-
-    fn report(&self) -> InvariantReport {
-        InvariantReport {
-            budget: self.budget,
-            events: self.events,
-            max_unavailable_seen: self.max_unavailable_seen,
-            violations: self.violations.clone(),
-            reboots: self.reboots.clone(),
-            left_cordoned: self
-                .nodes
-                .iter()
-                .filter(|(n, f)| f.unschedulable && !self.admin_cordoned.contains(*n))
-                .map(|(n, _)| n.clone())
-                .collect(),
-            unavailable_now: self.unavailable().into_keys().collect(),
-        }
-    }
-}
-
-/// Checks the rollout's availability invariant over every stored change.
-///
-/// A node is unavailable when it is cordoned by the rollout (unschedulable and not in
-/// the admin-cordoned set), NotReady (its `Ready` condition is `False` or `Unknown`; a
-/// Node without a `Ready` condition yet does not count), or its BootcNode holds the
-/// `node.bootc.dev/reboot-slot` annotation. After every event that changes a Node or a
-/// BootcNode the unavailable set is computed from the event objects.
-#[derive(Debug)]
-pub struct Invariants {
-    tracker: Arc<Mutex<Tracker>>,
-    handle: kube_emulator::Handle,
-    task: JoinHandle<()>,
-}
-
-/// What [`Invariants`] saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvariantReport {
-    /// The budget checked against (`maxUnavailable` resolved).
-    pub budget: usize,
-    /// How many events were examined.
-    pub events: u64,
-    /// The most nodes unavailable at once: cordoned by us (unschedulable and not
-    /// admin-cordoned) ∪ NotReady ∪ holding the reboot-slot annotation.
-    pub max_unavailable_seen: usize,
-    /// Every instant the unavailable set exceeded the budget (recorded each time the
-    /// set changed while over it): the event's resourceVersion and the nodes, with why.
-    /// A checker that fell behind the event stream also reports it here.
-    pub violations: Vec<String>,
-    /// Per node: how many times its Node's `Ready` condition went from `True` to not
-    /// `True` (counted from the events, not from the hosts). Every node seen is listed.
-    pub reboots: BTreeMap<String, u32>,
-    /// Nodes unschedulable now that were not admin-cordoned.
-    pub left_cordoned: Vec<String>,
-    /// Nodes unavailable now.
-    pub unavailable_now: Vec<String>,
-}
-
-impl InvariantReport {
-    /// No violation and no node left cordoned.
-    pub fn is_clean(&self) -> bool {
-        self.violations.is_empty() && self.left_cordoned.is_empty()
-    }
-}
-
-impl Invariants {
-    /// Starts following `handle.events()` from now, from the current Nodes and BootcNodes.
-    /// `budget` is `maxUnavailable` resolved; `admin_cordoned` names the nodes that were
-    /// unschedulable before the test (their cordon does not count as the rollout's).
-    /// Must be called within a Tokio runtime.
-    pub fn follow(
-        handle: kube_emulator::Handle,
-        budget: usize,
-        admin_cordoned: BTreeSet<String>,
-    ) -> Self {
-        let mut events = handle.events();
-        // Every change after this version comes through `events`; the lists below may
-        // already include some of them, which the per-object versions sort out.
-        let start_rv = handle.resource_version();
-        let mut tracker = Tracker {
-            budget,
-            admin_cordoned,
-            processed_rv: start_rv,
-            ..Tracker::default()
-        };
-        for (group, plural) in [("", "nodes"), (BOOTC_GROUP, "bootcnodes")] {
-            for object in handle.list(group, plural) {
-                let rv = object_rv(&object);
-                tracker.apply(group, plural, &object, false, rv);
-            }
-        }
-        tracker.evaluate(start_rv);
-        let tracker = Arc::new(Mutex::new(tracker));
-        let shared = tracker.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                match events.recv().await {
-                    Ok(event) => {
-                        let mut t = lock(&shared);
-                        t.events += 1;
-                        let deleted = event.kind == kube_emulator::EventType::Deleted;
-                        if t.apply(
-                            &event.key.group,
-                            &event.key.plural,
-                            &event.object,
-                            deleted,
-                            event.rv,
-                        ) {
-                            t.evaluate(event.rv);
-                        }
-                        t.processed_rv = t.processed_rv.max(event.rv);
-                    }
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        lock(&shared).violations.push(format!(
-                            "the checker fell behind and missed {missed} events: results incomplete"
-                        ));
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                }
-            }
-        });
-        Self {
-            tracker,
-            handle,
-            task,
-        }
-    }
-
-    /// What was seen so far (events not yet examined are not included; see
-    /// [`Invariants::settled`]).
-    pub fn report(&self) -> InvariantReport {
-        lock(&self.tracker).report()
-    }
-
-    /// Waits until every change stored before this call has been examined (for at most
-    /// `timeout`), then reports.
-    pub async fn settled(&self, timeout: Duration) -> InvariantReport {
-        let target = self.handle.resource_version();
-        let deadline = Instant::now() + timeout;
-        while lock(&self.tracker).processed_rv < target
-            && Instant::now() < deadline
-            && !self.task.is_finished()
-        {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        self.report()
-    }
-}
-
-impl Drop for Invariants {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }

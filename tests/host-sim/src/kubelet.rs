@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::error::{Result, SimError};
@@ -54,44 +54,62 @@ pub async fn set_ready(
     ready: bool,
     boot_id: Option<&str>,
 ) -> Result<()> {
+    let node = get_or_create(api, name).await?;
+    let status = node_status(&node, ready, boot_id);
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .map_err(|source| SimError::Kube {
+        call: "patch Node status",
+        source,
+    })?;
+    Ok(())
+}
+
+/// The Node `name`, created (with the kubelet's labels) when missing.
+async fn get_or_create(api: &Api<KubeNode>, name: &str) -> Result<KubeNode> {
     let existing = api.get_opt(name).await.map_err(|source| SimError::Kube {
         call: "get Node",
         source,
     })?;
-    let node = match existing {
-        Some(node) => node,
-        None => {
-            let node: KubeNode = serde_json::from_value(json!({
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": name,
-                    "labels": {
-                        "kubernetes.io/hostname": name,
-                        "kubernetes.io/os": "linux",
-                    },
-                },
-            }))
-            .map_err(|e| SimError::InvalidOptions(format!("Node object: {e}")))?;
-            match api.create(&PostParams::default(), &node).await {
-                Ok(node) => node,
-                Err(kube::Error::Api(e)) if e.code == 409 => {
-                    api.get(name).await.map_err(|source| SimError::Kube {
-                        call: "get Node",
-                        source,
-                    })?
-                }
-                Err(source) => {
-                    return Err(SimError::Kube {
-                        call: "create Node",
-                        source,
-                    });
-                }
-            }
+    if let Some(node) = existing {
+        return Ok(node);
+    }
+    let node: KubeNode = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+            },
+        },
+    }))
+    .map_err(|e| SimError::InvalidOptions(format!("Node object: {e}")))?;
+    match api.create(&PostParams::default(), &node).await {
+        Ok(node) => Ok(node),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            api.get(name).await.map_err(|source| SimError::Kube {
+                call: "get Node",
+                source,
+            })
         }
-    };
+        Err(source) => Err(SimError::Kube {
+            call: "create Node",
+            source,
+        }),
+    }
+}
+
+/// The `Ready` condition as the kubelet (`True`) or the node lifecycle controller
+/// (`False`) writes it.
+fn ready_condition(ready: bool) -> Value {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let ready_condition = if ready {
+    if ready {
         json!({
             "type": "Ready",
             "status": "True",
@@ -109,9 +127,14 @@ pub async fn set_ready(
             "lastHeartbeatTime": now,
             "lastTransitionTime": now,
         })
-    };
+    }
+}
+
+/// The Node's new status: its other conditions kept, `Ready` replaced, and the boot ID
+/// when given.
+fn node_status(node: &KubeNode, ready: bool, boot_id: Option<&str>) -> Value {
     // A merge patch replaces the whole list: keep the other conditions.
-    let mut conditions: Vec<serde_json::Value> = node
+    let mut conditions: Vec<Value> = node
         .status
         .as_ref()
         .and_then(|s| s.conditions.clone())
@@ -120,7 +143,7 @@ pub async fn set_ready(
         .filter(|c| c.type_ != "Ready")
         .filter_map(|c| serde_json::to_value(c).ok())
         .collect();
-    conditions.push(ready_condition);
+    conditions.push(ready_condition(ready));
     let mut status = json!({ "conditions": conditions });
     if let Some(boot_id) = boot_id {
         // As the kubelet reports it; the other nodeInfo fields are required by the
@@ -147,17 +170,7 @@ pub async fn set_ready(
         info["bootID"] = json!(boot_id_with_dashes(boot_id));
         status["nodeInfo"] = info;
     }
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": status })),
-    )
-    .await
-    .map_err(|source| SimError::Kube {
-        call: "patch Node status",
-        source,
-    })?;
-    Ok(())
+    status
 }
 
 /// `0123…` (32 hex digits) as the kernel prints a boot ID (`01234567-89ab-…`), the form

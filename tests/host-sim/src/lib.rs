@@ -6,8 +6,13 @@
 //!   `/var/cache/bootc-sim`).
 //! - [`node`]: one node, a `systemd-nspawn` container supervised across reboots, with
 //!   failure injection (comes back on the old image, never comes back).
+//! - [`bus`]: the few D-Bus calls the harness makes on a node's system bus.
 //! - [`kubelet`]: the kubelet's part (the Node object and its `Ready` condition).
+//! - [`daemonset`]: the real agent binary run against a [`Node`] as a DaemonSet would.
 //! - [`memory`]: an in-process host with the stand-in's semantics.
+//! - [`cluster`]: a cluster of in-process nodes (hosts, kubelets, supervised agents) and
+//!   the rollout's availability checker.
+//! - [`error`]: the harness's error type.
 //!
 //! The nspawn parts need root, `systemd-nspawn` (Debian `systemd-container`) and, the first
 //! time, `debootstrap` and the network; they fail with a clear error otherwise.

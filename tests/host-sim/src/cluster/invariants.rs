@@ -1,0 +1,318 @@
+//! [`Invariants`]: the rollout's availability invariant, checked over every stored
+//! change of a Node or a BootcNode.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
+use serde_json::Value;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::lock;
+
+/// What the invariant checker knows of one Node.
+#[derive(Debug, Clone, Copy, Default)]
+struct NodeFacts {
+    rv: u64,
+    unschedulable: bool,
+    /// The `Ready` condition: `None` when the Node has none yet.
+    ready: Option<bool>,
+}
+
+/// What the invariant checker knows of one BootcNode.
+#[derive(Debug, Clone, Copy, Default)]
+struct SlotFacts {
+    rv: u64,
+    slot: bool,
+}
+
+#[derive(Debug, Default)]
+struct Tracker {
+    budget: usize,
+    admin_cordoned: BTreeSet<String>,
+    nodes: BTreeMap<String, NodeFacts>,
+    bootc_nodes: BTreeMap<String, SlotFacts>,
+    /// The newest resourceVersion whose event was handled (or that the start covers).
+    processed_rv: u64,
+    events: u64,
+    max_unavailable_seen: usize,
+    last: BTreeSet<String>,
+    violations: Vec<String>,
+    reboots: BTreeMap<String, u32>,
+}
+
+fn object_rv(object: &Value) -> u64 {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
+}
+
+fn object_name(object: &Value) -> Option<String> {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+fn node_facts(object: &Value, rv: u64) -> NodeFacts {
+    let ready = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| c["status"] == "True");
+    NodeFacts {
+        rv,
+        unschedulable: object
+            .pointer("/spec/unschedulable")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        ready,
+    }
+}
+
+fn slot_facts(object: &Value, rv: u64) -> SlotFacts {
+    SlotFacts {
+        rv,
+        slot: object
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .is_some_and(|a| a.contains_key(REBOOT_SLOT_ANNOTATION)),
+    }
+}
+
+const BOOTC_GROUP: &str = "node.bootc.dev";
+
+impl Tracker {
+    /// Applies one object's state at `rv` (ignored when older than what is known);
+    /// returns whether it was a Node or a BootcNode.
+    fn apply(&mut self, group: &str, plural: &str, object: &Value, deleted: bool, rv: u64) -> bool {
+        let Some(name) = object_name(object) else {
+            return false;
+        };
+        match (group, plural) {
+            ("", "nodes") => {
+                let known = self.nodes.get(&name).copied();
+                if known.is_some_and(|k| k.rv >= rv) {
+                    return true;
+                }
+                if deleted {
+                    self.nodes.remove(&name);
+                    return true;
+                }
+                let facts = node_facts(object, rv);
+                if known.is_some_and(|k| k.ready == Some(true)) && facts.ready == Some(false) {
+                    *self.reboots.entry(name.clone()).or_default() += 1;
+                }
+                self.reboots.entry(name.clone()).or_default();
+                self.nodes.insert(name, facts);
+                true
+            }
+            (BOOTC_GROUP, "bootcnodes") => {
+                if self.bootc_nodes.get(&name).is_some_and(|k| k.rv >= rv) {
+                    return true;
+                }
+                if deleted {
+                    self.bootc_nodes.remove(&name);
+                } else {
+                    self.bootc_nodes.insert(name, slot_facts(object, rv));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The unavailable nodes now, each with why.
+    fn unavailable(&self) -> BTreeMap<String, Vec<&'static str>> {
+        let mut out: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
+        for (name, facts) in &self.nodes {
+            if facts.unschedulable && !self.admin_cordoned.contains(name) {
+                out.entry(name.clone()).or_default().push("cordoned");
+            }
+            if facts.ready == Some(false) {
+                out.entry(name.clone()).or_default().push("NotReady");
+            }
+        }
+        for (name, facts) in &self.bootc_nodes {
+            if facts.slot {
+                out.entry(name.clone()).or_default().push("reboot-slot");
+            }
+        }
+        out
+    }
+
+    fn evaluate(&mut self, rv: u64) {
+        let unavailable = self.unavailable();
+        let count = unavailable.len();
+        self.max_unavailable_seen = self.max_unavailable_seen.max(count);
+        let names: BTreeSet<String> = unavailable.keys().cloned().collect();
+        if count > self.budget && names != self.last {
+            let which: Vec<String> = unavailable
+                .iter()
+                .map(|(n, why)| format!("{n} ({})", why.join(", ")))
+                .collect();
+            self.violations.push(format!(
+                "rv {rv}: {count} nodes unavailable, budget {}: {}",
+                self.budget,
+                which.join("; ")
+            ));
+        }
+        self.last = names;
+    }
+
+    fn report(&self) -> InvariantReport {
+        InvariantReport {
+            budget: self.budget,
+            events: self.events,
+            max_unavailable_seen: self.max_unavailable_seen,
+            violations: self.violations.clone(),
+            reboots: self.reboots.clone(),
+            left_cordoned: self
+                .nodes
+                .iter()
+                .filter(|(n, f)| f.unschedulable && !self.admin_cordoned.contains(*n))
+                .map(|(n, _)| n.clone())
+                .collect(),
+            unavailable_now: self.unavailable().into_keys().collect(),
+        }
+    }
+}
+
+/// Checks the rollout's availability invariant over every stored change.
+///
+/// A node is unavailable when it is cordoned by the rollout (unschedulable and not in
+/// the admin-cordoned set), NotReady (its `Ready` condition is `False` or `Unknown`; a
+/// Node without a `Ready` condition yet does not count), or its BootcNode holds the
+/// `node.bootc.dev/reboot-slot` annotation. After every event that changes a Node or a
+/// BootcNode the unavailable set is computed from the event objects.
+#[derive(Debug)]
+pub struct Invariants {
+    tracker: Arc<Mutex<Tracker>>,
+    handle: kube_emulator::Handle,
+    task: JoinHandle<()>,
+}
+
+/// What [`Invariants`] saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvariantReport {
+    /// The budget checked against (`maxUnavailable` resolved).
+    pub budget: usize,
+    /// How many events were examined.
+    pub events: u64,
+    /// The most nodes unavailable at once: cordoned by us (unschedulable and not
+    /// admin-cordoned) ∪ NotReady ∪ holding the reboot-slot annotation.
+    pub max_unavailable_seen: usize,
+    /// Every instant the unavailable set exceeded the budget (recorded each time the
+    /// set changed while over it): the event's resourceVersion and the nodes, with why.
+    /// A checker that fell behind the event stream also reports it here.
+    pub violations: Vec<String>,
+    /// Per node: how many times its Node's `Ready` condition went from `True` to not
+    /// `True` (counted from the events, not from the hosts). Every node seen is listed.
+    pub reboots: BTreeMap<String, u32>,
+    /// Nodes unschedulable now that were not admin-cordoned.
+    pub left_cordoned: Vec<String>,
+    /// Nodes unavailable now.
+    pub unavailable_now: Vec<String>,
+}
+
+impl InvariantReport {
+    /// No violation and no node left cordoned.
+    pub fn is_clean(&self) -> bool {
+        self.violations.is_empty() && self.left_cordoned.is_empty()
+    }
+}
+
+impl Invariants {
+    /// Starts following `handle.events()` from now, from the current Nodes and BootcNodes.
+    /// `budget` is `maxUnavailable` resolved; `admin_cordoned` names the nodes that were
+    /// unschedulable before the test (their cordon does not count as the rollout's).
+    /// Must be called within a Tokio runtime.
+    pub fn follow(
+        handle: kube_emulator::Handle,
+        budget: usize,
+        admin_cordoned: BTreeSet<String>,
+    ) -> Self {
+        let mut events = handle.events();
+        // Every change after this version comes through `events`; the lists below may
+        // already include some of them, which the per-object versions sort out.
+        let start_rv = handle.resource_version();
+        let mut tracker = Tracker {
+            budget,
+            admin_cordoned,
+            processed_rv: start_rv,
+            ..Tracker::default()
+        };
+        for (group, plural) in [("", "nodes"), (BOOTC_GROUP, "bootcnodes")] {
+            for object in handle.list(group, plural) {
+                let rv = object_rv(&object);
+                tracker.apply(group, plural, &object, false, rv);
+            }
+        }
+        tracker.evaluate(start_rv);
+        let tracker = Arc::new(Mutex::new(tracker));
+        let shared = tracker.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) => {
+                        let mut t = lock(&shared);
+                        t.events += 1;
+                        let deleted = event.kind == kube_emulator::EventType::Deleted;
+                        if t.apply(
+                            &event.key.group,
+                            &event.key.plural,
+                            &event.object,
+                            deleted,
+                            event.rv,
+                        ) {
+                            t.evaluate(event.rv);
+                        }
+                        t.processed_rv = t.processed_rv.max(event.rv);
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        lock(&shared).violations.push(format!(
+                            "the checker fell behind and missed {missed} events: results incomplete"
+                        ));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Self {
+            tracker,
+            handle,
+            task,
+        }
+    }
+
+    /// What was seen so far (events not yet examined are not included; see
+    /// [`Invariants::settled`]).
+    pub fn report(&self) -> InvariantReport {
+        lock(&self.tracker).report()
+    }
+
+    /// Waits until every change stored before this call has been examined (for at most
+    /// `timeout`), then reports.
+    pub async fn settled(&self, timeout: Duration) -> InvariantReport {
+        let target = self.handle.resource_version();
+        let deadline = Instant::now() + timeout;
+        while lock(&self.tracker).processed_rv < target
+            && Instant::now() < deadline
+            && !self.task.is_finished()
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.report()
+    }
+}
+
+impl Drop for Invariants {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
