@@ -1,9 +1,11 @@
 //! The pool's pull secret on the host: read the Secret the BootcNode names, check it is
-//! a `.dockerconfigjson`, and write it where bootc reads registry credentials — when it
-//! changed, once at start, and again after a failure's backoff.
+//! a `.dockerconfigjson` (with the parser the controller reads it with), and write it
+//! where bootc reads registry credentials — when it changed, once at start, and again
+//! after a failure's backoff.
 
 use bootc_crds::node::BootcNode;
 use bootc_pool_common::error_chain;
+use bootc_pool_common::pull_secret::{SecretError, parse_pull_secret};
 use chrono::Utc;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -66,11 +68,64 @@ impl<H: Host + 'static> Agent<H> {
                 "the {what} has no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)"
             ));
         };
-        match serde_json::from_slice::<serde_json::Value>(&bytes.0) {
-            Ok(v) if v.get("auths").is_some_and(|a| a.is_object()) => Ok(bytes.0.clone()),
-            _ => Err(format!(
-                "the {what}'s .dockerconfigjson is not a JSON object with \"auths\""
-            )),
+        check_docker_config(&what, &bytes.0)?;
+        Ok(bytes.0.clone())
+    }
+}
+
+/// Refuses a `.dockerconfigjson` that is not a JSON object with an `auths` object. An
+/// entry the controller's parser cannot use is only warned about: the host's container
+/// tools read more kinds of entries (identity tokens, …), so the document is written as
+/// it is.
+fn check_docker_config(what: &str, data: &[u8]) -> Result<(), String> {
+    match parse_pull_secret(data) {
+        Ok(_) => Ok(()),
+        Err(SecretError::NotJson(_) | SecretError::NoAuths) => Err(format!(
+            "the {what}'s .dockerconfigjson is not a JSON object with \"auths\""
+        )),
+        Err(e) => {
+            warn!(secret = %what, error = %e, "an entry of the pull Secret may not be usable; writing it as it is");
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_documents_shape_is_refused() {
+        let check = |json: &str| check_docker_config("pull Secret ns/pull", json.as_bytes());
+        assert_eq!(
+            check(r#"{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz"}}}"#),
+            Ok(())
+        );
+        assert_eq!(check(r#"{"auths":{}}"#), Ok(()));
+        // Entries the controller cannot use still go to the host.
+        assert_eq!(
+            check(r#"{"auths":{"registry.test":{"auth":"c2VjcmV0MQ=="}}}"#),
+            Ok(())
+        );
+        assert_eq!(
+            check(r#"{"auths":{"registry.test":{"identitytoken":"t"}}}"#),
+            Ok(())
+        );
+        for bad in [
+            "",
+            "not json",
+            "[]",
+            r#"{"auths":[]}"#,
+            r#"{"credHelpers":{}}"#,
+        ] {
+            assert_eq!(
+                check(bad),
+                Err(
+                    "the pull Secret ns/pull's .dockerconfigjson is not a JSON object with \"auths\""
+                        .to_owned()
+                ),
+                "{bad}"
+            );
         }
     }
 }
