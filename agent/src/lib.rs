@@ -1,5 +1,14 @@
-//! The node agent of the bootc node-pool updater: configuration, the host's bootc status,
-//! the decision state machine, host access over D-Bus, the status report and the run loop.
+//! The node agent of the bootc node-pool updater:
+//!
+//! - [`config`]: the command line and environment, checked once at start.
+//! - [`bootc_status`]: bootc's status document, parsed, and what the agent reports from it.
+//! - [`machine`]: the decision, a pure function from what is asked, the host and memory.
+//! - [`host`]: the [`host::Host`] the agent acts on, and its D-Bus implementation.
+//! - [`report`]: the BootcNode status composed from the host and the decision.
+//! - [`run`]: the run loop — watch, reconcile, stage, write the pull secret and status.
+//!
+//! What it shares with the controller (client, logging, shutdown, backoff, pull-secret
+//! parsing) is in `bootc_pool_common`.
 
 pub mod bootc_status;
 pub mod config;

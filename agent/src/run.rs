@@ -8,12 +8,12 @@
 //! `desiredImage` can cancel it.
 //!
 //! - this module: the loop, and what wakes it;
-//! - [`node`]: the BootcNode as the watch delivers it;
-//! - [`reconcile`]: one pass — read the host, decide, act ([`facts`] feeds the decision);
-//! - [`staging`]: the staging command in flight;
-//! - [`pull_secret`]: the pool's pull secret, written to the host;
-//! - [`status`]: the status writes;
-//! - [`retry`]: failures in a row, and the backoff they earn.
+//! - `node`: the BootcNode as the watch delivers it;
+//! - `reconcile`: one pass — read the host, decide, act ([`facts`] feeds the decision);
+//! - `staging`: the staging command in flight;
+//! - `pull_secret`: the pool's pull secret, written to the host;
+//! - `status`: the status writes;
+//! - `retry`: failures in a row, and the backoff they earn.
 
 use std::future::Future;
 use std::sync::Arc;

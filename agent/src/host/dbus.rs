@@ -7,10 +7,10 @@
 //! `ExecMainStatus` can be read without racing systemd's garbage collection; after
 //! reading, the agent stops the unit and resets a failed state so nothing lingers.
 //!
-//! - [`unit`]: one command as a transient unit, from start to result;
-//! - [`bus`]: failed calls, a lost connection, and bootc's status-change signal;
-//! - [`proxies`]: the systemd, logind and hostname1 interfaces called;
-//! - [`files`]: files written on the host (the registry credentials).
+//! - `unit`: one command as a transient unit, from start to result;
+//! - `bus`: failed calls, a lost connection, and bootc's status-change signal;
+//! - `proxies`: the systemd, logind and hostname1 interfaces called;
+//! - `files`: files written on the host (the registry credentials).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
