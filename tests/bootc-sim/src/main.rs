@@ -10,6 +10,10 @@
 //!   `docker-registry` on loopback, N nspawn nodes (real systemd, the bootc stand-in),
 //!   the real `bootc-pool-controller` and `bootc-node-agent` binaries as child processes;
 //!   v1 then v2 pushed to `:stable` and the rollout shown live. Needs root.
+//!
+//! The modules: `bench` and `demo` (one each, split by phase), `track` (each node's
+//! rollout state, followed from the emulator's change stream), `svg` (the benchmark's
+//! picture) and `stats` (a seeded random source, the process's memory, histograms).
 
 // The JSON result is one large `json!`.
 #![recursion_limit = "256"]

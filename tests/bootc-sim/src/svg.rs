@@ -45,15 +45,31 @@ fn tick_step(span: f64, ticks: f64) -> f64 {
     10.0 * magnitude
 }
 
+/// The plot area and its scales: `t_max` seconds across, `n_max` nodes up.
+struct Plot {
+    t_max: f64,
+    n_max: f64,
+}
+
+impl Plot {
+    const W: f64 = WIDTH - LEFT - RIGHT;
+    const H: f64 = HEIGHT - TOP - BOTTOM;
+
+    fn x(&self, t: f64) -> f64 {
+        LEFT + t / self.t_max * Self::W
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        TOP + Self::H - v / self.n_max * Self::H
+    }
+}
+
 /// The picture: `nodes` on the y axis, the samples' time span on the x axis.
 pub fn render(title: &str, samples: &[Sample], nodes: usize, budget: usize) -> String {
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let t_max = samples.last().map(|s| s.t).unwrap_or(1.0).max(f64::EPSILON);
-    let n_max = nodes.max(1) as f64;
-    let x = |t: f64| LEFT + t / t_max * plot_w;
-    let y = |v: f64| TOP + plot_h - v / n_max * plot_h;
-
+    let plot = Plot {
+        t_max: samples.last().map(|s| s.t).unwrap_or(1.0).max(f64::EPSILON),
+        n_max: nodes.max(1) as f64,
+    };
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -68,60 +84,73 @@ pub fn render(title: &str, samples: &[Sample], nodes: usize, budget: usize) -> S
         r#"<text x="{LEFT}" y="24" font-size="14" font-weight="bold">{}</text>"#,
         escape(title)
     );
-
-    // Stacked areas, bottom (on target) to top (pending).
     if !samples.is_empty() {
-        for (layer, colour) in COLOURS.iter().enumerate() {
-            let below = |s: &Sample| s.counts.states[..layer].iter().sum::<usize>() as f64;
-            let upper = |s: &Sample| below(s) + s.counts.states[layer] as f64;
-            let mut points = String::new();
-            for s in samples {
-                let _ = write!(points, "{:.1},{:.1} ", x(s.t), y(upper(s)));
-            }
-            for s in samples.iter().rev() {
-                let _ = write!(points, "{:.1},{:.1} ", x(s.t), y(below(s)));
-            }
-            let _ = writeln!(
-                svg,
-                r#"<polygon points="{}" fill="{colour}" stroke="none"/>"#,
-                points.trim_end()
-            );
-        }
-        // Unavailable nodes.
-        let mut points = String::new();
-        for s in samples {
-            let _ = write!(
-                points,
-                "{:.1},{:.1} ",
-                x(s.t),
-                y(s.counts.unavailable as f64)
-            );
-        }
-        let _ = writeln!(
-            svg,
-            r#"<polyline points="{}" fill="none" stroke="black" stroke-width="1.5"/>"#,
-            points.trim_end()
-        );
+        layers(&mut svg, &plot, samples);
+        unavailable_line(&mut svg, &plot, samples);
     }
     // The budget.
-    let yb = y(budget as f64);
+    let yb = plot.y(budget as f64);
     let _ = writeln!(
         svg,
         r#"<line x1="{LEFT}" y1="{yb:.1}" x2="{:.1}" y2="{yb:.1}" stroke="black" stroke-dasharray="6,4"/>"#,
-        LEFT + plot_w
+        LEFT + Plot::W
     );
+    axes(&mut svg, &plot);
+    legend(&mut svg, budget);
+    svg.push_str("</svg>\n");
+    svg
+}
 
-    // Axes and ticks.
-    let bottom = TOP + plot_h;
+/// Stacked areas, bottom (on target) to top (pending).
+fn layers(svg: &mut String, plot: &Plot, samples: &[Sample]) {
+    for (layer, colour) in COLOURS.iter().enumerate() {
+        let below = |s: &Sample| s.counts.states[..layer].iter().sum::<usize>() as f64;
+        let upper = |s: &Sample| below(s) + s.counts.states[layer] as f64;
+        let mut points = String::new();
+        for s in samples {
+            let _ = write!(points, "{:.1},{:.1} ", plot.x(s.t), plot.y(upper(s)));
+        }
+        for s in samples.iter().rev() {
+            let _ = write!(points, "{:.1},{:.1} ", plot.x(s.t), plot.y(below(s)));
+        }
+        let _ = writeln!(
+            svg,
+            r#"<polygon points="{}" fill="{colour}" stroke="none"/>"#,
+            points.trim_end()
+        );
+    }
+}
+
+/// The unavailable nodes, as a line.
+fn unavailable_line(svg: &mut String, plot: &Plot, samples: &[Sample]) {
+    let mut points = String::new();
+    for s in samples {
+        let _ = write!(
+            points,
+            "{:.1},{:.1} ",
+            plot.x(s.t),
+            plot.y(s.counts.unavailable as f64)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<polyline points="{}" fill="none" stroke="black" stroke-width="1.5"/>"#,
+        points.trim_end()
+    );
+}
+
+/// The axes, their ticks and labels.
+fn axes(svg: &mut String, plot: &Plot) {
+    let bottom = TOP + Plot::H;
     let _ = writeln!(
         svg,
         r#"<path d="M{LEFT},{TOP} V{bottom} H{:.1}" fill="none" stroke="black"/>"#,
-        LEFT + plot_w
+        LEFT + Plot::W
     );
-    let step = tick_step(t_max, 10.0);
+    let step = tick_step(plot.t_max, 10.0);
     let mut t = 0.0;
-    while t <= t_max + step * 1e-9 {
-        let xt = x(t);
+    while t <= plot.t_max + step * 1e-9 {
+        let xt = plot.x(t);
         let label = if step < 1.0 {
             format!("{t:.1}")
         } else {
@@ -138,13 +167,13 @@ pub fn render(title: &str, samples: &[Sample], nodes: usize, budget: usize) -> S
     let _ = writeln!(
         svg,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">seconds since the pool was applied</text>"#,
-        LEFT + plot_w / 2.0,
+        LEFT + Plot::W / 2.0,
         HEIGHT - 10.0
     );
-    let step = tick_step(n_max, 8.0).max(1.0);
+    let step = tick_step(plot.n_max, 8.0).max(1.0);
     let mut v = 0.0;
-    while v <= n_max + 1e-9 {
-        let yv = y(v);
+    while v <= plot.n_max + 1e-9 {
+        let yv = plot.y(v);
         let _ = writeln!(
             svg,
             r#"<line x1="{:.1}" y1="{yv:.1}" x2="{LEFT}" y2="{yv:.1}" stroke="black"/><text x="{:.1}" y="{:.1}" text-anchor="end">{v:.0}</text>"#,
@@ -157,11 +186,13 @@ pub fn render(title: &str, samples: &[Sample], nodes: usize, budget: usize) -> S
     let _ = writeln!(
         svg,
         r#"<text transform="translate(16,{:.1}) rotate(-90)" text-anchor="middle">nodes</text>"#,
-        TOP + plot_h / 2.0
+        TOP + Plot::H / 2.0
     );
+}
 
-    // Legend, top state first (as stacked).
-    let lx = LEFT + plot_w + 20.0;
+/// The legend, top state first (as stacked), then the two lines.
+fn legend(svg: &mut String, budget: usize) {
+    let lx = LEFT + Plot::W + 20.0;
     let mut ly = TOP + 10.0;
     for (name, colour) in STATES.iter().zip(COLOURS).rev() {
         let _ = writeln!(
@@ -189,8 +220,6 @@ pub fn render(title: &str, samples: &[Sample], nodes: usize, budget: usize) -> S
         ly - 4.0,
         lx + 20.0
     );
-    svg.push_str("</svg>\n");
-    svg
 }
 
 #[cfg(test)]

@@ -127,100 +127,113 @@ impl Inner {
         let Some(name) = name_of(object) else {
             return;
         };
-        match (group, plural) {
-            ("", "nodes") => {
-                if self.nodes.get(&name).is_some_and(|k| k.rv >= rv) {
-                    return;
-                }
-                if deleted {
-                    self.nodes.remove(&name);
-                } else {
-                    let ready = object
-                        .pointer("/status/conditions")
-                        .and_then(Value::as_array)
-                        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-                        .is_some_and(|c| c["status"] == "True");
-                    let unschedulable = object
-                        .pointer("/spec/unschedulable")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false);
-                    self.nodes.insert(
-                        name.clone(),
-                        NodeFacts {
-                            rv,
-                            unschedulable,
-                            ready,
-                        },
-                    );
-                }
-                self.recount(&name);
-            }
-            (GROUP, "bootcnodes") => {
-                if self.bootc.get(&name).is_some_and(|k| k.rv >= rv) {
-                    return;
-                }
-                if deleted {
-                    self.bootc.remove(&name);
-                } else {
-                    let target = self.target_digest.as_str();
-                    let desired = object
-                        .pointer("/spec/desiredImage")
-                        .and_then(Value::as_str)
-                        .is_some_and(|i| i.ends_with(target));
-                    let digest = |path: &str| {
-                        object
-                            .pointer(path)
-                            .and_then(Value::as_str)
-                            .is_some_and(|d| d == target)
-                    };
-                    let slot = object
-                        .pointer("/metadata/annotations")
-                        .and_then(Value::as_object)
-                        .is_some_and(|a| a.contains_key(REBOOT_SLOT_ANNOTATION));
-                    self.bootc.insert(
-                        name.clone(),
-                        BootcFacts {
-                            rv,
-                            desired,
-                            staged: digest("/status/staged/imageDigest"),
-                            booted: digest("/status/booted/imageDigest"),
-                            slot,
-                        },
-                    );
-                }
-                self.recount(&name);
-            }
-            (GROUP, "bootcnodepools") => {
-                if name != self.pool || self.pool_rv >= rv {
-                    return;
-                }
-                self.pool_rv = rv;
-                let status = object.get("status");
-                let count = |field: &str| {
-                    status
-                        .and_then(|s| s.get(field))
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0) as usize
-                };
-                let all_updated = status
-                    .and_then(|s| s.get("conditions"))
-                    .and_then(Value::as_array)
-                    .and_then(|c| c.iter().find(|c| c["type"] == "UpToDate"))
-                    .is_some_and(|c| c["reason"] == "AllUpdated");
-                self.pool_done = !deleted
-                    && all_updated
-                    && count("updatedCount") == self.expected
-                    && count("nodeCount") == self.expected;
-            }
-            _ => return,
-        }
-        if self.done_at.is_none()
+        let applied = match (group, plural) {
+            ("", "nodes") => self.apply_node(name, object, deleted, rv),
+            (GROUP, "bootcnodes") => self.apply_bootc_node(name, object, deleted, rv),
+            (GROUP, "bootcnodepools") => self.apply_pool(&name, object, deleted, rv),
+            _ => false,
+        };
+        if applied
+            && self.done_at.is_none()
             && self.pool_done
             && self.counts.states[ON_TARGET] == self.expected
             && self.counts.unavailable == 0
         {
             self.done_at = Some(Instant::now());
         }
+    }
+
+    /// A Node's readiness and cordon; false when `rv` is not newer than what is known.
+    fn apply_node(&mut self, name: String, object: &Value, deleted: bool, rv: u64) -> bool {
+        if self.nodes.get(&name).is_some_and(|k| k.rv >= rv) {
+            return false;
+        }
+        if deleted {
+            self.nodes.remove(&name);
+        } else {
+            let ready = object
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+                .is_some_and(|c| c["status"] == "True");
+            let unschedulable = object
+                .pointer("/spec/unschedulable")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            self.nodes.insert(
+                name.clone(),
+                NodeFacts {
+                    rv,
+                    unschedulable,
+                    ready,
+                },
+            );
+        }
+        self.recount(&name);
+        true
+    }
+
+    /// A BootcNode's progress towards the target and its slot; false when `rv` is not
+    /// newer than what is known.
+    fn apply_bootc_node(&mut self, name: String, object: &Value, deleted: bool, rv: u64) -> bool {
+        if self.bootc.get(&name).is_some_and(|k| k.rv >= rv) {
+            return false;
+        }
+        if deleted {
+            self.bootc.remove(&name);
+        } else {
+            let target = self.target_digest.as_str();
+            let desired = object
+                .pointer("/spec/desiredImage")
+                .and_then(Value::as_str)
+                .is_some_and(|i| i.ends_with(target));
+            let digest = |path: &str| {
+                object
+                    .pointer(path)
+                    .and_then(Value::as_str)
+                    .is_some_and(|d| d == target)
+            };
+            let slot = object
+                .pointer("/metadata/annotations")
+                .and_then(Value::as_object)
+                .is_some_and(|a| a.contains_key(REBOOT_SLOT_ANNOTATION));
+            let facts = BootcFacts {
+                rv,
+                desired,
+                staged: digest("/status/staged/imageDigest"),
+                booted: digest("/status/booted/imageDigest"),
+                slot,
+            };
+            self.bootc.insert(name.clone(), facts);
+        }
+        self.recount(&name);
+        true
+    }
+
+    /// Whether the pool's status says the rollout is complete; false for another pool or
+    /// an `rv` not newer than what is known.
+    fn apply_pool(&mut self, name: &str, object: &Value, deleted: bool, rv: u64) -> bool {
+        if name != self.pool || self.pool_rv >= rv {
+            return false;
+        }
+        self.pool_rv = rv;
+        let status = object.get("status");
+        let count = |field: &str| {
+            status
+                .and_then(|s| s.get(field))
+                .and_then(Value::as_u64)
+                .unwrap_or(0) as usize
+        };
+        let all_updated = status
+            .and_then(|s| s.get("conditions"))
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "UpToDate"))
+            .is_some_and(|c| c["reason"] == "AllUpdated");
+        self.pool_done = !deleted
+            && all_updated
+            && count("updatedCount") == self.expected
+            && count("nodeCount") == self.expected;
+        true
     }
 
     fn resync(&mut self, handle: &kube_emulator::Handle) {

@@ -1,0 +1,246 @@
+//! The report: the numbers derived from what was measured, what failed, the JSON result
+//! and the SVG picture, and the summary on standard error.
+
+use std::path::Path;
+
+use bootc_pool_controller::reconcile;
+use serde_json::{Value, json};
+
+use super::end_state::EndState;
+use super::rollout::Measured;
+use super::setup::Settings;
+use super::{BenchArgs, round, secs};
+use crate::stats::{self, Histogram};
+use crate::svg;
+
+/// Everything the report is made of.
+pub(super) struct Run<'a> {
+    pub(super) args: &'a BenchArgs,
+    pub(super) settings: &'a Settings,
+    pub(super) setup_s: f64,
+    pub(super) measured: &'a Measured,
+    pub(super) end: &'a EndState,
+    /// The process's peak resident size, MiB.
+    pub(super) peak_rss: Option<f64>,
+}
+
+/// The numbers derived from the measurements.
+struct Numbers {
+    waves: usize,
+    ideal_s: f64,
+    makespan_s: Option<f64>,
+    counters: kube_emulator::Counters,
+    writes: usize,
+    controller_requests: usize,
+    controller_writes: usize,
+    histogram: Histogram,
+    reboots_max: u64,
+}
+
+impl Run<'_> {
+    /// Writes the picture and the JSON result and prints the summary; true when nothing
+    /// failed.
+    pub(super) fn finish(&self) -> Result<bool, String> {
+        let (args, budget) = (self.args, self.settings.budget);
+        let numbers = self.numbers();
+        let failures = self.failures(&numbers);
+        let result = self.json(&numbers, &failures);
+        let makespan = numbers
+            .makespan_s
+            .map_or("-".to_owned(), |m| format!("{m:.2}"));
+        let title = format!(
+            "{} nodes, maxUnavailable {} ({budget}): makespan {makespan} s, ideal {:.2} s",
+            args.nodes, args.max_unavailable, numbers.ideal_s
+        );
+        let svg_path = &self.settings.svg_path;
+        write(
+            svg_path,
+            &svg::render(&title, &self.measured.samples, args.nodes, budget),
+            "the picture",
+        )?;
+        let text = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
+        write(&args.json, &(text + "\n"), "the JSON result")?;
+
+        let report = &self.measured.report;
+        eprintln!(
+            "bootc-sim bench: makespan {makespan} s (ideal {:.2} s), {} requests, max unavailable {} of {budget}, {} violations; wrote {} and {}",
+            numbers.ideal_s,
+            self.measured.requests.len(),
+            report.max_unavailable_seen,
+            report.violations.len(),
+            args.json.display(),
+            svg_path.display()
+        );
+        for f in &failures {
+            eprintln!("bootc-sim bench: FAILED: {f}");
+        }
+        for v in report.violations.iter().take(5) {
+            eprintln!("bootc-sim bench: violation: {v}");
+        }
+        Ok(failures.is_empty())
+    }
+
+    fn numbers(&self) -> Numbers {
+        let (args, m) = (self.args, self.measured);
+        let n = args.nodes;
+        let slots = self.settings.budget.min(n);
+        let waves = n.div_ceil(slots);
+        let ideal_s = (args.stage_ms as f64
+            + waves as f64 * (args.reboot_ms + args.ready_ms) as f64)
+            / 1000.0;
+        let controller = |r: &&kube_emulator::RequestRecord| r.user_agent == reconcile::USER_AGENT;
+        let host_reboots_max = self.end.host_reboots.values().copied().max().unwrap_or(0);
+        let event_reboots_max = m.report.reboots.values().copied().max().unwrap_or(0);
+        Numbers {
+            waves,
+            ideal_s,
+            makespan_s: m.done_at.map(|d| secs(d - m.t0)),
+            counters: kube_emulator::Counters::of(&m.requests),
+            writes: m.requests.iter().filter(|r| r.is_write()).count(),
+            controller_requests: m.requests.iter().filter(controller).count(),
+            controller_writes: m
+                .requests
+                .iter()
+                .filter(controller)
+                .filter(|r| r.is_write())
+                .count(),
+            histogram: stats::parse_histogram(
+                &m.metrics.encode(),
+                "bootc_pool_reconcile_duration_seconds",
+            ),
+            reboots_max: host_reboots_max.max(u64::from(event_reboots_max)),
+        }
+    }
+
+    /// What went wrong: no completion, availability violations, a node rebooted twice,
+    /// nodes off target, cordoned or holding a slot, a bad deployHistory.
+    fn failures(&self, numbers: &Numbers) -> Vec<String> {
+        let (n, report, end) = (self.args.nodes, &self.measured.report, self.end);
+        let mut failures: Vec<String> = Vec::new();
+        if self.measured.done_at.is_none() {
+            failures.push(format!(
+                "the rollout did not complete within {} s",
+                self.args.deadline_s
+            ));
+        }
+        if !report.violations.is_empty() {
+            failures.push(format!(
+                "{} availability violations",
+                report.violations.len()
+            ));
+        }
+        if numbers.reboots_max > 1 {
+            let twice: Vec<&String> = end
+                .host_reboots
+                .iter()
+                .filter(|(_, r)| **r > 1)
+                .map(|(n, _)| n)
+                .collect();
+            failures.push(format!("nodes rebooted more than once: {twice:?}"));
+        }
+        if end.on_target != n {
+            failures.push(format!("{} of {n} nodes on the target", end.on_target));
+        }
+        if !report.left_cordoned.is_empty() {
+            failures.push(format!("nodes left cordoned: {:?}", report.left_cordoned));
+        }
+        if !end.slots_held.is_empty() {
+            failures.push(format!("reboot slots still held: {:?}", end.slots_held));
+        }
+        failures.extend(end.history_problems.iter().cloned());
+        failures
+    }
+
+    /// How to read the result.
+    fn notes(&self) -> Vec<String> {
+        let mut notes = vec![
+            "controller, agents, hosts and the API emulator share this one process: \
+             controller_peak_rss_mib and agent_peak_rss_mib are both the process's peak \
+             resident size (VmHWM), not per component"
+                .to_owned(),
+            "reconcile_p50_ms / reconcile_p99_ms are computed from the controller's \
+             bootc_pool_reconcile_duration_seconds histogram buckets (linear interpolation \
+             inside a bucket, as histogram_quantile does), not from exact timings"
+                .to_owned(),
+            "ideal_s = stage + ceil(nodes / slots) x (drain + reboot + ready + delay) with \
+             drain = 0 (no pods) and delay = postRebootDelaySeconds = 0"
+                .to_owned(),
+            "api_* count every request the emulator served from the pool's creation to the \
+             rollout's completion: controller, agents and the simulated kubelets"
+                .to_owned(),
+        ];
+        let lagged = self.measured.tracker.lagged();
+        if lagged > 0 {
+            notes.push(format!(
+                "the state follower fell behind by {lagged} events and re-listed"
+            ));
+        }
+        notes
+    }
+
+    /// The JSON result.
+    fn json(&self, numbers: &Numbers, failures: &[String]) -> Value {
+        let (args, m, end) = (self.args, self.measured, self.end);
+        let (n, report, histogram) = (args.nodes as f64, &m.report, &numbers.histogram);
+        let ms = |q: f64| histogram.quantile(q).map(|s| round(s * 1000.0, 2));
+        json!({
+            "nodes": args.nodes,
+            "max_unavailable": args.max_unavailable,
+            "stage_ms": args.stage_ms,
+            "reboot_ms": args.reboot_ms,
+            "ready_ms": args.ready_ms,
+            "api_fault_rate": args.api_fault_rate,
+            "fault_scope": args.fault_scope.as_str(),
+            "kill_controller_every_s": args.kill_controller_every,
+            "kill_agents_rate": args.kill_agents_rate,
+            "seed": args.seed,
+            "ok": failures.is_empty(),
+            "failures": failures,
+            "setup_s": round(self.setup_s, 2),
+            "makespan_s": numbers.makespan_s.map(|m| round(m, 3)),
+            "ideal_s": round(numbers.ideal_s, 3),
+            "makespan_ratio": numbers.makespan_s.map(|m| round(m / numbers.ideal_s, 3)),
+            "waves": numbers.waves,
+            "api_requests_total": m.requests.len(),
+            "api_writes_total": numbers.writes,
+            "api_writes_per_node": round(numbers.writes as f64 / n, 2),
+            "api_requests_controller": numbers.controller_requests,
+            "api_writes_controller_per_node": round(numbers.controller_writes as f64 / n, 2),
+            "api_faults_injected": numbers.counters.injected,
+            "api_requests_by_verb": numbers.counters.by_verb,
+            "api_requests_by_user_agent": numbers.counters.by_user_agent,
+            "controller_peak_rss_mib": self.peak_rss.map(|m| round(m, 1)),
+            "agent_peak_rss_mib": self.peak_rss.map(|m| round(m, 1)),
+            "reconcile_count": histogram.count,
+            "reconcile_mean_ms": (histogram.count > 0)
+                .then(|| round(histogram.sum / histogram.count as f64 * 1000.0, 2)),
+            "reconcile_p50_ms": ms(0.5),
+            "reconcile_p99_ms": ms(0.99),
+            "max_concurrent_unavailable": report.max_unavailable_seen,
+            "unavailable_budget": self.settings.budget,
+            "reboots_per_node_max": numbers.reboots_max,
+            "nodes_on_target": end.on_target,
+            "nodes_left_cordoned": report.left_cordoned.len(),
+            "reboot_slots_left": end.slots_held.len(),
+            "invariant_violations": report.violations.len(),
+            "violations": report.violations.iter().take(20).collect::<Vec<_>>(),
+            "invariant_events_checked": report.events,
+            "deploy_history": end.pool_status.get("deployHistory").cloned().unwrap_or(Value::Null),
+            "deploy_history_limit": end.history_limit,
+            "controller_kills": m.controller_kills,
+            "agents_killed": m.agents_killed,
+            "samples": m.samples.len(),
+            "svg": self.settings.svg_path.file_name().map(|f| f.to_string_lossy().into_owned()),
+            "notes": self.notes(),
+        })
+    }
+}
+
+fn write(path: &Path, text: &str, what: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    }
+    std::fs::write(path, text)
+        .map_err(|e| format!("cannot write {what} to `{}`: {e}", path.display()))
+}

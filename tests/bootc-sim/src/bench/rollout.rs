@@ -1,0 +1,219 @@
+//! The rollout: the invariant checker and the state follower started, the controller
+//! started, the pool applied, the faults and agent kills under way, and the counts
+//! sampled until the rollout is complete or the deadline passes.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bootc_crds::pool::BootcNodePool;
+use bootc_pool_controller::metrics::Metrics;
+use bootc_pool_controller::reconcile;
+use host_sim::cluster::{InvariantReport, Invariants};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use kube_emulator::RequestRecord;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::disturb::{agent_killer, controller_loop};
+use super::setup::{Settings, World};
+use super::{BenchArgs, FaultScope, POOL, secs};
+use crate::svg::Sample;
+use crate::track::{Counts, STATES, Tracker};
+
+/// How often the picture's counts are sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// How long the invariant checker may take to catch up with the event stream.
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// What the rollout phase measured.
+pub(super) struct Measured {
+    /// When the pool was applied.
+    pub(super) t0: Instant,
+    /// The counts over time, the last at the instant of completion.
+    pub(super) samples: Vec<Sample>,
+    /// When the rollout was seen complete; `None` past the deadline.
+    pub(super) done_at: Option<Instant>,
+    /// Every request the emulator served from the pool's creation to the end of sampling.
+    pub(super) requests: Vec<RequestRecord>,
+    pub(super) controller_kills: u32,
+    pub(super) agents_killed: u64,
+    /// The invariant checker's report, once it caught up.
+    pub(super) report: InvariantReport,
+    /// The controller's metrics.
+    pub(super) metrics: Metrics,
+    /// The state follower (kept until the report is written, for its lag count).
+    pub(super) tracker: Tracker,
+    /// Kept following until the report is written.
+    _invariants: Invariants,
+}
+
+/// Runs the rollout to completion or the deadline, then stops the faults, the killers
+/// and the controller and lets the invariant checker catch up.
+pub(super) async fn measure(
+    args: &BenchArgs,
+    settings: &Settings,
+    world: &World,
+) -> Result<Measured, String> {
+    let handle = &world.handle;
+    let invariants = Invariants::follow(handle.clone(), settings.budget, BTreeSet::new());
+    let tracker = Tracker::follow(handle.clone(), POOL, &world.target_digest, args.nodes);
+    let metrics = Metrics::new();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let requests_before = handle.requests().len();
+
+    let t0 = Instant::now();
+    let controller: JoinHandle<u32> = tokio::spawn(controller_loop(
+        controller_config(&world.emulator),
+        metrics.clone(),
+        settings.kill_every,
+        stop_rx.clone(),
+    ));
+    apply_pool(&world.client, &world.v2, &settings.spec_budget).await?;
+    if args.api_fault_rate > 0.0 {
+        handle.set_faults(fault_config(args));
+    }
+    let killer: Option<JoinHandle<u64>> = (args.kill_agents_rate > 0.0).then(|| {
+        tokio::spawn(agent_killer(
+            world.cluster.clone(),
+            args.kill_agents_rate,
+            args.seed,
+            stop_rx.clone(),
+        ))
+    });
+
+    let deadline = t0 + Duration::from_secs_f64(args.deadline_s);
+    let (mut samples, done_at) = sample(&tracker, t0, deadline).await;
+    let requests: Vec<_> = handle
+        .requests()
+        .into_iter()
+        .skip(requests_before)
+        .collect();
+    if let Some(done) = done_at {
+        sample_completion(&mut samples, &tracker, t0, done);
+    }
+
+    // Stop the faults and the killers, then let the checker catch up.
+    handle.clear_faults();
+    let _ = stop_tx.send(true);
+    let controller_kills = controller.await.unwrap_or(0);
+    let agents_killed = match killer {
+        Some(k) => k.await.unwrap_or(0),
+        None => 0,
+    };
+    let report = invariants.settled(SETTLE).await;
+    Ok(Measured {
+        t0,
+        samples,
+        done_at,
+        requests,
+        controller_kills,
+        agents_killed,
+        report,
+        metrics,
+        tracker,
+        _invariants: invariants,
+    })
+}
+
+/// The controller's client configuration: no retries, the controller's User-Agent.
+fn controller_config(emulator: &kube_emulator::Emulator) -> kube::Config {
+    let mut config = emulator.config();
+    config.default_retry = false;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(reconcile::USER_AGENT),
+    ));
+    config
+}
+
+/// Creates the pool: every worker, pinned to `v2`, `maxUnavailable` as given.
+async fn apply_pool(client: &Client, v2: &str, spec_budget: &Value) -> Result<(), String> {
+    let pool: BootcNodePool = serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": POOL},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "image": {"ref": v2},
+            "rollout": {"maxUnavailable": spec_budget, "postRebootDelaySeconds": 0},
+        }
+    }))
+    .map_err(|e| format!("the pool: {e}"))?;
+    Api::<BootcNodePool>::all(client.clone())
+        .create(&PostParams::default(), &pool)
+        .await
+        .map_err(|e| format!("cannot create the pool: {e}"))?;
+    Ok(())
+}
+
+/// The injected API faults: writes answered 500, 409 or 429 at `--api-fault-rate`.
+fn fault_config(args: &BenchArgs) -> kube_emulator::FaultConfig {
+    kube_emulator::FaultConfig {
+        error_rate: args.api_fault_rate,
+        error_codes: vec![500, 409, 429],
+        writes_only: true,
+        user_agent: (args.fault_scope == FaultScope::Controller)
+            .then(|| reconcile::USER_AGENT.to_owned()),
+        seed: args.seed,
+        ..Default::default()
+    }
+}
+
+/// Samples the counts every [`SAMPLE_EVERY`] until the rollout is done or `deadline`
+/// passes (reporting progress every 10 s).
+async fn sample(
+    tracker: &Tracker,
+    t0: Instant,
+    deadline: Instant,
+) -> (Vec<Sample>, Option<Instant>) {
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_report = t0;
+    let done_at = loop {
+        tick.tick().await;
+        let now = Instant::now();
+        let counts = tracker.counts();
+        samples.push(Sample {
+            t: secs(now - t0),
+            counts,
+        });
+        if let Some(done) = tracker.done_at() {
+            break Some(done);
+        }
+        if now >= deadline {
+            break None;
+        }
+        if now - last_report >= Duration::from_secs(10) {
+            last_report = now;
+            report_progress(now - t0, counts);
+        }
+    };
+    (samples, done_at)
+}
+
+/// One last sample at the instant of completion, in time order.
+fn sample_completion(samples: &mut Vec<Sample>, tracker: &Tracker, t0: Instant, done: Instant) {
+    samples.push(Sample {
+        t: secs(done - t0),
+        counts: tracker.counts(),
+    });
+    samples.sort_by(|a, b| a.t.total_cmp(&b.t));
+}
+
+fn report_progress(elapsed: Duration, counts: Counts) {
+    let states: Vec<String> = STATES
+        .iter()
+        .zip(counts.states)
+        .map(|(s, c)| format!("{s} {c}"))
+        .collect();
+    eprintln!(
+        "bootc-sim bench: {:.0} s: {}; unavailable {}",
+        secs(elapsed),
+        states.join(", "),
+        counts.unavailable
+    );
+}

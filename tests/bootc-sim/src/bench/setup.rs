@@ -1,0 +1,155 @@
+//! The set-up: the flags checked, then the API emulator, the image catalog and the
+//! nodes, all up on v1.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use host_sim::cluster::{SimCluster, SimOptions};
+use host_sim::memory::{Behaviour, Catalog};
+use kube::Client;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{BenchArgs, REPO, secs};
+
+/// What the flags come to.
+pub(super) struct Settings {
+    /// How often the controller is killed, if at all.
+    pub(super) kill_every: Option<Duration>,
+    /// `maxUnavailable` resolved against the node count.
+    pub(super) budget: usize,
+    /// `maxUnavailable` as the pool's spec gets it.
+    pub(super) spec_budget: Value,
+    /// Where the picture goes.
+    pub(super) svg_path: PathBuf,
+}
+
+impl Settings {
+    /// Checks the flags.
+    pub(super) fn check(args: &BenchArgs) -> Result<Self, String> {
+        if args.nodes == 0 {
+            return Err("--nodes must be at least 1".to_owned());
+        }
+        if !(0.0..=1.0).contains(&args.api_fault_rate) {
+            return Err("--api-fault-rate must be between 0 and 1".to_owned());
+        }
+        if args.kill_agents_rate < 0.0 {
+            return Err("--kill-agents-rate must not be negative".to_owned());
+        }
+        let kill_every = match args.kill_controller_every {
+            Some(s) if !(s > 0.0 && s.is_finite()) => {
+                return Err("--kill-controller-every must be a positive number of seconds".into());
+            }
+            Some(s) => Some(Duration::from_secs_f64(s)),
+            None => None,
+        };
+        let (budget, spec_budget) = budget(&args.max_unavailable, args.nodes)?;
+        Ok(Settings {
+            kill_every,
+            budget,
+            spec_budget,
+            svg_path: args.json.with_extension("svg"),
+        })
+    }
+}
+
+/// The pool's budget: `maxUnavailable` resolved against `nodes` (a percentage rounds
+/// down, but is at least one node), and the spec value for it.
+pub(super) fn budget(max_unavailable: &str, nodes: usize) -> Result<(usize, Value), String> {
+    let text = max_unavailable.trim();
+    if let Some(percent) = text.strip_suffix('%') {
+        let p: usize = percent
+            .parse()
+            .map_err(|_| format!("--max-unavailable `{text}`: not a percentage"))?;
+        if p == 0 || p > 100 {
+            return Err(format!("--max-unavailable `{text}`: must be 1% to 100%"));
+        }
+        Ok(((nodes * p / 100).max(1), json!(text)))
+    } else {
+        let n: usize = text
+            .parse()
+            .map_err(|_| format!("--max-unavailable `{text}`: not a count or a percentage"))?;
+        if n == 0 {
+            return Err("--max-unavailable must be at least 1".to_owned());
+        }
+        Ok((n, json!(n)))
+    }
+}
+
+pub(super) fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+/// The emulator and the nodes, up on v1.
+pub(super) struct World {
+    pub(super) emulator: kube_emulator::Emulator,
+    pub(super) handle: kube_emulator::Handle,
+    pub(super) client: Client,
+    pub(super) cluster: Arc<SimCluster>,
+    /// The pin of v2, the rollout's target.
+    pub(super) v2: String,
+    pub(super) target_digest: String,
+    /// Seconds the set-up took.
+    pub(super) setup_s: f64,
+}
+
+impl World {
+    /// Starts the emulator and `args.nodes` nodes booted on v1.
+    pub(super) async fn start(args: &BenchArgs) -> Result<Self, String> {
+        let n = args.nodes;
+        let started = Instant::now();
+        let emulator = kube_emulator::Emulator::start()
+            .await
+            .map_err(|e| format!("cannot start the API emulator: {e}"))?;
+        let handle = emulator.handle();
+        let client = emulator
+            .client()
+            .map_err(|e| format!("cannot make a client: {e}"))?;
+        let catalog = Catalog::new();
+        let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
+        let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+        let cluster = SimCluster::start(emulator.config(), catalog)
+            .await
+            .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
+        let sim = SimOptions {
+            behaviour: Behaviour {
+                stage_time: Duration::from_millis(args.stage_ms),
+                reboot_time: Duration::from_millis(args.reboot_ms),
+                ..Behaviour::default()
+            },
+            ready_delay: Duration::from_millis(args.ready_ms),
+            node_labels: BTreeMap::from([("role".to_owned(), "worker".to_owned())]),
+            ..SimOptions::default()
+        };
+        let width = n.to_string().len().max(3);
+        for i in 1..=n {
+            let name = format!("node-{i:0width$}");
+            cluster
+                .add_node(&name, &v1, &sim)
+                .await
+                .map_err(|e| format!("cannot add node {name}: {e}"))?;
+        }
+        let setup_s = secs(started.elapsed());
+        eprintln!("bootc-sim bench: {n} nodes up on v1 in {setup_s:.1} s; applying the pool");
+        Ok(World {
+            emulator,
+            handle,
+            client,
+            cluster: Arc::new(cluster),
+            v2,
+            target_digest: digest('2'),
+            setup_s,
+        })
+    }
+
+    /// Stops the nodes and the emulator.
+    pub(super) async fn stop(self) {
+        match Arc::try_unwrap(self.cluster) {
+            Ok(cluster) => cluster.stop().await,
+            Err(_) => tracing::warn!("bench: the cluster is still shared; left to the runtime"),
+        }
+        self.emulator.stop().await;
+    }
+}

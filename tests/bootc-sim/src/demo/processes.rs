@@ -1,0 +1,180 @@
+//! What the demo starts and stops: the controller child process, the agents, and
+//! [`Parts`], everything started, torn down in reverse order.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use host_sim::Node;
+use host_sim::daemonset::DaemonSet;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use test_registry::Registry;
+use tokio::time::Instant;
+
+use super::{LEASE_NAMESPACE, step};
+
+/// How long the controller has between SIGTERM and SIGKILL.
+const CONTROLLER_GRACE: Duration = Duration::from_secs(10);
+
+/// The controller child process; SIGTERM then SIGKILL by its PID when dropped.
+#[derive(Debug)]
+pub(super) struct ControllerProcess {
+    pub(super) child: Child,
+    pub(super) log: PathBuf,
+}
+
+impl ControllerProcess {
+    pub(super) fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + CONTROLLER_GRACE;
+        while std::time::Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Everything the demo started, stopped in reverse order by [`Parts::teardown`] (or,
+/// if that never runs, by the parts' own `Drop`).
+#[derive(Debug, Default)]
+pub(super) struct Parts {
+    pub(super) agents: Vec<DaemonSet>,
+    pub(super) nodes: Vec<Node>,
+    pub(super) controller: Option<ControllerProcess>,
+    pub(super) registry: Option<Registry>,
+    pub(super) emulator: Option<kube_emulator::Emulator>,
+}
+
+impl Parts {
+    pub(super) async fn teardown(&mut self) {
+        let agents = std::mem::take(&mut self.agents);
+        let nodes = std::mem::take(&mut self.nodes);
+        if !agents.is_empty() || !nodes.is_empty() {
+            println!(
+                "stopping {} agents and {} nodes …",
+                agents.len(),
+                nodes.len()
+            );
+        }
+        // A DaemonSet panics when its agent does not stop in time; keep tearing down.
+        for agent in agents {
+            let stopping = tokio::spawn(agent.stop());
+            if stopping.await.is_err() {
+                eprintln!("bootc-sim demo: an agent did not stop cleanly (killed)");
+            }
+        }
+        let mut stopping = tokio::task::JoinSet::new();
+        for node in nodes {
+            stopping.spawn(async move {
+                let name = node.name().to_owned();
+                if let Err(e) = node.stop().await {
+                    eprintln!("bootc-sim demo: node {name} did not stop cleanly: {e}");
+                }
+            });
+        }
+        while stopping.join_next().await.is_some() {}
+        if let Some(mut controller) = self.controller.take() {
+            controller.stop();
+        }
+        if let Some(mut registry) = self.registry.take() {
+            registry.stop();
+        }
+        if let Some(emulator) = self.emulator.take() {
+            emulator.stop().await;
+        }
+    }
+}
+
+/// The controller binary, beside this executable in `target/<profile>/`.
+pub(super) fn controller_binary() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let binary = exe
+        .parent()
+        .map(|d| d.join("bootc-pool-controller"))
+        .ok_or("this executable has no directory")?;
+    if binary.is_file() {
+        Ok(binary)
+    } else {
+        Err(format!(
+            "`{}` is missing: build it with `cargo build -p bootc-pool-controller` (the \
+             same profile as bootc-sim)",
+            binary.display()
+        ))
+    }
+}
+
+/// Starts the controller binary against the emulator (its log in `dir`) and one agent
+/// per node (their logs in `dir/agents`).
+pub(super) fn start_controller_and_agents(
+    parts: &mut Parts,
+    started: Instant,
+    controller_bin: &Path,
+    kubeconfig: &Path,
+    registry_host: &str,
+    dir: &Path,
+) -> Result<(), String> {
+    let controller_log = dir.join("controller.log");
+    let log = std::fs::File::create(&controller_log)
+        .map_err(|e| format!("{}: {e}", controller_log.display()))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| format!("{}: {e}", controller_log.display()))?;
+    let child = Command::new(controller_bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "--insecure-registry",
+            registry_host,
+            "--log-format",
+            "text",
+            "--lease-namespace",
+            LEASE_NAMESPACE,
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", controller_bin.display()))?;
+    parts.controller = Some(ControllerProcess {
+        child,
+        log: controller_log.clone(),
+    });
+    let agent_logs = dir.join("agents");
+    std::fs::create_dir_all(&agent_logs).map_err(|e| format!("{}: {e}", agent_logs.display()))?;
+    for node in &parts.nodes {
+        let log = agent_logs.join(format!("{}.log", node.name()));
+        parts
+            .agents
+            .push(DaemonSet::start(node, kubeconfig, &log, &[]));
+    }
+    step(
+        started,
+        &format!(
+            "controller (pid {}) and {} agents started; logs in {} and {}",
+            parts.controller.as_ref().map_or(0, |c| c.child.id()),
+            parts.agents.len(),
+            controller_log.display(),
+            agent_logs.display()
+        ),
+    );
+    Ok(())
+}
