@@ -1,4 +1,26 @@
 //! An in-memory Kubernetes API server for tests: behaves like kube-apiserver for what this project and its real clients (kubectl, kube-rs) use.
+//!
+//! Start one with [`Emulator::start`]; [`Handle`] inspects it and injects faults. Map of the modules:
+//!
+//! - `server`: the HTTP API ([`server::router`]): routing (`server/route`), the read handlers (`server/read`: get,
+//!   list, watch) and the write handlers (`server/write`), request accounting and fault injection.
+//! - [`ops`]: the write path ([`ops::Inner`]): `ops/create`, `ops/update` (PUT and PATCH), `ops/delete`, and what a
+//!   stored write sets off (`ops/effects`).
+//! - [`store`]: stored objects, resourceVersions and the event history; `watch`: watches streamed from it.
+//! - [`registry`]: the served kinds (`registry/builtins`, CRDs) and the discovery documents (`registry/discovery`).
+//! - [`patch`]: PATCH bodies: list semantics (`patch/lists`), JSON merge patch and JSON patch (`patch/json`),
+//!   strategic merge patch (`patch/strategic`), server-side apply (`patch/apply`).
+//! - [`selectors`]: label selectors (`selectors/label`, `selectors/label_parser`), field selectors
+//!   (`selectors/field`) and the apimachinery validation they share (`selectors/validation`).
+//! - [`table`]: server-side printing for kubectl: Accept negotiation (`table/negotiate`), columns (`table/columns`,
+//!   built-in kinds in `table/builtin` with the Node, Pod and Event printers in `table/node`, `table/pod`,
+//!   `table/event`) and the `Table` documents (`table/render`).
+//! - [`jsonpath`]: Kubernetes JSONPath for printer columns (`jsonpath/parser`, `jsonpath/eval`).
+//! - [`openapi`]: the OpenAPI v3 documents (REST paths in `openapi/paths`, built-in schemas in `openapi/schemas`) and
+//!   the minimal v2 one (`openapi/v2`).
+//! - [`policy`]: PodDisruptionBudgets and eviction; `gc`: garbage collection of dependents and namespaces.
+//! - [`error`]: API errors as `Status` objects; [`faults`]: fault injection and the request log; [`audit`]: the
+//!   request log written for the audit check.
 
 pub mod audit;
 pub mod error;
