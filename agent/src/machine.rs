@@ -210,24 +210,24 @@ pub fn decide(
         // is_pin() guarantees a digest; stay put rather than guess.
         return waiting(Phase::Idle);
     };
-    let case = Case {
+    let situation = Situation {
         desired,
         host,
         memory,
         now,
         digest,
     };
-    if case.on(&host.booted) {
+    if situation.on(&host.booted) {
         return waiting(Phase::Idle);
     }
-    if let Some(refused) = case.reboot_did_not_apply() {
+    if let Some(refused) = situation.reboot_did_not_apply() {
         return refused;
     }
-    let staged = case.on(&host.staged);
-    if staged || case.on(&host.rollback) {
-        return case.reboot_into(staged);
+    let staged = situation.on(&host.staged);
+    if staged || situation.on(&host.rollback) {
+        return situation.reboot_into(staged);
     }
-    case.stage()
+    situation.stage()
 }
 
 /// `spec.desiredImage` as an image reference, when it is a canonical pin; else the
@@ -253,7 +253,7 @@ fn checked_target(desired: &Desired) -> Result<ImageRef, Box<Decision>> {
 }
 
 /// One decision's inputs, with the desired image's digest.
-struct Case<'a> {
+struct Situation<'a> {
     desired: &'a Desired,
     host: &'a HostFacts,
     memory: &'a Memory,
@@ -261,7 +261,7 @@ struct Case<'a> {
     digest: &'a Digest,
 }
 
-impl Case<'_> {
+impl Situation<'_> {
     /// Whether `slot` holds the desired image.
     fn on(&self, slot: &Option<Slot>) -> bool {
         slot.as_ref().is_some_and(|s| s.is(self.digest))

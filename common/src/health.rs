@@ -6,7 +6,7 @@
 //!   caches have synced), else 503 with the reason.
 //! - `/metrics`: what the [`MetricsEndpoint`] renders, with its content type.
 //!
-//! [`Server::bind`] then [`Server::run`] serves a [`router`]; binding first tells the
+//! [`HttpServer::bind`] then [`HttpServer::run`] serves a [`router`]; binding first tells the
 //! bound address (port 0 in tests).
 
 use std::fmt;
@@ -147,13 +147,13 @@ async fn readyz(State(health): State<Health>) -> Response {
 
 /// A bound, not yet serving, HTTP server.
 #[derive(Debug)]
-pub struct Server {
+pub struct HttpServer {
     listener: TcpListener,
     router: Router,
 }
 
-impl Server {
-    /// Binds `addr` (port 0 picks a free port; see [`Server::local_addr`]) for `router`.
+impl HttpServer {
+    /// Binds `addr` (port 0 picks a free port; see [`HttpServer::local_addr`]) for `router`.
     pub async fn bind(addr: SocketAddr, router: Router) -> io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         Ok(Self { listener, router })

@@ -31,12 +31,12 @@ pub fn router(metrics: Metrics, health: Health) -> Router {
 
 /// A bound, not yet serving, metrics and health server.
 #[derive(Debug)]
-pub struct Server(health::Server);
+pub struct Server(health::HttpServer);
 
 impl Server {
     /// Binds `addr` (port 0 picks a free port; see [`Server::local_addr`]).
     pub async fn bind(addr: SocketAddr, metrics: Metrics, health: Health) -> io::Result<Self> {
-        health::Server::bind(addr, router(metrics, health))
+        health::HttpServer::bind(addr, router(metrics, health))
             .await
             .map(Self)
     }

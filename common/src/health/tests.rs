@@ -23,7 +23,7 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
 }
 
 async fn start(router: Router) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
-    let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0)), router)
+    let server = HttpServer::bind(SocketAddr::from(([127, 0, 0, 1], 0)), router)
         .await
         .unwrap();
     let addr = server.local_addr().unwrap();
