@@ -1,5 +1,6 @@
-//! Tag resolution: turns a pool's `spec.image.ref` into a digest pin (ARCHITECTURE.md §3
-//! step 1).
+//! Tag resolution: turns a pool's `spec.image.ref` into a digest pin, the first step of
+//! every reconcile of a pool that follows a tag (asked by `reconcile::lookup`; what the
+//! answer means for the target is decided by `plan::target`).
 //!
 //! A digest reference is taken as is, without any request. A tag is resolved through one
 //! [`Resolver`] shared by every pool:
@@ -12,16 +13,17 @@
 //! - **HEAD first**: `oci_client::Client::fetch_manifest_digest` sends `HEAD` and, when the
 //!   answer carries no `Docker-Content-Digest` (a registry without HEAD answers 404/405, or
 //!   omits the header), falls back to `GET` and hashes the body. A manifest list or OCI
-//!   index resolves to the digest of the list itself (§2.4: nodes report per-arch digests
-//!   and the controller matches either);
+//!   index resolves to the digest of the list itself (nodes report per-arch digests, and
+//!   the one matching rule, [`bootc_crds::image_ref::runs_digest`], accepts either);
 //! - **version label**: `org.opencontainers.image.version` is read from the image config
 //!   once per new digest (cached by digest); for an index the linux/amd64 entry, else the
 //!   first entry, is used. A failure there never fails the resolution (version `None`,
 //!   retried on the next resolution);
 //! - **backoff**: after a failure the key is not tried again before
 //!   `min(interval, 30 s · 2^(n-1))` (n = consecutive failures; the workspace's
-//!   [`Backoff`](bootc_pool_common::backoff::Backoff)) or the registry's `Retry-After`;
-//!   callers asking meanwhile get the cached error.
+//!   [`Backoff`](bootc_pool_common::backoff::Backoff)); callers asking meanwhile get the
+//!   cached error. A 429 waits the same backoff: oci-client does not pass the registry's
+//!   `Retry-After` on, so it is never read.
 //!
 //! Credentials never appear in errors, logs or `Debug` output.
 //!

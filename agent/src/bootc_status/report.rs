@@ -10,10 +10,10 @@ use serde_json::Value;
 use super::{BootEntry, BootcHost};
 
 impl BootEntry {
-    /// True when this deployment is the image with digest `target` (ARCHITECTURE §2.4):
-    /// its per-architecture `imageDigest` is `target`, or the reference bootc tracks
-    /// carries `@target` (a manifest-list digest). A plain ostree deployment matches
-    /// nothing.
+    /// True when this deployment is the image with digest `target`, by the one matching
+    /// rule of the workspace, [`runs_digest`]: its per-architecture `imageDigest` is
+    /// `target`, or the reference bootc tracks carries `@target` (a manifest-list digest).
+    /// A plain ostree deployment matches nothing.
     pub fn matches(&self, target: &Digest) -> bool {
         self.image
             .as_ref()

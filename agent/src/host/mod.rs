@@ -1,8 +1,10 @@
 //! Host access: the [`Host`] trait the agent's logic talks to, and its D-Bus implementation.
 //!
-//! Every host action goes through the host's system bus (ARCHITECTURE §4): bootc runs as
-//! a transient systemd unit, reboots go through logind, the boot identity comes from
-//! hostname1 and the systemd Manager.
+//! Every host action goes through the host's system bus, never a shell: bootc runs as a
+//! transient systemd unit (its argv a list, with a timeout, its output in files), reboots
+//! go through logind, the boot identity comes from hostname1 and the systemd Manager. A
+//! reference that is not a canonical digest pin is refused before any call. The whole
+//! contract is described in `docs/architecture.md` ("Host access").
 
 use std::future::Future;
 use std::time::Duration;
@@ -117,12 +119,14 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
-    /// hostname1's `BootID` is not 16 bytes.
+    /// The host answered something the agent cannot read (e.g. `bootc --version`
+    /// printed no version).
     #[error("{what}")]
     Unexpected {
         /// What was unexpected.
         what: String,
     },
+    /// hostname1's `BootID` is not 16 bytes.
     #[error("hostname1 BootID has {len} bytes, not 16")]
     BadBootId {
         /// The number of bytes received.

@@ -1,4 +1,6 @@
-//! The ValidatingAdmissionPolicy of ARCHITECTURE §5, evaluated with a CEL interpreter
+//! The ValidatingAdmissionPolicy `bootc-node-agent-own-node` (from
+//! `deploy/manifests/30-admission-policy.yaml`, as `deploy/install.yaml` ships it),
+//! evaluated with a CEL interpreter
 //! (the `cel` crate with kube-cel's Kubernetes libraries) on admission requests as
 //! kube-apiserver builds them: an agent writes only the BootcNode of the node its token
 //! is bound to; other identities are not matched.

@@ -1,7 +1,8 @@
-//! A node boots under systemd-nspawn, and reboots (full and soft) the way TESTING.md §2
-//! says: a full reboot ends the container with status 133 and the harness boots it again
-//! with a new boot ID; a soft reboot keeps the container and the boot ID and counts up the
-//! Manager's `SoftRebootsCount`.
+//! A node boots under systemd-nspawn, and reboots (full and soft) the way the harness
+//! promises (`docs/testing.md`, "Nodes under systemd-nspawn"): a full reboot ends the
+//! container with status 133 and the harness boots it again with a new boot ID; a soft
+//! reboot keeps the container and the boot ID and counts up the Manager's
+//! `SoftRebootsCount`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
