@@ -123,7 +123,7 @@ pub enum Unlock {
 
 /// The next thing to do on the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum HostAction {
     /// Nothing; wait for a change (or `retry_after`).
     Wait,
     /// Pull and stage this canonical pin, locked.
@@ -175,7 +175,7 @@ pub struct Decision {
     /// `Degraded=True` with this reason and message, or healthy.
     pub degraded: Option<(&'static str, String)>,
     /// What to do now.
-    pub action: Action,
+    pub action: HostAction,
     /// When to decide again even if nothing changes (backoff, reboot timeout).
     pub retry_after: Option<Duration>,
 }
@@ -190,7 +190,7 @@ fn waiting(phase: Phase) -> Decision {
     Decision {
         phase,
         degraded: None,
-        action: Action::Wait,
+        action: HostAction::Wait,
         retry_after: None,
     }
 }
@@ -355,7 +355,7 @@ impl Situation<'_> {
         Decision {
             phase: Phase::Rebooting,
             degraded,
-            action: Action::Reboot {
+            action: HostAction::Reboot {
                 unlock,
                 soft: self.desired.reboot_policy == RebootPolicy::AllowSoftReboot
                     && capable
@@ -384,7 +384,7 @@ impl Situation<'_> {
         Decision {
             phase: Phase::Staging,
             degraded,
-            action: Action::Stage {
+            action: HostAction::Stage {
                 image: self.desired.image.clone(),
             },
             retry_after: None,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bootc_node_agent::config::{self, Config};
 use bootc_node_agent::host::DbusHost;
-use bootc_node_agent::run::{self, Options};
+use bootc_node_agent::run::{self, RunOptions};
 use bootc_pool_common::error_chain;
 use bootc_pool_common::kube_client::{self, ClientOptions};
 use bootc_pool_common::process::{self, Runtime};
@@ -40,7 +40,7 @@ async fn agent(config: Config) -> Result<(), String> {
     .map_err(|e| error_chain(&e))?
     .with_host_root(&config.host_root);
     info!(node = %config.node_name, bus = %config.system_bus_address, "agent started");
-    let options = Options {
+    let options = RunOptions {
         node_name: config.node_name.clone(),
         poll_interval: config.status_poll_interval,
         agent_version: env!("CARGO_PKG_VERSION").to_owned(),

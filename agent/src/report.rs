@@ -78,15 +78,13 @@ impl Conditions<'_> {
     /// The condition `type_`, its transition time kept when its status did not change.
     fn next(&self, type_: &str, status: bool, reason: &str, message: String) -> Option<Condition> {
         let previous = self.previous.map_or(&[][..], |p| p.conditions.as_slice());
-        bootc_crds::conditions::next(
-            previous,
+        let new = bootc_crds::conditions::NewCondition {
             type_,
             status,
             reason,
             message,
-            self.generation,
-            self.now,
-        )
+        };
+        bootc_crds::conditions::next(previous, new, self.generation, self.now)
     }
 }
 

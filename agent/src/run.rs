@@ -51,7 +51,7 @@ pub const USER_AGENT: &str = concat!("bootc-node-agent/", env!("CARGO_PKG_VERSIO
 
 /// What the run loop needs besides the API client and the host.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct RunOptions {
     /// The node's name: the only BootcNode the agent reads and writes.
     pub node_name: String,
     /// How often the host is read when nothing signals a change.
@@ -77,7 +77,7 @@ struct Agent<H> {
     host: Arc<H>,
     client: Client,
     nodes: Api<BootcNode>,
-    options: Options,
+    options: RunOptions,
     /// The BootcNode as last seen (watch or own write).
     node: Option<BootcNode>,
     /// Whether `memory.last_reboot` was taken from the object already.
@@ -121,7 +121,7 @@ enum Wake {
 pub async fn run<H: Host + 'static>(
     client: Client,
     host: Arc<H>,
-    options: Options,
+    options: RunOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
     let nodes: Api<BootcNode> = Api::all(client.clone());
@@ -177,7 +177,7 @@ pub async fn run<H: Host + 'static>(
 }
 
 impl<H: Host + 'static> Agent<H> {
-    fn new(host: Arc<H>, client: Client, nodes: Api<BootcNode>, options: Options) -> Self {
+    fn new(host: Arc<H>, client: Client, nodes: Api<BootcNode>, options: RunOptions) -> Self {
         Agent {
             host,
             client,

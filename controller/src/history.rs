@@ -140,7 +140,7 @@ pub fn merge(
         }
     }
     for (digest, on) in by_digest(observed, target.as_ref()) {
-        let seen = Seen::of(&on, &digest, target);
+        let seen = DigestSeen::of(&on, &digest, target);
         match entries.get_mut(&digest) {
             Some(entry) => seen.widen(entry),
             None => {
@@ -179,7 +179,7 @@ fn by_digest<'a>(
 }
 
 /// What the nodes on one digest say now.
-struct Seen {
+struct DigestSeen {
     count: i32,
     first: Option<Time>,
     last: Option<Time>,
@@ -188,10 +188,10 @@ struct Seen {
     target_image: Option<String>,
 }
 
-impl Seen {
+impl DigestSeen {
     fn of(on: &[&BootedReport], digest: &str, target: Option<TargetImage<'_>>) -> Self {
         let target = target.filter(|t| t.digest == digest);
-        Seen {
+        DigestSeen {
             count: i32::try_from(on.len()).unwrap_or(i32::MAX),
             first: on.iter().filter_map(|o| o.since.as_ref()).min().cloned(),
             last: on.iter().filter_map(|o| o.since.as_ref()).max().cloned(),

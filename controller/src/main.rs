@@ -10,7 +10,7 @@ use bootc_pool_common::process::{self, Runtime};
 use bootc_pool_common::shutdown::Shutdown;
 use bootc_pool_controller::leader::LeaseConfig;
 use bootc_pool_controller::metrics::Metrics;
-use bootc_pool_controller::reconcile::{self, Options};
+use bootc_pool_controller::reconcile::{self, Dependencies};
 use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
 use bootc_pool_controller::server::{Health, Server};
 use clap::Parser;
@@ -43,14 +43,14 @@ async fn controller(config: config::Config) -> Result<(), String> {
     });
     let metrics = Metrics::new();
     let health = Health::new();
-    let options = Options {
+    let deps = Dependencies {
         instance: identity.clone(),
         resolver: Resolver::new(ResolverOptions {
             insecure_registries: config.insecure_registries.clone(),
             ..ResolverOptions::default()
         }),
         metrics: metrics.clone(),
-        ..Options::default()
+        ..Dependencies::default()
     };
     let server = Server::bind(config.metrics_addr, metrics, health.clone())
         .await
@@ -60,7 +60,7 @@ async fn controller(config: config::Config) -> Result<(), String> {
     let lease = LeaseConfig::new(&config.lease_name, &config.lease_namespace, &identity);
     info!(%identity, lease = %config.lease_name, namespace = %config.lease_namespace, "controller started");
     health.set_ready(true);
-    reconcile::run_elected(client, options, lease, shutdown.requested())
+    reconcile::run_elected(client, deps, lease, shutdown.requested())
         .await
         .map_err(|e| format!("leader election: {e}"))?;
     let _ = server.await;

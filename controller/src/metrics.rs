@@ -42,7 +42,7 @@ pub const NODE_STATES: [&str; 6] = [
 ];
 
 /// The outcomes of `bootc_pool_reconciles_total` and `bootc_pool_actions_total`: `ok` or
-/// an error reason (`crate::reconcile::Error::reason`).
+/// an error reason (`crate::reconcile::ReconcileError::reason`).
 pub const OUTCOMES: [&str; 4] = ["ok", "api", "cache", "conflict"];
 
 /// The actions of `bootc_pool_actions_total` (`crate::reconcile::execute::action_kind`).
@@ -212,9 +212,9 @@ struct PoolSeries {
     error_reasons: BTreeSet<String>,
 }
 
-#[derive(Debug)]
-struct Inner {
-    registry: Registry,
+/// Every metric family, each a handle on what the registry encodes.
+#[derive(Debug, Clone)]
+struct Families {
     reconcile_duration: HistogramFamily<PoolLabels>,
     reconcile_errors: Family<ErrorLabels, Counter>,
     reconciles: Family<OutcomeLabels, Counter>,
@@ -226,13 +226,101 @@ struct Inner {
     drain_duration: HistogramFamily<DrainLabels>,
     reboots_approved: Family<PoolLabels, Counter>,
     leader: Gauge,
+}
+
+impl Families {
+    fn new() -> Self {
+        Families {
+            reconcile_duration: Family::new_with_constructor(reconcile_histogram),
+            reconcile_errors: Family::default(),
+            reconciles: Family::default(),
+            actions: Family::default(),
+            action_duration: Family::new_with_constructor(reconcile_histogram),
+            nodes: Family::default(),
+            target_info: Family::default(),
+            tag_resolutions: Family::default(),
+            drain_duration: Family::new_with_constructor(drain_histogram),
+            reboots_approved: Family::default(),
+            leader: Gauge::default(),
+        }
+    }
+
+    /// Registers every family under its name, with its help text.
+    fn register(&self, r: &mut Registry) {
+        let seconds = Unit::Seconds;
+        let f = self.clone();
+        r.register_with_unit(
+            "bootc_pool_reconcile_duration",
+            "Time taken by one reconcile of a pool",
+            seconds.clone(),
+            f.reconcile_duration,
+        );
+        r.register(
+            "bootc_pool_reconcile_errors",
+            "Reconciles of a pool that failed, by reason",
+            f.reconcile_errors,
+        );
+        r.register(
+            "bootc_pool_reconciles",
+            "Reconciles of a pool, by outcome (ok, or the error reason)",
+            f.reconciles,
+        );
+        r.register(
+            "bootc_pool_actions",
+            "Actions carried out for a pool, by kind and outcome (ok, or the error reason)",
+            f.actions,
+        );
+        r.register_with_unit(
+            "bootc_pool_action_duration",
+            "Time taken by one action, failed ones included",
+            seconds.clone(),
+            f.action_duration,
+        );
+        r.register(
+            "bootc_pool_nodes",
+            "Member nodes of a pool by rollout state",
+            f.nodes,
+        );
+        r.register(
+            "bootc_pool_target_info",
+            "The image a pool currently targets (always 1)",
+            f.target_info,
+        );
+        r.register(
+            "bootc_pool_tag_resolutions",
+            "Registry requests resolving an image tag to a digest, by result",
+            f.tag_resolutions,
+        );
+        r.register_with_unit(
+            "bootc_pool_drain_duration",
+            "Time from the start of a node drain to its end, by outcome",
+            seconds,
+            f.drain_duration,
+        );
+        r.register(
+            "bootc_pool_reboots_approved",
+            "Nodes of a pool approved to reboot into the target",
+            f.reboots_approved,
+        );
+        r.register(
+            "bootc_pool_leader",
+            "1 while this replica holds the leader lease, else 0",
+            f.leader,
+        );
+    }
+}
+
+#[derive(Debug)]
+struct Registered {
+    registry: Registry,
+    f: Families,
     pools: Mutex<BTreeMap<String, PoolSeries>>,
 }
 
 /// The controller's metrics and their registry. Clones share everything.
 #[derive(Debug, Clone)]
 pub struct Metrics {
-    inner: Arc<Inner>,
+    inner: Arc<Registered>,
 }
 
 impl Default for Metrics {
@@ -253,93 +341,13 @@ impl Metrics {
     /// A registry with every family registered and no series yet (except
     /// `bootc_pool_leader`, 0).
     pub fn new() -> Self {
+        let f = Families::new();
         let mut registry = Registry::default();
-        let reconcile_duration: HistogramFamily<PoolLabels> =
-            Family::new_with_constructor(reconcile_histogram);
-        registry.register_with_unit(
-            "bootc_pool_reconcile_duration",
-            "Time taken by one reconcile of a pool",
-            Unit::Seconds,
-            reconcile_duration.clone(),
-        );
-        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
-        registry.register(
-            "bootc_pool_reconcile_errors",
-            "Reconciles of a pool that failed, by reason",
-            reconcile_errors.clone(),
-        );
-        let reconciles = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
-            "bootc_pool_reconciles",
-            "Reconciles of a pool, by outcome (ok, or the error reason)",
-            reconciles.clone(),
-        );
-        let actions = Family::<ActionLabels, Counter>::default();
-        registry.register(
-            "bootc_pool_actions",
-            "Actions carried out for a pool, by kind and outcome (ok, or the error reason)",
-            actions.clone(),
-        );
-        let action_duration: HistogramFamily<ActionKindLabels> =
-            Family::new_with_constructor(reconcile_histogram);
-        registry.register_with_unit(
-            "bootc_pool_action_duration",
-            "Time taken by one action, failed ones included",
-            Unit::Seconds,
-            action_duration.clone(),
-        );
-        let nodes = Family::<NodeLabels, Gauge>::default();
-        registry.register(
-            "bootc_pool_nodes",
-            "Member nodes of a pool by rollout state",
-            nodes.clone(),
-        );
-        let target_info = Family::<TargetLabels, Gauge>::default();
-        registry.register(
-            "bootc_pool_target_info",
-            "The image a pool currently targets (always 1)",
-            target_info.clone(),
-        );
-        let tag_resolutions = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "bootc_pool_tag_resolutions",
-            "Registry requests resolving an image tag to a digest, by result",
-            tag_resolutions.clone(),
-        );
-        let drain_duration: HistogramFamily<DrainLabels> =
-            Family::new_with_constructor(drain_histogram);
-        registry.register_with_unit(
-            "bootc_pool_drain_duration",
-            "Time from the start of a node drain to its end, by outcome",
-            Unit::Seconds,
-            drain_duration.clone(),
-        );
-        let reboots_approved = Family::<PoolLabels, Counter>::default();
-        registry.register(
-            "bootc_pool_reboots_approved",
-            "Nodes of a pool approved to reboot into the target",
-            reboots_approved.clone(),
-        );
-        let leader = Gauge::default();
-        registry.register(
-            "bootc_pool_leader",
-            "1 while this replica holds the leader lease, else 0",
-            leader.clone(),
-        );
+        f.register(&mut registry);
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Registered {
                 registry,
-                reconcile_duration,
-                reconcile_errors,
-                reconciles,
-                actions,
-                action_duration,
-                nodes,
-                target_info,
-                tag_resolutions,
-                drain_duration,
-                reboots_approved,
-                leader,
+                f,
                 pools: Mutex::new(BTreeMap::new()),
             }),
         }
@@ -357,6 +365,7 @@ impl Metrics {
     /// Counts one reconcile of `pool` with its outcome (`ok`, or the error reason).
     pub fn record_reconcile(&self, pool: &str, outcome: &'static str) {
         self.inner
+            .f
             .reconciles
             .get_or_create(&OutcomeLabels {
                 pool: pool.to_owned(),
@@ -374,6 +383,7 @@ impl Metrics {
         duration: Duration,
     ) {
         self.inner
+            .f
             .actions
             .get_or_create(&ActionLabels {
                 pool: pool.to_owned(),
@@ -382,6 +392,7 @@ impl Metrics {
             })
             .inc();
         self.inner
+            .f
             .action_duration
             .get_or_create(&ActionKindLabels { action })
             .observe(duration.as_secs_f64());
@@ -390,6 +401,7 @@ impl Metrics {
     /// Records how long one reconcile of `pool` took.
     pub fn observe_reconcile(&self, pool: &str, duration: Duration) {
         self.inner
+            .f
             .reconcile_duration
             .get_or_create(&PoolLabels {
                 pool: pool.to_owned(),
@@ -404,6 +416,7 @@ impl Metrics {
             series.error_reasons.insert(reason.to_owned());
         });
         self.inner
+            .f
             .reconcile_errors
             .get_or_create(&ErrorLabels {
                 pool: pool.to_owned(),
@@ -425,6 +438,7 @@ impl Metrics {
         }
         for (state, value) in NODE_STATES.iter().zip(values) {
             self.inner
+                .f
                 .nodes
                 .get_or_create(&NodeLabels {
                     pool: pool.to_owned(),
@@ -458,9 +472,9 @@ impl Metrics {
             if let Some(previous) = series.target.replace(labels.clone())
                 && previous != labels
             {
-                self.inner.target_info.remove(&previous);
+                self.inner.f.target_info.remove(&previous);
             }
-            self.inner.target_info.get_or_create(&labels).set(1);
+            self.inner.f.target_info.get_or_create(&labels).set(1);
         });
     }
 
@@ -468,7 +482,7 @@ impl Metrics {
     pub fn clear_target(&self, pool: &str) {
         self.with_pool(pool, |series| {
             if let Some(previous) = series.target.take() {
-                self.inner.target_info.remove(&previous);
+                self.inner.f.target_info.remove(&previous);
             }
         });
     }
@@ -476,6 +490,7 @@ impl Metrics {
     /// Counts one tag resolution (one registry request, not one per pool).
     pub fn record_tag_resolution(&self, result: TagResult) {
         self.inner
+            .f
             .tag_resolutions
             .get_or_create(&ResultLabels {
                 result: result.as_str(),
@@ -486,6 +501,7 @@ impl Metrics {
     /// Records a finished drain of one of `pool`'s nodes.
     pub fn observe_drain(&self, pool: &str, outcome: DrainResult, duration: Duration) {
         self.inner
+            .f
             .drain_duration
             .get_or_create(&DrainLabels {
                 pool: pool.to_owned(),
@@ -497,6 +513,7 @@ impl Metrics {
     /// Counts one reboot approval for a node of `pool`.
     pub fn record_reboot_approved(&self, pool: &str) {
         self.inner
+            .f
             .reboots_approved
             .get_or_create(&PoolLabels {
                 pool: pool.to_owned(),
@@ -506,7 +523,7 @@ impl Metrics {
 
     /// Sets `bootc_pool_leader`: 1 while this replica is the leader.
     pub fn set_leader(&self, leader: bool) {
-        self.inner.leader.set(i64::from(leader));
+        self.inner.f.leader.set(i64::from(leader));
     }
 
     /// Removes every series labelled with `pool` (the pool was deleted).
@@ -519,16 +536,16 @@ impl Metrics {
             .remove(pool)
             .unwrap_or_default();
         if let Some(target) = series.target {
-            self.inner.target_info.remove(&target);
+            self.inner.f.target_info.remove(&target);
         }
         for reason in series.error_reasons {
-            self.inner.reconcile_errors.remove(&ErrorLabels {
+            self.inner.f.reconcile_errors.remove(&ErrorLabels {
                 pool: pool.to_owned(),
                 reason,
             });
         }
         for state in NODE_STATES {
-            self.inner.nodes.remove(&NodeLabels {
+            self.inner.f.nodes.remove(&NodeLabels {
                 pool: pool.to_owned(),
                 state,
             });
@@ -538,18 +555,18 @@ impl Metrics {
             DrainResult::TimedOut,
             DrainResult::Cancelled,
         ] {
-            self.inner.drain_duration.remove(&DrainLabels {
+            self.inner.f.drain_duration.remove(&DrainLabels {
                 pool: pool.to_owned(),
                 outcome: outcome.as_str(),
             });
         }
         for outcome in OUTCOMES {
-            self.inner.reconciles.remove(&OutcomeLabels {
+            self.inner.f.reconciles.remove(&OutcomeLabels {
                 pool: pool.to_owned(),
                 outcome,
             });
             for action in ACTION_KINDS {
-                self.inner.actions.remove(&ActionLabels {
+                self.inner.f.actions.remove(&ActionLabels {
                     pool: pool.to_owned(),
                     action,
                     outcome,
@@ -559,8 +576,8 @@ impl Metrics {
         let labels = PoolLabels {
             pool: pool.to_owned(),
         };
-        self.inner.reconcile_duration.remove(&labels);
-        self.inner.reboots_approved.remove(&labels);
+        self.inner.f.reconcile_duration.remove(&labels);
+        self.inner.f.reboots_approved.remove(&labels);
     }
 
     /// The registry in the OpenMetrics text format (ends with `# EOF`).
@@ -575,37 +592,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn forget_pool_removes_all_its_series() {
-        let m = Metrics::new();
-        m.observe_reconcile("a", Duration::from_millis(3));
-        m.record_reconcile_error("a", "kube");
-        m.set_nodes("a", &BTreeMap::from([("Staged", 2)]));
-        m.set_target("a", "quay.io/x:1", "sha256:aa", None);
-        m.observe_drain("a", DrainResult::Drained, Duration::from_secs(4));
-        m.record_reboot_approved("a");
-        m.record_reboot_approved("b");
-        m.forget_pool("a");
-        let text = m.encode();
-        assert!(!text.contains("pool=\"a\""), "{text}");
-        assert!(text.contains("pool=\"b\""), "{text}");
-    }
-
-    #[test]
-    fn node_states_match_plan_states() {
-        let states = BTreeMap::from([
-            ("n1".to_owned(), NodeState::Degraded),
-            ("n2".to_owned(), NodeState::UpToDate),
-            ("n3".to_owned(), NodeState::UpToDate),
-        ]);
-        let m = Metrics::new();
-        m.set_node_states("p", &states);
-        let text = m.encode();
-        assert!(text.contains("bootc_pool_nodes{pool=\"p\",state=\"UpToDate\"} 2"));
-        assert!(text.contains("bootc_pool_nodes{pool=\"p\",state=\"Degraded\"} 1"));
-        assert!(text.contains("bootc_pool_nodes{pool=\"p\",state=\"Pending\"} 0"));
-    }
-}
+mod tests;

@@ -209,7 +209,7 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
         .skip(before)
         .filter(|r| r.user_agent == reconcile::USER_AGENT)
         .collect();
-    let counters = kube_emulator::Counters::of(&ours);
+    let counters = kube_emulator::RequestCounts::of(&ours);
     let writes: u64 = ["create", "update", "patch", "delete"]
         .iter()
         .map(|v| counters.by_verb.get(*v).copied().unwrap_or(0))

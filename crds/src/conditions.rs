@@ -100,29 +100,39 @@ pub fn from_time(
     }
 }
 
+/// What a condition should say now, before its transition time is decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCondition<'a> {
+    /// `type`.
+    pub type_: &'a str,
+    /// `True` or `False`.
+    pub status: bool,
+    /// `reason`.
+    pub reason: &'a str,
+    /// `message`.
+    pub message: String,
+}
+
 /// A condition as it should be reported now: `lastTransitionTime` is kept from the
 /// previous condition of the same type while its status stays, so that reporting the
 /// same situation again gives an identical condition (and no write).
 pub fn next(
     previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: String,
+    new: NewCondition<'_>,
     generation: Option<i64>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    let status = if status { "True" } else { "False" }.to_owned();
-    let old = previous.iter().find(|c| c.type_ == type_);
+    let status = if new.status { "True" } else { "False" }.to_owned();
+    let old = previous.iter().find(|c| c.type_ == new.type_);
     let last_transition_time = match old {
         Some(c) if c.status == status => c.last_transition_time.clone(),
         _ => to_time(now)?,
     };
     Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-        type_: type_.to_owned(),
+        type_: new.type_.to_owned(),
         status,
-        reason: reason.to_owned(),
-        message,
+        reason: new.reason.to_owned(),
+        message: new.message,
         observed_generation: generation,
         last_transition_time,
     })
@@ -138,13 +148,16 @@ mod tests {
     fn transition_time_moves_only_when_the_status_flips() {
         let t0 = chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
         let t1 = t0 + chrono::Duration::minutes(5);
-        let first = next(&[], IDLE, false, "Staging", "a".into(), Some(1), t0).unwrap();
+        let new = |status, reason, message: &str| NewCondition {
+            type_: IDLE,
+            status,
+            reason,
+            message: message.into(),
+        };
+        let first = next(&[], new(false, "Staging", "a"), Some(1), t0).unwrap();
         let same = next(
             std::slice::from_ref(&first),
-            IDLE,
-            false,
-            "Staged",
-            "b".into(),
+            new(false, "Staged", "b"),
             Some(2),
             t1,
         )
@@ -156,10 +169,7 @@ mod tests {
         );
         let flipped = next(
             std::slice::from_ref(&same),
-            IDLE,
-            true,
-            "Idle",
-            "c".into(),
+            new(true, "Idle", "c"),
             Some(2),
             t1,
         )

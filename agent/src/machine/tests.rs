@@ -54,8 +54,8 @@ fn record(digest: &str, boot_id: &str, soft: u64, minutes_ago: i64) -> RebootRec
     }
 }
 
-fn reboot(unlock: Unlock, soft: bool, host: &HostFacts) -> Action {
-    Action::Reboot {
+fn reboot(unlock: Unlock, soft: bool, host: &HostFacts) -> HostAction {
+    HostAction::Reboot {
         unlock,
         soft,
         record: RebootRecord {
@@ -67,8 +67,8 @@ fn reboot(unlock: Unlock, soft: bool, host: &HostFacts) -> Action {
     }
 }
 
-fn stage() -> Action {
-    Action::Stage { image: pin(B) }
+fn stage() -> HostAction {
+    HostAction::Stage { image: pin(B) }
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn every_state() {
         Memory,
         Phase,
         Option<&'static str>,
-        Action,
+        HostAction,
     );
     let cases: Vec<Case> = vec![
         (
@@ -115,7 +115,7 @@ fn every_state() {
             none.clone(),
             Phase::Idle,
             None,
-            Action::Wait,
+            HostAction::Wait,
         ),
         (
             "booted is desired, still approved",
@@ -124,7 +124,7 @@ fn every_state() {
             none.clone(),
             Phase::Idle,
             None,
-            Action::Wait,
+            HostAction::Wait,
         ),
         (
             "booted via the digest in the reference",
@@ -133,7 +133,7 @@ fn every_state() {
             none.clone(),
             Phase::Idle,
             None,
-            Action::Wait,
+            HostAction::Wait,
         ),
         (
             "nothing staged",
@@ -160,7 +160,7 @@ fn every_state() {
             none.clone(),
             Phase::Staged,
             None,
-            Action::Wait,
+            HostAction::Wait,
         ),
         (
             "staged, Booted without the slot",
@@ -169,7 +169,7 @@ fn every_state() {
             none.clone(),
             Phase::Staged,
             None,
-            Action::Wait,
+            HostAction::Wait,
         ),
         (
             "staged, slot without Booted",
@@ -178,7 +178,7 @@ fn every_state() {
             none.clone(),
             Phase::Staged,
             None,
-            Action::Wait,
+            HostAction::Wait,
         ),
         (
             "approved",
@@ -205,7 +205,7 @@ fn every_state() {
             none.clone(),
             Phase::Staged,
             None,
-            Action::Wait,
+            HostAction::Wait,
         ),
         (
             "rollback slot, approved",
@@ -254,7 +254,7 @@ fn soft_reboot_only_when_allowed_capable_and_supported() {
         };
         let d = decide(&desired, &h, &Memory::default(), now());
         assert!(
-            matches!(d.action, Action::Reboot { soft: s, .. } if s == soft),
+            matches!(d.action, HostAction::Reboot { soft: s, .. } if s == soft),
             "{policy:?} {staged_capable} {systemd_can}: {:?}",
             d.action
         );
@@ -281,7 +281,7 @@ fn bad_desired_images_never_reach_a_command() {
             ..host(A)
         };
         let d = decide(&desired, &h, &Memory::default(), now());
-        assert_eq!(d.action, Action::Wait, "{bad:?}");
+        assert_eq!(d.action, HostAction::Wait, "{bad:?}");
         let (reason, message) = d.degraded.expect("degraded");
         assert_eq!(reason, node_degraded::ERROR);
         assert!(
@@ -307,7 +307,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
             failure: None,
         };
         let d = decide(&approved, &h, &memory, now());
-        assert_eq!(d.action, Action::Wait);
+        assert_eq!(d.action, HostAction::Wait);
         assert_eq!(
             d.degraded.as_ref().map(|(r, _)| *r),
             Some(node_degraded::REBOOT_DID_NOT_APPLY)
@@ -326,7 +326,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
     };
     assert!(matches!(
         decide(&approved, &h, &memory, now()).action,
-        Action::Reboot { .. }
+        HostAction::Reboot { .. }
     ));
     // It applied: idle and healthy.
     let memory = Memory {
@@ -344,7 +344,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
     );
     assert_eq!(
         (d.phase, d.degraded, d.action),
-        (Phase::Idle, None, Action::Wait)
+        (Phase::Idle, None, HostAction::Wait)
     );
 }
 
@@ -360,7 +360,7 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
         failure: None,
     };
     let d = decide(&approved, &h, &recent, now());
-    assert_eq!((d.phase, d.action), (Phase::Rebooting, Action::Wait));
+    assert_eq!((d.phase, d.action), (Phase::Rebooting, HostAction::Wait));
     assert_eq!(
         d.retry_after,
         Some(REBOOT_REQUEST_TIMEOUT - Duration::from_secs(120))
@@ -371,7 +371,7 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
     };
     assert!(matches!(
         decide(&approved, &h, &overdue, now()).action,
-        Action::Reboot { .. }
+        HostAction::Reboot { .. }
     ));
 }
 
@@ -394,7 +394,11 @@ fn failures_back_off_and_stay_reported() {
     );
     assert_eq!(
         (d.phase, d.action.clone(), d.retry_after),
-        (Phase::Staging, Action::Wait, Some(Duration::from_secs(7)))
+        (
+            Phase::Staging,
+            HostAction::Wait,
+            Some(Duration::from_secs(7))
+        )
     );
     let (reason, message) = d.degraded.unwrap();
     assert_eq!(
@@ -431,7 +435,7 @@ fn failures_back_off_and_stay_reported() {
         (d.phase, d.action, d.retry_after),
         (
             Phase::Rebooting,
-            Action::Wait,
+            HostAction::Wait,
             Some(Duration::from_secs(15))
         )
     );
@@ -484,11 +488,11 @@ fn at_most_one_reboot_per_approval_exhaustively() {
                                         .is_some_and(|r| r.digest == B && r.happened(&h));
                                     if rebooted_for_b && !on_b {
                                         assert!(
-                                            !matches!(d.action, Action::Reboot { .. }),
+                                            !matches!(d.action, HostAction::Reboot { .. }),
                                             "{h:?} {memory:?}"
                                         );
                                     }
-                                    if matches!(d.action, Action::Reboot { .. }) {
+                                    if matches!(d.action, HostAction::Reboot { .. }) {
                                         assert!(
                                             state == Booted && holds_slot,
                                             "reboot without approval: {h:?}"
@@ -497,7 +501,7 @@ fn at_most_one_reboot_per_approval_exhaustively() {
                                     if on_b {
                                         assert_eq!(
                                             (d.phase, &d.action),
-                                            (Phase::Idle, &Action::Wait)
+                                            (Phase::Idle, &HostAction::Wait)
                                         );
                                     }
                                     checked += 1;

@@ -14,7 +14,7 @@ use super::Agent;
 use super::status::current_phase;
 use crate::bootc_status::{BootEntry, BootcHost};
 use crate::host::{BootIdentity, Host, HostError};
-use crate::machine::{self, Action, Decision, Desired, HostFacts, Phase, Slot, Unlock};
+use crate::machine::{self, Decision, Desired, HostAction, HostFacts, Phase, Slot, Unlock};
 
 /// A reboot the decision asked for.
 struct Reboot {
@@ -66,13 +66,13 @@ impl<H: Host + 'static> Agent<H> {
                 .map(|m| (node_degraded::ERROR, m.to_owned()))
         });
         match action {
-            Action::Wait => {}
-            Action::Stage { image } => {
+            HostAction::Wait => {}
+            HostAction::Stage { image } => {
                 if self.staging.is_none() {
                     self.start_staging(image);
                 }
             }
-            Action::Reboot {
+            HostAction::Reboot {
                 unlock,
                 soft,
                 record,
@@ -92,9 +92,9 @@ impl<H: Host + 'static> Agent<H> {
 
     /// Cancels a staging command for another image than `action` stages (or when none
     /// is wanted any more).
-    async fn cancel_unwanted_staging(&mut self, action: &Action) {
+    async fn cancel_unwanted_staging(&mut self, action: &HostAction) {
         let wanted = match action {
-            Action::Stage { image } => Some(image.as_str()),
+            HostAction::Stage { image } => Some(image.as_str()),
             _ => None,
         };
         if self

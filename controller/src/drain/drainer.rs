@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::task::{DrainTask, Progress};
+use super::task::{DrainProgress, DrainTask};
 use super::{DrainError, DrainOptions, DrainOutcome};
 
 /// Announced when a background drain finishes, so the reconciler re-enqueues the pool.
@@ -47,17 +47,17 @@ pub enum DrainState {
     },
 }
 
-struct Entry {
+struct DrainEntry {
     id: u64,
     pool: String,
     since: std::time::Instant,
     cancel: CancellationToken,
     options: watch::Sender<DrainOptions>,
-    progress: Arc<Progress>,
+    progress: Arc<DrainProgress>,
     finished: Option<(std::time::Instant, Result<DrainOutcome, DrainError>)>,
 }
 
-impl Entry {
+impl DrainEntry {
     fn state(&self) -> DrainState {
         match &self.finished {
             None => DrainState::Running {
@@ -78,7 +78,7 @@ impl Entry {
 #[derive(Default)]
 struct Drains {
     next_id: u64,
-    by_node: HashMap<String, Entry>,
+    by_node: HashMap<String, DrainEntry>,
 }
 
 /// The background drains, at most one per node. Each runs as a tokio task; its end is
@@ -116,7 +116,7 @@ struct Spawned {
     node: String,
     cancel: CancellationToken,
     options: watch::Receiver<DrainOptions>,
-    progress: Arc<Progress>,
+    progress: Arc<DrainProgress>,
 }
 
 impl Drainer {
@@ -158,10 +158,10 @@ impl Drainer {
         let id = drains.next_id;
         let cancel = CancellationToken::new();
         let (options_tx, options_rx) = watch::channel(options);
-        let progress = Arc::new(Progress::default());
+        let progress = Arc::new(DrainProgress::default());
         drains.by_node.insert(
             node.to_string(),
-            Entry {
+            DrainEntry {
                 id,
                 pool: pool.to_string(),
                 since: std::time::Instant::now(),
@@ -235,7 +235,7 @@ impl Drainer {
     /// Where the drain of `node` is; `None` when there is none (never started, cancelled
     /// or forgotten).
     pub fn state(&self, node: &str) -> Option<DrainState> {
-        lock(&self.drains).by_node.get(node).map(Entry::state)
+        lock(&self.drains).by_node.get(node).map(DrainEntry::state)
     }
 
     /// Forgets the finished drain of `node` (after the reconciler acted on its result), so

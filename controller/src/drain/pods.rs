@@ -15,32 +15,36 @@ pub(super) type PodKey = (String, String);
 
 /// How a pod on the node is treated.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum PodVerdict {
     Skip(&'static str),
     Evict,
     Refuse { unmanaged: bool, empty_dir: bool },
 }
 
-pub(super) fn classify(pod: &Pod, options: &DrainOptions, selector: Option<&Selector>) -> Verdict {
+pub(super) fn classify(
+    pod: &Pod,
+    options: &DrainOptions,
+    selector: Option<&Selector>,
+) -> PodVerdict {
     if pod.annotations().contains_key(MIRROR_ANNOTATION) {
-        return Verdict::Skip("mirror pod");
+        return PodVerdict::Skip("mirror pod");
     }
     let controller = pod
         .owner_references()
         .iter()
         .find(|o| o.controller == Some(true));
     if controller.is_some_and(|o| o.kind == "DaemonSet") {
-        return Verdict::Skip("DaemonSet pod");
+        return PodVerdict::Skip("DaemonSet pod");
     }
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Succeeded" | "Failed")) {
-        return Verdict::Skip("terminated pod");
+        return PodVerdict::Skip("terminated pod");
     }
     if selector.is_some_and(|s| !s.matches(pod.labels())) {
-        return Verdict::Skip("not selected by podSelector");
+        return PodVerdict::Skip("not selected by podSelector");
     }
     if pod.metadata.deletion_timestamp.is_some() {
-        return Verdict::Evict;
+        return PodVerdict::Evict;
     }
     let unmanaged = controller.is_none() && !options.force;
     let empty_dir = !options.delete_empty_dir_data
@@ -50,12 +54,12 @@ pub(super) fn classify(pod: &Pod, options: &DrainOptions, selector: Option<&Sele
             .and_then(|s| s.volumes.as_ref())
             .is_some_and(|vs| vs.iter().any(|v| v.empty_dir.is_some()));
     if unmanaged || empty_dir {
-        Verdict::Refuse {
+        PodVerdict::Refuse {
             unmanaged,
             empty_dir,
         }
     } else {
-        Verdict::Evict
+        PodVerdict::Evict
     }
 }
 
@@ -91,11 +95,11 @@ pub(super) fn sort(
     for pod in pods {
         let key = key_of(pod);
         match classify(pod, options, selector) {
-            Verdict::Skip(why) => {
+            PodVerdict::Skip(why) => {
                 tracing::debug!(node, pod = %show(&key), why, "leaving pod");
             }
-            Verdict::Evict => sorted.evict.push((key, pod.uid().unwrap_or_default())),
-            Verdict::Refuse {
+            PodVerdict::Evict => sorted.evict.push((key, pod.uid().unwrap_or_default())),
+            PodVerdict::Refuse {
                 unmanaged,
                 empty_dir,
             } => {

@@ -20,11 +20,11 @@ use super::{DrainError, DrainOptions, DrainOutcome};
 
 /// What a running drain reports while it runs.
 #[derive(Debug, Default)]
-pub(super) struct Progress {
+pub(super) struct DrainProgress {
     last_error: Mutex<Option<String>>,
 }
 
-impl Progress {
+impl DrainProgress {
     pub(super) fn last_error(&self) -> Option<String> {
         self.last_error
             .lock()
@@ -108,7 +108,7 @@ pub(super) struct DrainTask<'a> {
     node: &'a str,
     options: watch::Receiver<DrainOptions>,
     cancel: &'a CancellationToken,
-    progress: &'a Progress,
+    progress: &'a DrainProgress,
     started: Instant,
     /// The pods to evict, fixed by the first round without refusals.
     plan: Option<BTreeMap<PodKey, PodToEvict>>,
@@ -126,7 +126,7 @@ impl<'a> DrainTask<'a> {
         node: &'a str,
         options: watch::Receiver<DrainOptions>,
         cancel: &'a CancellationToken,
-        progress: &'a Progress,
+        progress: &'a DrainProgress,
     ) -> Self {
         DrainTask {
             client,

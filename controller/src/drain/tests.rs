@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::core::Selector;
 
 use super::eviction::eviction;
-use super::pods::{Verdict, classify};
+use super::pods::{PodVerdict, classify};
 use super::*;
 
 fn pod(owner: Option<&str>) -> Pod {
@@ -48,15 +48,15 @@ fn classification() {
     let opts = DrainOptions::default();
     assert_eq!(
         classify(&pod(Some("ReplicaSet")), &opts, None),
-        Verdict::Evict
+        PodVerdict::Evict
     );
     assert_eq!(
         classify(&pod(Some("DaemonSet")), &opts, None),
-        Verdict::Skip("DaemonSet pod")
+        PodVerdict::Skip("DaemonSet pod")
     );
     assert_eq!(
         classify(&pod(None), &opts, None),
-        Verdict::Refuse {
+        PodVerdict::Refuse {
             unmanaged: true,
             empty_dir: false
         }
@@ -65,11 +65,14 @@ fn classification() {
         force: true,
         ..DrainOptions::default()
     };
-    assert_eq!(classify(&pod(None), &forced, None), Verdict::Evict);
+    assert_eq!(classify(&pod(None), &forced, None), PodVerdict::Evict);
 
     let mut mirror = pod(None);
     mirror.metadata.annotations = Some([(MIRROR_ANNOTATION.to_string(), "x".into())].into());
-    assert_eq!(classify(&mirror, &opts, None), Verdict::Skip("mirror pod"));
+    assert_eq!(
+        classify(&mirror, &opts, None),
+        PodVerdict::Skip("mirror pod")
+    );
 
     let mut done = pod(Some("ReplicaSet"));
     done.status = Some(PodStatus {
@@ -78,7 +81,7 @@ fn classification() {
     });
     assert_eq!(
         classify(&done, &opts, None),
-        Verdict::Skip("terminated pod")
+        PodVerdict::Skip("terminated pod")
     );
 
     let mut scratch = pod(Some("ReplicaSet"));
@@ -90,14 +93,14 @@ fn classification() {
         }]),
         ..PodSpec::default()
     });
-    assert_eq!(classify(&scratch, &opts, None), Verdict::Evict);
+    assert_eq!(classify(&scratch, &opts, None), PodVerdict::Evict);
     let keep_data = DrainOptions {
         delete_empty_dir_data: false,
         ..DrainOptions::default()
     };
     assert_eq!(
         classify(&scratch, &keep_data, None),
-        Verdict::Refuse {
+        PodVerdict::Refuse {
             unmanaged: false,
             empty_dir: true
         }
@@ -106,7 +109,7 @@ fn classification() {
     let other: Selector = [("app", "db")].into_iter().collect();
     assert_eq!(
         classify(&pod(None), &opts, Some(&other)),
-        Verdict::Skip("not selected by podSelector")
+        PodVerdict::Skip("not selected by podSelector")
     );
 }
 

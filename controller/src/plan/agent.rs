@@ -19,20 +19,20 @@ pub fn runs(image: Option<&ImageStatus>, digest: &Digest) -> bool {
 }
 
 /// The agent's view of one node.
-pub(super) struct Agent<'a> {
+pub(super) struct AgentReport<'a> {
     pub(super) status: Option<&'a BootcNodeStatus>,
     /// The agent has answered the current spec.
     pub(super) current: bool,
 }
 
-impl<'a> Agent<'a> {
+impl<'a> AgentReport<'a> {
     pub(super) fn of(bootc: &'a BootcView) -> Self {
         let status = bootc.status.as_ref();
         let current = status
             .and_then(|s| s.observed_generation)
             .zip(bootc.generation)
             .is_some_and(|(seen, generation)| seen >= generation);
-        Agent { status, current }
+        AgentReport { status, current }
     }
 
     pub(super) fn condition(&self, type_: &str) -> Option<&'a Condition> {

@@ -9,7 +9,7 @@ use bootc_crds::{DRAIN_FAILED_ANNOTATION, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION}
 
 use super::Planner;
 use super::actions::{Action, NodeState};
-use super::agent::Agent;
+use super::agent::AgentReport;
 use super::holder::{self, Holder};
 use super::target::Target;
 use super::world::{BootcView, NodeInfo, NodeView};
@@ -61,7 +61,8 @@ pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: 
         .iter()
         .filter(|v| {
             v.bootc.as_ref().is_some_and(|b| {
-                b.spec.desired_image == target.image && !Agent::of(b).needs_no_pull(&target.digest)
+                b.spec.desired_image == target.image
+                    && !AgentReport::of(b).needs_no_pull(&target.digest)
             })
         })
         .count();
@@ -100,7 +101,7 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         p.states.insert(name, NodeState::Pending);
         return;
     }
-    let agent = Agent::of(bootc);
+    let agent = AgentReport::of(bootc);
     let spec = wanted_spec(
         &p.snap.pool.spec,
         p.snap.pull_secret.hash.as_deref(),
@@ -144,7 +145,7 @@ pub(super) struct Member<'n, 'a> {
     pub view: &'a NodeView,
     pub info: &'a NodeInfo,
     pub bootc: &'a BootcView,
-    pub agent: &'n Agent<'a>,
+    pub agent: &'n AgentReport<'a>,
     pub target: &'n Target,
     /// Its BootcNode asks for another image than the target.
     pub retargeted: bool,

@@ -2,7 +2,7 @@
 //! `deployHistory`, the `UpToDate`, `Progressing` and `Degraded` conditions, and the
 //! events that announce their transitions.
 
-use bootc_crds::conditions::{self, pool_degraded, up_to_date};
+use bootc_crds::conditions::{self, NewCondition, pool_degraded, up_to_date};
 use bootc_crds::pool::BootcNodePoolStatus;
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -30,14 +30,6 @@ pub(super) fn list(items: &[String]) -> String {
     out
 }
 
-/// One condition's new value.
-struct Verdict {
-    type_: &'static str,
-    status: bool,
-    reason: &'static str,
-    message: String,
-}
-
 fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option<&'a str> {
     status?
         .conditions
@@ -47,7 +39,7 @@ fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option
 }
 
 /// How many members are in each state.
-struct Counts {
+struct StateCounts {
     nodes: usize,
     updated: usize,
     updating: usize,
@@ -57,10 +49,10 @@ struct Counts {
     degraded: usize,
 }
 
-impl Counts {
+impl StateCounts {
     fn of(p: &Planner<'_>, members: &[&NodeView]) -> Self {
         let count = |s: NodeState| p.states.values().filter(|v| **v == s).count();
-        Counts {
+        StateCounts {
             nodes: members.len(),
             updated: count(NodeState::UpToDate),
             updating: count(NodeState::Rebooting),
@@ -103,7 +95,7 @@ pub(super) fn status(
 ) -> BootcNodePoolStatus {
     let snap = p.snap;
     let previous = snap.pool.status.as_ref();
-    let counts = Counts::of(p, members);
+    let counts = StateCounts::of(p, members);
     let as_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
     let mut status = previous.cloned().unwrap_or_default();
     status.observed_generation = snap.pool.generation;
@@ -122,7 +114,7 @@ pub(super) fn status(
     let (ok, reason, message) = progress::condition(p, progress, all_updated);
     let verdicts = [
         up,
-        Verdict {
+        NewCondition {
             type_: conditions::PROGRESSING,
             status: ok,
             reason,
@@ -185,7 +177,7 @@ fn deploy_history(
 
 /// The `Degraded` condition, by precedence: an invalid spec, node conflicts, a halt, a
 /// resolution problem, degraded nodes.
-fn degraded(p: &Planner<'_>, d: &TargetDecision) -> Verdict {
+fn degraded(p: &Planner<'_>, d: &TargetDecision) -> NewCondition<'static> {
     let (halt_at, halted) = slots::halted(p);
     let (reason, message) = match &d.target {
         Err(TargetProblem::InvalidSpec(problems)) => (
@@ -216,7 +208,7 @@ fn degraded(p: &Planner<'_>, d: &TargetDecision) -> Verdict {
             None => (pool_degraded::HEALTHY, String::new()),
         },
     };
-    Verdict {
+    NewCondition {
         type_: conditions::DEGRADED,
         status: reason != pool_degraded::HEALTHY,
         reason,
@@ -225,7 +217,7 @@ fn degraded(p: &Planner<'_>, d: &TargetDecision) -> Verdict {
 }
 
 /// The `UpToDate` condition: all updated, paused, outside the windows, or in progress.
-fn up_to_date(p: &Planner<'_>, counts: &Counts, all_updated: bool) -> Verdict {
+fn up_to_date(p: &Planner<'_>, counts: &StateCounts, all_updated: bool) -> NewCondition<'static> {
     let breakdown = counts.breakdown();
     let (reason, message) = if all_updated {
         (
@@ -246,7 +238,7 @@ fn up_to_date(p: &Planner<'_>, counts: &Counts, all_updated: bool) -> Verdict {
     } else {
         (up_to_date::ROLLOUT_IN_PROGRESS, breakdown)
     };
-    Verdict {
+    NewCondition {
         type_: conditions::UP_TO_DATE,
         status: all_updated,
         reason,
@@ -257,7 +249,7 @@ fn up_to_date(p: &Planner<'_>, counts: &Counts, all_updated: bool) -> Verdict {
 /// Events on transitions: a new target, a finished rollout, a halt, a conflict.
 fn transition_events(
     p: &mut Planner<'_>,
-    degraded: &Verdict,
+    degraded: &NewCondition<'static>,
     d: &TargetDecision,
     all_updated: bool,
     nodes: usize,
@@ -305,7 +297,7 @@ fn transition_events(
 /// The three conditions the plan owns, then any other condition as it was.
 fn conditions_after(
     previous: Option<&BootcNodePoolStatus>,
-    verdicts: [Verdict; 3],
+    verdicts: [NewCondition<'static>; 3],
     generation: Option<i64>,
     now: DateTime<Utc>,
 ) -> Vec<Condition> {
@@ -317,9 +309,7 @@ fn conditions_after(
     ];
     verdicts
         .into_iter()
-        .filter_map(|v| {
-            conditions::next(old, v.type_, v.status, v.reason, v.message, generation, now)
-        })
+        .filter_map(|v| conditions::next(old, v, generation, now))
         .chain(
             old.iter()
                 .filter(|c| !owned.contains(&c.type_.as_str()))

@@ -22,14 +22,14 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// What the last write of an object returned, until the cache catches up.
 #[derive(Debug, Clone)]
-enum Written<K> {
+enum LastWrite<K> {
     Object(Arc<K>),
     Deleted,
 }
 
 #[derive(Debug)]
 pub(super) struct Overlay<K> {
-    entries: HashMap<String, (u64, Written<K>)>,
+    entries: HashMap<String, (u64, LastWrite<K>)>,
 }
 
 impl<K> Default for Overlay<K> {
@@ -52,7 +52,7 @@ impl<K: Resource + Clone> Overlay<K> {
     pub(super) fn wrote(&mut self, name: &str, object: K) {
         let rv = rv_of(&object);
         self.entries
-            .insert(name.to_owned(), (rv, Written::Object(Arc::new(object))));
+            .insert(name.to_owned(), (rv, LastWrite::Object(Arc::new(object))));
     }
 
     /// The names of the objects written or deleted and not yet seen in the cache.
@@ -61,7 +61,8 @@ impl<K: Resource + Clone> Overlay<K> {
     }
 
     pub(super) fn deleted(&mut self, name: &str, rv: u64) {
-        self.entries.insert(name.to_owned(), (rv, Written::Deleted));
+        self.entries
+            .insert(name.to_owned(), (rv, LastWrite::Deleted));
     }
 
     /// The newer of the cached object and the written one.
@@ -71,20 +72,20 @@ impl<K: Resource + Clone> Overlay<K> {
         };
         let cached_rv = cached.as_deref().map(rv_of);
         match (written, cached_rv) {
-            (Written::Object(_), Some(c)) if c >= *rv => {
+            (LastWrite::Object(_), Some(c)) if c >= *rv => {
                 self.entries.remove(name);
                 cached
             }
-            (Written::Deleted, Some(c)) if c > *rv => {
+            (LastWrite::Deleted, Some(c)) if c > *rv => {
                 self.entries.remove(name);
                 cached
             }
-            (Written::Deleted, None) => {
+            (LastWrite::Deleted, None) => {
                 self.entries.remove(name);
                 None
             }
-            (Written::Object(o), _) => Some(Arc::clone(o)),
-            (Written::Deleted, _) => None,
+            (LastWrite::Object(o), _) => Some(Arc::clone(o)),
+            (LastWrite::Deleted, _) => None,
         }
     }
 }

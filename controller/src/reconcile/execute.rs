@@ -15,7 +15,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::cache::{lock, rv_of};
-use super::{Context, Error, FIELD_MANAGER, api_error, is_status};
+use super::{Context, FIELD_MANAGER, ReconcileError, api_error, is_status};
 use crate::drain::{DrainOptions, DrainOutcome, DrainState};
 use crate::metrics::DrainResult;
 use crate::plan::{self, Action, PlannedEvent};
@@ -26,10 +26,10 @@ pub(super) async fn execute_all(
     ctx: &Context,
     pool: &BootcNodePool,
     actions: &[Action],
-) -> Option<Error> {
+) -> Option<ReconcileError> {
     let name = pool.name_any();
     let mut failed_nodes: BTreeSet<&str> = BTreeSet::new();
-    let mut first_error: Option<Error> = None;
+    let mut first_error: Option<ReconcileError> = None;
     for action in actions {
         if action
             .node()
@@ -81,7 +81,11 @@ fn params() -> PatchParams {
     }
 }
 
-async fn execute(ctx: &Context, pool: &BootcNodePool, action: &Action) -> Result<(), Error> {
+async fn execute(
+    ctx: &Context,
+    pool: &BootcNodePool,
+    action: &Action,
+) -> Result<(), ReconcileError> {
     match action {
         Action::Create { node, spec } => create(ctx, pool, node, spec).await,
         Action::Label { node } => label(ctx, node, true).await,
@@ -95,7 +99,7 @@ async fn execute(ctx: &Context, pool: &BootcNodePool, action: &Action) -> Result
             annotations,
         } => {
             let Some(current) = ctx.bootc_of(node) else {
-                return Err(Error::Conflict(format!("BootcNode {node}")));
+                return Err(ReconcileError::Conflict(format!("BootcNode {node}")));
             };
             let mut object = (*current).clone();
             object.metadata.resource_version = resource_version.clone();
@@ -142,7 +146,7 @@ async fn create(
     pool: &BootcNodePool,
     node: &str,
     spec: &bootc_crds::BootcNodeSpec,
-) -> Result<(), Error> {
+) -> Result<(), ReconcileError> {
     let mut object = BootcNode::new(node, spec.clone());
     object.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
     let api: Api<BootcNode> = Api::all(ctx.client.clone());
@@ -153,12 +157,12 @@ async fn create(
             Ok(())
         }
         // Another pool (or an earlier run) made it; the next plan sees it.
-        Err(e) if is_status(&e, 409) => Err(Error::Conflict(format!("BootcNode {node}"))),
+        Err(e) if is_status(&e, 409) => Err(ReconcileError::Conflict(format!("BootcNode {node}"))),
         Err(e) => Err(api_error(format!("create BootcNode {node}"))(e)),
     }
 }
 
-async fn label(ctx: &Context, node: &str, on: bool) -> Result<(), Error> {
+async fn label(ctx: &Context, node: &str, on: bool) -> Result<(), ReconcileError> {
     let value = on.then_some("");
     let patch = json!({"metadata": {"labels": {MANAGED_LABEL: value}}});
     let api: Api<Node> = Api::all(ctx.client.clone());
@@ -172,7 +176,12 @@ async fn label(ctx: &Context, node: &str, on: bool) -> Result<(), Error> {
     }
 }
 
-async fn cordon(ctx: &Context, pool: &BootcNodePool, node: &str, on: bool) -> Result<(), Error> {
+async fn cordon(
+    ctx: &Context,
+    pool: &BootcNodePool,
+    node: &str,
+    on: bool,
+) -> Result<(), ReconcileError> {
     let patch = json!({"spec": {"unschedulable": if on { Some(true) } else { None }}});
     let api: Api<Node> = Api::all(ctx.client.clone());
     match api.patch(node, &params(), &Patch::Merge(&patch)).await {
@@ -209,7 +218,7 @@ fn forget_drain(ctx: &Context, pool: &BootcNodePool, node: &str) {
     ctx.drainer.forget(node);
 }
 
-async fn delete(ctx: &Context, pool: &BootcNodePool, node: &str) -> Result<(), Error> {
+async fn delete(ctx: &Context, pool: &BootcNodePool, node: &str) -> Result<(), ReconcileError> {
     let rv = ctx.bootc_of(node).as_deref().map(rv_of).unwrap_or(0);
     let api: Api<BootcNode> = Api::all(ctx.client.clone());
     match api.delete(node, &DeleteParams::default()).await {

@@ -48,9 +48,6 @@ pub mod observe;
 pub use cache::owner_pool;
 pub use elect::run_elected;
 
-/// The former name of [`Dependencies`], kept while callers move to the new one.
-pub type Options = Dependencies;
-
 use crate::drain::{DrainDone, Drainer};
 use crate::metrics::Metrics;
 use crate::plan::{self, Progress};
@@ -104,7 +101,7 @@ impl Default for Dependencies {
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum ReconcileError {
     /// An API call failed.
     #[error("{what}: {source}")]
     Api {
@@ -122,22 +119,22 @@ pub enum Error {
     Conflict(String),
 }
 
-impl Error {
+impl ReconcileError {
     /// A short label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
-            Error::Api { .. } => "api",
-            Error::CacheGone => "cache",
-            Error::Conflict(_) => "conflict",
+            ReconcileError::Api { .. } => "api",
+            ReconcileError::CacheGone => "cache",
+            ReconcileError::Conflict(_) => "conflict",
         }
     }
 }
 
-fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
     let what = what.into();
     move |source| match &source {
-        kube::Error::Api(s) if s.code == 409 => Error::Conflict(what),
-        _ => Error::Api { what, source },
+        kube::Error::Api(s) if s.code == 409 => ReconcileError::Conflict(what),
+        _ => ReconcileError::Api { what, source },
     }
 }
 
@@ -318,14 +315,14 @@ pub fn error_backoff(failures: u32) -> Duration {
     ERROR_BACKOFF.delay(failures)
 }
 
-fn error_policy(pool: Arc<BootcNodePool>, error: &Error, ctx: Arc<Context>) -> Requeue {
+fn error_policy(pool: Arc<BootcNodePool>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
     let name = pool.name_any();
     match error {
-        Error::Conflict(what) => {
+        ReconcileError::Conflict(what) => {
             debug!(pool = %name, %what, "conflict; planning again");
             Requeue::requeue(Duration::from_millis(50))
         }
-        Error::Api { .. } | Error::CacheGone => {
+        ReconcileError::Api { .. } | ReconcileError::CacheGone => {
             let failures = {
                 let mut failures = lock(&ctx.failures);
                 let n = failures.entry(name.clone()).or_insert(0);
@@ -340,7 +337,7 @@ fn error_policy(pool: Arc<BootcNodePool>, error: &Error, ctx: Arc<Context>) -> R
 }
 
 /// One reconcile of a pool, counted and timed with its outcome whatever happens.
-async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
     let started = std::time::Instant::now();
     let name = pool.name_any();
     let result = reconcile_once(&pool, &ctx).await;
@@ -360,11 +357,11 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeu
 }
 
 /// Reads, plans once, executes, writes the status.
-async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, Error> {
+async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, ReconcileError> {
     // The controller waits for its pool cache only. A plan from a Node or BootcNode cache
     // that is still filling would take members for leavers (and delete their BootcNodes).
     if ctx.nodes.wait_until_ready().await.is_err() || ctx.bootc.wait_until_ready().await.is_err() {
-        return Err(Error::CacheGone);
+        return Err(ReconcileError::CacheGone);
     }
     let name = pool.name_any();
     let (lookup, pull_secret) = ctx.look_up(pool).await;

@@ -61,7 +61,7 @@ pub struct Resolved {
 /// the [module documentation](super)). Cheap to clone; clones share everything.
 #[derive(Clone)]
 pub struct Resolver {
-    pub(super) inner: Arc<Inner>,
+    pub(super) inner: Arc<ResolverState>,
 }
 
 impl fmt::Debug for Resolver {
@@ -73,7 +73,7 @@ impl fmt::Debug for Resolver {
     }
 }
 
-pub(super) struct Inner {
+pub(super) struct ResolverState {
     pub(super) options: ResolverOptions,
     /// One client per credential fingerprint (`None` = anonymous), with its last use.
     pub(super) clients: Mutex<HashMap<Option<String>, (Client, Instant)>>,
@@ -91,15 +91,15 @@ struct EntryKey {
 
 /// A cache entry; its async mutex is held during the registry exchange, which is what
 /// makes concurrent callers of one key wait for a single request.
-type SharedEntry = Arc<tokio::sync::Mutex<Entry>>;
+type SharedEntry = Arc<tokio::sync::Mutex<CacheEntry>>;
 
 #[derive(Default)]
-struct Entry {
+struct CacheEntry {
     last_good: Option<(Resolved, Instant)>,
-    failure: Option<Failure>,
+    failure: Option<LastFailure>,
 }
 
-struct Failure {
+struct LastFailure {
     error: ResolveError,
     at: Instant,
     until: Instant,
@@ -116,7 +116,7 @@ impl Resolver {
     /// A resolver with no cached answers. Registry clients are built on first use.
     pub fn new(options: ResolverOptions) -> Self {
         Resolver {
-            inner: Arc::new(Inner {
+            inner: Arc::new(ResolverState {
                 options,
                 clients: Mutex::new(HashMap::new()),
                 entries: Mutex::new(HashMap::new()),
@@ -179,7 +179,7 @@ impl Resolver {
     }
 }
 
-impl Entry {
+impl CacheEntry {
     /// The answer a caller that arrived at `arrival` takes without a request: one
     /// produced while it waited on the lock (coalescing), a failure still in its backoff,
     /// or a success younger than `interval`.
@@ -266,7 +266,7 @@ impl Entry {
             },
             e => e,
         };
-        self.failure = Some(Failure {
+        self.failure = Some(LastFailure {
             error: error.clone(),
             at,
             until: at + backoff,

@@ -167,13 +167,13 @@ pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// What the classifier needs to know about the request.
-pub(super) struct Ctx<'a> {
+pub(super) struct FailureContext<'a> {
     pub(super) reference: &'a ImageRef,
     pub(super) with_credentials: bool,
     pub(super) insecure: bool,
 }
 
-impl Ctx<'_> {
+impl FailureContext<'_> {
     fn registry(&self) -> String {
         self.reference.registry().to_owned()
     }
@@ -220,7 +220,7 @@ impl Ctx<'_> {
 }
 
 /// The [`ResolveError`] of a failed registry exchange.
-pub(super) fn classify(err: &OciDistributionError, ctx: &Ctx<'_>) -> ResolveError {
+pub(super) fn classify(err: &OciDistributionError, ctx: &FailureContext<'_>) -> ResolveError {
     match err {
         OciDistributionError::UnauthorizedError { .. }
         | OciDistributionError::AuthenticationFailure(_) => ctx.unauthorized(),
@@ -257,7 +257,7 @@ pub(super) fn classify(err: &OciDistributionError, ctx: &Ctx<'_>) -> ResolveErro
 }
 
 /// A registry's error document: its codes decide.
-fn classify_envelope(envelope: &OciEnvelope, ctx: &Ctx<'_>) -> ResolveError {
+fn classify_envelope(envelope: &OciEnvelope, ctx: &FailureContext<'_>) -> ResolveError {
     let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
     let any = |f: fn(&OciErrorCode) -> bool| codes.iter().any(|c| f(c));
     if any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
@@ -290,7 +290,7 @@ struct RequestFailure {
 
 /// A failure of the HTTP client: timeout, plain HTTP where TLS was expected, TLS,
 /// connection, or an error status.
-fn classify_request(f: &RequestFailure, ctx: &Ctx<'_>) -> ResolveError {
+fn classify_request(f: &RequestFailure, ctx: &FailureContext<'_>) -> ResolveError {
     let registry = ctx.registry();
     let detail = f.detail.clone();
     let lower = f.network.as_str();

@@ -11,7 +11,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use super::cache::{IDLE_EVICTION, Resolved, Resolver, lock};
-use super::error::{Ctx, classify, error_chain};
+use super::error::{FailureContext, classify, error_chain};
 use super::{Credentials, ResolveError, VERSION_LABEL};
 
 /// Most digest → version answers kept.
@@ -60,7 +60,7 @@ impl Resolver {
         reference: &ImageRef,
         credentials: Option<&Credentials>,
     ) -> Result<Resolved, ResolveError> {
-        let ctx = Ctx {
+        let ctx = FailureContext {
             reference,
             with_credentials: credentials.is_some(),
             insecure: self
@@ -95,7 +95,7 @@ impl Resolver {
         &self,
         client: &Client,
         auth: &RegistryAuth,
-        ctx: &Ctx<'_>,
+        ctx: &FailureContext<'_>,
     ) -> Result<Digest, ResolveError> {
         let reference = ctx.reference;
         let tag = reference.tag().unwrap_or(DEFAULT_TAG);

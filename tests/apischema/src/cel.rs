@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::cel_eval::{self, CompiledRule, Outcome};
+use crate::cel_eval::{self, CelOutcome, CompiledRule};
 use crate::cel_value::to_cel;
 use crate::error::{ErrorKind, SchemaError};
 use crate::schema::{self, MAX_DEPTH};
@@ -286,14 +286,14 @@ impl CelWalker {
                 }
             };
             let error = match outcome {
-                Outcome::Pass | Outcome::Skipped => continue,
-                Outcome::Fail(message) => failure(&spec, message, schemas.typing, value, path),
-                Outcome::NotBool(t) => SchemaError::invalid(
+                CelOutcome::Pass | CelOutcome::Skipped => continue,
+                CelOutcome::Fail(message) => failure(&spec, message, schemas.typing, value, path),
+                CelOutcome::NotBool(t) => SchemaError::invalid(
                     path,
                     type_name.clone(),
                     format!("rule evaluated to {t}, not bool: {}", spec.rule.trim()),
                 ),
-                Outcome::Error(e) => SchemaError::invalid(
+                CelOutcome::Error(e) => SchemaError::invalid(
                     path,
                     type_name.clone(),
                     format!("{e} evaluating rule: {}", spec.error_string()),

@@ -97,7 +97,7 @@ pub(crate) struct CompiledRule {
 
 /// What running a rule gave.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Outcome {
+pub(crate) enum CelOutcome {
     /// The rule held.
     Pass,
     /// The rule was false; carries the `messageExpression` result if there
@@ -144,9 +144,9 @@ pub(crate) fn run(
     this: CelValue,
     old: Option<CelValue>,
     optional_old_self: bool,
-) -> Outcome {
+) -> CelOutcome {
     if rule.uses_old_self && old.is_none() && !optional_old_self {
-        return Outcome::Skipped;
+        return CelOutcome::Skipped;
     }
     BASE.with(|base| {
         let mut ctx = base.new_inner_scope();
@@ -161,12 +161,12 @@ pub(crate) fn run(
             ctx.add_variable_from_value("oldSelf", old);
         }
         match execute(&rule.program, &ctx) {
-            Ok(CelValue::Bool(true)) => Outcome::Pass,
+            Ok(CelValue::Bool(true)) => CelOutcome::Pass,
             Ok(CelValue::Bool(false)) => {
-                Outcome::Fail(rule.message.as_ref().and_then(|m| message(m, &ctx)))
+                CelOutcome::Fail(rule.message.as_ref().and_then(|m| message(m, &ctx)))
             }
-            Ok(other) => Outcome::NotBool(other.type_of().to_string()),
-            Err(e) => Outcome::Error(e),
+            Ok(other) => CelOutcome::NotBool(other.type_of().to_string()),
+            Err(e) => CelOutcome::Error(e),
         }
     })
 }
@@ -195,7 +195,7 @@ fn message(program: &Program, ctx: &Context<'_>) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn eval(rule: &str, this: CelValue) -> Outcome {
+    fn eval(rule: &str, this: CelValue) -> CelOutcome {
         let compiled = compile(rule, None).unwrap();
         run(&compiled, this, None, false)
     }
@@ -206,70 +206,85 @@ mod tests {
 
     #[test]
     fn type_function_and_identifiers() {
-        assert_eq!(eval("type(self) == int", CelValue::Int(1)), Outcome::Pass);
-        assert_eq!(eval("type(self) == int", s("1")), Outcome::Fail(None));
-        assert_eq!(eval("type(self) == string", s("1")), Outcome::Pass);
-        assert_eq!(eval("type(self) != 'int'", CelValue::Int(1)), Outcome::Pass);
+        assert_eq!(
+            eval("type(self) == int", CelValue::Int(1)),
+            CelOutcome::Pass
+        );
+        assert_eq!(eval("type(self) == int", s("1")), CelOutcome::Fail(None));
+        assert_eq!(eval("type(self) == string", s("1")), CelOutcome::Pass);
+        assert_eq!(
+            eval("type(self) != 'int'", CelValue::Int(1)),
+            CelOutcome::Pass
+        );
         assert_eq!(
             eval("type(type(self)) == type", CelValue::Int(1)),
-            Outcome::Pass
+            CelOutcome::Pass
         );
         assert_eq!(
             eval("type(self) == double", CelValue::Float(1.0)),
-            Outcome::Pass
+            CelOutcome::Pass
         );
         assert_eq!(
             eval("type(self) == null_type", CelValue::Null),
-            Outcome::Pass
+            CelOutcome::Pass
         );
         // The conversion functions of the same names still work.
         assert_eq!(
             eval("int(self) == 3 && string(self) == '3'", CelValue::Int(3)),
-            Outcome::Pass
+            CelOutcome::Pass
         );
-        assert_eq!(eval("dyn(self) == 3", CelValue::Int(3)), Outcome::Pass);
+        assert_eq!(eval("dyn(self) == 3", CelValue::Int(3)), CelOutcome::Pass);
     }
 
     #[test]
     fn the_budget_rule() {
         let rule = "type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')";
-        assert_eq!(eval(rule, CelValue::Int(1)), Outcome::Pass);
-        assert_eq!(eval(rule, CelValue::Int(0)), Outcome::Fail(None));
-        assert_eq!(eval(rule, s("100%")), Outcome::Pass);
-        assert_eq!(eval(rule, s("0%")), Outcome::Fail(None));
-        assert_eq!(eval(rule, s("101%")), Outcome::Fail(None));
+        assert_eq!(eval(rule, CelValue::Int(1)), CelOutcome::Pass);
+        assert_eq!(eval(rule, CelValue::Int(0)), CelOutcome::Fail(None));
+        assert_eq!(eval(rule, s("100%")), CelOutcome::Pass);
+        assert_eq!(eval(rule, s("0%")), CelOutcome::Fail(None));
+        assert_eq!(eval(rule, s("101%")), CelOutcome::Fail(None));
         // The type()-free spelling gives the same answers.
         let rule =
             "string(self) == self ? string(self).matches('^(100|[1-9][0-9]?)%$') : int(self) >= 1";
-        assert_eq!(eval(rule, CelValue::Int(1)), Outcome::Pass);
-        assert_eq!(eval(rule, CelValue::Int(0)), Outcome::Fail(None));
-        assert_eq!(eval(rule, s("100%")), Outcome::Pass);
-        assert_eq!(eval(rule, s("0%")), Outcome::Fail(None));
+        assert_eq!(eval(rule, CelValue::Int(1)), CelOutcome::Pass);
+        assert_eq!(eval(rule, CelValue::Int(0)), CelOutcome::Fail(None));
+        assert_eq!(eval(rule, s("100%")), CelOutcome::Pass);
+        assert_eq!(eval(rule, s("0%")), CelOutcome::Fail(None));
     }
 
     #[test]
     fn kube_cel_library_is_available() {
         assert_eq!(
             eval("duration(self) >= duration('1m')", s("90s")),
-            Outcome::Pass
+            CelOutcome::Pass
         );
-        assert_eq!(eval("self.lowerAscii() == 'abc'", s("ABC")), Outcome::Pass);
-        assert_eq!(eval("isQuantity(self)", s("1Gi")), Outcome::Pass);
+        assert_eq!(
+            eval("self.lowerAscii() == 'abc'", s("ABC")),
+            CelOutcome::Pass
+        );
+        assert_eq!(eval("isQuantity(self)", s("1Gi")), CelOutcome::Pass);
     }
 
     #[test]
     fn transition_rules_and_optional_old_self() {
         let rule = compile("self >= oldSelf", None).unwrap();
-        assert_eq!(run(&rule, CelValue::Int(1), None, false), Outcome::Skipped);
+        assert_eq!(
+            run(&rule, CelValue::Int(1), None, false),
+            CelOutcome::Skipped
+        );
         assert_eq!(
             run(&rule, CelValue::Int(1), Some(CelValue::Int(2)), false),
-            Outcome::Fail(None)
+            CelOutcome::Fail(None)
         );
         let optional = compile("!oldSelf.hasValue() || self >= oldSelf.value()", None).unwrap();
-        assert_eq!(run(&optional, CelValue::Int(1), None, true), Outcome::Pass);
+        assert_eq!(
+            run(&optional, CelValue::Int(1), None, true),
+            CelOutcome::Pass
+        );
         assert_eq!(
             run(&optional, CelValue::Int(1), Some(CelValue::Int(2)), true),
-            Outcome::Fail(None)
+            CelOutcome::Fail(None)
         );
     }
 
@@ -278,23 +293,23 @@ mod tests {
         let rule = compile("self < 3", Some("'got ' + string(self)")).unwrap();
         assert_eq!(
             run(&rule, CelValue::Int(5), None, false),
-            Outcome::Fail(Some("got 5".to_owned()))
+            CelOutcome::Fail(Some("got 5".to_owned()))
         );
         let blank = compile("false", Some("'  '")).unwrap();
         assert_eq!(
             run(&blank, CelValue::Int(5), None, false),
-            Outcome::Fail(None)
+            CelOutcome::Fail(None)
         );
         assert_eq!(
             eval("self + 1", CelValue::Int(1)),
-            Outcome::NotBool("int".to_owned())
+            CelOutcome::NotBool("int".to_owned())
         );
         assert!(matches!(
             eval("self / 0 == 1", CelValue::Int(1)),
-            Outcome::Error(_)
+            CelOutcome::Error(_)
         ));
         assert!(
-            matches!(eval("nosuchfn(self)", CelValue::Int(1)), Outcome::Error(e) if e.contains("nosuchfn"))
+            matches!(eval("nosuchfn(self)", CelValue::Int(1)), CelOutcome::Error(e) if e.contains("nosuchfn"))
         );
         assert!(compile("self >>>= 1", None).is_err());
         assert!(compile("true", Some("'open")).is_err());

@@ -45,7 +45,7 @@ use scalars::compare_numbers;
 #[must_use]
 pub fn validate(schema: &Value, value: &Value) -> Vec<SchemaError> {
     let mut walker = Walker::default();
-    walker.node(schema, value, "", 0, Mode::Root);
+    walker.node(schema, value, "", 0, WalkMode::Root);
     let Walker {
         mut openapi,
         embedded,
@@ -58,7 +58,7 @@ pub fn validate(schema: &Value, value: &Value) -> Vec<SchemaError> {
 
 /// Where in the schema the walker is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+enum WalkMode {
     /// The resource root: `metadata` is skipped.
     Root,
     /// The structural spine: Kubernetes extensions apply.
@@ -67,7 +67,7 @@ enum Mode {
     Junctor,
 }
 
-impl Mode {
+impl WalkMode {
     fn below(self) -> Self {
         match self {
             Self::Root | Self::Structural => Self::Structural,
@@ -85,7 +85,7 @@ struct Walker {
 }
 
 impl Walker {
-    fn node(&mut self, schema: &Value, value: &Value, path: &str, depth: usize, mode: Mode) {
+    fn node(&mut self, schema: &Value, value: &Value, path: &str, depth: usize, mode: WalkMode) {
         if depth > MAX_DEPTH {
             self.openapi.push(SchemaError::invalid(
                 path,
@@ -103,7 +103,7 @@ impl Walker {
             }
         };
         let int_or_string =
-            mode != Mode::Junctor && self.kw_bool(s, "x-kubernetes-int-or-string", path);
+            mode != WalkMode::Junctor && self.kw_bool(s, "x-kubernetes-int-or-string", path);
         let nullable = self.kw_bool(s, "nullable", path);
         let ty = self.kw_type(s, path);
 

@@ -33,11 +33,11 @@ mod track;
 #[command(name = "bootc-sim", version, about)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: SimCommand,
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {
+enum SimCommand {
     /// Measure a rollout over N in-process nodes and check its invariants.
     Bench(bench::BenchArgs),
     /// Show a rollout over N nspawn nodes with the real binaries (needs root).
@@ -66,13 +66,13 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Bench(args) => {
+        SimCommand::Bench(args) => {
             // The host simulation warns about every failed write; with injected faults
             // that is most of the output.
             init_logs("error");
             runtime.block_on(bench::run(args))
         }
-        Command::Demo(args) => {
+        SimCommand::Demo(args) => {
             init_logs("warn");
             runtime.block_on(demo::run(args))
         }

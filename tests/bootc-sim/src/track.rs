@@ -31,7 +31,7 @@ const PENDING: usize = 4;
 const GROUP: &str = "node.bootc.dev";
 
 #[derive(Debug, Clone, Copy)]
-struct NodeFacts {
+struct TrackedNode {
     rv: u64,
     unschedulable: bool,
     ready: bool,
@@ -56,11 +56,11 @@ pub struct Counts {
 }
 
 #[derive(Debug)]
-struct Inner {
+struct TrackState {
     target_digest: String,
     pool: String,
     expected: usize,
-    nodes: HashMap<String, NodeFacts>,
+    nodes: HashMap<String, TrackedNode>,
     bootc: HashMap<String, BootcFacts>,
     /// Per node: its state and whether it is unavailable, as counted.
     counted: HashMap<String, (usize, bool)>,
@@ -86,7 +86,7 @@ fn name_of(object: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
-impl Inner {
+impl TrackState {
     fn recount(&mut self, name: &str) {
         let node = self.nodes.get(name).copied();
         let bootc = self.bootc.get(name).copied();
@@ -162,7 +162,7 @@ impl Inner {
                 .unwrap_or(false);
             self.nodes.insert(
                 name.clone(),
-                NodeFacts {
+                TrackedNode {
                     rv,
                     unschedulable,
                     ready,
@@ -252,16 +252,16 @@ impl Inner {
 
 /// The follower (its task ends when dropped).
 #[derive(Debug)]
-pub struct Tracker {
-    inner: Arc<Mutex<Inner>>,
+pub struct RolloutTracker {
+    inner: Arc<Mutex<TrackState>>,
     task: JoinHandle<()>,
 }
 
-fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+fn lock(inner: &Mutex<TrackState>) -> MutexGuard<'_, TrackState> {
     inner.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Tracker {
+impl RolloutTracker {
     /// Starts following `handle`'s changes for `expected` nodes moving to
     /// `target_digest` under pool `pool`.
     pub fn follow(
@@ -271,7 +271,7 @@ impl Tracker {
         expected: usize,
     ) -> Self {
         let mut events = handle.events();
-        let mut inner = Inner {
+        let mut inner = TrackState {
             target_digest: target_digest.to_owned(),
             pool: pool.to_owned(),
             expected,
@@ -310,7 +310,7 @@ impl Tracker {
                 }
             }
         });
-        Tracker { inner, task }
+        RolloutTracker { inner, task }
     }
 
     /// The counts now.
@@ -331,7 +331,7 @@ impl Tracker {
     }
 }
 
-impl Drop for Tracker {
+impl Drop for RolloutTracker {
     fn drop(&mut self) {
         self.task.abort();
     }

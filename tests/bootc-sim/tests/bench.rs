@@ -134,7 +134,7 @@ fn fifty_nodes_roll_out_despite_api_faults_and_a_controller_killed_every_two_sec
     );
 }
 
-/// Faults on every client's requests, the kubelets' and the agents' included, and agents
+/// ApiFaults on every client's requests, the kubelets' and the agents' included, and agents
 /// killed: a kubelet's NotReady that lands late must not let a freed slot push the
 /// unavailable count past the budget (the controller waits for the kubelet's first
 /// report after the reboot before it frees a slot).

@@ -1,4 +1,4 @@
-//! The `bootc` command line, as a thin layer over [`State`] and a [`Resolver`].
+//! The `bootc` command line, as a thin layer over [`State`] and a [`ImageResolver`].
 //!
 //! Exit codes: 0 on success (and for `--help`/`--version`), 1 with `error: <message>` on
 //! stderr when a command fails (as bootc), 2 with clap's message for a usage error
@@ -11,8 +11,8 @@ use std::time::Duration;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
 use crate::faults::Faults;
-use crate::reference::{ImageRef, check_safe};
-use crate::resolver::{HttpResolver, ImageInfo, Resolver};
+use crate::reference::{Reference, check_safe};
+use crate::resolver::{HttpResolver, ImageInfo, ImageResolver};
 use crate::state::{self, Outcome, State};
 use crate::{Error, seed};
 
@@ -222,7 +222,7 @@ fn rollback_command() -> Command {
 pub fn main_with(
     args: &[String],
     env: &Env,
-    resolver: &dyn Resolver,
+    resolver: &dyn ImageResolver,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
@@ -331,7 +331,7 @@ fn run(
     sub: &str,
     m: &ArgMatches,
     env: &Env,
-    resolver: &dyn Resolver,
+    resolver: &dyn ImageResolver,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let outcome = match sub {
@@ -383,7 +383,7 @@ fn status(m: &ArgMatches, env: &Env, out: &mut dyn Write) -> Result<(), Error> {
 }
 
 /// `bootc switch [--download-only] TARGET` (registry transport only).
-fn switch(m: &ArgMatches, env: &Env, resolver: &dyn Resolver) -> Result<Outcome, Error> {
+fn switch(m: &ArgMatches, env: &Env, resolver: &dyn ImageResolver) -> Result<Outcome, Error> {
     env.check_privileges()?;
     let target = m.get_one::<String>("target").cloned().unwrap_or_default();
     check_safe(&target)?;
@@ -402,7 +402,7 @@ fn switch(m: &ArgMatches, env: &Env, resolver: &dyn Resolver) -> Result<Outcome,
 fn upgrade(
     m: &ArgMatches,
     env: &Env,
-    resolver: &dyn Resolver,
+    resolver: &dyn ImageResolver,
     out: &mut dyn Write,
 ) -> Result<Option<Outcome>, Error> {
     env.check_privileges()?;
@@ -452,11 +452,11 @@ fn finalize_boot(env: &Env) -> Result<Option<Outcome>, Error> {
 fn internal_seed(
     m: &ArgMatches,
     env: &Env,
-    resolver: &dyn Resolver,
+    resolver: &dyn ImageResolver,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let image = m.get_one::<String>("image").cloned().unwrap_or_default();
-    ImageRef::parse(&image)?;
+    Reference::parse(&image)?;
     let info = resolver.resolve(&image)?;
     seed(&env.state_dir, info)?;
     state::touch_marker(&env.root)?;

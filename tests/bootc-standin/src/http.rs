@@ -15,7 +15,7 @@ const MAX_BODY: u64 = 64 * 1024 * 1024;
 
 /// One HTTP response.
 #[derive(Debug, Clone)]
-pub struct Response {
+pub struct HttpResponse {
     /// Status code.
     pub status: u16,
     /// Header names (lowercased) and values, in order.
@@ -24,7 +24,7 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-impl Response {
+impl HttpResponse {
     /// The first header called `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
@@ -47,7 +47,7 @@ pub fn request(
     path_and_query: &str,
     headers: &[(&str, String)],
     timeout: Duration,
-) -> io::Result<Response> {
+) -> io::Result<HttpResponse> {
     let target = if authority.contains(':') && !authority.ends_with(']') {
         authority.to_owned()
     } else {
@@ -85,7 +85,7 @@ pub fn request(
     parse_response(&raw, method == "HEAD")
 }
 
-fn parse_response(raw: &[u8], head_only: bool) -> io::Result<Response> {
+fn parse_response(raw: &[u8], head_only: bool) -> io::Result<HttpResponse> {
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -102,7 +102,7 @@ fn parse_response(raw: &[u8], head_only: bool) -> io::Result<Response> {
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
-    let mut resp = Response {
+    let mut resp = HttpResponse {
         status,
         headers,
         body: Vec::new(),

@@ -10,13 +10,13 @@
 //! bootc's finalize step does. Failures are injected through `<state dir>/faults.json`
 //! (see [`faults::Faults`]).
 //!
-//! The library is usable in-process: [`State`] holds the transitions, [`Resolver`]
+//! The library is usable in-process: [`State`] holds the transitions, [`ImageResolver`]
 //! (with [`HttpResolver`]) the pulling, [`seed`] gives a node its first image, and
 //! [`cli::main_with`] runs the command line against an [`cli::Env`].
 //!
 //! The modules:
 //!
-//! - [`cli`]: the `bootc` command line over [`State`] and a [`Resolver`];
+//! - [`cli`]: the `bootc` command line over [`State`] and a [`ImageResolver`];
 //! - [`faults`]: failures injected through `faults.json`;
 //! - [`http`]: a tiny HTTP/1.1 client and base64 for basic auth;
 //! - [`reference`]: image references and what the stand-in accepts of them;
@@ -34,8 +34,8 @@ use std::path::PathBuf;
 
 pub use cli::{Env, main_with};
 pub use faults::Faults;
-pub use reference::ImageRef;
-pub use resolver::{HttpResolver, ImageInfo, Resolver};
+pub use reference::Reference;
+pub use resolver::{HttpResolver, ImageInfo, ImageResolver};
 pub use state::{Deployment, Outcome, State, seed};
 
 /// Why a stand-in command failed (the CLI prints `error: <this>` and exits 1).

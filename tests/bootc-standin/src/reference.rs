@@ -6,7 +6,7 @@ use crate::Error;
 
 /// A parsed registry image reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageRef {
+pub struct Reference {
     /// `host[:port]` of the registry (`docker.io` when the reference names none).
     pub registry: String,
     /// The repository path inside the registry (`library/foo` on docker.io).
@@ -106,9 +106,9 @@ pub fn check_safe(reference: &str) -> Result<(), Error> {
     Ok(())
 }
 
-impl ImageRef {
+impl Reference {
     /// Parses and validates a reference in docker syntax (the `registry` transport).
-    pub fn parse(reference: &str) -> Result<ImageRef, Error> {
+    pub fn parse(reference: &str) -> Result<Reference, Error> {
         check_safe(reference)?;
         let (name_tag, digest) = match reference.rsplit_once('@') {
             Some((n, d)) => {
@@ -165,7 +165,7 @@ impl ImageRef {
         } else {
             tag
         };
-        Ok(ImageRef {
+        Ok(Reference {
             registry,
             repository,
             tag,
@@ -199,7 +199,7 @@ impl ImageRef {
     }
 }
 
-impl fmt::Display for ImageRef {
+impl fmt::Display for Reference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.registry, self.repository)?;
         if let Some(t) = &self.tag {
@@ -220,30 +220,30 @@ mod tests {
 
     #[test]
     fn parses_tag_digest_and_port() {
-        let r = ImageRef::parse("127.0.0.1:5000/os/node:v1").unwrap();
+        let r = Reference::parse("127.0.0.1:5000/os/node:v1").unwrap();
         assert_eq!(r.registry, "127.0.0.1:5000");
         assert_eq!(r.repository, "os/node");
         assert_eq!(r.tag.as_deref(), Some("v1"));
         assert_eq!(r.manifest_reference(), "v1");
         assert!(r.is_loopback());
 
-        let r = ImageRef::parse(&format!("localhost:5000/os@{D}")).unwrap();
+        let r = Reference::parse(&format!("localhost:5000/os@{D}")).unwrap();
         assert_eq!(r.digest.as_deref(), Some(D));
         assert_eq!(r.tag, None);
         assert_eq!(r.manifest_reference(), D);
         assert!(r.is_loopback());
 
-        let r = ImageRef::parse(&format!("[::1]:5000/os:t@{D}")).unwrap();
+        let r = Reference::parse(&format!("[::1]:5000/os:t@{D}")).unwrap();
         assert_eq!(r.registry, "[::1]:5000");
         assert_eq!(r.manifest_reference(), D);
         assert!(r.is_loopback());
 
-        let r = ImageRef::parse("quay.io/fedora/fedora-bootc").unwrap();
+        let r = Reference::parse("quay.io/fedora/fedora-bootc").unwrap();
         assert_eq!(r.tag.as_deref(), Some("latest"));
         assert!(!r.is_loopback());
         assert_eq!(r.to_string(), "quay.io/fedora/fedora-bootc:latest");
 
-        let r = ImageRef::parse("fedora").unwrap();
+        let r = Reference::parse("fedora").unwrap();
         assert_eq!(r.registry, "docker.io");
         assert_eq!(r.repository, "library/fedora");
     }
@@ -265,7 +265,7 @@ mod tests {
             "127.0.0.1:5000/os/",
             "127.0.0.1:x/os",
         ] {
-            assert!(ImageRef::parse(bad).is_err(), "{bad:?} accepted");
+            assert!(Reference::parse(bad).is_err(), "{bad:?} accepted");
         }
     }
 }

@@ -1,7 +1,7 @@
 //! "Pulling": asking a real (loopback, plain-HTTP) registry what an image reference
 //! points at, with the credentials bootc would use.
 //!
-//! - this file: [`Resolver`], [`HttpResolver`] and what a pull reads (manifest, manifest
+//! - this file: [`ImageResolver`], [`HttpResolver`] and what a pull reads (manifest, manifest
 //!   list entry, config);
 //! - `auth`: the auth file bootc would use ([`AUTH_PATHS`], [`auth_file`]);
 //! - `session`: one conversation with a registry (challenges, tokens, redirects, error
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Error;
-use crate::reference::{ImageRef, is_sha256_digest};
+use crate::reference::{Reference, is_sha256_digest};
 
 mod auth;
 mod session;
@@ -52,7 +52,7 @@ pub struct ImageInfo {
 }
 
 /// Finds out what an image reference points at.
-pub trait Resolver {
+pub trait ImageResolver {
     /// Resolves `image` (a `registry` transport reference) to its per-architecture
     /// manifest and config.
     fn resolve(&self, image: &str) -> Result<ImageInfo, Error>;
@@ -107,9 +107,9 @@ fn is_index(media_type: &str, doc: &Value) -> bool {
         || doc.get("manifests").is_some()
 }
 
-impl Resolver for HttpResolver {
+impl ImageResolver for HttpResolver {
     fn resolve(&self, image: &str) -> Result<ImageInfo, Error> {
-        let r = ImageRef::parse(image)?;
+        let r = Reference::parse(image)?;
         if !r.is_loopback() {
             return Err(Error::Pull {
                 image: image.to_owned(),
@@ -145,7 +145,7 @@ pub(super) struct Manifest {
 impl HttpResolver {
     /// The manifest `r` names; for a manifest list or index, the entry for linux and this
     /// resolver's architecture.
-    fn manifest(&self, session: &mut Session<'_>, r: &ImageRef) -> Result<Manifest, Error> {
+    fn manifest(&self, session: &mut Session<'_>, r: &Reference) -> Result<Manifest, Error> {
         let reference = r.manifest_reference().to_owned();
         let what = format!(
             "reading manifest {reference} in {}/{}",

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::Error;
-use crate::reference::ImageRef;
-use crate::resolver::{ImageInfo, Resolver};
+use crate::reference::Reference;
+use crate::resolver::{ImageInfo, ImageResolver};
 
 /// The state file inside the state directory.
 pub const STATE_FILE: &str = "state.json";
@@ -275,16 +275,16 @@ impl State {
         Ok(self.stage(info, download_only))
     }
 
-    /// `bootc switch`: checks `image` ([`ImageRef::parse`]); like bootc, does nothing
+    /// `bootc switch`: checks `image` ([`Reference::parse`]); like bootc, does nothing
     /// (and pulls nothing) when `image` is already the tracked image; otherwise resolves
     /// it and stages it.
     pub fn switch_with(
         &mut self,
-        resolver: &dyn Resolver,
+        resolver: &dyn ImageResolver,
         image: &str,
         download_only: bool,
     ) -> Result<Outcome, Error> {
-        ImageRef::parse(image)?;
+        Reference::parse(image)?;
         self.require_booted()?;
         if self.spec_image() == Some(image) {
             return Ok(Outcome::SpecUnchanged);
@@ -319,7 +319,7 @@ impl State {
     /// `bootc upgrade [--download-only]`: re-pulls the tracked image and stages it.
     pub fn upgrade_with(
         &mut self,
-        resolver: &dyn Resolver,
+        resolver: &dyn ImageResolver,
         download_only: bool,
     ) -> Result<Outcome, Error> {
         self.require_booted()?;
@@ -330,7 +330,7 @@ impl State {
 
     /// `bootc upgrade --check`: the image an upgrade would stage, if it differs from the
     /// booted and the staged one.
-    pub fn check_with(&self, resolver: &dyn Resolver) -> Result<Option<ImageInfo>, Error> {
+    pub fn check_with(&self, resolver: &dyn ImageResolver) -> Result<Option<ImageInfo>, Error> {
         let booted = self.require_booted()?;
         let image = self.spec_image().ok_or(Error::NoImageSource)?;
         let info = resolver.resolve(image)?;

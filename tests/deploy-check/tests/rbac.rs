@@ -23,7 +23,7 @@ use bootc_crds::MANAGED_LABEL;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::leader::LeaseConfig;
-use bootc_pool_controller::reconcile::{self, Options};
+use bootc_pool_controller::reconcile::{self, Dependencies};
 use deploy_check::{
     AGENT_SA, Audit, Authorizer, CONTROLLER_SA, NAMESPACE, Request, documents, repo_root,
 };
@@ -62,13 +62,13 @@ struct Replica {
 fn replica(emulator: &Emulator, identity: &str) -> Replica {
     let client = client_as(emulator, reconcile::USER_AGENT, false);
     let lease = LeaseConfig::new("bootc-pool-controller", NAMESPACE, identity);
-    let options = Options {
+    let deps = Dependencies {
         instance: identity.to_owned(),
-        ..Options::default()
+        ..Dependencies::default()
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        reconcile::run_elected(client, options, lease, async move {
+        reconcile::run_elected(client, deps, lease, async move {
             let _ = stopped.await;
         })
         .await

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bootc_node_agent::run::{self, Options};
+use bootc_node_agent::run::{self, RunOptions};
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -257,7 +257,7 @@ impl SimCluster {
         let supervisor = tokio::spawn(supervise(
             self.agent_client.clone(),
             host.clone(),
-            Options {
+            RunOptions {
                 node_name: name.to_owned(),
                 poll_interval: options.poll_interval,
                 agent_version: "host-sim".to_owned(),

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use crate::error::{Result, SimError};
-use crate::node::{Node, Phase, bus_address_of};
+use crate::node::{Node, NodePhase, bus_address_of};
 
 /// The agent binary's file name in the cargo target directory.
 pub const AGENT_BINARY: &str = "bootc-node-agent";
@@ -237,7 +237,7 @@ async fn node_up(
             let s = status.borrow_and_update();
             (s.phase, s.init_pid)
         };
-        if phase == Phase::Up
+        if phase == NodePhase::Up
             && let Some(pid) = pid
         {
             return Some(pid);

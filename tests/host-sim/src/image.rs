@@ -39,7 +39,7 @@ pub const STANDIN_STATE_PATH: &str = "/var/lib/bootc-standin";
 
 /// One thing the node image adds to (or removes from) the base.
 #[derive(Debug, Clone, Copy)]
-enum Entry {
+enum ImageEntry {
     /// A regular file with these contents and mode.
     File(&'static str, &'static str, u32),
     /// A symbolic link to this target.
@@ -51,71 +51,71 @@ enum Entry {
 }
 
 /// What the node image adds to the base, paths relative to its root.
-fn entries() -> Vec<Entry> {
+fn entries() -> Vec<ImageEntry> {
     vec![
         // bootc's own units, unchanged.
-        Entry::File(
+        ImageEntry::File(
             "usr/lib/systemd/system/bootc-status-updated.path",
             include_str!("../units/bootc-status-updated.path"),
             0o644,
         ),
-        Entry::File(
+        ImageEntry::File(
             "usr/lib/systemd/system/bootc-status-updated.target",
             include_str!("../units/bootc-status-updated.target"),
             0o644,
         ),
-        Entry::File(
+        ImageEntry::File(
             "usr/lib/systemd/system/bootc-fetch-apply-updates.service",
             include_str!("../units/bootc-fetch-apply-updates.service"),
             0o644,
         ),
-        Entry::File(
+        ImageEntry::File(
             "usr/lib/systemd/system/bootc-fetch-apply-updates.timer",
             include_str!("../units/bootc-fetch-apply-updates.timer"),
             0o644,
         ),
         // Ours.
-        Entry::File(
+        ImageEntry::File(
             "usr/lib/systemd/system/bootc-standin-finalize.service",
             include_str!("../units/bootc-standin-finalize.service"),
             0o644,
         ),
-        Entry::File(
+        ImageEntry::File(
             "usr/lib/tmpfiles.d/bootc-sim.conf",
             include_str!("../units/bootc-sim.tmpfiles.conf"),
             0o644,
         ),
         // Keep nspawn's bind mounts across soft reboots.
-        Entry::File(
+        ImageEntry::File(
             "etc/systemd/system/mount.d/10-host-sim-keep-mounts.conf",
             include_str!("../units/host-sim-keep-mounts.conf"),
             0o644,
         ),
         // Enabled as on a bootc host.
-        Entry::Dir("etc/systemd/system/multi-user.target.wants"),
-        Entry::Dir("etc/systemd/system/timers.target.wants"),
-        Entry::Symlink(
+        ImageEntry::Dir("etc/systemd/system/multi-user.target.wants"),
+        ImageEntry::Dir("etc/systemd/system/timers.target.wants"),
+        ImageEntry::Symlink(
             "etc/systemd/system/multi-user.target.wants/bootc-status-updated.path",
             "/usr/lib/systemd/system/bootc-status-updated.path",
         ),
-        Entry::Symlink(
+        ImageEntry::Symlink(
             "etc/systemd/system/multi-user.target.wants/bootc-standin-finalize.service",
             "/usr/lib/systemd/system/bootc-standin-finalize.service",
         ),
-        Entry::Symlink(
+        ImageEntry::Symlink(
             "etc/systemd/system/timers.target.wants/bootc-fetch-apply-updates.timer",
             "/usr/lib/systemd/system/bootc-fetch-apply-updates.timer",
         ),
         // An empty machine-id: systemd takes the ID nspawn passes (`--uuid`, derived from the
         // node's name), so each node keeps its own across reboots and none is a "first boot".
-        Entry::File("etc/machine-id", "", 0o444),
+        ImageEntry::File("etc/machine-id", "", 0o444),
         // No hostname of the base's builder: nspawn's machine name (the node's) is used.
-        Entry::Absent("etc/hostname"),
+        ImageEntry::Absent("etc/hostname"),
         // Mount points: the stand-in binary and its state are bind-mounted per node.
-        Entry::File("usr/bin/bootc", "", 0o755),
-        Entry::Dir("var/lib/bootc-standin"),
-        Entry::Dir("ostree"),
-        Entry::Dir("var/lib/bootc-node-agent"),
+        ImageEntry::File("usr/bin/bootc", "", 0o755),
+        ImageEntry::Dir("var/lib/bootc-standin"),
+        ImageEntry::Dir("ostree"),
+        ImageEntry::Dir("var/lib/bootc-node-agent"),
     ]
 }
 
@@ -300,22 +300,22 @@ pub(crate) fn node_image_key() -> String {
     h.write(NODE_IMAGE_FORMAT.as_bytes());
     for entry in entries() {
         match entry {
-            Entry::File(path, contents, mode) => {
+            ImageEntry::File(path, contents, mode) => {
                 h.write(b"\0file\0");
                 h.write(path.as_bytes());
                 h.write(&mode.to_le_bytes());
                 h.write(contents.as_bytes());
             }
-            Entry::Symlink(path, target) => {
+            ImageEntry::Symlink(path, target) => {
                 h.write(b"\0symlink\0");
                 h.write(path.as_bytes());
                 h.write(target.as_bytes());
             }
-            Entry::Dir(path) => {
+            ImageEntry::Dir(path) => {
                 h.write(b"\0dir\0");
                 h.write(path.as_bytes());
             }
-            Entry::Absent(path) => {
+            ImageEntry::Absent(path) => {
                 h.write(b"\0absent\0");
                 h.write(path.as_bytes());
             }
@@ -351,7 +351,7 @@ impl Fnv {
     }
 }
 
-fn apply(root: &Path, entry: Entry) -> Result<()> {
+fn apply(root: &Path, entry: ImageEntry) -> Result<()> {
     let parent_of = |p: &Path| -> Result<()> {
         if let Some(parent) = p.parent() {
             fs::create_dir_all(parent)
@@ -360,7 +360,7 @@ fn apply(root: &Path, entry: Entry) -> Result<()> {
         Ok(())
     };
     match entry {
-        Entry::File(rel, contents, mode) => {
+        ImageEntry::File(rel, contents, mode) => {
             let path = root.join(rel);
             parent_of(&path)?;
             remove_if_present(&path)?;
@@ -369,19 +369,19 @@ fn apply(root: &Path, entry: Entry) -> Result<()> {
             fs::set_permissions(&path, fs::Permissions::from_mode(mode))
                 .map_err(|e| SimError::io("setting a file's mode in the node image", &path, e))?;
         }
-        Entry::Symlink(rel, target) => {
+        ImageEntry::Symlink(rel, target) => {
             let path = root.join(rel);
             parent_of(&path)?;
             remove_if_present(&path)?;
             symlink(target, &path)
                 .map_err(|e| SimError::io("creating a symlink in the node image", &path, e))?;
         }
-        Entry::Dir(rel) => {
+        ImageEntry::Dir(rel) => {
             let path = root.join(rel);
             fs::create_dir_all(&path)
                 .map_err(|e| SimError::io("creating a directory in the node image", &path, e))?;
         }
-        Entry::Absent(rel) => remove_if_present(&root.join(rel))?,
+        ImageEntry::Absent(rel) => remove_if_present(&root.join(rel))?,
     }
     Ok(())
 }

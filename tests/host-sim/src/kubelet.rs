@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::error::{Result, SimError};
-use crate::node::{NodeStatus, Phase};
+use crate::node::{NodePhase, NodeStatus};
 
 /// How long to wait before retrying a failed write.
 const RETRY: Duration = Duration::from_millis(500);
@@ -25,7 +25,7 @@ pub async fn run(client: kube::Client, name: String, mut status: watch::Receiver
     loop {
         let (ready, boot_id) = {
             let s = status.borrow_and_update();
-            (s.phase == Phase::Up, s.boot_id.clone())
+            (s.phase == NodePhase::Up, s.boot_id.clone())
         };
         if written != Some(ready) {
             match set_ready(&api, &name, ready, boot_id.as_deref()).await {

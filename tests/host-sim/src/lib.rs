@@ -33,7 +33,7 @@ pub mod node;
 pub use bus::UnitState;
 pub use error::{Result, SimError};
 pub use image::{BaseImage, NodeImage};
-pub use node::{Node, NodeOptions, NodeStatus, Phase};
+pub use node::{Node, NodeOptions, NodePhase, NodeStatus};
 
 /// The environment variable that names a prebuilt stand-in binary.
 pub const STANDIN_ENV: &str = "BOOTC_STANDIN_BIN";

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bootc_node_agent::host::{BootIdentity, Host, HostError};
 use bootc_node_agent::machine::Unlock;
-use bootc_standin::{ImageInfo, Resolver, State};
+use bootc_standin::{ImageInfo, ImageResolver, State};
 use tokio::sync::{Notify, watch};
 
 /// The images a simulated registry holds: by digest, and tags pointing at digests.
@@ -91,7 +91,7 @@ impl Catalog {
     }
 }
 
-impl Resolver for Catalog {
+impl ImageResolver for Catalog {
     fn resolve(&self, image: &str) -> Result<ImageInfo, bootc_standin::Error> {
         self.get(image).ok_or_else(|| bootc_standin::Error::Pull {
             image: image.to_owned(),
@@ -160,7 +160,7 @@ pub struct Counters {
 }
 
 #[derive(Debug)]
-struct Inner {
+struct MemoryState {
     state: State,
     behaviour: Behaviour,
     next_boot: NextBoot,
@@ -177,7 +177,7 @@ struct Inner {
 /// An in-process host. Cheap to clone: clones share the host.
 #[derive(Debug, Clone)]
 pub struct MemoryHost {
-    inner: Arc<Mutex<Inner>>,
+    inner: Arc<Mutex<MemoryState>>,
     catalog: Arc<Catalog>,
     cancel: Arc<Notify>,
 }
@@ -220,7 +220,7 @@ impl MemoryHost {
         let (changes, _) = watch::channel(0);
         let (boots, _) = watch::channel(0);
         Ok(Self {
-            inner: Arc::new(Mutex::new(Inner {
+            inner: Arc::new(Mutex::new(MemoryState {
                 state: State::new(info),
                 behaviour,
                 next_boot: NextBoot::Normal,
@@ -238,7 +238,7 @@ impl MemoryHost {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, MemoryState> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -288,7 +288,7 @@ impl MemoryHost {
     }
 
     /// Signals a status change, as `bootc-status-updated.target` does.
-    fn signal(inner: &Inner) {
+    fn signal(inner: &MemoryState) {
         inner.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 

@@ -6,9 +6,9 @@
 //! more nor less than its [`Node`] value) owns the nspawn process: when it exits with
 //! status 133 (the container asked for a reboot) it boots it again, unless told not to;
 //! any other exit leaves the node stopped. While the container runs, the supervisor
-//! watches its system bus: the node is [`Phase::Up`] once the bus answers and the systemd
+//! watches its system bus: the node is [`NodePhase::Up`] once the bus answers and the systemd
 //! Manager's `SystemState` is `running` or `degraded`, and goes back to
-//! [`Phase::Booting`] when that bus connection closes (shutdown, reboot, soft reboot).
+//! [`NodePhase::Booting`] when that bus connection closes (shutdown, reboot, soft reboot).
 //! Everything it sees is published on a [`tokio::sync::watch`] channel
 //! ([`Node::subscribe`]).
 //!
@@ -16,7 +16,7 @@
 //! last resort when nspawn ignored SIGTERM and SIGKILL left the container behind, that
 //! nspawn's own child (the container's init).
 //!
-//! - this file: [`Node`], what it shows ([`NodeStatus`], [`Phase`]) and asks the node;
+//! - this file: [`Node`], what it shows ([`NodeStatus`], [`NodePhase`]) and asks the node;
 //! - `launch`: [`NodeOptions`] and the `systemd-nspawn` command line;
 //! - `supervisor`: the thread that owns nspawn, reboots the node and follows its bus;
 //! - `standin_state`: [`discard_staged`], for a node that comes back on its old image.
@@ -55,7 +55,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Where a node is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub enum NodePhase {
     /// The container runs but its system is not (yet, or any more) up: booting, shutting
     /// down, or in the middle of a soft reboot.
     Booting,
@@ -72,8 +72,8 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeStatus {
     /// Where the node is.
-    pub phase: Phase,
-    /// How many full boots reached [`Phase::Up`] (soft reboots not counted).
+    pub phase: NodePhase,
+    /// How many full boots reached [`NodePhase::Up`] (soft reboots not counted).
     pub boots: u64,
     /// How many times the node was seen coming up (full boots and soft reboots).
     pub ups: u64,
@@ -96,7 +96,7 @@ pub struct NodeStatus {
 impl NodeStatus {
     fn new() -> Self {
         NodeStatus {
-            phase: Phase::Booting,
+            phase: NodePhase::Booting,
             boots: 0,
             ups: 0,
             nspawn_pid: None,
@@ -329,7 +329,7 @@ impl Node {
         self.wait_for(
             &format!("node `{}` booting (boot {})", self.name, after_boots + 1),
             timeout,
-            |s| s.phase == Phase::Up && s.boots > after_boots,
+            |s| s.phase == NodePhase::Up && s.boots > after_boots,
         )
         .await
     }
@@ -340,7 +340,7 @@ impl Node {
         self.wait_for(
             &format!("node `{}` soft rebooting (count above {after})", self.name),
             timeout,
-            |s| s.phase == Phase::Up && s.soft_reboots > after,
+            |s| s.phase == NodePhase::Up && s.soft_reboots > after,
         )
         .await
     }
@@ -348,7 +348,7 @@ impl Node {
     /// Waits until the node is no longer up (going down, down or stopped).
     pub async fn wait_not_up(&self, timeout: Duration) -> Result<NodeStatus> {
         self.wait_for(&format!("node `{}` going down", self.name), timeout, |s| {
-            s.phase != Phase::Up
+            s.phase != NodePhase::Up
         })
         .await
     }
@@ -356,7 +356,7 @@ impl Node {
     /// Waits until the node is stopped for good.
     pub async fn wait_stopped(&self, timeout: Duration) -> Result<NodeStatus> {
         self.wait_for(&format!("node `{}` stopping", self.name), timeout, |s| {
-            s.phase == Phase::Stopped
+            s.phase == NodePhase::Stopped
         })
         .await
     }
@@ -378,7 +378,7 @@ impl Node {
                     if pred(&s) {
                         return Ok(s.clone());
                     }
-                    if s.phase == Phase::Stopped {
+                    if s.phase == NodePhase::Stopped {
                         return Err(SimError::Stopped {
                             node: self.name.clone(),
                             details: format!(
@@ -454,7 +454,7 @@ impl Node {
     }
 
     fn stopped(&self) -> bool {
-        self.status.borrow().phase == Phase::Stopped
+        self.status.borrow().phase == NodePhase::Stopped
     }
 
     /// Blocking stop for `Drop`: SIGTERM, poll until stopped or the deadline, SIGKILL.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
-use bootc_node_agent::run::{self, Options, RunError};
+use bootc_node_agent::run::{self, RunError, RunOptions};
 use host_sim::memory::{Behaviour, Catalog, MemoryHost, NextBoot};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -76,7 +76,7 @@ struct Supervised {
 impl Supervised {
     fn start(client: Client, host: MemoryHost, name: &str, poll: Duration) -> Self {
         let (stop, stopped) = watch::channel(false);
-        let options = Options {
+        let options = RunOptions {
             node_name: name.to_owned(),
             poll_interval: poll,
             agent_version: "test".to_owned(),
@@ -369,7 +369,7 @@ async fn an_agent_killed_mid_stage_converges_when_started_again() {
     api.create(&PostParams::default(), &node("n1", &v2))
         .await
         .unwrap();
-    let options = Options {
+    let options = RunOptions {
         node_name: "n1".into(),
         poll_interval: Duration::from_secs(60),
         agent_version: "test".into(),

@@ -18,7 +18,7 @@ use std::time::Duration;
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
 use bootc_crds::pool::SecretRef;
-use bootc_standin::{HttpResolver, Resolver};
+use bootc_standin::{HttpResolver, ImageResolver};
 use host_sim::daemonset::DaemonSet;
 use host_sim::{Node, NodeOptions};
 use k8s_openapi::ByteString;

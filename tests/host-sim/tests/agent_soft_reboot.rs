@@ -21,7 +21,7 @@ use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
 use bootc_crds::pool::RebootPolicy;
 use bootc_standin::resolver::KERNEL_LABEL;
-use bootc_standin::{HttpResolver, Resolver};
+use bootc_standin::{HttpResolver, ImageResolver};
 use host_sim::daemonset::DaemonSet;
 use host_sim::{Node, NodeOptions};
 use kube::Api;

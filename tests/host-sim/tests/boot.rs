@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Instant;
 
-use host_sim::Phase;
+use host_sim::NodePhase;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn boots_and_reads_its_state() {
@@ -20,7 +20,7 @@ async fn boots_and_reads_its_state() {
     eprintln!("sim-boot: up in {:?}", started.elapsed());
 
     let status = node.status();
-    assert_eq!(status.phase, Phase::Up);
+    assert_eq!(status.phase, NodePhase::Up);
     assert_eq!(status.boots, 1);
     let boot_id = node.boot_id().await.unwrap();
     assert_eq!(boot_id.len(), 32);
@@ -70,7 +70,7 @@ async fn boots_and_reads_its_state() {
     node.stop().await.unwrap();
     eprintln!("sim-boot: stopped in {:?}", started.elapsed());
     let status = node.status();
-    assert_eq!(status.phase, Phase::Stopped);
+    assert_eq!(status.phase, NodePhase::Stopped);
     assert_eq!(status.last_exit, Some(0));
     assert!(node.bus_address().is_err());
 }

@@ -76,7 +76,7 @@ impl RequestRecord {
 
 /// Counts of logged requests.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Counters {
+pub struct RequestCounts {
     /// All requests.
     pub total: u64,
     /// Requests answered with an injected fault.
@@ -89,10 +89,10 @@ pub struct Counters {
     pub by_user_agent: BTreeMap<String, u64>,
 }
 
-impl Counters {
+impl RequestCounts {
     /// Counts `records`.
     pub fn of<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> Self {
-        let mut c = Counters::default();
+        let mut c = RequestCounts::default();
         for r in records {
             c.total += 1;
             c.injected += u64::from(r.injected);
@@ -108,12 +108,12 @@ impl Counters {
 
 /// The fault injector: a config and its random stream.
 #[derive(Debug, Default)]
-pub struct Faults {
+pub struct ApiFaults {
     config: FaultConfig,
     state: u64,
 }
 
-impl Faults {
+impl ApiFaults {
     /// Replaces the configuration and restarts its random stream from the seed.
     pub fn set(&mut self, config: FaultConfig) {
         self.state = config.seed ^ 0x9e37_79b9_7f4a_7c15;
@@ -182,7 +182,7 @@ impl Faults {
 }
 
 /// How long the injector asks requests to wait.
-pub fn latency(faults: &Faults) -> Duration {
+pub fn latency(faults: &ApiFaults) -> Duration {
     faults.config.latency
 }
 
@@ -209,7 +209,7 @@ mod tests {
 
     #[test]
     fn nothing_is_injected_by_default() {
-        let mut f = Faults::default();
+        let mut f = ApiFaults::default();
         assert!((0..1000).all(|_| f.decide(&req("create")).is_none()));
     }
 
@@ -222,7 +222,7 @@ mod tests {
             seed: 7,
             ..Default::default()
         };
-        let mut f = Faults::default();
+        let mut f = ApiFaults::default();
         f.set(config.clone());
         let first: Vec<Option<u16>> = (0..10_000)
             .map(|_| f.decide(&req("patch")).map(|e| e.code))
@@ -250,7 +250,7 @@ mod tests {
         b.subresource = "status".into();
         b.injected = true;
         a.user_agent = "agent".into();
-        let c = Counters::of([&a, &b, &b]);
+        let c = RequestCounts::of([&a, &b, &b]);
         assert_eq!(c.total, 3);
         assert_eq!(c.injected, 2);
         assert_eq!(c.by_verb_resource["patch configmaps/status"], 2);

@@ -47,12 +47,12 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
-pub use faults::{Counters, FaultConfig, RequestRecord};
+pub use faults::{FaultConfig, RequestCounts, RequestRecord};
 pub use store::{Event, EventType};
 
 /// How to start an emulator.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct EmulatorOptions {
     /// Where to listen; port 0 picks a free one. Loopback only.
     pub listen: SocketAddr,
     /// Events kept for watches to resume from; older versions get 410 Gone.
@@ -63,9 +63,9 @@ pub struct Options {
     pub bookmark_interval: Duration,
 }
 
-impl Default for Options {
+impl Default for EmulatorOptions {
     fn default() -> Self {
-        Options {
+        EmulatorOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             history_limit: 100_000,
             fanout: 16_384,
@@ -86,11 +86,11 @@ pub struct Emulator {
 impl Emulator {
     /// Starts on a free loopback port with default options.
     pub async fn start() -> std::io::Result<Self> {
-        Self::start_with(Options::default()).await
+        Self::start_with(EmulatorOptions::default()).await
     }
 
     /// Starts with `options`.
-    pub async fn start_with(options: Options) -> std::io::Result<Self> {
+    pub async fn start_with(options: EmulatorOptions) -> std::io::Result<Self> {
         if !options.listen.ip().is_loopback() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -261,8 +261,8 @@ impl Handle {
     }
 
     /// Counts of the requests served so far.
-    pub fn counters(&self) -> Counters {
-        Counters::of(self.app.log().iter())
+    pub fn counters(&self) -> RequestCounts {
+        RequestCounts::of(self.app.log().iter())
     }
 
     /// Forgets the request log (after writing it to the audit directory, when

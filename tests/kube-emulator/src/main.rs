@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kube_emulator::{Emulator, Options};
+use kube_emulator::{Emulator, EmulatorOptions};
 
 /// An in-memory Kubernetes API server for tests and demos (loopback only, no auth).
 #[derive(Debug, Parser)]
@@ -27,10 +27,10 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let options = Options {
+    let options = EmulatorOptions {
         listen: args.listen,
         history_limit: args.history,
-        ..Options::default()
+        ..EmulatorOptions::default()
     };
     let emulator = match Emulator::start_with(options).await {
         Ok(e) => e,

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value, json};
 
 use paths::KindPaths;
-use schemas::{Registry, registry};
+use schemas::{SchemaRegistry, registry};
 pub use v2::{V2_CONTENT_TYPE, v2_document};
 
 /// Prefix of a reference to a schema of the document's `components.schemas`.
@@ -173,7 +173,7 @@ pub fn v3_group_version(group: &str, version: &str, kinds: &[KindDoc]) -> Value 
 
 /// A kind's schema (the full built-in one when the given schema has no properties), with `apiVersion`, `kind` and
 /// `metadata` as kube-apiserver publishes them.
-fn kind_schema(reg: &Registry, group: &str, version: &str, kind: &KindDoc) -> Value {
+fn kind_schema(reg: &SchemaRegistry, group: &str, version: &str, kind: &KindDoc) -> Value {
     let has_properties = kind
         .schema
         .get("properties")
@@ -229,7 +229,7 @@ fn list_schema(kind: &KindDoc, name: &str, list_gvk: Value) -> Value {
 }
 
 /// Adds the meta.k8s.io schemas kube-apiserver always publishes, and everything referenced, transitively.
-fn add_referenced(reg: &Registry, schemas: &mut Map<String, Value>) {
+fn add_referenced(reg: &SchemaRegistry, schemas: &mut Map<String, Value>) {
     let mut pending: Vec<String> = [OBJECT_META, LIST_META, DELETE_OPTIONS, STATUS, PATCH]
         .iter()
         .map(|s| s.to_string())

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
 use crate::patch::{BuiltinLists, ListSemantics, PatchType, SchemaLists};
-use crate::registry::{Registry, ResourceType};
+use crate::registry::{ResourceRegistry, ResourceType};
 use crate::store::Store;
 
 /// Everything behind the emulator's one lock.
@@ -22,7 +22,7 @@ pub struct Inner {
     /// Objects and history.
     pub store: Store,
     /// Served kinds.
-    pub registry: Registry,
+    pub registry: ResourceRegistry,
 }
 
 /// `?fieldValidation=`.
@@ -51,7 +51,7 @@ impl FieldValidation {
     }
 }
 
-/// Options common to writes.
+/// EmulatorOptions common to writes.
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
     /// `dryRun=All`: check everything, store nothing.
@@ -119,7 +119,7 @@ impl Inner {
     pub fn new(history_limit: usize, fanout: usize) -> Self {
         let mut inner = Inner {
             store: Store::new(history_limit, fanout),
-            registry: Registry::default(),
+            registry: ResourceRegistry::default(),
         };
         if let Some(t) = inner.registry.find("", "v1", "namespaces") {
             for ns in INITIAL_NAMESPACES {

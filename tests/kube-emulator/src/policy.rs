@@ -35,7 +35,7 @@ fn scaled(value: &Value, total: i64) -> Option<i64> {
 
 /// The numbers a budget's status reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Budget {
+pub struct PdbBudget {
     /// Pods the budget selects (not being deleted).
     pub expected: i64,
     /// Of those, Ready ones.
@@ -48,7 +48,7 @@ pub struct Budget {
 
 /// Computes a budget over the pods of its namespace (policy/v1: a missing selector selects
 /// no pods, an empty one selects all).
-pub fn budget(pdb: &Value, pods: &[Arc<Value>]) -> Budget {
+pub fn budget(pdb: &Value, pods: &[Arc<Value>]) -> PdbBudget {
     let selector = pdb
         .pointer("/spec/selector")
         .map_or_else(
@@ -73,7 +73,7 @@ pub fn budget(pdb: &Value, pods: &[Arc<Value>]) -> Budget {
         } else {
             1
         };
-    Budget {
+    PdbBudget {
         expected,
         current_healthy,
         desired_healthy,

@@ -112,19 +112,19 @@ impl ResourceKey {
 
 /// The served kinds.
 #[derive(Debug, Clone)]
-pub struct Registry {
+pub struct ResourceRegistry {
     types: Vec<Arc<ResourceType>>,
 }
 
-impl Default for Registry {
+impl Default for ResourceRegistry {
     fn default() -> Self {
-        Registry {
+        ResourceRegistry {
             types: builtins::types(),
         }
     }
 }
 
-impl Registry {
+impl ResourceRegistry {
     /// The type served at `group/version/plural`.
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
         self.types

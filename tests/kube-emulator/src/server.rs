@@ -25,7 +25,7 @@ use tokio::sync::broadcast;
 use route::{ResourcePath, Route, parse_route, verb};
 
 use crate::error::ApiError;
-use crate::faults::{Faults, RequestRecord};
+use crate::faults::{ApiFaults, RequestRecord};
 use crate::openapi;
 use crate::ops::{Inner, Written};
 use crate::registry::ResourceType;
@@ -36,7 +36,7 @@ use crate::table::{self, TableVersion};
 pub struct App {
     inner: Mutex<Inner>,
     /// Fault injection.
-    pub faults: Mutex<Faults>,
+    pub faults: Mutex<ApiFaults>,
     /// Every request served, in order.
     pub log: Mutex<Vec<RequestRecord>>,
     seq: AtomicU64,
@@ -59,7 +59,7 @@ impl App {
         let (cut, _) = broadcast::channel(4);
         App {
             inner: Mutex::new(Inner::new(history_limit, fanout)),
-            faults: Mutex::new(Faults::default()),
+            faults: Mutex::new(ApiFaults::default()),
             log: Mutex::new(Vec::new()),
             seq: AtomicU64::new(0),
             cut,
@@ -76,7 +76,7 @@ impl App {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn faults(&self) -> MutexGuard<'_, Faults> {
+    fn faults(&self) -> MutexGuard<'_, ApiFaults> {
         self.faults.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -166,7 +166,7 @@ async fn handle(
             error_response(&err)
         }
         None => {
-            let req = Request {
+            let req = RouteRequest {
                 query: &query,
                 headers: &headers,
                 body: &body,
@@ -205,7 +205,12 @@ pub fn error_response(err: &ApiError) -> Response {
     response
 }
 
-async fn dispatch(app: &Arc<App>, route: Route, method: &Method, req: &Request<'_>) -> Response {
+async fn dispatch(
+    app: &Arc<App>,
+    route: Route,
+    method: &Method,
+    req: &RouteRequest<'_>,
+) -> Response {
     let result = match route {
         Route::Version => Ok(json!({
             "major": "1", "minor": "33", "gitVersion": "v1.33.0-emulator", "gitCommit": "", "gitTreeState": "clean",
@@ -284,13 +289,18 @@ fn openapi_v3(app: &Arc<App>, group: &str, version: &str) -> Result<Value, ApiEr
 
 /// The parts of a request the handlers read besides its method and path.
 #[derive(Debug, Clone, Copy)]
-struct Request<'a> {
+struct RouteRequest<'a> {
     query: &'a HashMap<String, String>,
     headers: &'a HeaderMap,
     body: &'a Bytes,
 }
 
-async fn resource(app: &Arc<App>, p: ResourcePath, method: &Method, req: &Request<'_>) -> Response {
+async fn resource(
+    app: &Arc<App>,
+    p: ResourcePath,
+    method: &Method,
+    req: &RouteRequest<'_>,
+) -> Response {
     let accept = req
         .headers
         .get(header::ACCEPT)

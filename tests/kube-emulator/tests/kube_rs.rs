@@ -674,7 +674,7 @@ async fn evictions_honour_disruption_budgets() {
 
 #[tokio::test]
 async fn bookmarks_and_initial_events() {
-    let emulator = Emulator::start_with(kube_emulator::Options {
+    let emulator = Emulator::start_with(kube_emulator::EmulatorOptions {
         bookmark_interval: Duration::from_millis(100),
         ..Default::default()
     })

@@ -32,7 +32,7 @@ pub(super) struct Finished {
 
 /// A command about to run: its unit, and its output files as the host and the agent see
 /// them.
-struct Command {
+struct BootcCommand {
     argv: Vec<String>,
     /// The argv joined with spaces, for messages.
     line: String,
@@ -62,7 +62,7 @@ impl DbusHost {
     }
 
     /// Names the command's unit and output files, and makes the output start empty.
-    async fn prepare(&self, argv: Vec<String>) -> Result<Command, HostError> {
+    async fn prepare(&self, argv: Vec<String>) -> Result<BootcCommand, HostError> {
         let line = argv.join(" ");
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let unit = format!("bootc-node-agent-{n}-{}.service", std::process::id());
@@ -81,7 +81,7 @@ impl DbusHost {
         for path in [&stdout_path, &stderr_path] {
             prepare_output(path, &line).await?;
         }
-        Ok(Command {
+        Ok(BootcCommand {
             argv,
             line,
             unit,
@@ -96,7 +96,7 @@ impl DbusHost {
     async fn start_unit(
         &self,
         manager: &SystemdManagerProxy<'_>,
-        command: &Command,
+        command: &BootcCommand,
     ) -> Result<OwnedObjectPath, HostError> {
         let exec: Vec<ExecCommand> = vec![(command.argv[0].clone(), command.argv.clone(), false)];
         let timeout_usec = u64::try_from(self.timeout.as_micros()).unwrap_or(u64::MAX);
@@ -131,7 +131,7 @@ impl DbusHost {
     async fn wait_for_job(
         &self,
         manager: &SystemdManagerProxy<'_>,
-        command: &Command,
+        command: &BootcCommand,
         removed: &mut JobRemovedStream,
         job: &OwnedObjectPath,
     ) -> Result<String, HostError> {
@@ -166,7 +166,7 @@ impl DbusHost {
     async fn outcome(
         &self,
         manager: &SystemdManagerProxy<'_>,
-        command: Command,
+        command: BootcCommand,
         job_result: String,
     ) -> Result<Finished, HostError> {
         let (result, exit_status) = self.service_outcome(manager, &command.unit).await?;

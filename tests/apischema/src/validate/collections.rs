@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Mode, Walker};
+use super::{WalkMode, Walker};
 use crate::error::{ErrorKind, SchemaError};
 use crate::{gofmt, listtype, path};
 
@@ -16,7 +16,7 @@ impl Walker {
         list: &[Value],
         path: &str,
         depth: usize,
-        mode: Mode,
+        mode: WalkMode,
     ) {
         let len = list.len() as u64;
         if let Some(min) = self.kw_uint(s, "minItems", path).filter(|min| len < *min) {
@@ -42,7 +42,7 @@ impl Walker {
             ));
         }
         // The list's own set/map check comes before its items', as in the apiserver.
-        if mode != Mode::Junctor {
+        if mode != WalkMode::Junctor {
             self.check_list_type(s, list, path);
         }
         match s.get("items") {
@@ -62,12 +62,12 @@ impl Walker {
         map: &Map<String, Value>,
         path: &str,
         depth: usize,
-        mode: Mode,
+        mode: WalkMode,
     ) {
         self.check_property_counts(s, map, path);
         self.check_required(s, map, path);
         self.check_members(s, map, path, depth, mode);
-        if mode == Mode::Structural && self.kw_bool(s, "x-kubernetes-embedded-resource", path) {
+        if mode == WalkMode::Structural && self.kw_bool(s, "x-kubernetes-embedded-resource", path) {
             self.check_embedded(map, path);
         }
     }
@@ -138,7 +138,7 @@ impl Walker {
         map: &Map<String, Value>,
         path: &str,
         depth: usize,
-        mode: Mode,
+        mode: WalkMode,
     ) {
         let props = match s.get("properties") {
             None => None,
@@ -156,7 +156,7 @@ impl Walker {
             );
         }
         for (k, v) in map {
-            if mode == Mode::Root && k == "metadata" {
+            if mode == WalkMode::Root && k == "metadata" {
                 continue;
             }
             if let Some(p) = props.and_then(|p| p.get(k)) {
@@ -167,7 +167,7 @@ impl Walker {
                         self.node(a, v, &path::key(path, k), depth + 1, mode.below());
                     }
                     Some(Value::Bool(false))
-                        if !(mode == Mode::Root && (k == "apiVersion" || k == "kind")) =>
+                        if !(mode == WalkMode::Root && (k == "apiVersion" || k == "kind")) =>
                     {
                         self.openapi.push(SchemaError::invalid(
                             path,

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Mode, Walker};
+use super::{WalkMode, Walker};
 use crate::error::SchemaError;
 use crate::path;
 
@@ -82,7 +82,7 @@ impl Walker {
         depth: usize,
     ) -> Vec<SchemaError> {
         let mut sub = Walker::default();
-        sub.node(schema, value, path, depth + 1, Mode::Junctor);
+        sub.node(schema, value, path, depth + 1, WalkMode::Junctor);
         sub.openapi
     }
 

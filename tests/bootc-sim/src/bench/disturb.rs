@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bootc_pool_controller::metrics::Metrics;
-use bootc_pool_controller::reconcile::{self, Options};
+use bootc_pool_controller::reconcile::{self, Dependencies};
 use host_sim::cluster::SimCluster;
 use kube::Client;
 use tokio::sync::{oneshot, watch};
@@ -39,12 +39,12 @@ pub(super) async fn controller_loop(
                 return kills;
             }
         };
-        let options = Options {
+        let deps = Dependencies {
             metrics: metrics.clone(),
-            ..Options::default()
+            ..Dependencies::default()
         };
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let mut task = tokio::spawn(reconcile::run(client, options, async move {
+        let mut task = tokio::spawn(reconcile::run(client, deps, async move {
             let _ = stopped.await;
         }));
         let kill = async {

@@ -29,7 +29,7 @@ struct Numbers {
     waves: usize,
     ideal_s: f64,
     makespan_s: Option<f64>,
-    counters: kube_emulator::Counters,
+    counters: kube_emulator::RequestCounts,
     writes: usize,
     controller_requests: usize,
     controller_writes: usize,
@@ -95,7 +95,7 @@ impl Run<'_> {
             waves,
             ideal_s,
             makespan_s: m.done_at.map(|d| secs(d - m.t0)),
-            counters: kube_emulator::Counters::of(&m.requests),
+            counters: kube_emulator::RequestCounts::of(&m.requests),
             writes: m.requests.iter().filter(|r| r.is_write()).count(),
             controller_requests: m.requests.iter().filter(controller).count(),
             controller_writes: m

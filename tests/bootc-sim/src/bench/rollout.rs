@@ -21,7 +21,7 @@ use super::disturb::{agent_killer, controller_loop};
 use super::setup::{Settings, World};
 use super::{BenchArgs, FaultScope, POOL, secs};
 use crate::svg::Sample;
-use crate::track::{Counts, STATES, Tracker};
+use crate::track::{Counts, RolloutTracker, STATES};
 
 /// How often the picture's counts are sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
@@ -45,7 +45,7 @@ pub(super) struct Measured {
     /// The controller's metrics.
     pub(super) metrics: Metrics,
     /// The state follower (kept until the report is written, for its lag count).
-    pub(super) tracker: Tracker,
+    pub(super) tracker: RolloutTracker,
     /// Kept following until the report is written.
     _invariants: Invariants,
 }
@@ -59,7 +59,7 @@ pub(super) async fn measure(
 ) -> Result<Measured, String> {
     let handle = &world.handle;
     let invariants = Invariants::follow(handle.clone(), settings.budget, BTreeSet::new());
-    let tracker = Tracker::follow(handle.clone(), POOL, &world.target_digest, args.nodes);
+    let tracker = RolloutTracker::follow(handle.clone(), POOL, &world.target_digest, args.nodes);
     let metrics = Metrics::new();
     let (stop_tx, stop_rx) = watch::channel(false);
     let requests_before = handle.requests().len();
@@ -165,7 +165,7 @@ fn fault_config(args: &BenchArgs) -> kube_emulator::FaultConfig {
 /// Samples the counts every [`SAMPLE_EVERY`] until the rollout is done or `deadline`
 /// passes (reporting progress every 10 s).
 async fn sample(
-    tracker: &Tracker,
+    tracker: &RolloutTracker,
     t0: Instant,
     deadline: Instant,
 ) -> (Vec<Sample>, Option<Instant>) {
@@ -196,7 +196,12 @@ async fn sample(
 }
 
 /// One last sample at the instant of completion, in time order.
-fn sample_completion(samples: &mut Vec<Sample>, tracker: &Tracker, t0: Instant, done: Instant) {
+fn sample_completion(
+    samples: &mut Vec<Sample>,
+    tracker: &RolloutTracker,
+    t0: Instant,
+    done: Instant,
+) {
     samples.push(Sample {
         t: secs(done - t0),
         counts: tracker.counts(),

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bootc_standin::Resolver as _;
+use bootc_standin::ImageResolver as _;
 use host_sim::{Node, NodeOptions};
 use kube::Client;
 use tokio::time::Instant;

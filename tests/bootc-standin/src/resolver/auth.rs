@@ -16,9 +16,9 @@ pub const AUTH_PATHS: [&str; 3] = [
     "usr/lib/ostree/auth.json",
 ];
 
-/// Credentials for one registry, and the file they came from.
+/// BasicAuth for one registry, and the file they came from.
 #[derive(Debug, Clone)]
-pub(super) struct Credentials {
+pub(super) struct BasicAuth {
     pub(super) user_pass: String,
     pub(super) source: PathBuf,
 }
@@ -32,7 +32,7 @@ pub(super) fn credentials(
     root: &Path,
     registry: &str,
     image: &str,
-) -> Result<Option<Credentials>, Error> {
+) -> Result<Option<BasicAuth>, Error> {
     let Some(path) = auth_file(root) else {
         return Ok(None);
     };
@@ -70,7 +70,7 @@ pub(super) fn credentials(
     } else {
         return Ok(None);
     };
-    Ok(Some(Credentials {
+    Ok(Some(BasicAuth {
         user_pass,
         source: path,
     }))

@@ -6,16 +6,16 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Manifest;
-use super::auth::Credentials;
+use super::auth::BasicAuth;
 use crate::Error;
-use crate::http::{self, Response};
-use crate::reference::{ImageRef, is_sha256_digest};
+use crate::http::{self, HttpResponse};
+use crate::reference::{Reference, is_sha256_digest};
 
 /// One conversation with one registry, remembering a bearer token once it has one.
 pub(super) struct Session<'a> {
     pub(super) image: &'a str,
     pub(super) authority: String,
-    pub(super) creds: Option<Credentials>,
+    pub(super) creds: Option<BasicAuth>,
     pub(super) auth_header: Option<String>,
     pub(super) timeout: Duration,
 }
@@ -41,7 +41,7 @@ pub(super) fn percent_encode(s: &str) -> String {
 }
 
 /// The registry's own error text (`{"errors":[{"code","message"}]}`), if any.
-fn registry_message(resp: &Response) -> String {
+fn registry_message(resp: &HttpResponse) -> String {
     serde_json::from_slice::<Value>(&resp.body)
         .ok()
         .and_then(|v| {
@@ -75,7 +75,7 @@ impl Session<'_> {
         }
     }
 
-    fn send(&self, authority: &str, path: &str, accept: &str) -> Result<Response, Error> {
+    fn send(&self, authority: &str, path: &str, accept: &str) -> Result<HttpResponse, Error> {
         let mut headers = vec![("Accept", accept.to_owned())];
         if let Some(a) = &self.auth_header {
             headers.push(("Authorization", a.clone()));
@@ -89,7 +89,12 @@ impl Session<'_> {
 
     /// GET `path`, answering one authentication challenge and following redirects to
     /// loopback hosts.
-    pub(super) fn get(&mut self, path: &str, accept: &str, what: &str) -> Result<Response, Error> {
+    pub(super) fn get(
+        &mut self,
+        path: &str,
+        accept: &str,
+        what: &str,
+    ) -> Result<HttpResponse, Error> {
         let mut resp = self.send(&self.authority.clone(), path, accept)?;
         if resp.status == 401 && self.auth_header.is_none() {
             let challenge = resp
@@ -117,7 +122,7 @@ impl Session<'_> {
             let location = resp.header("location").unwrap_or_default().to_owned();
             if let Some(rest) = location.strip_prefix("http://") {
                 let (authority, p) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-                let r = ImageRef {
+                let r = Reference {
                     registry: authority.to_owned(),
                     repository: "x".into(),
                     tag: None,
@@ -167,7 +172,7 @@ impl Session<'_> {
         Err(self.err(message))
     }
 
-    fn bearer(&self, challenge: &str, creds: &Credentials) -> Result<String, Error> {
+    fn bearer(&self, challenge: &str, creds: &BasicAuth) -> Result<String, Error> {
         let realm = challenge_param(challenge, "realm")
             .ok_or_else(|| self.err(format!("bearer challenge without realm: {challenge}")))?;
         let rest = realm.strip_prefix("http://").ok_or_else(|| {
@@ -218,13 +223,13 @@ impl Session<'_> {
 
 impl Session<'_> {
     /// A response body as JSON; `kind` names the document in the error.
-    pub(super) fn json(&self, resp: &Response, what: &str, kind: &str) -> Result<Value, Error> {
+    pub(super) fn json(&self, resp: &HttpResponse, what: &str, kind: &str) -> Result<Value, Error> {
         serde_json::from_slice(&resp.body)
             .map_err(|e| self.err(format!("{what}: {kind} is not JSON: {e}")))
     }
 
     /// The image config `manifest` points to.
-    pub(super) fn config(&mut self, r: &ImageRef, manifest: &Manifest) -> Result<Value, Error> {
+    pub(super) fn config(&mut self, r: &Reference, manifest: &Manifest) -> Result<Value, Error> {
         let config_digest = manifest
             .doc
             .get("config")

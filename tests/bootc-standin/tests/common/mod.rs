@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bootc_standin::{Error, ImageInfo, Resolver};
+use bootc_standin::{Error, ImageInfo, ImageResolver};
 use serde_json::Value;
 
 /// bootc's published status schema, kept beside the workspace.
@@ -79,7 +79,7 @@ impl FakeResolver {
     }
 }
 
-impl Resolver for FakeResolver {
+impl ImageResolver for FakeResolver {
     fn resolve(&self, image: &str) -> Result<ImageInfo, Error> {
         self.calls.set(self.calls.get() + 1);
         self.images.get(image).cloned().ok_or_else(|| Error::Pull {

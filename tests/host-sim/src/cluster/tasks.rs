@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bootc_node_agent::host::Host as _;
-use bootc_node_agent::run::{self, Options, RunError};
+use bootc_node_agent::run::{self, RunError, RunOptions};
 use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::Client;
 use kube::api::Api;
@@ -63,7 +63,7 @@ async fn host_down(changes: &mut watch::Receiver<u64>) {
 pub(super) async fn supervise(
     client: Client,
     host: MemoryHost,
-    options: Options,
+    options: RunOptions,
     mut stop: watch::Receiver<bool>,
     slot: Arc<Mutex<Option<AbortHandle>>>,
     starts: Arc<AtomicU32>,

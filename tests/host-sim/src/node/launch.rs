@@ -57,7 +57,7 @@ impl std::fmt::Debug for NodeOptions {
 }
 
 impl NodeOptions {
-    /// Options with the defaults: the cached node image, no extra mounts, 60 s to boot,
+    /// RunOptions with the defaults: the cached node image, no extra mounts, 60 s to boot,
     /// 30 s to stop, no kubelet.
     pub fn new(
         name: impl Into<String>,

@@ -14,8 +14,8 @@ use nix::unistd::Pid;
 use tokio::sync::watch;
 
 use super::{
-    CONNECT_TIMEOUT, Control, EXIT_REBOOT, NodeStatus, POLL, Phase, bus_address_of, discard_staged,
-    lock, pid_i32,
+    CONNECT_TIMEOUT, Control, EXIT_REBOOT, NodePhase, NodeStatus, POLL, bus_address_of,
+    discard_staged, lock, pid_i32,
 };
 use crate::bus;
 
@@ -38,7 +38,7 @@ impl Supervisor {
             Ok(r) => r,
             Err(e) => {
                 self.status.send_modify(|s| {
-                    s.phase = Phase::Stopped;
+                    s.phase = NodePhase::Stopped;
                     s.error = Some(format!("cannot build the supervisor's runtime: {e}"));
                 });
                 return;
@@ -59,7 +59,7 @@ impl Supervisor {
             };
             let nspawn_pid = child.id();
             self.status.send_modify(|s| {
-                s.phase = Phase::Booting;
+                s.phase = NodePhase::Booting;
                 s.nspawn_pid = Some(nspawn_pid);
                 s.init_pid = None;
             });
@@ -91,7 +91,7 @@ impl Supervisor {
         let mut c = lock(&control);
         if c.stopping {
             drop(c);
-            self.status.send_modify(|s| s.phase = Phase::Stopped);
+            self.status.send_modify(|s| s.phase = NodePhase::Stopped);
             return None;
         }
         match spawn_logged(&mut self.command, &self.log_file) {
@@ -104,7 +104,7 @@ impl Supervisor {
                 drop(c);
                 let error = format!("cannot start systemd-nspawn: {e}");
                 self.status.send_modify(|s| {
-                    s.phase = Phase::Stopped;
+                    s.phase = NodePhase::Stopped;
                     s.error = Some(error);
                 });
                 None
@@ -140,7 +140,11 @@ impl Supervisor {
             (again, fail_boot)
         };
         self.status.send_modify(|s| {
-            s.phase = if again { Phase::Down } else { Phase::Stopped };
+            s.phase = if again {
+                NodePhase::Down
+            } else {
+                NodePhase::Stopped
+            };
             s.last_exit = Some(code);
             s.nspawn_pid = None;
             s.init_pid = None;
@@ -176,7 +180,7 @@ impl Supervisor {
             };
             let full_boot = std::mem::take(&mut first);
             self.status.send_modify(|s| {
-                s.phase = Phase::Up;
+                s.phase = NodePhase::Up;
                 if full_boot {
                     s.boots += 1;
                 }
@@ -190,7 +194,7 @@ impl Supervisor {
             let mut stream = zbus::MessageStream::from(&conn);
             while stream.next().await.is_some() {}
             drop(conn);
-            self.status.send_modify(|s| s.phase = Phase::Booting);
+            self.status.send_modify(|s| s.phase = NodePhase::Booting);
         }
     }
 }

@@ -70,7 +70,7 @@ pub fn seed_plain(state_dir: &Path) {
     bootc_standin::seed(state_dir, info).expect("seeding the stand-in's state");
 }
 
-/// Options for node `name` with its state in `dir/state` and its log in `dir/NAME.log`.
+/// RunOptions for node `name` with its state in `dir/state` and its log in `dir/NAME.log`.
 pub fn options(name: &str, dir: &Path) -> NodeOptions {
     let bootc = host_sim::standin_binary().expect("the bootc stand-in binary");
     let mut options = NodeOptions::new(name, dir.join("state"), bootc);

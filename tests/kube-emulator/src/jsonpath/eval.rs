@@ -5,20 +5,20 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use super::go_text;
-use super::parser::{Node, Param};
+use super::parser::{Param, PathNode};
 
 pub(super) type Item<'a> = Cow<'a, Value>;
 
 /// Evaluates top-level nodes, handling `{range …}`/`{end}` blocks like client-go's FindResults.
 pub(super) fn find_in_nodes<'a>(
-    nodes: &[Node],
+    nodes: &[PathNode],
     data: &'a Value,
     out: &mut Vec<Vec<Item<'a>>>,
 ) -> Result<(), String> {
     let mut i = 0;
     while i < nodes.len() {
         let node = &nodes[i];
-        if let Node::List(list) = node {
+        if let PathNode::List(list) = node {
             if list_has_identifier(list, "end") {
                 return Err("not in range, nothing to end".to_string());
             }
@@ -57,16 +57,16 @@ pub(super) fn find_in_nodes<'a>(
     Ok(())
 }
 
-fn list_has_identifier(list: &[Node], name: &str) -> bool {
+fn list_has_identifier(list: &[PathNode], name: &str) -> bool {
     list.iter()
-        .any(|n| matches!(n, Node::Identifier(id) if id == name))
+        .any(|n| matches!(n, PathNode::Identifier(id) if id == name))
 }
 
 /// Index of the top-level node closing the range opened just before `from`.
-fn matching_end(nodes: &[Node], from: usize) -> Option<usize> {
+fn matching_end(nodes: &[PathNode], from: usize) -> Option<usize> {
     let mut depth = 0usize;
     for (offset, node) in nodes.iter().enumerate().skip(from) {
-        if let Node::List(list) = node {
+        if let PathNode::List(list) = node {
             if list_has_identifier(list, "range") {
                 depth += 1;
             } else if list_has_identifier(list, "end") {
@@ -80,15 +80,15 @@ fn matching_end(nodes: &[Node], from: usize) -> Option<usize> {
     None
 }
 
-fn walk<'a>(input: Vec<Item<'a>>, node: &Node) -> Result<Vec<Item<'a>>, String> {
+fn walk<'a>(input: Vec<Item<'a>>, node: &PathNode) -> Result<Vec<Item<'a>>, String> {
     match node {
-        Node::List(nodes) => eval_list(input, nodes),
-        Node::Text(text) => Ok(vec![Cow::Owned(Value::String(text.clone()))]),
-        Node::Field(name) => Ok(eval_field(input, name)),
-        Node::Array(params) => eval_array(input, params),
-        Node::Filter { left, right, op } => eval_filter(input, left, right, op),
-        Node::Int(i) => Ok(input.iter().map(|_| Cow::Owned(Value::from(*i))).collect()),
-        Node::Float(f) => Ok(input
+        PathNode::List(nodes) => eval_list(input, nodes),
+        PathNode::Text(text) => Ok(vec![Cow::Owned(Value::String(text.clone()))]),
+        PathNode::Field(name) => Ok(eval_field(input, name)),
+        PathNode::Array(params) => eval_array(input, params),
+        PathNode::Filter { left, right, op } => eval_filter(input, left, right, op),
+        PathNode::Int(i) => Ok(input.iter().map(|_| Cow::Owned(Value::from(*i))).collect()),
+        PathNode::Float(f) => Ok(input
             .iter()
             .map(|_| {
                 Cow::Owned(
@@ -98,17 +98,17 @@ fn walk<'a>(input: Vec<Item<'a>>, node: &Node) -> Result<Vec<Item<'a>>, String> 
                 )
             })
             .collect()),
-        Node::Bool(b) => Ok(input.iter().map(|_| Cow::Owned(Value::Bool(*b))).collect()),
-        Node::Wildcard => Ok(eval_wildcard(input)),
-        Node::Recursive => Ok(eval_recursive(input)),
-        Node::Union(lists) => {
+        PathNode::Bool(b) => Ok(input.iter().map(|_| Cow::Owned(Value::Bool(*b))).collect()),
+        PathNode::Wildcard => Ok(eval_wildcard(input)),
+        PathNode::Recursive => Ok(eval_recursive(input)),
+        PathNode::Union(lists) => {
             let mut result = Vec::new();
             for list in lists {
                 result.extend(eval_list(input.clone(), list)?);
             }
             Ok(result)
         }
-        Node::Identifier(name) => match name.as_str() {
+        PathNode::Identifier(name) => match name.as_str() {
             // Handled by find_in_nodes; inside an expression, range passes its input through.
             "range" => Ok(input),
             "end" => Ok(Vec::new()),
@@ -117,7 +117,7 @@ fn walk<'a>(input: Vec<Item<'a>>, node: &Node) -> Result<Vec<Item<'a>>, String> 
     }
 }
 
-fn eval_list<'a>(input: Vec<Item<'a>>, nodes: &[Node]) -> Result<Vec<Item<'a>>, String> {
+fn eval_list<'a>(input: Vec<Item<'a>>, nodes: &[PathNode]) -> Result<Vec<Item<'a>>, String> {
     let mut cur = input;
     for node in nodes {
         cur = walk(cur, node)?;
@@ -261,8 +261,8 @@ fn eval_recursive<'a>(input: Vec<Item<'a>>) -> Vec<Item<'a>> {
 
 fn eval_filter<'a>(
     input: Vec<Item<'a>>,
-    left: &[Node],
-    right: &[Node],
+    left: &[PathNode],
+    right: &[PathNode],
     op: &str,
 ) -> Result<Vec<Item<'a>>, String> {
     let mut results = Vec::new();

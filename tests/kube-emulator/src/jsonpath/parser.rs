@@ -1,14 +1,14 @@
 //! The JSONPath parser: a transcription of client-go's parser.go, iterative where client-go recurses.
 
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Node {
-    List(Vec<Node>),
+pub(super) enum PathNode {
+    List(Vec<PathNode>),
     Text(String),
     Field(String),
     Array([Param; 3]),
     Filter {
-        left: Vec<Node>,
-        right: Vec<Node>,
+        left: Vec<PathNode>,
+        right: Vec<PathNode>,
         op: String,
     },
     Int(i64),
@@ -16,7 +16,7 @@ pub(super) enum Node {
     Bool(bool),
     Wildcard,
     Recursive,
-    Union(Vec<Vec<Node>>),
+    Union(Vec<Vec<PathNode>>),
     Identifier(String),
 }
 
@@ -27,7 +27,7 @@ pub(super) struct Param {
     pub(super) derived: bool,
 }
 
-struct Parser {
+struct PathParser {
     input: Vec<char>,
     pos: usize,
     start: usize,
@@ -37,8 +37,8 @@ struct Parser {
 const EOF: char = '\u{FFFF}';
 
 /// Parses a template into its top-level nodes (text and action lists).
-pub(super) fn parse_template(text: &str) -> Result<Vec<Node>, String> {
-    let mut p = Parser {
+pub(super) fn parse_template(text: &str) -> Result<Vec<PathNode>, String> {
+    let mut p = PathParser {
         input: text.chars().collect(),
         pos: 0,
         start: 0,
@@ -53,33 +53,33 @@ pub(super) fn parse_template(text: &str) -> Result<Vec<Node>, String> {
             }
             if p.next() == EOF {
                 if p.pos > p.start {
-                    root.push(Node::Text(p.consume()));
+                    root.push(PathNode::Text(p.consume()));
                 }
                 return Ok(root);
             }
         }
         if p.pos > p.start {
-            root.push(Node::Text(p.consume()));
+            root.push(PathNode::Text(p.consume()));
         }
         // parseLeftDelim
         p.pos += 1;
         p.consume();
         let mut list = Vec::new();
         p.parse_inside_action(&mut list)?;
-        root.push(Node::List(list));
+        root.push(PathNode::List(list));
     }
 }
 
 /// client-go's parseAction: parses `{text}` and returns the nodes of its first action.
-fn parse_action(text: &str) -> Result<Vec<Node>, String> {
+fn parse_action(text: &str) -> Result<Vec<PathNode>, String> {
     let root = parse_template(&format!("{{{text}}}"))?;
     match root.into_iter().next() {
-        Some(Node::List(nodes)) => Ok(nodes),
+        Some(PathNode::List(nodes)) => Ok(nodes),
         _ => Ok(Vec::new()),
     }
 }
 
-impl Parser {
+impl PathParser {
     fn next(&mut self) -> char {
         match self.input.get(self.pos) {
             Some(c) => {
@@ -123,7 +123,7 @@ impl Parser {
     }
 
     /// Parses the inside of an action up to and including its closing brace.
-    fn parse_inside_action(&mut self, cur: &mut Vec<Node>) -> Result<(), String> {
+    fn parse_inside_action(&mut self, cur: &mut Vec<PathNode>) -> Result<(), String> {
         loop {
             if self.starts_with("}") {
                 self.pos += 1;
@@ -135,12 +135,12 @@ impl Parser {
                 continue;
             }
             if self.starts_with("..") {
-                if matches!(cur.last(), Some(Node::Recursive)) {
+                if matches!(cur.last(), Some(PathNode::Recursive)) {
                     return Err("invalid multiple recursive descent".to_string());
                 }
                 self.pos += 2;
                 self.consume();
-                cur.push(Node::Recursive);
+                cur.push(PathNode::Recursive);
                 if is_alphanumeric(self.peek()) {
                     self.parse_field(cur);
                 }
@@ -173,7 +173,7 @@ impl Parser {
         }
     }
 
-    fn parse_identifier(&mut self, cur: &mut Vec<Node>) {
+    fn parse_identifier(&mut self, cur: &mut Vec<PathNode>) {
         loop {
             let r = self.next();
             if is_terminator(r) {
@@ -183,13 +183,13 @@ impl Parser {
         }
         let value = self.consume();
         match value.as_str() {
-            "true" => cur.push(Node::Bool(true)),
-            "false" => cur.push(Node::Bool(false)),
-            _ => cur.push(Node::Identifier(value)),
+            "true" => cur.push(PathNode::Bool(true)),
+            "false" => cur.push(PathNode::Bool(false)),
+            _ => cur.push(PathNode::Identifier(value)),
         }
     }
 
-    fn parse_number(&mut self, cur: &mut Vec<Node>) -> Result<(), String> {
+    fn parse_number(&mut self, cur: &mut Vec<PathNode>) -> Result<(), String> {
         let r = self.peek();
         if r == '+' || r == '-' {
             self.next();
@@ -203,7 +203,7 @@ impl Parser {
         }
         let value = self.consume();
         if let Ok(i) = value.parse::<i64>() {
-            cur.push(Node::Int(i));
+            cur.push(PathNode::Int(i));
             return Ok(());
         }
         if value
@@ -212,13 +212,13 @@ impl Parser {
             && value.chars().any(|c| c.is_ascii_digit())
             && let Ok(f) = value.parse::<f64>()
         {
-            cur.push(Node::Float(f));
+            cur.push(PathNode::Float(f));
             return Ok(());
         }
         Err(format!("cannot parse number {value}"))
     }
 
-    fn parse_array(&mut self, cur: &mut Vec<Node>) -> Result<(), String> {
+    fn parse_array(&mut self, cur: &mut Vec<PathNode>) -> Result<(), String> {
         loop {
             match self.next() {
                 EOF | '\n' => return Err("unterminated array".to_string()),
@@ -242,7 +242,7 @@ impl Parser {
             for part in parts {
                 union.push(parse_action(&format!("[{}]", part.trim_matches(' ')))?);
             }
-            cur.push(Node::Union(union));
+            cur.push(PathNode::Union(union));
             return Ok(());
         }
 
@@ -277,11 +277,11 @@ impl Parser {
                 params[i].derived = true;
             }
         }
-        cur.push(Node::Array(params));
+        cur.push(PathNode::Array(params));
         Ok(())
     }
 
-    fn parse_filter(&mut self, cur: &mut Vec<Node>) -> Result<(), String> {
+    fn parse_filter(&mut self, cur: &mut Vec<PathNode>) -> Result<(), String> {
         self.pos += 3;
         self.consume();
         let mut begin = false;
@@ -318,7 +318,7 @@ impl Parser {
         match split_filter(&text) {
             None => {
                 let left = parse_action(&text)?;
-                cur.push(Node::Filter {
+                cur.push(PathNode::Filter {
                     left,
                     right: Vec::new(),
                     op: "exists".to_string(),
@@ -327,13 +327,13 @@ impl Parser {
             Some((left, op, right)) => {
                 let left = parse_action(&left)?;
                 let right = parse_action(&right)?;
-                cur.push(Node::Filter { left, right, op });
+                cur.push(PathNode::Filter { left, right, op });
             }
         }
         Ok(())
     }
 
-    fn parse_quote(&mut self, cur: &mut Vec<Node>, end: char) -> Result<(), String> {
+    fn parse_quote(&mut self, cur: &mut Vec<PathNode>, end: char) -> Result<(), String> {
         loop {
             let r = self.next();
             if r == EOF || r == '\n' {
@@ -345,11 +345,11 @@ impl Parser {
         }
         let value = self.consume();
         let s = unquote_extend(&value).map_err(|e| format!("unquote string {value} error {e}"))?;
-        cur.push(Node::Text(s));
+        cur.push(PathNode::Text(s));
         Ok(())
     }
 
-    fn parse_field(&mut self, cur: &mut Vec<Node>) {
+    fn parse_field(&mut self, cur: &mut Vec<PathNode>) {
         self.consume();
         loop {
             let r = self.next();
@@ -362,9 +362,9 @@ impl Parser {
         }
         let value = self.consume();
         if value == "*" {
-            cur.push(Node::Wildcard);
+            cur.push(PathNode::Wildcard);
         } else {
-            cur.push(Node::Field(value.replace('\\', "")));
+            cur.push(PathNode::Field(value.replace('\\', "")));
         }
     }
 }

@@ -8,13 +8,13 @@ use serde_json::{Map, Value};
 
 /// The built-in kinds k8s-openapi has schemas for, and every schema generated (by name).
 #[derive(Debug)]
-pub(super) struct Registry {
+pub(super) struct SchemaRegistry {
     /// (group, version, kind, schema name)
     kinds: Vec<(&'static str, &'static str, &'static str, String)>,
     pub(super) definitions: Map<String, Value>,
 }
 
-impl Registry {
+impl SchemaRegistry {
     pub(super) fn builtin_name(&self, group: &str, version: &str, kind: &str) -> Option<&str> {
         self.kinds
             .iter()
@@ -32,8 +32,8 @@ fn add<T: JsonSchema>(
     kinds.push((gvk.0, gvk.1, gvk.2, T::schema_name().into_owned()));
 }
 
-pub(super) fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+pub(super) fn registry() -> &'static SchemaRegistry {
+    static REGISTRY: OnceLock<SchemaRegistry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         use k8s_openapi::api::apps::v1 as apps;
         use k8s_openapi::api::coordination::v1 as coordination;
@@ -73,6 +73,6 @@ pub(super) fn registry() -> &'static Registry {
         g.subschema_for::<meta::Status>();
         g.subschema_for::<meta::Patch>();
         let definitions = generator.take_definitions(true);
-        Registry { kinds, definitions }
+        SchemaRegistry { kinds, definitions }
     })
 }

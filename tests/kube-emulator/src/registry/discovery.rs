@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use super::Registry;
+use super::ResourceRegistry;
 
-impl Registry {
+impl ResourceRegistry {
     /// Group → versions served, core first, then groups in registration order.
     fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();

@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn builtins_are_discoverable() {
-    let r = Registry::default();
+    let r = ResourceRegistry::default();
     let core = r.api_resource_list("", "v1").unwrap();
     let names: Vec<&str> = core["resources"]
         .as_array()
@@ -40,7 +40,7 @@ fn builtins_are_discoverable() {
 
 #[test]
 fn crds_register_and_unregister() {
-    let mut r = Registry::default();
+    let mut r = ResourceRegistry::default();
     let crd = json!({
         "metadata": {"name": "widgets.example.com"},
         "spec": {"group": "example.com", "scope": "Cluster",

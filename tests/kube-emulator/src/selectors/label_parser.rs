@@ -105,7 +105,7 @@ fn lex(input: &str) -> Vec<(Tok, String)> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ctx {
+enum ParseContext {
     KeyAndOperator,
     Values,
 }
@@ -123,15 +123,15 @@ impl Parser {
             .unwrap_or((Tok::EndOfString, String::new()))
     }
 
-    fn lookahead(&self, ctx: Ctx) -> (Tok, String) {
+    fn lookahead(&self, ctx: ParseContext) -> (Tok, String) {
         let (mut tok, lit) = self.peek_raw();
-        if ctx == Ctx::Values && matches!(tok, Tok::In | Tok::NotIn) {
+        if ctx == ParseContext::Values && matches!(tok, Tok::In | Tok::NotIn) {
             tok = Tok::Identifier;
         }
         (tok, lit)
     }
 
-    fn consume(&mut self, ctx: Ctx) -> (Tok, String) {
+    fn consume(&mut self, ctx: ParseContext) -> (Tok, String) {
         let out = self.lookahead(ctx);
         if self.pos < self.items.len() {
             self.pos += 1;
@@ -142,18 +142,18 @@ impl Parser {
     fn parse(&mut self) -> Result<Vec<Requirement>, String> {
         let mut reqs = Vec::new();
         loop {
-            let (tok, lit) = self.lookahead(Ctx::Values);
+            let (tok, lit) = self.lookahead(ParseContext::Values);
             match tok {
                 Tok::Identifier | Tok::DoesNotExist => {
                     let r = self
                         .parse_requirement()
                         .map_err(|e| format!("unable to parse requirement: {e}"))?;
                     reqs.push(r);
-                    let (t, l) = self.consume(Ctx::Values);
+                    let (t, l) = self.consume(ParseContext::Values);
                     match t {
                         Tok::EndOfString => return Ok(reqs),
                         Tok::Comma => {
-                            let (t2, l2) = self.lookahead(Ctx::Values);
+                            let (t2, l2) = self.lookahead(ParseContext::Values);
                             if t2 != Tok::Identifier && t2 != Tok::DoesNotExist {
                                 return Err(format!(
                                     "found '{l2}', expected: identifier after ','"
@@ -190,10 +190,10 @@ impl Parser {
 
     fn parse_key_and_infer_operator(&mut self) -> Result<(String, Option<LabelOperator>), String> {
         let mut op = None;
-        let (mut tok, mut lit) = self.consume(Ctx::Values);
+        let (mut tok, mut lit) = self.consume(ParseContext::Values);
         if tok == Tok::DoesNotExist {
             op = Some(LabelOperator::DoesNotExist);
-            (tok, lit) = self.consume(Ctx::Values);
+            (tok, lit) = self.consume(ParseContext::Values);
         }
         if tok != Tok::Identifier {
             return Err(format!("found '{lit}', expected: identifier"));
@@ -202,7 +202,7 @@ impl Parser {
         if !key_errs.is_empty() {
             return Err(invalid("<nil>", &go_quote(&lit), &key_errs.join("; ")));
         }
-        let (next, _) = self.lookahead(Ctx::Values);
+        let (next, _) = self.lookahead(ParseContext::Values);
         if matches!(next, Tok::EndOfString | Tok::Comma) && op.is_none() {
             op = Some(LabelOperator::Exists);
         }
@@ -210,7 +210,7 @@ impl Parser {
     }
 
     fn parse_operator(&mut self) -> Result<LabelOperator, String> {
-        let (tok, lit) = self.consume(Ctx::KeyAndOperator);
+        let (tok, lit) = self.consume(ParseContext::KeyAndOperator);
         Ok(match tok {
             Tok::In => LabelOperator::In,
             Tok::Equals => LabelOperator::Equals,
@@ -228,22 +228,22 @@ impl Parser {
     }
 
     fn parse_values(&mut self) -> Result<BTreeSet<String>, String> {
-        let (tok, lit) = self.consume(Ctx::Values);
+        let (tok, lit) = self.consume(ParseContext::Values);
         if tok != Tok::OpenPar {
             return Err(format!("found '{lit}' expected: '('"));
         }
-        let (tok, lit) = self.lookahead(Ctx::Values);
+        let (tok, lit) = self.lookahead(ParseContext::Values);
         match tok {
             Tok::Identifier | Tok::Comma => {
                 let s = self.parse_identifiers_list()?;
-                let (t, _) = self.consume(Ctx::Values);
+                let (t, _) = self.consume(ParseContext::Values);
                 if t != Tok::ClosedPar {
                     return Err(format!("found '{lit}', expected: ')'"));
                 }
                 Ok(s)
             }
             Tok::ClosedPar => {
-                self.consume(Ctx::Values);
+                self.consume(ParseContext::Values);
                 Ok(BTreeSet::from([String::new()]))
             }
             _ => Err(format!("found '{lit}', expected: ',', ')' or identifier")),
@@ -253,11 +253,11 @@ impl Parser {
     fn parse_identifiers_list(&mut self) -> Result<BTreeSet<String>, String> {
         let mut s = BTreeSet::new();
         loop {
-            let (tok, lit) = self.consume(Ctx::Values);
+            let (tok, lit) = self.consume(ParseContext::Values);
             match tok {
                 Tok::Identifier => {
                     s.insert(lit);
-                    let (t2, l2) = self.lookahead(Ctx::Values);
+                    let (t2, l2) = self.lookahead(ParseContext::Values);
                     match t2 {
                         Tok::Comma => continue,
                         Tok::ClosedPar => return Ok(s),
@@ -268,13 +268,13 @@ impl Parser {
                     if s.is_empty() {
                         s.insert(String::new());
                     }
-                    let (t2, _) = self.lookahead(Ctx::Values);
+                    let (t2, _) = self.lookahead(ParseContext::Values);
                     if t2 == Tok::ClosedPar {
                         s.insert(String::new());
                         return Ok(s);
                     }
                     if t2 == Tok::Comma {
-                        self.consume(Ctx::Values);
+                        self.consume(ParseContext::Values);
                         s.insert(String::new());
                     }
                 }
@@ -284,11 +284,11 @@ impl Parser {
     }
 
     fn parse_exact_value(&mut self) -> Result<BTreeSet<String>, String> {
-        let (tok, _) = self.lookahead(Ctx::Values);
+        let (tok, _) = self.lookahead(ParseContext::Values);
         if matches!(tok, Tok::EndOfString | Tok::Comma) {
             return Ok(BTreeSet::from([String::new()]));
         }
-        let (tok, lit) = self.consume(Ctx::Values);
+        let (tok, lit) = self.consume(ParseContext::Values);
         if tok == Tok::Identifier {
             Ok(BTreeSet::from([lit]))
         } else {

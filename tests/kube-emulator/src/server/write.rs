@@ -9,14 +9,18 @@ use serde_json::{Value, json};
 
 use super::read::selectors;
 use super::route::ResourcePath;
-use super::{App, Request};
+use super::{App, RouteRequest};
 use crate::error::ApiError;
 use crate::ops::{FieldValidation, PatchBody, WriteOptions, Written};
 use crate::patch::PatchType;
 use crate::policy;
 
 /// `POST` of a new object.
-pub(super) fn create(app: &App, p: &ResourcePath, req: &Request<'_>) -> Result<Written, ApiError> {
+pub(super) fn create(
+    app: &App,
+    p: &ResourcePath,
+    req: &RouteRequest<'_>,
+) -> Result<Written, ApiError> {
     let opts = write_options(req.query)?;
     let object = parse_body(req.headers, req.body)?;
     app.lock()
@@ -28,7 +32,7 @@ pub(super) fn evict(
     app: &App,
     p: &ResourcePath,
     name: &str,
-    req: &Request<'_>,
+    req: &RouteRequest<'_>,
 ) -> Result<Written, ApiError> {
     let opts = write_options(req.query)?;
     let eviction = parse_body(req.headers, req.body)?;
@@ -45,7 +49,7 @@ pub(super) fn replace(
     app: &App,
     p: &ResourcePath,
     name: &str,
-    req: &Request<'_>,
+    req: &RouteRequest<'_>,
 ) -> Result<Written, ApiError> {
     let opts = write_options(req.query)?;
     let object = parse_body(req.headers, req.body)?;
@@ -65,7 +69,7 @@ pub(super) fn patch(
     app: &App,
     p: &ResourcePath,
     name: &str,
-    req: &Request<'_>,
+    req: &RouteRequest<'_>,
 ) -> Result<Written, ApiError> {
     let opts = write_options(req.query)?;
     let content_type = req
@@ -94,7 +98,7 @@ pub(super) fn delete(
     app: &App,
     p: &ResourcePath,
     name: &str,
-    req: &Request<'_>,
+    req: &RouteRequest<'_>,
 ) -> Result<Written, ApiError> {
     let opts = write_options(req.query)?;
     let options = if req.body.is_empty() {
@@ -119,7 +123,7 @@ pub(super) fn delete(
 pub(super) fn delete_collection(
     app: &Arc<App>,
     p: &ResourcePath,
-    req: &Request<'_>,
+    req: &RouteRequest<'_>,
 ) -> Result<Written, ApiError> {
     let opts = write_options(req.query)?;
     let t = &p.resource;

@@ -25,7 +25,7 @@ type Established = Arc<(AtomicUsize, AtomicUsize, Notify)>;
 
 /// What one watcher saw.
 #[derive(Debug, Default)]
-struct Seen {
+struct Received {
     /// `(resourceVersion, data.seq)` of every MODIFIED event, in arrival order.
     events: Vec<(u64, u64)>,
     /// Other events (ADDED, DELETED, ERROR, undecodable items).
@@ -42,8 +42,8 @@ async fn watcher(
     last: u64,
     established: Established,
     mut deadline: watch::Receiver<bool>,
-) -> Seen {
-    let mut seen = Seen::default();
+) -> Received {
+    let mut seen = Received::default();
     let params = WatchParams::default().disable_bookmarks().timeout(290);
     let stream = match api.watch(&params, &from).await {
         Ok(s) => {
@@ -125,7 +125,7 @@ struct Writes {
 
 /// What the watchers saw, compared with what was written.
 #[derive(Debug, Default)]
-struct Verdict {
+struct FanoutVerdict {
     missed: u64,
     duplicates: u64,
     out_of_order: u64,
@@ -160,7 +160,7 @@ pub(crate) async fn run(
     let (stop, deadline) = watch::channel(false);
     let last = args.events as u64;
     let started = Instant::now();
-    let tasks: Vec<JoinHandle<Seen>> = (0..args.watchers)
+    let tasks: Vec<JoinHandle<Received>> = (0..args.watchers)
         .map(|_| {
             tokio::spawn(watcher(
                 Api::namespaced(watch_client.clone(), "bench-fanout"),
@@ -281,10 +281,10 @@ async fn write_changes(emulator: &Emulator, last: u64) -> Result<Writes, BoxErro
 
 /// What every watcher saw; watchers still waiting `timeout` after the last write are stopped.
 async fn collect(
-    tasks: Vec<JoinHandle<Seen>>,
+    tasks: Vec<JoinHandle<Received>>,
     stop: watch::Sender<bool>,
     timeout: Duration,
-) -> Result<Vec<Seen>, BoxError> {
+) -> Result<Vec<Received>, BoxError> {
     let stopper = tokio::spawn(async move {
         tokio::time::sleep(timeout).await;
         let _ = stop.send(true);
@@ -298,10 +298,10 @@ async fn collect(
 }
 
 /// Checks that every watcher got exactly the written versions, each once, in order.
-fn verify(results: &[Seen], writes: &Writes) -> Verdict {
+fn verify(results: &[Received], writes: &Writes) -> FanoutVerdict {
     let expected: Vec<u64> = writes.written.iter().map(|(rv, _)| *rv).collect();
     let expected_set: HashSet<u64> = expected.iter().copied().collect();
-    let mut v = Verdict::default();
+    let mut v = FanoutVerdict::default();
     let mut done_seconds = Vec::new();
     for seen in results {
         let rvs: Vec<u64> = seen.events.iter().map(|(rv, _)| *rv).collect();
@@ -325,7 +325,7 @@ fn verify(results: &[Seen], writes: &Writes) -> Verdict {
     v
 }
 
-impl Verdict {
+impl FanoutVerdict {
     /// Whether every write succeeded and every one of `watchers` watchers saw every write,
     /// once and in order.
     fn complete(&self, writes: &Writes, est: &Establishment, watchers: usize) -> bool {
@@ -347,7 +347,7 @@ fn report(
     args: &Args,
     est: &Establishment,
     writes: &Writes,
-    verdict: &Verdict,
+    verdict: &FanoutVerdict,
     delivered: u64,
     watches_total: u64,
 ) -> Map<String, Value> {

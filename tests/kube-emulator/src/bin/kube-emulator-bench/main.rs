@@ -12,7 +12,7 @@ use std::error::Error;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kube_emulator::{Emulator, Options};
+use kube_emulator::{Emulator, EmulatorOptions};
 use serde_json::{Value, json};
 
 use measure::{client, nofile_limits};
@@ -52,8 +52,8 @@ struct Args {
     #[arg(long, default_value_t = 200)]
     events: usize,
 
-    /// Events buffered per watcher before the emulator disconnects it (`Options::fanout`).
-    #[arg(long, default_value_t = Options::default().fanout)]
+    /// Events buffered per watcher before the emulator disconnects it (`EmulatorOptions::fanout`).
+    #[arg(long, default_value_t = EmulatorOptions::default().fanout)]
     fanout_buffer: usize,
 
     /// Seconds to wait for watches to be established, and for deliveries after the last write.
@@ -76,9 +76,9 @@ struct Args {
 
 /// Runs all phases; the JSON report and whether the fan-out was complete.
 async fn run(args: &Args) -> Result<(Value, bool), BoxError> {
-    let options = Options {
+    let options = EmulatorOptions {
         fanout: args.fanout_buffer,
-        ..Options::default()
+        ..EmulatorOptions::default()
     };
     let emulator = Emulator::start_with(options).await?;
     let admin = client(&emulator)?;
