@@ -144,8 +144,13 @@ impl Session<'_> {
         if resp.status == 200 {
             return Ok(resp);
         }
+        Err(self.err(self.refusal(&resp, what)))
+    }
+
+    /// What a registry's answer other than 200 means, as bootc would say it.
+    fn refusal(&self, resp: &HttpResponse, what: &str) -> String {
         let mut message = format!("{what}: ");
-        let reg = registry_message(&resp);
+        let reg = registry_message(resp);
         if reg.is_empty() {
             message.push_str(match resp.status {
                 401 => "unauthorized: authentication required",
@@ -169,7 +174,7 @@ impl Session<'_> {
                 )),
             }
         }
-        Err(self.err(message))
+        message
     }
 
     fn bearer(&self, challenge: &str, creds: &BasicAuth) -> Result<String, Error> {
