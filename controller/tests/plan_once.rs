@@ -12,8 +12,6 @@ mod common;
 use bootc_pool_controller::plan;
 use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
-use host_sim::cluster::{SimCluster, SimOptions};
-use host_sim::memory::Catalog;
 use kube::Api;
 use kube::api::PostParams;
 use kube_emulator::Emulator;
@@ -37,33 +35,14 @@ fn planned_reconciles(metrics_text: &str) -> u64 {
 async fn a_reconcile_plans_once() {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
-    let catalog = Catalog::new();
-    let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
-    let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
-    let options = SimOptions {
-        node_labels: [("role".to_owned(), "worker".to_owned())].into(),
-        ..SimOptions::default()
-    };
-    for n in ["n1", "n2", "n3"] {
-        cluster.add_node(n, &v1, &options).await.unwrap();
-    }
+    let (cluster, _, v2) =
+        workers_cluster(&emulator, &["n1", "n2", "n3"], Default::default()).await;
     let deps = Dependencies::default();
     let metrics = deps.metrics.clone();
     let before = plan::plans_made();
     let controller = start(&emulator, deps);
     let pools: Api<bootc_crds::BootcNodePool> = Api::all(client.clone());
-    let pool = serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"role": "worker"}},
-            "image": {"ref": v2},
-            "rollout": {"maxUnavailable": 1},
-        }
-    }))
-    .unwrap();
+    let pool = workers_pool(&v2, json!({"maxUnavailable": 1}));
     pools.create(&PostParams::default(), &pool).await.unwrap();
     wait_pool(&client, "workers", "all nodes on v2", |p| all_updated(p, 3)).await;
     controller.stop().await;

@@ -15,12 +15,12 @@ use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::reconcile::Dependencies;
 use chrono::{DateTime, TimeZone, Utc};
 use common::*;
-use host_sim::cluster::{SimCluster, SimOptions};
-use host_sim::memory::{Behaviour, Catalog, NextBoot};
+use host_sim::cluster::SimCluster;
+use host_sim::memory::{Behaviour, NextBoot};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 
 struct Env {
@@ -33,18 +33,7 @@ struct Env {
 async fn env(nodes: &[&str], behaviour: Behaviour) -> Env {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
-    let catalog = Catalog::new();
-    let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
-    let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
-    let options = SimOptions {
-        behaviour,
-        node_labels: [("role".to_owned(), "worker".to_owned())].into(),
-        ..SimOptions::default()
-    };
-    for n in nodes {
-        cluster.add_node(n, &v1, &options).await.unwrap();
-    }
+    let (cluster, _, v2) = workers_cluster(&emulator, nodes, behaviour).await;
     Env {
         emulator,
         client,
@@ -78,20 +67,6 @@ impl TestClock {
     }
 }
 
-fn pool(image: &str, rollout: Value) -> BootcNodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"role": "worker"}},
-            "image": {"ref": image},
-            "rollout": rollout,
-        }
-    }))
-    .unwrap()
-}
-
 async fn approvals(client: &Client) -> usize {
     let bootc: Api<BootcNode> = Api::all(client.clone());
     bootc
@@ -116,7 +91,7 @@ async fn no_approval_outside_the_window_and_approvals_at_its_start() {
     pools
         .create(
             &PostParams::default(),
-            &pool(
+            &workers_pool(
                 &env.v2,
                 json!({
                     "maxUnavailable": 2,
@@ -207,7 +182,7 @@ async fn max_staging_two_of_six_is_never_exceeded() {
     pools
         .create(
             &PostParams::default(),
-            &pool(
+            &workers_pool(
                 &env.v2,
                 json!({"maxUnavailable": 1, "maxStaging": 2, "paused": true}),
             ),
@@ -262,7 +237,7 @@ async fn the_next_approval_waits_the_soak_time_after_a_node_returns() {
     pools
         .create(
             &PostParams::default(),
-            &pool(
+            &workers_pool(
                 &env.v2,
                 json!({"maxUnavailable": 1, "postRebootDelaySeconds": 3}),
             ),
@@ -295,7 +270,7 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
     pools
         .create(
             &PostParams::default(),
-            &pool(
+            &workers_pool(
                 &env.v2,
                 json!({"maxUnavailable": 1, "rebootTimeoutSeconds": 600, "haltAfterUnhealthy": 1, "paused": true}),
             ),

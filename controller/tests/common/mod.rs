@@ -148,3 +148,42 @@ pub async fn nudge(client: &Client, name: &str, n: u32) {
         .await
         .unwrap();
 }
+
+/// A pool named `workers` targeting `image` on the `role: worker` nodes, with `rollout`.
+pub fn workers_pool(image: &str, rollout: serde_json::Value) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": "workers"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "image": {"ref": image},
+            "rollout": rollout,
+        }
+    }))
+    .unwrap()
+}
+
+/// Simulated nodes labelled `role: worker`, booted on v1, behaving as `behaviour`, with
+/// v1 and v2 of `registry.test/os` in their catalog: the cluster, v1 and v2.
+pub async fn workers_cluster(
+    emulator: &Emulator,
+    nodes: &[&str],
+    behaviour: host_sim::memory::Behaviour,
+) -> (host_sim::cluster::SimCluster, String, String) {
+    let catalog = host_sim::memory::Catalog::new();
+    let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
+    let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
+    let cluster = host_sim::cluster::SimCluster::start(emulator.config(), catalog)
+        .await
+        .unwrap();
+    let options = host_sim::cluster::SimOptions {
+        behaviour,
+        node_labels: [("role".to_owned(), "worker".to_owned())].into(),
+        ..host_sim::cluster::SimOptions::default()
+    };
+    for n in nodes {
+        cluster.add_node(n, &v1, &options).await.unwrap();
+    }
+    (cluster, v1, v2)
+}
