@@ -1,8 +1,21 @@
-//! API types of the bootc node-pool updater (`node.bootc.dev/v1alpha1`) and the checks on them.
+//! API types of the bootc node-pool updater (`node.bootc.dev/v1alpha1`) and the checks on
+//! them. Both binaries depend on this crate and on nothing of each other.
+//!
+//! - [`pool`]: `BootcNodePool`, what an admin writes, and its status;
+//! - [`node`]: `BootcNode`, the only channel between the controller and an agent;
+//! - [`image_ref`]: image references, digests, and the one digest-matching rule;
+//! - [`budget`]: int-or-percent budgets resolved against a pool's size;
+//! - [`window`]: maintenance windows in their time zones;
+//! - [`selector`]: label selectors, matched and checked;
+//! - [`validate`]: every check the schema cannot express, with field paths;
+//! - [`field_error`]: a problem with the path of its field;
+//! - [`conditions`]: condition types, reasons and their transition times;
+//! - [`crdgen`]: the CRDs rendered from the types (`cargo xtask gen` writes them).
 
 pub mod budget;
 pub mod conditions;
 pub mod crdgen;
+pub mod field_error;
 pub mod image_ref;
 pub mod node;
 pub mod pool;

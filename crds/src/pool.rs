@@ -7,7 +7,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::image_ref::{IMAGE_REF_PATTERN, REF_MAX_LEN};
-use crate::window::{DURATION_PATTERN, START_PATTERN};
 
 /// CEL rule for an integer-or-percent budget (kube-apiserver types the value as `dyn`).
 pub const BUDGET_RULE: &str =
@@ -170,6 +169,11 @@ pub struct RolloutSpec {
     #[schemars(range(min = 0))]
     pub post_reboot_delay_seconds: i64,
 }
+
+/// Schema pattern for `start`.
+pub const START_PATTERN: &str = r"^([01][0-9]|2[0-3]):[0-5][0-9]$";
+/// Schema pattern for `duration`.
+pub const DURATION_PATTERN: &str = r"^([0-9]{1,3}h)?([0-9]{1,4}m)?$";
 
 /// A recurring period in which reboots may be approved.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::validate::FieldError;
+use crate::field_error::FieldError;
 
 const NAME_MAX: usize = 63;
 const PREFIX_MAX: usize = 253;

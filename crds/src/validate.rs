@@ -7,40 +7,12 @@ use std::fmt;
 
 use crate::MANAGED_LABEL;
 use crate::budget::Budget;
+pub use crate::field_error::{FieldError, FieldErrors};
 use crate::image_ref::ImageRef;
 use crate::node::BootcNodeSpec;
 use crate::pool::{BootcNodePoolSpec, DrainSpec, MaintenanceWindow, RolloutSpec, SecretRef};
 use crate::selector::{check_dns_label, check_dns_subdomain, check_selector, mentions_key};
 use crate::window::{parse_duration, parse_start, parse_time_zone};
-
-/// One problem, at one field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// Path of the field, e.g. `spec.rollout.maintenanceWindows[0].timeZone`.
-    pub path: String,
-    /// What is wrong, in words an admin can act on.
-    pub message: String,
-}
-
-impl FieldError {
-    /// A problem at `path`.
-    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-/// Every problem found in one object, in field order.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct FieldErrors(pub Vec<FieldError>);
 
 impl fmt::Display for FieldErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

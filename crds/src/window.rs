@@ -29,11 +29,8 @@ use chrono::{
 use chrono_tz::Tz;
 
 use crate::pool::MaintenanceWindow;
+pub use crate::pool::{DURATION_PATTERN, START_PATTERN};
 
-/// Schema pattern for `start`.
-pub const START_PATTERN: &str = r"^([01][0-9]|2[0-3]):[0-5][0-9]$";
-/// Schema pattern for `duration`.
-pub const DURATION_PATTERN: &str = r"^([0-9]{1,3}h)?([0-9]{1,4}m)?$";
 /// Shortest window.
 pub const MIN_DURATION_MINUTES: i64 = 1;
 /// Longest window (a week: longer windows are always open; leave windows unset instead).

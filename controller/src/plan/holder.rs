@@ -12,8 +12,7 @@ use chrono::{DateTime, Utc};
 
 use super::actions::{Action, NodeState, events};
 use super::agent::{KUBELET_RECHECK, kubelet_reported_since_reboot};
-use super::slots::release;
-use super::staging::Member;
+use super::member::{Member, release};
 use super::world::DrainView;
 use super::{Planner, parse_stamp, stamp};
 

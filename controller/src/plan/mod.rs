@@ -11,7 +11,8 @@
 //!   (every fallback of resolution);
 //! - [`window`]: whether a maintenance window is open;
 //! - [`membership`]: members, conflicts with other pools, nodes leaving;
-//! - [`staging`]: the BootcNode each member should have, `maxStaging`, node states;
+//! - [`member`]: a member as the plan sees it, the BootcNode spec it should have;
+//! - [`staging`]: members without a slot: `maxStaging`, node states, slot candidates;
 //! - [`agent`]: what an agent and a kubelet report, read for decisions;
 //! - [`holder`]: slot holders: cordon, drain, approval, return, release;
 //! - [`slots`]: the budget, halts, pause and windows closing the gate, approval order;
@@ -39,6 +40,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 pub mod actions;
 pub mod agent;
 mod holder;
+mod member;
 mod membership;
 pub mod progress;
 pub mod slots;
@@ -74,6 +76,23 @@ fn parse_stamp(s: &str) -> Option<DateTime<Utc>> {
 
 fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// At most this many problems are listed in a condition message.
+const LISTED: usize = 5;
+
+/// Up to [`LISTED`] items joined, with how many more there are.
+fn list(items: &[String]) -> String {
+    let mut out = items
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if items.len() > LISTED {
+        out.push_str(&format!("; and {} more", items.len() - LISTED));
+    }
+    out
 }
 
 /// Per-plan bookkeeping.

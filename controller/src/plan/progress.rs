@@ -59,9 +59,9 @@ pub(super) fn condition(
         && !p.snap.pool.spec.rollout.paused
     {
         let why = if !p.unhealthy.is_empty() {
-            super::status::list(&p.unhealthy)
+            super::list(&p.unhealthy)
         } else if !p.degraded.is_empty() {
-            super::status::list(&p.degraded)
+            super::list(&p.degraded)
         } else {
             "check the nodes' agents and the pool's conditions".to_owned()
         };

@@ -5,28 +5,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bootc_crds::{APPROVED_AT_ANNOTATION, REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
+use bootc_crds::{REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
 
 use super::actions::{Action, NodeState};
-use super::staging::wanted_spec;
+use super::member::wanted_spec;
 use super::target::Target;
 use super::world::NodeView;
 use super::{Planner, stamp};
 
 /// The label that says which zone a node is in.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
-
-/// The annotations that release a slot.
-pub(super) fn release() -> BTreeMap<String, Option<String>> {
-    [
-        REBOOT_SLOT_ANNOTATION,
-        WAS_CORDONED_ANNOTATION,
-        APPROVED_AT_ANNOTATION,
-    ]
-    .into_iter()
-    .map(|k| (k.to_owned(), None))
-    .collect()
-}
 
 /// `haltAfterUnhealthy` (0: never) and whether the unhealthy holders reached it.
 pub(super) fn halted(p: &Planner<'_>) -> (usize, bool) {

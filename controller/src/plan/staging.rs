@@ -4,45 +4,15 @@
 use std::collections::BTreeMap;
 
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
-use bootc_crds::pool::BootcNodePoolSpec;
 use bootc_crds::{DRAIN_FAILED_ANNOTATION, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
 
 use super::Planner;
 use super::actions::{Action, NodeState};
 use super::agent::AgentReport;
 use super::holder::{self, Holder};
+use super::member::{Member, wanted_spec};
 use super::target::Target;
-use super::world::{BootcView, NodeInfo, NodeView};
-
-/// The BootcNode spec a member should have: the target (staged, when it changes), the
-/// pool's reboot policy and pull Secret with its hash.
-pub(super) fn wanted_spec(
-    pool: &BootcNodePoolSpec,
-    hash: Option<&str>,
-    target: &Target,
-    current: Option<&BootcNodeSpec>,
-) -> BootcNodeSpec {
-    let mut spec = current.cloned().unwrap_or(BootcNodeSpec {
-        desired_image: target.image.clone(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: pool.disruption.reboot_policy,
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-    });
-    if spec.desired_image != target.image {
-        spec.desired_image = target.image.clone();
-        spec.desired_image_state = DesiredImageState::Staged;
-    }
-    spec.reboot_policy = pool.disruption.reboot_policy;
-    spec.pull_secret_ref = pool.pull_secret_ref.clone();
-    if spec.pull_secret_ref.is_none() {
-        spec.pull_secret_hash = None;
-    } else if let Some(hash) = hash {
-        // An unreadable Secret keeps the last hash: the agents keep what they wrote.
-        spec.pull_secret_hash = Some(hash.to_owned());
-    }
-    spec
-}
+use super::world::NodeView;
 
 /// `maxStaging` resolved against the pool's size (`None`: no limit), and how many
 /// members pull the target now.
@@ -138,17 +108,6 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         return;
     }
     waiting(p, &node, spec, annotations);
-}
-
-/// A member node as one plan sees it.
-pub(super) struct Member<'n, 'a> {
-    pub view: &'a NodeView,
-    pub info: &'a NodeInfo,
-    pub bootc: &'a BootcView,
-    pub agent: &'n AgentReport<'a>,
-    pub target: &'n Target,
-    /// Its BootcNode asks for another image than the target.
-    pub retargeted: bool,
 }
 
 /// A member without a slot: its spec (held back by `maxStaging` when it would start a

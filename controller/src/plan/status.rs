@@ -10,25 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::actions::{NodeState, events};
 use super::target::{Target, TargetDecision, TargetProblem};
 use super::world::{NodeView, Progress};
-use super::{Planner, progress, slots, stamp};
+use super::{Planner, list, progress, slots, stamp};
 use crate::history::{self, BootedReport, TargetImage};
-
-/// At most this many problems are listed in a condition message.
-const LISTED: usize = 5;
-
-/// Up to [`LISTED`] items joined, with how many more there are.
-pub(super) fn list(items: &[String]) -> String {
-    let mut out = items
-        .iter()
-        .take(LISTED)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("; ");
-    if items.len() > LISTED {
-        out.push_str(&format!("; and {} more", items.len() - LISTED));
-    }
-    out
-}
 
 fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option<&'a str> {
     status?

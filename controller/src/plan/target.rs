@@ -5,30 +5,11 @@
 
 use std::time::Duration;
 
-use bootc_crds::{Digest, ImageRef};
+use bootc_crds::ImageRef;
 use chrono::{DateTime, Utc};
 
+pub use super::world::Target;
 use super::world::{Lookup, Snapshot};
-
-/// The image a pool rolls out, pinned.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Target {
-    /// `registry/repo@sha256:<hex>`.
-    pub image: String,
-    /// Its digest.
-    pub digest: Digest,
-}
-
-impl Target {
-    /// The target of a reference that carries a digest; `None` for a tag alone.
-    pub fn from_ref(reference: &str) -> Option<Target> {
-        let parsed = ImageRef::parse(reference).ok()?;
-        Some(Target {
-            image: parsed.pinned()?,
-            digest: parsed.digest()?.clone(),
-        })
-    }
-}
 
 /// Why a pool has no target.
 #[derive(Debug, Clone, PartialEq, Eq)]

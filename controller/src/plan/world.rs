@@ -7,10 +7,29 @@ use std::time::Duration;
 
 use bootc_crds::node::{BootcNodeSpec, BootcNodeStatus};
 use bootc_crds::pool::{BootcNodePoolSpec, BootcNodePoolStatus};
+use bootc_crds::{Digest, ImageRef};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::target::Target;
+/// The image a pool rolls out, pinned.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// `registry/repo@sha256:<hex>`.
+    pub image: String,
+    /// Its digest.
+    pub digest: Digest,
+}
+
+impl Target {
+    /// The target of a reference that carries a digest; `None` for a tag alone.
+    pub fn from_ref(reference: &str) -> Option<Target> {
+        let parsed = ImageRef::parse(reference).ok()?;
+        Some(Target {
+            image: parsed.pinned()?,
+            digest: parsed.digest()?.clone(),
+        })
+    }
+}
 
 /// The pool being planned.
 #[derive(Debug, Clone)]

@@ -1,0 +1,65 @@
+//! A member node as one plan sees it, and what its BootcNode should carry: the spec
+//! (target, reboot policy, pull Secret) and the annotations that release a slot.
+
+use std::collections::BTreeMap;
+
+use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
+use bootc_crds::pool::BootcNodePoolSpec;
+use bootc_crds::{APPROVED_AT_ANNOTATION, REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
+
+use super::agent::AgentReport;
+use super::target::Target;
+use super::world::{BootcView, NodeInfo, NodeView};
+
+/// A member node as one plan sees it.
+pub(super) struct Member<'n, 'a> {
+    pub view: &'a NodeView,
+    pub info: &'a NodeInfo,
+    pub bootc: &'a BootcView,
+    pub agent: &'n AgentReport<'a>,
+    pub target: &'n Target,
+    /// Its BootcNode asks for another image than the target.
+    pub retargeted: bool,
+}
+
+/// The BootcNode spec a member should have: the target (staged, when it changes), the
+/// pool's reboot policy and pull Secret with its hash.
+pub(super) fn wanted_spec(
+    pool: &BootcNodePoolSpec,
+    hash: Option<&str>,
+    target: &Target,
+    current: Option<&BootcNodeSpec>,
+) -> BootcNodeSpec {
+    let mut spec = current.cloned().unwrap_or(BootcNodeSpec {
+        desired_image: target.image.clone(),
+        desired_image_state: DesiredImageState::Staged,
+        reboot_policy: pool.disruption.reboot_policy,
+        pull_secret_ref: None,
+        pull_secret_hash: None,
+    });
+    if spec.desired_image != target.image {
+        spec.desired_image = target.image.clone();
+        spec.desired_image_state = DesiredImageState::Staged;
+    }
+    spec.reboot_policy = pool.disruption.reboot_policy;
+    spec.pull_secret_ref = pool.pull_secret_ref.clone();
+    if spec.pull_secret_ref.is_none() {
+        spec.pull_secret_hash = None;
+    } else if let Some(hash) = hash {
+        // An unreadable Secret keeps the last hash: the agents keep what they wrote.
+        spec.pull_secret_hash = Some(hash.to_owned());
+    }
+    spec
+}
+
+/// The annotations that release a slot.
+pub(super) fn release() -> BTreeMap<String, Option<String>> {
+    [
+        REBOOT_SLOT_ANNOTATION,
+        WAS_CORDONED_ANNOTATION,
+        APPROVED_AT_ANNOTATION,
+    ]
+    .into_iter()
+    .map(|k| (k.to_owned(), None))
+    .collect()
+}
