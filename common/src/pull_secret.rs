@@ -205,6 +205,33 @@ fn entry_credentials(key: &str, entry: &serde_json::Value) -> Result<Credentials
     }
 }
 
+/// The `.dockerconfigjson` bytes of Secret `namespace/name`, or why there are none: it
+/// cannot be read, does not exist, or has no such key. The message names the Secret and
+/// never its content. The controller and the agent read pull Secrets through this.
+pub async fn read_docker_config(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<u8>, String> {
+    let what = format!("pull Secret {namespace}/{name}");
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), namespace);
+    match api.get_opt(name).await {
+        Err(e) => Err(format!("cannot read the {what}: {}", crate::error_chain(&e))),
+        Ok(None) => Err(format!("the {what} does not exist")),
+        Ok(Some(secret)) => secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(".dockerconfigjson"))
+            .map(|bytes| bytes.0.clone())
+            .ok_or_else(|| {
+                format!(
+                    "the {what} has no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)"
+                )
+            }),
+    }
+}
+
 /// `sha256:<hex>` of a Secret's content, for `BootcNode.spec.pullSecretHash` (71 characters).
 pub fn secret_hash(data: &[u8]) -> String {
     format!("sha256:{}", hex(&Sha256::digest(data)))

@@ -16,8 +16,8 @@
 //!   unless `deleteEmptyDirData`. While any pod is refused nothing is evicted (as with
 //!   `kubectl drain`); the refusal, naming the pods and the setting that would allow them,
 //!   becomes the drain's last error, and the drain keeps re-checking (with backoff) until
-//!   its timeout, so an administrator's fix (removing the pod, or changing the pool's
-//!   drain settings, which reach a running drain through [`Drainer::start`]) is picked up;
+//!   its timeout, so an administrator's fix (removing the pod) is picked up; the pool's
+//!   drain settings are those the drain started with;
 //! - **evicted**: everything else (pods already being deleted are waited for, not refused).
 //!
 //! The first round without refusals fixes the set of pods to evict (pods scheduled onto

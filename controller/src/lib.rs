@@ -1,4 +1,15 @@
-//! The bootc node-pool controller.
+//! The bootc node-pool controller: resolves each pool's target, plans its rollout and
+//! carries the plan out. Module map:
+//!
+//! - [`reconcile`]: the shell around the planner: watches, lookups, snapshots, executing
+//!   actions, writing the status, leader election around it all;
+//! - [`plan`]: every decision for one pool, as one pure call per reconcile;
+//! - [`history`]: the pool's `deployHistory`, a pure merge;
+//! - [`resolve`]: tags to digests, one resolver for all pools;
+//! - [`drain`]: draining a node through the Eviction API, as `kubectl drain` does;
+//! - [`leader`]: the Lease that decides which replica leads;
+//! - [`metrics`]: the Prometheus families and their registry;
+//! - [`server`]: `/metrics`, `/healthz` and `/readyz`.
 
 pub mod drain;
 pub mod history;

@@ -1,6 +1,7 @@
 //! Checks on a spec that its schema cannot express (or that an old or missing CRD would
 //! not enforce), each reported with its field path. The controller calls these before it
-//! acts on a spec; the agent before it acts on a BootcNode.
+//! acts on a spec. (The agent does not call them: it accepts a `desiredImage` only when it
+//! is a canonical digest pin, and refuses anything else before the host is touched.)
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -179,7 +180,7 @@ fn check_secret_ref(secret: &SecretRef, path: &str, errors: &mut Vec<FieldError>
 }
 
 impl BootcNodeSpec {
-    /// Every problem in the spec, or `Ok` when the agent may act on it. `desiredImage`
+    /// Every problem in the spec, or `Ok` when it is fit for an agent to act on. `desiredImage`
     /// must be a canonical pin: no tag, a sha256 digest, nothing a command line could
     /// misread.
     pub fn validate(&self) -> Result<(), FieldErrors> {

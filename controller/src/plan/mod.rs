@@ -10,11 +10,11 @@
 //! - [`target`]: the target, from the spec, the registry's answer and the last status
 //!   (every fallback of resolution);
 //! - [`window`]: whether a maintenance window is open;
-//! - [`membership`]: members, conflicts with other pools, nodes leaving;
-//! - [`member`]: a member as the plan sees it, the BootcNode spec it should have;
-//! - [`staging`]: members without a slot: `maxStaging`, node states, slot candidates;
+//! - `membership`: members, conflicts with other pools, nodes leaving;
+//! - `member`: a member as the plan sees it, the BootcNode spec it should have;
+//! - `staging`: members without a slot: `maxStaging`, node states, slot candidates;
 //! - [`agent`]: what an agent and a kubelet report, read for decisions;
-//! - [`holder`]: slot holders: cordon, drain, approval, return, release;
+//! - `holder`: slot holders: cordon, drain, approval, return, release;
 //! - [`slots`]: the budget, halts, pause and windows closing the gate, approval order;
 //! - [`progress`]: stall detection;
 //! - [`status`]: counts, conditions, transition events, `deployHistory`;

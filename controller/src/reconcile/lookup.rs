@@ -4,14 +4,16 @@
 
 use bootc_crds::pool::BootcNodePool;
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
 
 use super::Context;
 use crate::metrics::TagResult;
 use crate::plan::target::{Target, resolve_interval, spec_problems};
 use crate::plan::{Lookup, PullSecretView};
-use crate::resolve::{RegistryCredentials, Resolved, parse_pull_secret, secret_hash};
+use bootc_pool_common::pull_secret::{
+    RegistryCredentials, parse_pull_secret, read_docker_config, secret_hash,
+};
+
+use crate::resolve::Resolved;
 
 fn tag_result(kind: &str) -> TagResult {
     match kind {
@@ -33,37 +35,16 @@ fn whole_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 impl Context {
-    /// Reads the pool's pull Secret: its `.dockerconfigjson` bytes, or why not. The
-    /// message names the Secret and never its content.
-    async fn pull_secret_bytes(&self, pool: &BootcNodePool) -> Option<Result<Vec<u8>, String>> {
-        let r = pool.spec.pull_secret_ref.as_ref()?;
-        let what = format!("pull Secret {}/{}", r.namespace, r.name);
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), &r.namespace);
-        Some(match api.get_opt(&r.name).await {
-            Err(e) => Err(format!("cannot read the {what}: {e}")),
-            Ok(None) => Err(format!("the {what} does not exist")),
-            Ok(Some(secret)) => match secret
-                .data
-                .as_ref()
-                .and_then(|d| d.get(".dockerconfigjson"))
-            {
-                Some(bytes) => Ok(bytes.0.clone()),
-                None => Err(format!(
-                    "the {what} has no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)"
-                )),
-            },
-        })
-    }
-
     /// The pull Secret's hash and problem, and its credentials when usable.
     async fn pull_secret(
         &self,
         pool: &BootcNodePool,
     ) -> (PullSecretView, Option<RegistryCredentials>) {
         let mut view = PullSecretView::default();
-        let Some(read) = self.pull_secret_bytes(pool).await else {
+        let Some(r) = pool.spec.pull_secret_ref.as_ref() else {
             return (view, None);
         };
+        let read = read_docker_config(&self.client, &r.namespace, &r.name).await;
         let bytes = match read {
             Ok(bytes) => bytes,
             Err(message) => {

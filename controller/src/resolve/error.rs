@@ -37,8 +37,9 @@ pub enum ResolveError {
     RateLimited {
         /// `host[:port]`.
         registry: String,
-        /// How long the registry asked to wait (the time left of it when the error is
-        /// served from the cache), or the backoff when it gave no `Retry-After`.
+        /// How long to wait before asking again: the resolver's backoff (the registry's
+        /// `Retry-After` is not visible through the OCI client), or what is left of it
+        /// when the error is served from the cache.
         retry_after: Option<Duration>,
     },
     /// No answer within the configured timeout.
@@ -109,9 +110,9 @@ fn retry_message(retry_after: Option<Duration>) -> String {
 }
 
 impl ResolveError {
-    /// How long to wait before asking again, when the registry said so (429
-    /// `Retry-After`). Other errors are retried after the resolver's backoff; asking
-    /// earlier returns the cached error without a request.
+    /// How long to wait before asking again after a 429 (the resolver's backoff). Other
+    /// errors are retried after the same backoff; asking earlier returns the cached error
+    /// without a request.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ResolveError::RateLimited { retry_after, .. } => *retry_after,

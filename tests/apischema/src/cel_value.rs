@@ -1,5 +1,6 @@
 //! JSON values as the CEL values kube-apiserver's CEL environment sees, guided by the schema.
 
+use base64::Engine as _;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -185,32 +186,7 @@ fn string(s: &str, schema: Option<&Value>) -> CelValue {
 
 /// Standard base64 (padding optional), as Go decodes `format: byte` strings.
 fn base64(s: &str) -> Option<Vec<u8>> {
-    fn sextet(c: u8) -> Option<u32> {
-        Some(u32::from(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        }))
-    }
-    let data = s.trim_end_matches('=').as_bytes();
-    let mut out = Vec::with_capacity(data.len() * 3 / 4);
-    for chunk in data.chunks(4) {
-        let mut acc = 0u32;
-        for (i, c) in chunk.iter().enumerate() {
-            acc |= sextet(*c)? << (18 - 6 * i);
-        }
-        let bytes = acc.to_be_bytes();
-        match chunk.len() {
-            4 => out.extend_from_slice(&bytes[1..4]),
-            3 => out.extend_from_slice(&bytes[1..3]),
-            2 => out.push(bytes[1]),
-            _ => return None,
-        }
-    }
-    Some(out)
+    crate::format::BYTE_LENIENT.decode(s).ok()
 }
 
 #[cfg(test)]

@@ -2,6 +2,10 @@
 
 use std::net::IpAddr;
 
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+
 /// Whether `value` is valid for the string format `format`; `None` when the
 /// format is not one this crate checks (kube-apiserver ignores unknown
 /// formats too). Names are compared like `strfmt` does: case- and
@@ -134,21 +138,26 @@ fn is_uuid(value: &str) -> bool {
 }
 
 /// Go's `base64.StdEncoding.DecodeString` succeeds (it skips `\r` and `\n`).
+/// Standard base64 with padding, as kube-openapi checks `format: byte` (line breaks
+/// ignored; bits after the last whole byte need not be zero).
+pub(crate) const BYTE: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+);
+
+/// The same alphabet with padding optional, as Go decodes `format: byte` strings.
+pub(crate) const BYTE_LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
 fn is_base64(value: &str) -> bool {
-    let data: Vec<u8> = value
-        .bytes()
-        .filter(|c| *c != b'\r' && *c != b'\n')
-        .collect();
-    if !data.len().is_multiple_of(4) {
-        return false;
-    }
-    let padding = data.iter().rev().take_while(|c| **c == b'=').count();
-    if padding > 2 {
-        return false;
-    }
-    data[..data.len() - padding]
-        .iter()
-        .all(|c| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/')
+    let data: String = value.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+    BYTE.decode(data).is_ok()
 }
 
 /// Go's `net.ParseCIDR`: an IP address, `/`, a prefix length that fits it.
