@@ -691,3 +691,122 @@ async fn a_node_failing_to_stage_and_one_back_on_the_wrong_image_do_not_stop_the
     assert!(report.violations.is_empty(), "{report:?}");
     controller.stop().await;
 }
+
+/// The reasons and notes of the Events recorded so far.
+async fn events(client: &Client) -> Vec<(String, String)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Waits until `check` holds for the Events, or fails listing them.
+async fn wait_events(client: &Client, what: &str, check: impl Fn(&[(String, String)]) -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let seen = events(client).await;
+        if check(&seen) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {seen:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The value of one sample of the metrics text, 0 when absent.
+fn sample(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .map_or(0.0, |v| v.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
+    let env = env(&["n1"]).await;
+    let web = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
+    let owner = PodOwner::ReplicaSet("web".into());
+    env.cluster
+        .add_pod("n1", "default", "web-0", web, owner)
+        .await
+        .unwrap();
+    blocking_pdb(&env.client, "web", "web").await;
+    let deps = Dependencies::default();
+    let metrics = deps.metrics.clone();
+    let controller = start(&env.emulator, deps);
+    env.apply_workers(json!({"maxUnavailable": 1})).await;
+    // n1 holds the slot, cordoned, its drain held up by the disruption budget.
+    let deadline = Instant::now() + DEADLINE;
+    while !unschedulable(&env.client, "n1").await {
+        assert!(Instant::now() < deadline, "n1 was never cordoned");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // From now on every write of the controller to a BootcNode fails; then the budget
+    // goes, the drain finishes, and the approval is written, and fails.
+    env.emulator
+        .handle()
+        .set_faults(kube_emulator::FaultConfig {
+            error_rate: 1.0,
+            writes_only: true,
+            user_agent: Some(reconcile::USER_AGENT.to_owned()),
+            resource: Some("bootcnodes".into()),
+            ..Default::default()
+        });
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), "default");
+    pdbs.delete("web", &Default::default()).await.unwrap();
+    wait_events(&env.client, "the failed approval reported", |seen| {
+        seen.iter()
+            .any(|(reason, note)| reason == "ActionFailed" && note.contains("update of node n1"))
+    })
+    .await;
+    assert!(
+        !events(&env.client)
+            .await
+            .iter()
+            .any(|(r, _)| r == "RebootApproved"),
+        "an approval that was not written was announced"
+    );
+    let text = metrics.encode();
+    assert_eq!(
+        sample(&text, "bootc_pool_reboots_approved_total{pool=\"workers\"}"),
+        0.0
+    );
+    assert!(
+        sample(
+            &text,
+            "bootc_pool_actions_total{pool=\"workers\",action=\"update\",outcome=\"api\"}"
+        ) >= 1.0,
+        "{text}"
+    );
+    let bootc: Api<BootcNode> = Api::all(env.client.clone());
+    let n1 = bootc.get("n1").await.unwrap();
+    assert_eq!(
+        n1.spec.desired_image_state,
+        bootc_crds::node::DesiredImageState::Staged
+    );
+
+    // The writes work again: the approval goes through, once, and is announced once.
+    env.emulator
+        .handle()
+        .set_faults(kube_emulator::FaultConfig::default());
+    wait_pool(&env.client, "workers", "n1 updated", |p| all_updated(p, 1)).await;
+    let approved = events(&env.client)
+        .await
+        .into_iter()
+        .filter(|(r, _)| r == "RebootApproved")
+        .count();
+    assert_eq!(approved, 1);
+    let text = metrics.encode();
+    assert_eq!(
+        sample(&text, "bootc_pool_reboots_approved_total{pool=\"workers\"}"),
+        1.0
+    );
+    controller.stop().await;
+}

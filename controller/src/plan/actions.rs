@@ -91,7 +91,7 @@ impl Action {
             | Action::CancelDrain { node }
             | Action::ForgetDrain { node }
             | Action::Delete { node } => Some(node),
-            Action::Event(_) => None,
+            Action::Event(e) => e.node.as_deref(),
         }
     }
 }
@@ -99,6 +99,10 @@ impl Action {
 /// A Kubernetes Event to record on the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedEvent {
+    /// The node the event is about: it is recorded only once that node's writes before
+    /// it succeeded. `None` for events about the pool's status, recorded only once the
+    /// status is written.
+    pub node: Option<String>,
     /// `Normal` or `Warning`.
     pub warning: bool,
     /// The reason (`RebootApproved`, …).
@@ -125,6 +129,8 @@ pub mod events {
     pub const DRAIN_FAILED: &str = "DrainFailed";
     /// A node is selected by more than one pool.
     pub const NODE_CONFLICT: &str = "NodeConflict";
+    /// A write or a drain step the plan asked for failed (recorded by the shell).
+    pub const ACTION_FAILED: &str = "ActionFailed";
 }
 
 /// How the plan sees each member node.

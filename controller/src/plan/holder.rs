@@ -105,7 +105,8 @@ fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
             holder.update(p);
             p.actions.push(Action::ForgetDrain { node: name.clone() });
             p.approved += 1;
-            p.event(
+            p.node_event(
+                &name,
                 false,
                 events::REBOOT_APPROVED,
                 format!("node {name} drained; approved to reboot into {image}"),
@@ -121,7 +122,8 @@ fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
                 .insert(DRAIN_FAILED_ANNOTATION.to_owned(), Some(digest));
             holder.update(p);
             p.actions.push(Action::ForgetDrain { node: name.clone() });
-            p.event(
+            p.node_event(
+                &name,
                 true,
                 events::DRAIN_FAILED,
                 format!("node {name}: drain timed out ({message}); uncordoned and its slot freed"),
@@ -143,15 +145,14 @@ struct Deadline {
 }
 
 impl Deadline {
-    fn of(p: &Planner<'_>, holder: &Holder<'_, '_>) -> Self {
+    fn of(p: &mut Planner<'_>, holder: &Holder<'_, '_>) -> Self {
         let approved_at = holder
             .node
             .bootc
             .annotations
             .get(APPROVED_AT_ANNOTATION)
             .and_then(|s| parse_stamp(s));
-        let seconds = p.snap.pool.spec.rollout.reboot_timeout_seconds;
-        let timeout = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+        let timeout = p.read(super::limits::reboot_timeout(&p.snap.pool.spec.rollout));
         let now = p.snap.now;
         let overdue =
             approved_at.is_some_and(|t| (now - t).to_std().unwrap_or(Duration::ZERO) > timeout);
@@ -214,8 +215,7 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
 /// Whether the node has been back for `postRebootDelaySeconds`; if not, a plan is due
 /// when it will have been.
 fn soaked(p: &mut Planner<'_>, holder: &Holder<'_, '_>) -> bool {
-    let seconds = p.snap.pool.spec.rollout.post_reboot_delay_seconds;
-    let delay = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+    let delay = p.read(super::limits::soak(&p.snap.pool.spec.rollout));
     let now = p.snap.now;
     // Back since the later of booting the target and turning Ready; both are kept at
     // second precision by the API, so a second is added rather than soak too little.
@@ -254,7 +254,8 @@ fn release_slot(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     holder.spec.desired_image_state = DesiredImageState::Staged;
     holder.annotations.extend(release());
     holder.update(p);
-    p.event(
+    p.node_event(
+        &name,
         false,
         events::NODE_UPDATED,
         format!("node {name} runs {image}{how}; slot freed"),

@@ -9,7 +9,7 @@
 //! - [`world`]: the inputs;
 //! - [`target`]: the target, from the spec, the registry's answer and the last status
 //!   (every fallback of resolution);
-//! - [`window`]: whether a maintenance window is open;
+//! - [`limits`]: the spec's numbers and windows, each read to fail closed;
 //! - `membership`: members, conflicts with other pools, nodes leaving;
 //! - `member`: a member as the plan sees it, the BootcNode spec it should have;
 //! - `staging`: members without a slot: `maxStaging`, node states, slot candidates;
@@ -40,6 +40,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 pub mod actions;
 pub mod agent;
 mod holder;
+pub mod limits;
 mod member;
 mod membership;
 pub mod progress;
@@ -47,7 +48,6 @@ pub mod slots;
 mod staging;
 pub mod status;
 pub mod target;
-pub mod window;
 pub mod world;
 
 pub use actions::{Action, NodeState, Plan, PlannedEvent, events};
@@ -100,6 +100,8 @@ struct Planner<'a> {
     snap: &'a Snapshot,
     /// Outside every maintenance window: when the next one opens.
     window_closed_until: Option<Option<DateTime<Utc>>>,
+    /// Values of the spec the plan could not use, each closing a gate.
+    spec_problems: Vec<String>,
     actions: Vec<Action>,
     states: BTreeMap<String, NodeState>,
     /// Slot holders that are unhealthy, with why.
@@ -121,9 +123,11 @@ struct Planner<'a> {
 
 impl<'a> Planner<'a> {
     fn new(snap: &'a Snapshot) -> Self {
+        let (window_closed_until, problem) = limits::window(&snap.pool.spec.rollout, snap.now);
         Planner {
             snap,
-            window_closed_until: window::closed_until(&snap.pool.spec, snap.now),
+            window_closed_until,
+            spec_problems: problem.into_iter().collect(),
             actions: Vec::new(),
             states: BTreeMap::new(),
             unhealthy: Vec::new(),
@@ -140,12 +144,34 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// The value read, noting its problem when it had to fall back.
+    fn read<T>(&mut self, (value, problem): limits::Read<T>) -> T {
+        if let Some(problem) = problem
+            && !self.spec_problems.contains(&problem)
+        {
+            self.spec_problems.push(problem);
+        }
+        value
+    }
+
     fn requeue_in(&mut self, d: Duration) {
         self.requeue = Some(self.requeue.map_or(d, |r| r.min(d)));
     }
 
+    /// An event about the pool's status, recorded once the status is written.
     fn event(&mut self, warning: bool, reason: &'static str, message: String) {
         self.actions.push(Action::Event(PlannedEvent {
+            node: None,
+            warning,
+            reason,
+            message,
+        }));
+    }
+
+    /// An event about `node`, recorded once the node's writes before it succeeded.
+    fn node_event(&mut self, node: &str, warning: bool, reason: &'static str, message: String) {
+        self.actions.push(Action::Event(PlannedEvent {
+            node: Some(node.to_owned()),
             warning,
             reason,
             message,

@@ -42,7 +42,16 @@ pub(super) fn condition(
     p: &mut Planner<'_>,
     progress: Progress,
     all_updated: bool,
+    invalid: bool,
 ) -> (bool, &'static str, String) {
+    if invalid {
+        // Said at once, not after a stall: nothing moves until the spec is fixed.
+        return (
+            false,
+            progressing::INVALID_SPEC,
+            "the spec is invalid (see the Degraded condition); nothing is rolled out".to_owned(),
+        );
+    }
     let stalled_for = p.snap.progress.map(|_| {
         (p.snap.now - progress.since)
             .to_std()

@@ -17,8 +17,8 @@ use super::{Planner, stamp};
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// `haltAfterUnhealthy` (0: never) and whether the unhealthy holders reached it.
-pub(super) fn halted(p: &Planner<'_>) -> (usize, bool) {
-    let halt_at = usize::try_from(p.snap.pool.spec.rollout.halt_after_unhealthy).unwrap_or(0);
+pub(super) fn halted(p: &mut Planner<'_>) -> (usize, bool) {
+    let halt_at = p.read(super::limits::halt_threshold(&p.snap.pool.spec.rollout));
     (halt_at, halt_at > 0 && p.unhealthy.len() >= halt_at)
 }
 
@@ -51,9 +51,7 @@ pub fn approval_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
 /// is halted, paused or outside its maintenance windows.
 pub(super) fn grant(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
     let rollout = &p.snap.pool.spec.rollout;
-    let size = u32::try_from(pool_size).unwrap_or(u32::MAX);
-    let budget = bootc_crds::budget::resolve_budget(Some(&rollout.max_unavailable), size, 1)
-        .unwrap_or(1) as usize;
+    let budget = p.read(super::limits::budget(rollout, pool_size));
     if halted(p).1 || rollout.paused {
         return;
     }

@@ -17,16 +17,8 @@ use super::world::NodeView;
 /// `maxStaging` resolved against the pool's size (`None`: no limit), and how many
 /// members pull the target now.
 pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: &Target) {
-    let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
-    p.staging_limit = p
-        .snap
-        .pool
-        .spec
-        .rollout
-        .max_staging
-        .as_ref()
-        .and_then(|m| bootc_crds::budget::resolve_budget(Some(m), size, u32::MAX).ok())
-        .map(|n| n as usize);
+    let limit = super::limits::staging(&p.snap.pool.spec.rollout, members.len());
+    p.staging_limit = p.read(limit);
     p.staging = members
         .iter()
         .filter(|v| {

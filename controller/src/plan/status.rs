@@ -94,7 +94,8 @@ pub(super) fn status(
     let degraded = degraded(p, decision);
     let up = up_to_date(p, &counts, all_updated);
     transition_events(p, &degraded, decision, all_updated, counts.nodes);
-    let (ok, reason, message) = progress::condition(p, progress, all_updated);
+    let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
+    let (ok, reason, message) = progress::condition(p, progress, all_updated, invalid);
     let verdicts = [
         up,
         NewCondition {
@@ -160,12 +161,16 @@ fn deploy_history(
 
 /// The `Degraded` condition, by precedence: an invalid spec, node conflicts, a halt, a
 /// resolution problem, degraded nodes.
-fn degraded(p: &Planner<'_>, d: &TargetDecision) -> NewCondition<'static> {
+fn degraded(p: &mut Planner<'_>, d: &TargetDecision) -> NewCondition<'static> {
     let (halt_at, halted) = slots::halted(p);
     let (reason, message) = match &d.target {
         Err(TargetProblem::InvalidSpec(problems)) => (
             pool_degraded::INVALID_SPEC,
             format!("invalid spec, nothing is rolled out: {}", list(problems)),
+        ),
+        _ if !p.spec_problems.is_empty() => (
+            pool_degraded::INVALID_SPEC,
+            format!("invalid spec: {}", list(&p.spec_problems)),
         ),
         _ if !p.conflicts.is_empty() => (
             pool_degraded::NODE_CONFLICT,

@@ -1271,3 +1271,5 @@ fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
         degraded.message
     );
 }
+
+mod fail_closed;

@@ -1,6 +1,9 @@
 //! Carrying out a plan's actions: BootcNode creates, updates and deletes, Node labels and
 //! cordons, drains, events. Actions run in the plan's order; a node's first failure stops
-//! that node's remaining actions. Every action is counted and timed with its outcome.
+//! that node's remaining actions, its events included, so an event never reports a write
+//! that failed. Events about the pool's status wait until the status is written. Every
+//! action is counted and timed with its outcome; every failure is logged and recorded as
+//! an `ActionFailed` event on the pool.
 
 use std::collections::BTreeSet;
 
@@ -20,21 +23,29 @@ use crate::drain::{DrainOptions, DrainOutcome, DrainState};
 use crate::metrics::DrainResult;
 use crate::plan::{self, Action, PlannedEvent};
 
-/// Carries out `actions` in order. Returns the first error; every error is logged and
-/// counted as it happens.
-pub(super) async fn execute_all(
+/// Carries out `actions` in order, but for the events about the pool's status, which are
+/// returned for [`publish_all`] once the status is written. Returns the first error too;
+/// every error is logged, counted and recorded as an event as it happens.
+pub(super) async fn execute_all<'p>(
     ctx: &Context,
     pool: &BootcNodePool,
-    actions: &[Action],
-) -> Option<ReconcileError> {
+    actions: &'p [Action],
+) -> (Option<ReconcileError>, Vec<&'p PlannedEvent>) {
     let name = pool.name_any();
     let mut failed_nodes: BTreeSet<&str> = BTreeSet::new();
     let mut first_error: Option<ReconcileError> = None;
+    let mut pool_events = Vec::new();
     for action in actions {
         if action
             .node()
             .is_some_and(|node| failed_nodes.contains(node))
         {
+            continue;
+        }
+        if let Action::Event(event) = action
+            && event.node.is_none()
+        {
+            pool_events.push(event);
             continue;
         }
         let started = std::time::Instant::now();
@@ -48,13 +59,44 @@ pub(super) async fn execute_all(
             .observe_action(&name, action_kind(action), outcome, started.elapsed());
         if let Err(e) = result {
             warn!(pool = %name, action = action_kind(action), node = action.node(), error = %e, "action failed");
+            surface(ctx, pool, action, &e).await;
             if let Some(node) = action.node() {
                 failed_nodes.insert(node);
             }
             first_error.get_or_insert(e);
         }
     }
-    first_error
+    (first_error, pool_events)
+}
+
+/// Records a failed action as an `ActionFailed` event on the pool (a lost race, which the
+/// next plan redoes at once, is not worth one).
+async fn surface(ctx: &Context, pool: &BootcNodePool, action: &Action, e: &ReconcileError) {
+    if matches!(e, ReconcileError::Conflict(_)) {
+        return;
+    }
+    let what = match action.node() {
+        Some(node) => format!("{} of node {node}", action_kind(action)),
+        None => action_kind(action).to_owned(),
+    };
+    let event = PlannedEvent {
+        node: None,
+        warning: true,
+        reason: plan::events::ACTION_FAILED,
+        message: format!("{what} failed: {e}; retrying with backoff"),
+    };
+    publish(ctx, pool, &event).await;
+}
+
+/// Records the events about the pool's status, once it is written.
+pub(super) async fn publish_all(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEvent]) {
+    let name = pool.name_any();
+    for event in events {
+        let started = std::time::Instant::now();
+        publish(ctx, pool, event).await;
+        let took = started.elapsed();
+        ctx.deps.metrics.observe_action(&name, "event", "ok", took);
+    }
 }
 
 /// The action's name in metrics and logs.

@@ -368,20 +368,9 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     let snapshot = ctx.snapshot(pool, lookup, pull_secret);
     let plan = plan::plan(&snapshot);
     lock(&ctx.progress).insert(name.clone(), plan.progress);
-    let metrics = &ctx.deps.metrics;
-    metrics.set_node_states(&name, &plan.states);
-    match &plan.target {
-        Some(t) => metrics.set_target(
-            &name,
-            &t.image,
-            &t.digest.to_string(),
-            plan.status.target_version.as_deref(),
-        ),
-        None => metrics.clear_target(&name),
-    }
     debug!(pool = %name, actions = plan.actions.len(), "planned");
 
-    let failed = execute::execute_all(ctx, pool, &plan.actions).await;
+    let (failed, pool_events) = execute::execute_all(ctx, pool, &plan.actions).await;
     if pool.status.as_ref() != Some(&plan.status) {
         let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
         let patch = json!({ "status": plan.status });
@@ -393,6 +382,19 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
             .await
             .map_err(api_error(format!("status of pool {name}")))?;
     }
+    // What the status now says, the metrics say too.
+    let metrics = &ctx.deps.metrics;
+    metrics.set_node_states(&name, &plan.states);
+    match &plan.target {
+        Some(t) => metrics.set_target(
+            &name,
+            &t.image,
+            &t.digest.to_string(),
+            plan.status.target_version.as_deref(),
+        ),
+        None => metrics.clear_target(&name),
+    }
+    execute::publish_all(ctx, pool, &pool_events).await;
     if let Some(e) = failed {
         return Err(e);
     }

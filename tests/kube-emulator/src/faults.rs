@@ -21,6 +21,8 @@ pub struct FaultConfig {
     pub writes_only: bool,
     /// Only requests whose User-Agent contains this fail.
     pub user_agent: Option<String>,
+    /// Only requests for this resource (plural, e.g. `bootcnodes`) fail.
+    pub resource: Option<String>,
     /// Seed of the choice of failing requests, so a run can be repeated.
     pub seed: u64,
 }
@@ -149,6 +151,9 @@ impl ApiFaults {
         {
             return None;
         }
+        if c.resource.as_ref().is_some_and(|r| *r != request.resource) {
+            return None;
+        }
         let draw = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
         if draw >= self.config.error_rate {
             return None;
@@ -241,6 +246,22 @@ mod tests {
             .map(|_| f.decide(&req("patch")).map(|e| e.code))
             .collect();
         assert_eq!(first, again);
+    }
+
+    #[test]
+    fn faults_can_be_kept_to_one_resource() {
+        let mut f = ApiFaults::default();
+        f.set(FaultConfig {
+            error_rate: 1.0,
+            resource: Some("bootcnodes".into()),
+            ..Default::default()
+        });
+        let mut other = req("patch");
+        other.resource = "nodes".into();
+        let mut ours = req("patch");
+        ours.resource = "bootcnodes".into();
+        assert!(f.decide(&other).is_none());
+        assert!(f.decide(&ours).is_some());
     }
 
     #[test]
