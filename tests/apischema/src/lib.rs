@@ -11,6 +11,8 @@
 //!   compiles and runs one rule, `cel_value` converts JSON values to CEL values.
 //! - `pattern` (Go RE2 patterns on the `regex` crate), `format` (string formats) and
 //!   `listtype` (`set`/`map` lists): what single keywords need.
+//! - `structural` ([`structural_errors`]): whether a schema is structural, as
+//!   kube-apiserver checks when a CRD is written.
 //! - `schema`: lenient readers of structural-schema keywords; `path`: field paths;
 //!   `error` ([`SchemaError`]) and `gofmt`: errors and values printed as the apiserver
 //!   prints them.
@@ -28,6 +30,7 @@ mod path;
 mod pattern;
 mod prune;
 mod schema;
+mod structural;
 mod validate;
 
 pub use admit::admit;
@@ -35,4 +38,5 @@ pub use cel::validate_cel;
 pub use defaults::apply_defaults;
 pub use error::{ErrorKind, SchemaError};
 pub use prune::prune;
+pub use structural::structural_errors;
 pub use validate::validate;

@@ -2,7 +2,7 @@
 
 mod fixture;
 
-use apischema::{admit, apply_defaults, prune, validate, validate_cel};
+use apischema::{admit, apply_defaults, prune, structural_errors, validate, validate_cel};
 use fixture::{minimal_pool, pool_schema};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -193,5 +193,7 @@ proptest! {
         let _ = validate(&schema, &value);
         let _ = validate_cel(&schema, &value, Some(&value));
         let _ = admit(&schema, &value, None);
+        let _ = structural_errors(&schema);
+        let _ = structural_errors(&value);
     }
 }
