@@ -1,6 +1,33 @@
 //! `maxUnavailable` / `maxStaging`: an integer or a percentage of the pool, resolved to a count.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use schemars::Schema;
+use serde_json::json;
+
+/// A budget written as a percentage: `1%` to `100%`, no leading zeros.
+pub const PERCENT_PATTERN: &str = "^(100|[1-9][0-9]?)%$";
+/// The longest budget string, `100%`.
+pub const PERCENT_MAX_LEN: usize = 4;
+
+/// Schema transform for a budget field (an int-or-string): OpenAPI keywords, each of which
+/// applies only to the kind of value it fits, say what [`Budget::parse`] accepts (but for
+/// leading zeros): an integer from 1 to the int32 maximum (`minimum`, `maximum`), or a
+/// percentage (`pattern`, `maxLength`). No CEL rule: kube-apiserver before 1.34 ignores
+/// `maxLength` on an int-or-string when it estimates a rule's cost, so a rule reading one
+/// counts as reading a string of unbounded length (`docs/architecture.md`, "Validation
+/// cost"). `anyOf` branches with their own `type` would say the same, but a structural
+/// schema allows typed branches under an int-or-string only as the bare
+/// `anyOf: [{type: integer}, {type: string}]`.
+pub fn schema(schema: &mut Schema) {
+    if let Some(object) = schema.as_object_mut() {
+        object.extend([
+            ("minimum".to_owned(), json!(1)),
+            ("maximum".to_owned(), json!(i32::MAX)),
+            ("maxLength".to_owned(), json!(PERCENT_MAX_LEN)),
+            ("pattern".to_owned(), json!(PERCENT_PATTERN)),
+        ]);
+    }
+}
 
 /// Why a budget value cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

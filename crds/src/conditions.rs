@@ -1,5 +1,7 @@
 //! Condition types and reasons written by the controller (pools) and the agent (nodes).
 
+use crate::bounds::{CONDITION_MESSAGE_MAX_LEN, truncate};
+
 /// Pool condition: every node runs the target.
 pub const UP_TO_DATE: &str = "UpToDate";
 /// Pool and node condition: something needs an admin's attention.
@@ -115,7 +117,9 @@ pub struct NewCondition<'a> {
 
 /// A condition as it should be reported now: `lastTransitionTime` is kept from the
 /// previous condition of the same type while its status stays, so that reporting the
-/// same situation again gives an identical condition (and no write).
+/// same situation again gives an identical condition (and no write). The message is cut
+/// to the schema's bound ([`CONDITION_MESSAGE_MAX_LEN`]), so that a long error output
+/// cannot get the whole status write refused.
 pub fn next(
     previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
     new: NewCondition<'_>,
@@ -132,7 +136,7 @@ pub fn next(
         type_: new.type_.to_owned(),
         status,
         reason: new.reason.to_owned(),
-        message: new.message,
+        message: truncate(new.message, CONDITION_MESSAGE_MAX_LEN),
         observed_generation: generation,
         last_transition_time,
     })
@@ -176,5 +180,19 @@ mod tests {
         .unwrap();
         assert_eq!(flipped.last_transition_time, to_time(t1).unwrap());
         assert_eq!(from_time(&flipped.last_transition_time), Some(t1));
+    }
+
+    #[test]
+    fn a_long_message_is_cut_to_the_schema_bound() {
+        let t0 = chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let new = NewCondition {
+            type_: DEGRADED,
+            status: true,
+            reason: node_degraded::ERROR,
+            message: "e".repeat(CONDITION_MESSAGE_MAX_LEN * 2),
+        };
+        let condition = next(&[], new, None, t0).unwrap();
+        assert_eq!(condition.message.chars().count(), CONDITION_MESSAGE_MAX_LEN);
+        assert!(condition.message.ends_with('…'));
     }
 }

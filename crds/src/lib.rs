@@ -4,7 +4,8 @@
 //! - [`pool`]: `BootcNodePool`, what an admin writes, and its status;
 //! - [`node`]: `BootcNode`, the only channel between the controller and an agent;
 //! - [`image_ref`]: image references, digests, and the one digest-matching rule;
-//! - [`budget`]: int-or-percent budgets resolved against a pool's size;
+//! - [`budget`]: int-or-percent budgets resolved against a pool's size, and their schema;
+//! - [`bounds`]: the declared bounds of the schemas' strings, lists and maps;
 //! - [`window`]: maintenance windows in their time zones;
 //! - [`selector`]: label selectors, matched and checked;
 //! - [`validate`]: every check the schema cannot express, with field paths;
@@ -12,6 +13,7 @@
 //! - [`conditions`]: condition types, reasons and their transition times;
 //! - [`crdgen`]: the CRDs rendered from the types (`cargo xtask gen` writes them).
 
+pub mod bounds;
 pub mod budget;
 pub mod conditions;
 pub mod crdgen;

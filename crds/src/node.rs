@@ -5,7 +5,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::image_ref::IMAGE_PIN_PATTERN;
+use crate::bounds::{ARCHITECTURE_MAX_LEN, BOOT_ID_MAX_LEN, DIGEST_MAX_LEN, VERSION_MAX_LEN};
+use crate::image_ref::{IMAGE_PIN_PATTERN, REF_MAX_LEN};
 use crate::pool::{RebootPolicy, SecretRef};
 
 /// What the controller wants a node to run. Written by the controller only; the agent on
@@ -56,7 +57,7 @@ use crate::pool::{RebootPolicy, SecretRef};
 #[serde(rename_all = "camelCase")]
 pub struct BootcNodeSpec {
     /// The image the node should run, always pinned: registry/repo@sha256:<64 hex>.
-    #[schemars(length(max = 512), regex(pattern = IMAGE_PIN_PATTERN))]
+    #[schemars(length(max = REF_MAX_LEN), regex(pattern = IMAGE_PIN_PATTERN))]
     pub desired_image: String,
 
     /// Staged: pull desiredImage and keep it staged (locked, so an unplanned reboot does
@@ -115,15 +116,20 @@ pub struct BootcNodeStatus {
 
     /// Version of bootc on the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = VERSION_MAX_LEN))]
     pub bootc_version: Option<String>,
 
     /// Version of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = VERSION_MAX_LEN))]
     pub agent_version: Option<String>,
 
     /// Idle and Degraded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]),
+        transform = crate::bounds::conditions
+    )]
     pub conditions: Vec<Condition>,
 }
 
@@ -133,13 +139,16 @@ pub struct BootcNodeStatus {
 pub struct ImageStatus {
     /// The image reference bootc tracks for this deployment (may carry a manifest-list
     /// digest).
+    #[schemars(length(max = REF_MAX_LEN))]
     pub image: String,
 
     /// The per-architecture manifest digest (sha256:<hex>).
+    #[schemars(length(max = DIGEST_MAX_LEN))]
     pub image_digest: String,
 
     /// The image's version label, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = VERSION_MAX_LEN))]
     pub version: Option<String>,
 
     /// The image's creation time, when known.
@@ -148,6 +157,7 @@ pub struct ImageStatus {
 
     /// The image's architecture, when bootc reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = ARCHITECTURE_MAX_LEN))]
     pub architecture: Option<String>,
 
     /// Whether the host can switch to this deployment with a soft reboot.
@@ -190,10 +200,12 @@ pub struct StagedImage {
 #[serde(rename_all = "camelCase")]
 pub struct LastReboot {
     /// The digest the reboot was for.
+    #[schemars(length(max = DIGEST_MAX_LEN))]
     pub digest: String,
 
     /// The host's boot ID before the reboot.
     #[serde(rename = "bootID")]
+    #[schemars(length(max = BOOT_ID_MAX_LEN))]
     pub boot_id: String,
 
     /// systemd's SoftRebootsCount before the reboot.

@@ -6,12 +6,15 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::bounds::{
+    DIGEST_MAX_LEN, NAME_MAX_LEN, NAMESPACE_MAX_LEN, SHORT_DIGEST_LEN, VERSION_MAX_LEN,
+};
 use crate::image_ref::{IMAGE_REF_PATTERN, REF_MAX_LEN};
 
-/// CEL rule for an integer-or-percent budget (kube-apiserver types the value as `dyn`).
-pub const BUDGET_RULE: &str =
-    "type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')";
-const BUDGET_MESSAGE: &str = "must be an integer of at least 1 or a percentage from 1% to 100%";
+/// Most maintenance windows in one pool.
+pub const MAX_MAINTENANCE_WINDOWS: usize = 32;
+/// Most `deployHistory` entries a pool's status keeps (the maximum of `history.limit`).
+pub const MAX_HISTORY: i32 = 20;
 
 /// Desired state of a pool of nodes that run one bootc image. A pool written for
 /// bootc-operator's v1alpha1 API is accepted unchanged and means the same thing.
@@ -75,6 +78,7 @@ pub struct BootcNodePoolSpec {
     /// Selects the Nodes of this pool. A node belongs to at most one pool: a node selected
     /// by two pools stays with the pool that owns its BootcNode and the other pool reports
     /// Degraded with reason NodeConflict. An empty selector selects every node.
+    #[schemars(transform = crate::bounds::label_selector)]
     pub node_selector: LabelSelector,
 
     /// The image the pool's nodes run.
@@ -123,7 +127,7 @@ pub struct RolloutSpec {
     /// Most nodes cordoned for the update or rebooting at once: an integer (at least 1) or
     /// a percentage of the pool ("25%", rounded down, but at least one node).
     #[serde(default = "default_max_unavailable")]
-    #[schemars(extend("x-kubernetes-validations" = [{"rule": BUDGET_RULE, "message": BUDGET_MESSAGE}]))]
+    #[schemars(transform = crate::budget::schema)]
     pub max_unavailable: IntOrString,
 
     /// When true, no new reboots are approved; reboots already approved finish, and
@@ -134,7 +138,7 @@ pub struct RolloutSpec {
     /// Most nodes pulling the new image at once: an integer (at least 1) or a percentage of
     /// the pool. Unset means no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-validations" = [{"rule": BUDGET_RULE, "message": BUDGET_MESSAGE}]))]
+    #[schemars(transform = crate::budget::schema)]
     pub max_staging: Option<IntOrString>,
 
     /// Seconds to wait for a node's drain before giving up: the node is marked Degraded
@@ -160,7 +164,7 @@ pub struct RolloutSpec {
     /// When set, new reboots are approved only inside one of these windows. Staging is
     /// never held back by windows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 32))]
+    #[schemars(length(max = MAX_MAINTENANCE_WINDOWS))]
     pub maintenance_windows: Vec<MaintenanceWindow>,
 
     /// Seconds a node that came back on the target keeps its reboot slot (soak time)
@@ -286,6 +290,7 @@ pub struct DrainSpec {
     /// Only pods matching this selector are evicted; unset evicts all pods except
     /// DaemonSet and mirror pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = crate::bounds::label_selector)]
     pub pod_selector: Option<LabelSelector>,
 }
 
@@ -294,11 +299,11 @@ pub struct DrainSpec {
 #[serde(rename_all = "camelCase")]
 pub struct SecretRef {
     /// Name of the Secret.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = NAME_MAX_LEN))]
     pub name: String,
 
     /// Namespace of the Secret.
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = NAMESPACE_MAX_LEN))]
     pub namespace: String,
 }
 
@@ -308,7 +313,7 @@ pub struct SecretRef {
 pub struct HistorySpec {
     /// How many deployHistory entries (one per digest) the status keeps, newest first.
     #[serde(default = "default_history_limit")]
-    #[schemars(range(min = 1, max = 20))]
+    #[schemars(range(min = 1, max = MAX_HISTORY))]
     pub limit: i32,
 }
 
@@ -322,18 +327,22 @@ pub struct BootcNodePoolStatus {
 
     /// The image the pool is moving to, pinned: registry/repo@sha256:<hex>.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = REF_MAX_LEN))]
     pub target_image: Option<String>,
 
     /// The digest of targetImage (sha256:<hex>); may be a manifest-list digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = DIGEST_MAX_LEN))]
     pub target_digest: Option<String>,
 
     /// The first 12 hex characters of targetDigest, for display.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = SHORT_DIGEST_LEN))]
     pub target_short_digest: Option<String>,
 
     /// The target image's org.opencontainers.image.version label, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = VERSION_MAX_LEN))]
     pub target_version: Option<String>,
 
     /// When the tag was last resolved (tag refs only).
@@ -368,11 +377,15 @@ pub struct BootcNodePoolStatus {
     /// most spec.history.limit entries. Recomputed from what the agents report, so it is
     /// the same however often the controller runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_HISTORY))]
     pub deploy_history: Vec<DeployHistoryEntry>,
 
     /// UpToDate, Degraded and Progressing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]),
+        transform = crate::bounds::conditions
+    )]
     pub conditions: Vec<Condition>,
 }
 
@@ -381,13 +394,16 @@ pub struct BootcNodePoolStatus {
 #[serde(rename_all = "camelCase")]
 pub struct DeployHistoryEntry {
     /// The digest booted (sha256:<hex>).
+    #[schemars(length(max = DIGEST_MAX_LEN))]
     pub digest: String,
 
     /// The pinned image, registry/repo@sha256:<hex>.
+    #[schemars(length(max = REF_MAX_LEN))]
     pub image: String,
 
     /// The image's version label, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = VERSION_MAX_LEN))]
     pub version: Option<String>,
 
     /// The most nodes seen booted on this digest at once.

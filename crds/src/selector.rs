@@ -5,16 +5,21 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use crate::bounds::{
+    LABEL_VALUE_MAX_LEN, NAME_MAX_LEN, SELECTOR_MAX_EXPRESSIONS, SELECTOR_MAX_LABELS,
+    SELECTOR_MAX_VALUES,
+};
 use crate::field_error::FieldError;
 
-const NAME_MAX: usize = 63;
-const PREFIX_MAX: usize = 253;
+const NAME_MAX: usize = LABEL_VALUE_MAX_LEN;
+const PREFIX_MAX: usize = NAME_MAX_LEN;
 
 /// Operators a `matchExpressions` entry may use.
 pub const OPERATORS: [&str; 4] = ["In", "NotIn", "Exists", "DoesNotExist"];
 
 /// Appends every problem in `selector` to `errors`, with paths under `path`.
 pub fn check_selector(selector: &LabelSelector, path: &str, errors: &mut Vec<FieldError>) {
+    check_counts(selector, path, errors);
     let labels = selector.match_labels.as_ref();
     for (key, value) in labels.into_iter().flat_map(BTreeMap::iter) {
         let here = format!("{path}.matchLabels[{key}]");
@@ -55,6 +60,41 @@ pub fn check_selector(selector: &LabelSelector, path: &str, errors: &mut Vec<Fie
                 errors.push(FieldError::new(format!("{here}.values[{j}]"), msg));
             }
         }
+    }
+}
+
+/// The schema's bounds on how many labels, expressions and values a selector holds.
+fn check_counts(selector: &LabelSelector, path: &str, errors: &mut Vec<FieldError>) {
+    let mut at_most = |field: String, what: &str, count: usize, max: usize| {
+        if count > max {
+            errors.push(FieldError::new(
+                field,
+                format!("has {count} {what}, more than the limit of {max}"),
+            ));
+        }
+    };
+    let labels = selector.match_labels.as_ref().map_or(0, BTreeMap::len);
+    at_most(
+        format!("{path}.matchLabels"),
+        "labels",
+        labels,
+        SELECTOR_MAX_LABELS,
+    );
+    let expressions = selector.match_expressions.as_deref().unwrap_or_default();
+    at_most(
+        format!("{path}.matchExpressions"),
+        "expressions",
+        expressions.len(),
+        SELECTOR_MAX_EXPRESSIONS,
+    );
+    for (i, expr) in expressions.iter().enumerate() {
+        let values = expr.values.as_ref().map_or(0, Vec::len);
+        at_most(
+            format!("{path}.matchExpressions[{i}].values"),
+            "values",
+            values,
+            SELECTOR_MAX_VALUES,
+        );
     }
 }
 

@@ -11,7 +11,10 @@ use crate::budget::Budget;
 pub use crate::field_error::{FieldError, FieldErrors};
 use crate::image_ref::ImageRef;
 use crate::node::BootcNodeSpec;
-use crate::pool::{BootcNodePoolSpec, DrainSpec, MaintenanceWindow, RolloutSpec, SecretRef};
+use crate::pool::{
+    BootcNodePoolSpec, DrainSpec, MAX_HISTORY, MAX_MAINTENANCE_WINDOWS, MaintenanceWindow,
+    RolloutSpec, SecretRef,
+};
 use crate::selector::{check_dns_label, check_dns_subdomain, check_selector, mentions_key};
 use crate::window::{parse_duration, parse_start, parse_time_zone};
 
@@ -66,11 +69,11 @@ impl BootcNodePoolSpec {
         if let Some(secret) = &self.pull_secret_ref {
             check_secret_ref(secret, "spec.pullSecretRef", &mut errors);
         }
-        if !(1..=20).contains(&self.history.limit) {
+        if !(1..=MAX_HISTORY).contains(&self.history.limit) {
             errors.push(FieldError::new(
                 "spec.history.limit",
                 format!(
-                    "{} is out of range: keep from 1 to 20 entries",
+                    "{} is out of range: keep from 1 to {MAX_HISTORY} entries",
                     self.history.limit
                 ),
             ));
@@ -114,6 +117,13 @@ fn check_rollout(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
                 format!("{v} is below the minimum of {min}"),
             ));
         }
+    }
+    let windows = rollout.maintenance_windows.len();
+    if windows > MAX_MAINTENANCE_WINDOWS {
+        errors.push(FieldError::new(
+            "spec.rollout.maintenanceWindows",
+            format!("has {windows} windows, more than the limit of {MAX_MAINTENANCE_WINDOWS}"),
+        ));
     }
     for (i, window) in rollout.maintenance_windows.iter().enumerate() {
         check_window(

@@ -183,3 +183,20 @@ fn no_field_is_nullable() {
         assert!(!text.contains("\"nullable\""), "{plural}");
     }
 }
+
+/// kube-apiserver refuses a CRD whose schema is not structural: every version of both is.
+#[test]
+fn schemas_are_structural() {
+    for crd in bootc_crds::crdgen::crds().expect("render") {
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap().to_owned();
+        for version in crd["spec"]["versions"].as_array().unwrap() {
+            let schema = &version["schema"]["openAPIV3Schema"];
+            assert_eq!(
+                apischema::structural_errors(schema),
+                Vec::<String>::new(),
+                "{plural}/{}",
+                version["name"]
+            );
+        }
+    }
+}

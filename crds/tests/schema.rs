@@ -20,6 +20,14 @@ fn with(path: &str, value: Value) -> Value {
     object
 }
 
+/// `count` distinct labels with empty values.
+fn labels(count: usize) -> Value {
+    (0..count)
+        .map(|i| (format!("example.com/k{i}"), json!("")))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 /// Inputs the schema itself refuses, and the field the refusal names.
 fn refused_by_schema() -> Vec<(&'static str, Value, &'static str)> {
     let r = |v: &str| json!(v);
@@ -138,6 +146,31 @@ fn refused_by_schema() -> Vec<(&'static str, Value, &'static str)> {
             "maxUnavailable bool",
             with("spec.rollout.maxUnavailable", json!(true)),
             "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable percent too long",
+            with("spec.rollout.maxUnavailable", r("99999999999%")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable 1000%",
+            with("spec.rollout.maxUnavailable", r("1000%")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable fraction",
+            with("spec.rollout.maxUnavailable", r("5.5%")),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxUnavailable beyond int32",
+            with("spec.rollout.maxUnavailable", json!(2_147_483_648_i64)),
+            "spec.rollout.maxUnavailable",
+        ),
+        (
+            "maxStaging words",
+            with("spec.rollout.maxStaging", r("two")),
+            "spec.rollout.maxStaging",
         ),
         (
             "maxStaging 0%",
@@ -274,6 +307,86 @@ fn refused_by_schema() -> Vec<(&'static str, Value, &'static str)> {
             "spec.rollout.maintenanceWindows[0].start",
         ),
         (
+            "too many windows",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!(vec![
+                    json!({"days": ["Mon"], "start": "01:00", "duration": "1h"});
+                    33
+                ]),
+            ),
+            "spec.rollout.maintenanceWindows",
+        ),
+        (
+            "time zone too long",
+            with(
+                "spec.rollout.maintenanceWindows",
+                json!([{"days": ["Mon"], "start": "01:00", "duration": "1h", "timeZone": "Z".repeat(65)}]),
+            ),
+            "spec.rollout.maintenanceWindows[0].timeZone",
+        ),
+        (
+            "too many labels",
+            with("spec.nodeSelector", json!({"matchLabels": labels(65)})),
+            "spec.nodeSelector.matchLabels",
+        ),
+        (
+            "label value too long",
+            with(
+                "spec.nodeSelector",
+                json!({"matchLabels": {"a": "v".repeat(64)}}),
+            ),
+            "spec.nodeSelector.matchLabels[a]",
+        ),
+        (
+            "too many expressions",
+            with(
+                "spec.nodeSelector",
+                json!({"matchExpressions": vec![json!({"key": "a", "operator": "Exists"}); 33]}),
+            ),
+            "spec.nodeSelector.matchExpressions",
+        ),
+        (
+            "too many values",
+            with(
+                "spec.nodeSelector",
+                json!({"matchExpressions": [{"key": "a", "operator": "In", "values": (0..257).map(|i| format!("v{i}")).collect::<Vec<_>>()}]}),
+            ),
+            "spec.nodeSelector.matchExpressions[0].values",
+        ),
+        (
+            "expression key too long",
+            with(
+                "spec.nodeSelector",
+                json!({"matchExpressions": [{"key": "k".repeat(318), "operator": "Exists"}]}),
+            ),
+            "spec.nodeSelector.matchExpressions[0].key",
+        ),
+        (
+            "pod selector with too many labels",
+            with(
+                "spec.disruption.drain.podSelector",
+                json!({"matchLabels": labels(65)}),
+            ),
+            "spec.disruption.drain.podSelector.matchLabels",
+        ),
+        (
+            "secret name too long",
+            with(
+                "spec.pullSecretRef",
+                json!({"name": "s".repeat(254), "namespace": "n"}),
+            ),
+            "spec.pullSecretRef.name",
+        ),
+        (
+            "secret namespace too long",
+            with(
+                "spec.pullSecretRef",
+                json!({"name": "s", "namespace": "n".repeat(64)}),
+            ),
+            "spec.pullSecretRef.namespace",
+        ),
+        (
             "no image",
             {
                 let mut o = minimal();
@@ -305,6 +418,51 @@ fn the_schema_refuses_bad_pools() {
                 "{what}: no error at {path}: {errors:?}"
             ),
         }
+    }
+}
+
+/// Budgets are checked by OpenAPI keywords alone (no CEL rule): every integer from 1 and
+/// every percentage from 1% to 100% is accepted, and validate() agrees.
+#[test]
+fn the_schema_accepts_every_valid_budget() {
+    let mut values = vec![json!(1), json!(3), json!(1000), json!(i32::MAX)];
+    values.extend((1..=100).map(|p| json!(format!("{p}%"))));
+    for value in values {
+        for field in ["spec.rollout.maxUnavailable", "spec.rollout.maxStaging"] {
+            let stored = admit("bootcnodepools", &with(field, value.clone()))
+                .unwrap_or_else(|e| panic!("{field} = {value}: {e:?}"));
+            let pool: BootcNodePool = serde_json::from_value(stored).unwrap();
+            pool.spec
+                .validate()
+                .unwrap_or_else(|e| panic!("{field} = {value}: {e}"));
+        }
+    }
+}
+
+/// What the schema says about a refused budget.
+#[test]
+fn budget_refusals_name_the_rule_broken() {
+    let cases = [
+        (
+            json!(0),
+            "spec.rollout.maxUnavailable: Invalid value: 0: spec.rollout.maxUnavailable in body should be greater than or equal to 1",
+        ),
+        (
+            json!("0%"),
+            r#"spec.rollout.maxUnavailable: Invalid value: "0%": spec.rollout.maxUnavailable in body should match '^(100|[1-9][0-9]?)%$'"#,
+        ),
+        (
+            json!("1000%"),
+            "spec.rollout.maxUnavailable: Too long: may not be longer than 4",
+        ),
+    ];
+    for (value, want) in cases {
+        let errors = admit(
+            "bootcnodepools",
+            &with("spec.rollout.maxUnavailable", value),
+        )
+        .expect_err(want);
+        assert_eq!(errors[0], want, "{errors:?}");
     }
 }
 
