@@ -46,7 +46,7 @@ pub const NODE_STATES: [&str; 6] = [
 pub const OUTCOMES: [&str; 4] = ["ok", "api", "cache", "conflict"];
 
 /// The actions of `bootc_pool_actions_total` (`crate::reconcile::execute::action_kind`).
-pub const ACTION_KINDS: [&str; 11] = [
+pub const ACTION_KINDS: [&str; 13] = [
     "create",
     "label",
     "unlabel",
@@ -58,6 +58,8 @@ pub const ACTION_KINDS: [&str; 11] = [
     "forget_drain",
     "delete",
     "event",
+    "add_finalizer",
+    "remove_finalizer",
 ];
 
 /// Bucket bounds of `bootc_pool_reconcile_duration_seconds` (5 ms to about 20 s).

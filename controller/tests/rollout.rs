@@ -810,3 +810,73 @@ async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
     );
     controller.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_deleted_mid_rollout_while_the_controller_is_down_leaves_no_trace() {
+    let env = env(&["n1", "n2", "n3"]).await;
+    // n3 was cordoned by an admin; n1's drain is held up by a disruption budget, so that
+    // n1 stays cordoned by the pool, mid-rollout.
+    set_unschedulable(&env.client, "n3", true).await;
+    let web = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
+    let owner = PodOwner::ReplicaSet("web".into());
+    env.cluster
+        .add_pod("n1", "default", "web-0", web, owner)
+        .await
+        .unwrap();
+    blocking_pdb(&env.client, "web", "web").await;
+    let controller = start(&env.emulator, Dependencies::default());
+    let pools = env.apply_workers(json!({"maxUnavailable": 1})).await;
+    let deadline = Instant::now() + DEADLINE;
+    while !unschedulable(&env.client, "n1").await {
+        assert!(Instant::now() < deadline, "n1 was never cordoned");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pool = pools.get("workers").await.unwrap();
+    assert!(
+        pool.finalizers()
+            .iter()
+            .any(|f| f == "node.bootc.dev/cleanup")
+    );
+
+    // The controller goes down; the pool is deleted meanwhile and waits for it.
+    controller.stop().await;
+    pools.delete("workers", &Default::default()).await.unwrap();
+    let waiting = pools.get("workers").await.unwrap();
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+
+    let controller = start(&env.emulator, Dependencies::default());
+    let deadline = Instant::now() + DEADLINE;
+    while pools.get_opt("workers").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the pool was never let go");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let bootc: Api<BootcNode> = Api::all(env.client.clone());
+    assert!(
+        bootc
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    for node in nodes.list(&Default::default()).await.unwrap() {
+        assert!(
+            !node.labels().contains_key(MANAGED_LABEL),
+            "{} still labelled",
+            node.name_any()
+        );
+    }
+    assert!(!unschedulable(&env.client, "n1").await, "n1 uncordoned");
+    assert!(!unschedulable(&env.client, "n2").await);
+    assert!(
+        unschedulable(&env.client, "n3").await,
+        "the admin's cordon stays"
+    );
+    assert_eq!(
+        env.cluster.host("n1").unwrap().counters().reboots,
+        0,
+        "nothing booted the staged image"
+    );
+    controller.stop().await;
+}

@@ -75,6 +75,11 @@ pub enum Action {
     },
     /// Record a Kubernetes Event on the pool.
     Event(PlannedEvent),
+    /// Put the controller's finalizer on the pool, so that deleting it waits for the
+    /// clean-up.
+    AddFinalizer,
+    /// Take the finalizer off: the clean-up after a deletion is done.
+    RemoveFinalizer,
 }
 
 impl Action {
@@ -92,6 +97,7 @@ impl Action {
             | Action::ForgetDrain { node }
             | Action::Delete { node } => Some(node),
             Action::Event(e) => e.node.as_deref(),
+            Action::AddFinalizer | Action::RemoveFinalizer => None,
         }
     }
 }

@@ -76,7 +76,7 @@ fn conflict(p: &mut Planner<'_>, view: &NodeView, others: &[&str]) -> bool {
 }
 
 /// A node this pool owns but no longer selects (or whose Node is gone).
-fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) {
+pub(super) fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) {
     let node = view.name.clone();
     if p.snap.drains.contains_key(&node) {
         p.actions.push(Action::CancelDrain { node: node.clone() });

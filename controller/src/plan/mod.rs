@@ -7,6 +7,7 @@
 //! Module map, in the order a plan runs:
 //!
 //! - [`world`]: the inputs;
+//! - `cleanup`: a pool being deleted: every trace of it taken off, then its finalizer;
 //! - [`target`]: the target, from the spec, the registry's answer and the last status
 //!   (every fallback of resolution);
 //! - [`limits`]: the spec's numbers and windows, each read to fail closed;
@@ -39,6 +40,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 pub mod actions;
 pub mod agent;
+mod cleanup;
 mod holder;
 pub mod limits;
 mod member;
@@ -58,6 +60,11 @@ pub use target::{Target, TargetDecision, TargetProblem};
 pub use world::{
     BootcView, DrainView, Lookup, NodeInfo, NodeView, PoolView, Progress, PullSecretView, Snapshot,
 };
+
+/// The finalizer the controller puts on every pool: deleting a pool waits until the
+/// controller has taken it off the nodes (uncordoned what it cordoned, removed its labels
+/// and BootcNodes), even when the controller was down when the pool was deleted.
+pub const FINALIZER: &str = "node.bootc.dev/cleanup";
 
 /// How many plans this process has made (see [`plans_made`]).
 static PLANS: AtomicU64 = AtomicU64::new(0);
@@ -184,6 +191,20 @@ pub fn plan(snap: &Snapshot) -> Plan {
     PLANS.fetch_add(1, Ordering::Relaxed);
     let decision = target::decide(snap);
     let mut p = Planner::new(snap);
+    if snap.pool.deleting {
+        cleanup::plan(&mut p);
+        return Plan {
+            actions: p.actions,
+            status: snap.pool.status.clone().unwrap_or_default(),
+            states: p.states,
+            requeue_after: p.requeue,
+            target: None,
+            progress: progress::advance(snap.progress, &BTreeMap::new(), snap.now),
+        };
+    }
+    if !snap.pool.finalized {
+        p.actions.push(Action::AddFinalizer);
+    }
     if let Some(wait) = decision.requeue_after {
         p.requeue_in(wait);
     }

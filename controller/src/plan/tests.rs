@@ -197,6 +197,8 @@ fn snapshot(spec: BootcNodePoolSpec, nodes: &[N]) -> Snapshot {
             generation: Some(1),
             spec,
             status: None,
+            deleting: false,
+            finalized: true,
         },
         lookup: Lookup::NotAsked,
         pull_secret: PullSecretView::default(),
@@ -1273,3 +1275,79 @@ fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
 }
 
 mod fail_closed;
+
+fn deleting(snap: &mut Snapshot) {
+    snap.pool.deleting = true;
+}
+
+#[test]
+fn a_new_pool_gets_the_finalizer_first() {
+    let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[node("n1")]);
+    snap.pool.finalized = false;
+    let plan = super::plan(&snap);
+    assert_eq!(plan.actions.first(), Some(&Action::AddFinalizer));
+    snap.pool.finalized = true;
+    assert!(!super::plan(&snap).actions.contains(&Action::AddFinalizer));
+}
+
+#[test]
+fn deleting_a_pool_lets_every_node_go_before_the_finalizer() {
+    // n1 holds a slot and was cordoned by the pool; n2 was cordoned by an admin before
+    // its slot; n3 is staged and waits.
+    let n1 = node("n1").staged().slot().cordoned();
+    let n2 = node("n2")
+        .staged()
+        .slot()
+        .annotate(WAS_CORDONED_ANNOTATION, "")
+        .cordoned();
+    let n3 = node("n3").staged();
+    let mut snap = snapshot(pool_spec(IntOrString::Int(2)), &[n1, n2, n3]);
+    snap.drains.insert("n1".into(), DrainView::Running);
+    deleting(&mut snap);
+    let plan = super::plan(&snap);
+    assert!(actions_for(&plan, "n1").contains(&&Action::CancelDrain { node: "n1".into() }));
+    assert!(actions_for(&plan, "n1").contains(&&Action::Uncordon { node: "n1".into() }));
+    assert!(
+        !actions_for(&plan, "n2").contains(&&Action::Uncordon { node: "n2".into() }),
+        "an admin's cordon stays"
+    );
+    for n in ["n1", "n2", "n3"] {
+        let acts = actions_for(&plan, n);
+        assert!(
+            acts.contains(&&Action::Delete { node: n.into() }),
+            "{n}: {acts:?}"
+        );
+        assert!(
+            acts.contains(&&Action::Unlabel { node: n.into() }),
+            "{n}: {acts:?}"
+        );
+        assert!(
+            !acts
+                .iter()
+                .any(|a| matches!(a, Action::Update { .. } | Action::Cordon { .. })),
+            "{n}: nothing new is asked of a node: {acts:?}"
+        );
+    }
+    assert!(!plan.actions.contains(&Action::RemoveFinalizer), "not yet");
+
+    // Once the BootcNodes are gone and the labels off, the finalizer comes off.
+    let mut snap = snapshot(pool_spec(IntOrString::Int(2)), &[node("n1"), node("n2")]);
+    for view in &mut snap.nodes {
+        view.node.as_mut().unwrap().labels.remove(MANAGED_LABEL);
+    }
+    deleting(&mut snap);
+    assert_eq!(super::plan(&snap).actions, vec![Action::RemoveFinalizer]);
+}
+
+#[test]
+fn a_node_another_pool_selects_keeps_its_label_when_this_pool_goes() {
+    let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[node("n1").staged()]);
+    snap.other_pools.push((
+        "other".into(),
+        serde_json::from_value(serde_json::json!({"matchLabels": {"role": "worker"}})).unwrap(),
+    ));
+    deleting(&mut snap);
+    let acts = super::plan(&snap).actions;
+    assert!(acts.contains(&Action::Delete { node: "n1".into() }));
+    assert!(!acts.contains(&Action::Unlabel { node: "n1".into() }));
+}

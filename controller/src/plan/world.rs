@@ -42,6 +42,10 @@ pub struct PoolView {
     pub spec: BootcNodePoolSpec,
     /// The status as last written.
     pub status: Option<BootcNodePoolStatus>,
+    /// `metadata.deletionTimestamp` is set: the pool is being deleted.
+    pub deleting: bool,
+    /// The pool carries the controller's finalizer ([`super::FINALIZER`]).
+    pub finalized: bool,
 }
 
 /// What the plan needs of a Node.

@@ -113,6 +113,8 @@ pub fn action_kind(action: &Action) -> &'static str {
         Action::ForgetDrain { .. } => "forget_drain",
         Action::Delete { .. } => "delete",
         Action::Event(_) => "event",
+        Action::AddFinalizer => "add_finalizer",
+        Action::RemoveFinalizer => "remove_finalizer",
     }
 }
 
@@ -180,6 +182,14 @@ async fn execute(
             publish(ctx, pool, event).await;
             Ok(())
         }
+        Action::AddFinalizer => finalizer(ctx, pool, true).await,
+        Action::RemoveFinalizer => {
+            finalizer(ctx, pool, false).await?;
+            let name = pool.name_any();
+            info!(pool = %name, "clean-up done; the pool may go");
+            ctx.forget(&name);
+            Ok(())
+        }
     }
 }
 
@@ -235,6 +245,32 @@ async fn cordon(
         }
         Err(e) if is_status(&e, 404) && !on => Ok(()),
         Err(e) => Err(api_error(format!("cordon Node {node}"))(e)),
+    }
+}
+
+/// Puts the controller's finalizer on the pool or takes it off, other finalizers kept,
+/// with the pool's `resourceVersion` as a precondition.
+async fn finalizer(ctx: &Context, pool: &BootcNodePool, on: bool) -> Result<(), ReconcileError> {
+    let mut finalizers: Vec<String> = pool
+        .finalizers()
+        .iter()
+        .filter(|f| *f != plan::FINALIZER)
+        .cloned()
+        .collect();
+    if on {
+        finalizers.push(plan::FINALIZER.to_owned());
+    }
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": pool.resource_version(),
+    }});
+    let name = pool.name_any();
+    let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
+    match api.patch(&name, &params(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        // Gone already: nothing left to finalize.
+        Err(e) if is_status(&e, 404) && !on => Ok(()),
+        Err(e) => Err(api_error(format!("finalizer of pool {name}"))(e)),
     }
 }
 

@@ -160,6 +160,15 @@ pub struct Context {
     progress: Mutex<HashMap<String, Progress>>,
 }
 
+impl Context {
+    /// Forgets what the reconciler kept of a pool that is gone.
+    fn forget(&self, pool: &str) {
+        lock(&self.progress).remove(pool);
+        lock(&self.failures).remove(pool);
+        self.deps.metrics.forget_pool(pool);
+    }
+}
+
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context").finish_non_exhaustive()
@@ -371,7 +380,8 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     debug!(pool = %name, actions = plan.actions.len(), "planned");
 
     let (failed, pool_events) = execute::execute_all(ctx, pool, &plan.actions).await;
-    if pool.status.as_ref() != Some(&plan.status) {
+    // A pool being deleted keeps the status it had; it may be gone once its finalizer is.
+    if !snapshot.pool.deleting && pool.status.as_ref() != Some(&plan.status) {
         let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
         let patch = json!({ "status": plan.status });
         let params = PatchParams {

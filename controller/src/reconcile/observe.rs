@@ -56,6 +56,11 @@ impl Context {
                 spec: pool.spec.clone(),
                 status: pool.status.clone(),
                 name: name.clone(),
+                deleting: pool.metadata.deletion_timestamp.is_some(),
+                finalized: pool
+                    .finalizers()
+                    .iter()
+                    .any(|f| f == crate::plan::FINALIZER),
             },
             lookup,
             pull_secret,
