@@ -47,6 +47,8 @@ pub struct HostFacts {
     pub staged: Option<Slot>,
     /// The previous deployment.
     pub rollback: Option<Slot>,
+    /// Whether `bootc rollback` has queued the rollback deployment for the next boot.
+    pub rollback_queued: bool,
     /// The kernel's boot ID (changes with every full reboot).
     pub boot_id: String,
     /// systemd's `SoftRebootsCount` (grows with every soft reboot).
@@ -115,7 +117,7 @@ pub struct Memory {
 pub enum Unlock {
     /// `bootc upgrade --from-downloaded`: the staged deployment is locked.
     FromDownloaded,
-    /// Nothing: the staged deployment is already unlocked.
+    /// Nothing: the staged deployment is already unlocked (or the rollback queued).
     AlreadyUnlocked,
     /// `bootc rollback`: the desired image is the rollback deployment.
     Rollback,
@@ -131,13 +133,15 @@ pub enum HostAction {
         /// `registry/repo@sha256:<hex>`.
         image: String,
     },
-    /// Unlock, record, and reboot.
+    /// Record, unlock, and reboot, in that order: the approval a reboot uses is on the
+    /// object before the host changes, and the host reboots only into an unlocked
+    /// deployment.
     Reboot {
         /// How the deployment becomes the next boot's.
         unlock: Unlock,
         /// Soft reboot (systemd) instead of a full one.
         soft: bool,
-        /// What to report as `lastReboot` before rebooting.
+        /// What to report as `lastReboot` before unlocking.
         record: RebootRecord,
     },
 }
@@ -332,10 +336,23 @@ impl Situation<'_> {
                 ..waiting(Phase::Staged)
             };
         }
+        let host = self.host;
+        let slot = if staged { &host.staged } else { &host.rollback };
+        let capable = slot.as_ref().is_some_and(|s| s.soft_reboot_capable);
+        let unlock = match (staged, slot.as_ref().is_some_and(|s| s.download_only)) {
+            (true, true) => Unlock::FromDownloaded,
+            (true, false) => Unlock::AlreadyUnlocked,
+            (false, _) if host.rollback_queued => Unlock::AlreadyUnlocked,
+            (false, _) => Unlock::Rollback,
+        };
         // A reboot already requested for this digest that has not happened yet: wait for
-        // it, and ask again only when it is overdue.
+        // it, and ask again only when it is overdue. A reboot is requested only after the
+        // unlock, so while the deployment is still locked (or the rollback not queued)
+        // the record is of an attempt that stopped before it: that waits only for the
+        // failure's backoff.
         let requested = self
             .reboot_for_target()
+            .filter(|_| unlock == Unlock::AlreadyUnlocked)
             .and_then(|record| remaining(record.time, REBOOT_REQUEST_TIMEOUT, self.now));
         if let Some(wait) = requested.or_else(|| self.backing_off()) {
             return Decision {
@@ -344,14 +361,6 @@ impl Situation<'_> {
                 ..waiting(Phase::Rebooting)
             };
         }
-        let host = self.host;
-        let slot = if staged { &host.staged } else { &host.rollback };
-        let capable = slot.as_ref().is_some_and(|s| s.soft_reboot_capable);
-        let unlock = match (staged, slot.as_ref().is_some_and(|s| s.download_only)) {
-            (true, true) => Unlock::FromDownloaded,
-            (true, false) => Unlock::AlreadyUnlocked,
-            (false, _) => Unlock::Rollback,
-        };
         Decision {
             phase: Phase::Rebooting,
             degraded,

@@ -14,6 +14,10 @@
 //! - `pull_secret`: the pool's pull secret, written to the host;
 //! - `status`: the status writes;
 //! - `retry`: failures in a row, and the backoff they earn.
+//!
+//! A failure to mask the host's update timer does not stop the agent: it is reported in
+//! `Degraded` (reason `UpdateTimerNotMasked`, naming the unit and the error) and retried
+//! with the same backoff until the timer is masked.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,7 +33,7 @@ use kube::{Api, Client};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::host::Host;
+use crate::host::{Host, UPDATE_TIMER};
 use crate::machine::Memory;
 
 mod node;
@@ -91,6 +95,8 @@ struct Agent<H> {
     api_retry: Retry,
     /// The host's update timer is masked (done once per agent start, retried on failure).
     timer_masked: bool,
+    /// Failures to mask the update timer, reported in `Degraded` until it is masked.
+    timer_retry: Retry,
     /// What `bootc --version` said at start.
     bootc_version: Option<String>,
     /// When the last full reconcile ran.
@@ -192,6 +198,7 @@ impl<H: Host + 'static> Agent<H> {
             host_retry: Retry::default(),
             api_retry: Retry::default(),
             timer_masked: false,
+            timer_retry: Retry::default(),
             bootc_version: None,
             last_poll: Instant::now(),
             retry_at: None,
@@ -216,17 +223,29 @@ impl<H: Host + 'static> Agent<H> {
         }
     }
 
+    /// Masks the host's update timer, unless it is masked already or the last failure's
+    /// backoff still runs; a failure is reported in `Degraded` until a retry succeeds.
     async fn mask_timer(&mut self) {
-        if self.timer_masked {
+        let now = Utc::now();
+        if self.timer_masked || self.timer_retry.wait(now).is_some() {
             return;
         }
         match self.host.mask_update_timer().await {
             Ok(()) => {
                 self.timer_masked = true;
-                info!("masked bootc-fetch-apply-updates.timer until the next boot");
+                self.timer_retry.clear();
+                info!(
+                    unit = UPDATE_TIMER,
+                    "masked the host's update timer until the next boot"
+                );
             }
             Err(e) => {
-                warn!(error = %error_chain(&e), "cannot mask bootc-fetch-apply-updates.timer; will retry");
+                let message = format!(
+                    "cannot mask {UPDATE_TIMER}, so the host may update and reboot itself: {}",
+                    error_chain(&e)
+                );
+                warn!(error = %message, "will retry masking the update timer");
+                self.timer_retry.fail(message, now);
             }
         }
     }
@@ -234,7 +253,13 @@ impl<H: Host + 'static> Agent<H> {
     fn next_wake(&self) -> Instant {
         let now = Utc::now();
         let mut wake = self.last_poll + self.options.poll_interval;
-        for retry in [&self.host_retry, &self.credentials_retry, &self.api_retry] {
+        let retries = [
+            &self.host_retry,
+            &self.credentials_retry,
+            &self.api_retry,
+            &self.timer_retry,
+        ];
+        for retry in retries {
             if retry.is_failing() {
                 wake = wake.min(Instant::now() + retry.wait(now).unwrap_or_default());
             }

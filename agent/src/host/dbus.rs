@@ -20,7 +20,7 @@ use tokio::sync::OnceCell;
 use zbus::Connection;
 use zbus::proxy::CacheProperties;
 
-use super::{BootIdentity, Host, HostError};
+use super::{BootIdentity, Host, HostError, UPDATE_TIMER};
 use crate::bootc_status::BootcHost;
 use crate::machine::Unlock;
 
@@ -40,8 +40,6 @@ const DEFAULT_BOOTC: &str = "/usr/bin/bootc";
 const UNIT_PREFIX: &str = "bootc-node-agent-";
 /// Where bootc reads registry credentials first, as the host sees it.
 const AUTH_FILE: &str = "run/ostree/auth.json";
-/// The timer that would update the host behind the pool's back.
-const UPDATE_TIMER: &str = "bootc-fetch-apply-updates.timer";
 /// logind's `SD_LOGIND_SOFT_REBOOT` flag.
 const SOFT_REBOOT_FLAG: u64 = 1 << 2;
 

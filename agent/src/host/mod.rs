@@ -15,6 +15,10 @@ pub mod dbus;
 
 pub use dbus::DbusHost;
 
+/// The host's own update timer, which would update and reboot the host behind the pool's
+/// back: the agent masks it at runtime ([`Host::mask_update_timer`]).
+pub const UPDATE_TIMER: &str = "bootc-fetch-apply-updates.timer";
+
 /// Which boot the host is in: what `lastReboot` records, to tell later whether a reboot
 /// happened.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -28,6 +28,7 @@ fn host(booted: &str) -> HostFacts {
         booted: Some(slot(booted)),
         staged: None,
         rollback: None,
+        rollback_queued: false,
         boot_id: "boot-1".into(),
         soft_reboots: 0,
         can_soft_reboot: true,
@@ -351,8 +352,12 @@ fn reboots_that_did_not_apply_are_not_repeated() {
 #[test]
 fn a_requested_reboot_is_awaited_then_requested_again() {
     let approved = want(B, Booted, true);
+    // Unlocked: the reboot may have been requested.
     let h = HostFacts {
-        staged: Some(slot(B)),
+        staged: Some(Slot {
+            download_only: false,
+            ..slot(B)
+        }),
         ..host(A)
     };
     let recent = Memory {
@@ -369,10 +374,74 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
         last_reboot: Some(record(B, "boot-1", 0, 11)),
         failure: None,
     };
-    assert!(matches!(
+    assert_eq!(
         decide(&approved, &h, &overdue, now()).action,
-        HostAction::Reboot { .. }
-    ));
+        reboot(Unlock::AlreadyUnlocked, false, &h)
+    );
+}
+
+/// The record is written before the unlock, and the reboot requested only after it: a
+/// record beside a deployment still locked (or a rollback not queued) is of an attempt
+/// that stopped before the unlock (a failed unlock, a killed agent). No reboot was asked
+/// for, so there is none to wait for: go on at once, or after a failure's backoff.
+#[test]
+fn a_record_without_its_unlock_holds_back_no_reboot() {
+    let approved = want(B, Booted, true);
+    let recent = Memory {
+        last_reboot: Some(record(B, "boot-1", 0, 2)),
+        failure: None,
+    };
+    let locked = HostFacts {
+        staged: Some(slot(B)),
+        ..host(A)
+    };
+    assert_eq!(
+        decide(&approved, &locked, &recent, now()).action,
+        reboot(Unlock::FromDownloaded, false, &locked)
+    );
+    let rollback = HostFacts {
+        rollback: Some(slot(B)),
+        ..host(A)
+    };
+    assert_eq!(
+        decide(&approved, &rollback, &recent, now()).action,
+        reboot(Unlock::Rollback, false, &rollback)
+    );
+    // The rollback is queued: `bootc rollback` must not run again (it would un-queue it),
+    // and the reboot may have been requested.
+    let queued = HostFacts {
+        rollback_queued: true,
+        ..rollback.clone()
+    };
+    let d = decide(&approved, &queued, &recent, now());
+    assert_eq!((d.phase, d.action), (Phase::Rebooting, HostAction::Wait));
+    let overdue = Memory {
+        last_reboot: Some(record(B, "boot-1", 0, 11)),
+        failure: None,
+    };
+    assert_eq!(
+        decide(&approved, &queued, &overdue, now()).action,
+        reboot(Unlock::AlreadyUnlocked, false, &queued)
+    );
+    // A failed unlock backs off like any failed command.
+    let failed = Memory {
+        failure: Some(Failure {
+            image: pin(B),
+            message: "error: upgrade --from-downloaded: no space left".into(),
+            attempts: 1,
+            at: now() - chrono::TimeDelta::seconds(4),
+        }),
+        ..recent
+    };
+    let d = decide(&approved, &locked, &failed, now());
+    assert_eq!(
+        (d.phase, d.action, d.retry_after),
+        (
+            Phase::Rebooting,
+            HostAction::Wait,
+            Some(Duration::from_secs(6))
+        )
+    );
 }
 
 #[test]
@@ -453,7 +522,17 @@ fn backoff_doubles_up_to_five_minutes() {
 /// already rebooted for this digest and came back on another image.
 #[test]
 fn at_most_one_reboot_per_approval_exhaustively() {
-    let slots = [None, Some(slot(A)), Some(slot(B)), Some(slot(C))];
+    let unlocked_b = Slot {
+        download_only: false,
+        ..slot(B)
+    };
+    let slots = [
+        None,
+        Some(slot(A)),
+        Some(slot(B)),
+        Some(unlocked_b),
+        Some(slot(C)),
+    ];
     let records = [
         None,
         Some(record(B, "boot-1", 0, 1)),
@@ -464,7 +543,9 @@ fn at_most_one_reboot_per_approval_exhaustively() {
     for booted in &slots {
         for staged in &slots {
             for rollback in &slots {
-                for boot_id in ["boot-1", "boot-2"] {
+                for (boot_id, rollback_queued) in
+                    [("boot-1", false), ("boot-2", false), ("boot-1", true)]
+                {
                     for soft_reboots in [0, 1] {
                         for last_reboot in &records {
                             for state in [Staged, Booted] {
@@ -473,6 +554,7 @@ fn at_most_one_reboot_per_approval_exhaustively() {
                                         booted: booted.clone(),
                                         staged: staged.clone(),
                                         rollback: rollback.clone(),
+                                        rollback_queued,
                                         boot_id: boot_id.into(),
                                         soft_reboots,
                                         can_soft_reboot: true,
@@ -498,6 +580,25 @@ fn at_most_one_reboot_per_approval_exhaustively() {
                                             "reboot without approval: {h:?}"
                                         );
                                     }
+                                    // A recent record whose reboot has not happened, beside
+                                    // an unlocked deployment: that reboot may be under way.
+                                    let under_way = last_reboot.as_ref().is_some_and(|r| {
+                                        r.digest == B
+                                            && !r.happened(&h)
+                                            && now() - r.time < chrono::TimeDelta::minutes(10)
+                                    });
+                                    if under_way {
+                                        assert!(
+                                            !matches!(
+                                                d.action,
+                                                HostAction::Reboot {
+                                                    unlock: Unlock::AlreadyUnlocked,
+                                                    ..
+                                                }
+                                            ),
+                                            "a second request: {h:?} {memory:?}"
+                                        );
+                                    }
                                     if on_b {
                                         assert_eq!(
                                             (d.phase, &d.action),
@@ -513,5 +614,5 @@ fn at_most_one_reboot_per_approval_exhaustively() {
             }
         }
     }
-    assert_eq!(checked, 4 * 4 * 4 * 2 * 2 * 4 * 2 * 2);
+    assert_eq!(checked, 5 * 5 * 5 * 3 * 2 * 4 * 2 * 2);
 }

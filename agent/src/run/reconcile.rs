@@ -60,11 +60,19 @@ impl<H: Host + 'static> Agent<H> {
             action,
             ..
         } = decision;
-        let degraded = degraded.or_else(|| {
-            self.credentials_retry
-                .message()
-                .map(|m| (node_degraded::ERROR, m.to_owned()))
-        });
+        // The decision's own reason first (it is about the approved work), then the
+        // host's update timer, then the pull secret.
+        let degraded = degraded
+            .or_else(|| {
+                self.timer_retry
+                    .message()
+                    .map(|m| (node_degraded::UPDATE_TIMER_NOT_MASKED, m.to_owned()))
+            })
+            .or_else(|| {
+                self.credentials_retry
+                    .message()
+                    .map(|m| (node_degraded::ERROR, m.to_owned()))
+            });
         match action {
             HostAction::Wait => {}
             HostAction::Stage { image } => {
@@ -127,6 +135,10 @@ impl<H: Host + 'static> Agent<H> {
         }
     }
 
+    /// Reboots for an approval, in an order that a kill between any two steps leaves
+    /// safe: record `lastReboot` (the approval this reboot uses), then unlock, then
+    /// reboot. A record that cannot be written stops it before the host changes; a
+    /// failed unlock stops it before the reboot; both are retried.
     async fn reboot(
         &mut self,
         node: &BootcNode,
@@ -141,9 +153,19 @@ impl<H: Host + 'static> Agent<H> {
         } = reboot;
         let image = node.spec.desired_image.clone();
         let now = Utc::now();
-        // `bootc rollback` toggles: when the rollback is already queued, it is done.
-        let queued = unlock == Unlock::Rollback && status.status.rollback_queued;
-        if !queued && let Err(e) = self.host.unlock(unlock).await {
+        // The record must be on the object before the deployment is unlocked: it is what
+        // keeps a restarted agent from rebooting twice for one approval, and what tells
+        // the controller that this boot is the one before the reboot.
+        let previous = self.memory.last_reboot.replace(record);
+        if !self
+            .report(node, Some(status), Phase::Rebooting, degraded, now)
+            .await
+        {
+            self.memory.last_reboot = previous;
+            return;
+        }
+        if let Err(e) = self.host.unlock(unlock).await {
+            // The record stays: the deployment may have been unlocked all the same.
             let message = error_chain(&e);
             warn!(%image, error = %message, "unlocking the staged deployment failed");
             self.record_failure(&image, message, now);
@@ -154,16 +176,6 @@ impl<H: Host + 'static> Agent<H> {
                 .map(|f| (node_degraded::ERROR, f.message.clone()));
             self.report(node, Some(status), Phase::Rebooting, degraded, now)
                 .await;
-            return;
-        }
-        // The record must be on the object before the reboot: it is what keeps a
-        // restarted agent from rebooting twice for one approval.
-        let previous = self.memory.last_reboot.replace(record);
-        if !self
-            .report(node, Some(status), Phase::Rebooting, degraded, now)
-            .await
-        {
-            self.memory.last_reboot = previous;
             return;
         }
         info!(%image, soft, "rebooting");
@@ -207,6 +219,7 @@ pub fn facts(status: &BootcHost, identity: &BootIdentity) -> HostFacts {
         booted: slot(&status.status.booted),
         staged: slot(&status.status.staged),
         rollback: slot(&status.status.rollback),
+        rollback_queued: status.status.rollback_queued,
         boot_id: identity.boot_id.clone(),
         soft_reboots: identity.soft_reboots,
         can_soft_reboot: identity.can_soft_reboot,

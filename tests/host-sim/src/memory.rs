@@ -7,6 +7,9 @@
 //! registry, and reboots on its own after a configurable delay. Like a real host, a
 //! reboot ends the agent's connection: the channel from [`Host::changes`] closes, the
 //! agent's run loop returns, and whoever plays the supervisor starts a new agent.
+//!
+//! Every call is traced as step points, and a halt at one of them stands in for killing
+//! the agent there (`steps`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,6 +19,8 @@ use bootc_node_agent::host::{BootIdentity, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use bootc_standin::{ImageInfo, ImageResolver, State};
 use tokio::sync::{Notify, watch};
+
+mod steps;
 
 /// The images a simulated registry holds: by digest, and tags pointing at digests.
 #[derive(Debug, Default)]
@@ -127,6 +132,8 @@ pub struct Behaviour {
     pub stage_error: Option<String>,
     /// Make `stage` hang until cancelled.
     pub stage_hangs: bool,
+    /// Make every `mask_update_timer` fail with this error message.
+    pub mask_error: Option<String>,
 }
 
 impl Default for Behaviour {
@@ -138,6 +145,7 @@ impl Default for Behaviour {
             can_soft_reboot: true,
             stage_error: None,
             stage_hangs: false,
+            mask_error: None,
         }
     }
 }
@@ -170,6 +178,7 @@ struct MemoryState {
     timer_masked: bool,
     credentials: Option<Vec<u8>>,
     counters: Counters,
+    steps: steps::Steps,
     changes: watch::Sender<u64>,
     boots: watch::Sender<u64>,
 }
@@ -230,6 +239,7 @@ impl MemoryHost {
                 timer_masked: false,
                 credentials: None,
                 counters: Counters::default(),
+                steps: steps::Steps::default(),
                 changes,
                 boots,
             })),
@@ -374,18 +384,22 @@ pub const BOOTC_VERSION: &str = "1.16.9-memory";
 
 impl Host for MemoryHost {
     async fn bootc_version(&self) -> Result<String, HostError> {
+        self.step("bootc_version", false).await;
         self.require_up("bootc --version")?;
+        self.step("bootc_version", true).await;
         Ok(BOOTC_VERSION.to_owned())
     }
 
     async fn status(&self) -> Result<bootc_node_agent::bootc_status::BootcHost, HostError> {
         let command = "bootc status --format=json --format-version=1";
+        self.step("status", false).await;
         self.require_up(command)?;
         let json = {
             let mut inner = self.lock();
             inner.counters.status_reads += 1;
             inner.state.status().to_string()
         };
+        self.step("status", true).await;
         bootc_node_agent::bootc_status::parse(json.as_bytes()).map_err(|source| {
             HostError::ParseStatus {
                 command: command.to_owned(),
@@ -395,13 +409,18 @@ impl Host for MemoryHost {
     }
 
     async fn identity(&self) -> Result<BootIdentity, HostError> {
+        self.step("identity", false).await;
         self.require_up("hostname1.BootID")?;
-        let inner = self.lock();
-        Ok(BootIdentity {
-            boot_id: inner.boot_id.clone(),
-            soft_reboots: inner.soft_reboots,
-            can_soft_reboot: inner.behaviour.can_soft_reboot,
-        })
+        let identity = {
+            let inner = self.lock();
+            BootIdentity {
+                boot_id: inner.boot_id.clone(),
+                soft_reboots: inner.soft_reboots,
+                can_soft_reboot: inner.behaviour.can_soft_reboot,
+            }
+        };
+        self.step("identity", true).await;
+        Ok(identity)
     }
 
     async fn stage(&self, pin: &bootc_crds::ImageRef) -> Result<(), HostError> {
@@ -410,6 +429,7 @@ impl Host for MemoryHost {
             return Err(HostError::NotAPin { reference });
         }
         let command = format!("bootc switch --download-only {reference}");
+        self.step("stage", false).await;
         self.require_up(&command)?;
         let behaviour = {
             let mut inner = self.lock();
@@ -445,55 +465,80 @@ impl Host for MemoryHost {
             .catalog
             .resolve(&reference)
             .map_err(|e| failed(&command, format!("error: {e}")))?;
-        let mut inner = self.lock();
-        if !inner.up {
-            return Err(failed(&command, "the host went down".to_owned()));
+        {
+            let mut inner = self.lock();
+            if !inner.up {
+                return Err(failed(&command, "the host went down".to_owned()));
+            }
+            inner
+                .state
+                .switch(info, true)
+                .map_err(|e| failed(&command, format!("error: {e}")))?;
+            Self::signal(&inner);
         }
-        inner
-            .state
-            .switch(info, true)
-            .map_err(|e| failed(&command, format!("error: {e}")))?;
-        Self::signal(&inner);
+        self.step("stage", true).await;
         Ok(())
     }
 
     async fn unlock(&self, how: Unlock) -> Result<(), HostError> {
+        self.step("unlock", false).await;
         let command = match how {
             Unlock::FromDownloaded => "bootc upgrade --from-downloaded",
             Unlock::Rollback => "bootc rollback",
-            Unlock::AlreadyUnlocked => return Ok(()),
+            Unlock::AlreadyUnlocked => "",
         };
-        self.require_up(command)?;
-        let mut inner = self.lock();
-        let result = match how {
-            Unlock::Rollback => inner.state.rollback(),
-            _ => inner.state.from_downloaded(),
-        };
-        result.map_err(|e| failed(command, format!("error: {e}")))?;
-        Self::signal(&inner);
+        if !command.is_empty() {
+            self.require_up(command)?;
+            let mut inner = self.lock();
+            let result = match how {
+                Unlock::Rollback => inner.state.rollback(),
+                _ => inner.state.from_downloaded(),
+            };
+            result.map_err(|e| failed(command, format!("error: {e}")))?;
+            Self::signal(&inner);
+        }
+        self.step("unlock", true).await;
         Ok(())
     }
 
     async fn reboot(&self, soft: bool) -> Result<(), HostError> {
+        self.step("reboot", false).await;
         self.require_up("login1.RebootWithFlags")?;
         self.start_reboot(soft);
+        self.step("reboot", true).await;
         Ok(())
     }
 
     async fn mask_update_timer(&self) -> Result<(), HostError> {
-        self.require_up("Manager.MaskUnitFiles")?;
-        self.lock().timer_masked = true;
+        let command = "Manager.MaskUnitFiles";
+        self.step("mask_update_timer", false).await;
+        self.require_up(command)?;
+        {
+            let mut inner = self.lock();
+            if let Some(message) = inner.behaviour.mask_error.clone() {
+                return Err(HostError::Call {
+                    call: command,
+                    source: zbus::Error::Failure(message),
+                });
+            }
+            inner.timer_masked = true;
+        }
+        self.step("mask_update_timer", true).await;
         Ok(())
     }
 
     async fn write_credentials(&self, auth: Option<&[u8]>) -> Result<(), HostError> {
+        self.step("write_credentials", false).await;
         self.require_up("write /run/ostree/auth.json")?;
         self.lock().credentials = auth.map(<[u8]>::to_vec);
+        self.step("write_credentials", true).await;
         Ok(())
     }
 
     async fn cancel(&self) -> Result<(), HostError> {
+        self.step("cancel", false).await;
         self.cancel.notify_waiters();
+        self.step("cancel", true).await;
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! The agent's run loop against the API emulator and in-process hosts: the whole
 //! Staging → Staged → approval → reboot → Idle path, one reboot per approval, cancelled
-//! staging, restarts mid-stage, pull secrets, bad input, and an idle agent's API use.
+//! staging, restarts mid-stage, a kill between any two steps, pull secrets, an update
+//! timer that cannot be masked, bad input, and an idle agent's API use.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,7 +16,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::json;
 use tokio::sync::watch;
@@ -110,6 +111,13 @@ impl Supervised {
             }
         });
         Self { stop, task }
+    }
+
+    /// Kills the agent where it stands: its task is aborted, as a SIGKILL would end it
+    /// (a staging command it started keeps running, like an orphaned unit).
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
     }
 
     async fn stop(self) -> u32 {
@@ -580,5 +588,271 @@ async fn an_idle_agent_makes_no_writes_and_keeps_one_watch() {
     assert_eq!(writes[0].subresource, "status");
     assert_eq!(count("list"), 1, "{requests:?}");
     assert_eq!(count("watch"), 1, "one watch connection: {requests:?}");
+    agent.stop().await;
+}
+
+/// The host's deployments and reboots, as the invariants need them.
+fn reboots(host: &MemoryHost) -> u64 {
+    let counters = host.counters();
+    counters.reboots + counters.soft_reboots
+}
+
+/// Whether the host will boot the staged (or rollback) deployment: it was unlocked.
+fn unlocked(host: &MemoryHost) -> bool {
+    let state = host.state();
+    state.rollback_queued || state.staged.is_some_and(|s| !s.locked)
+}
+
+/// What a kill must never leave: a reboot without approval, an unlocked deployment or a
+/// reboot without a `lastReboot` record of the approval it used.
+async fn assert_safe(api: &Api<BootcNode>, host: &MemoryHost, approved: bool, at: &str) {
+    let node = api.get("n1").await.unwrap();
+    let record = node.status.as_ref().and_then(|s| s.last_reboot.clone());
+    if unlocked(host) || reboots(host) > 0 {
+        assert!(
+            approved,
+            "killed {at}: unlocked or rebooted without approval"
+        );
+        let record = record.unwrap_or_else(|| {
+            panic!(
+                "killed {at}: unlocked (or rebooted) with no lastReboot record: {:?}",
+                host.state()
+            )
+        });
+        assert_eq!(record.digest, digest('2'), "killed {at}");
+    }
+    assert!(
+        reboots(host) <= 1,
+        "killed {at}: two reboots for one approval"
+    );
+}
+
+/// Killed between the unlock and the reboot request, the next agent cannot tell whether
+/// a reboot is under way: it waits `REBOOT_REQUEST_TIMEOUT` (10 minutes) from the record
+/// before asking. The test stands in for that wait by moving the record's time back.
+async fn pass_the_reboot_wait(api: &Api<BootcNode>, host: &MemoryHost) -> bool {
+    let node = api.get("n1").await.unwrap();
+    let Some(record) = node.status.and_then(|s| s.last_reboot) else {
+        return false;
+    };
+    if !(host.is_up() && unlocked(host) && record.boot_id == host.boot_id()) {
+        return false;
+    }
+    let time = bootc_crds::conditions::from_time(&record.time).unwrap()
+        - bootc_node_agent::machine::REBOOT_REQUEST_TIMEOUT
+        - Duration::from_secs(60);
+    let patch = json!({"status": {"lastReboot": {"time": time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)}}});
+    api.patch_status("n1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    true
+}
+
+/// One run of the whole path (stage, approval once `Staged`, reboot, `Idle`) with the
+/// agent killed the `nth` time it reaches step `point` (see `host_sim::memory`; `None`:
+/// no kill) and a new agent started on the same host. Returns where it was killed (if
+/// the run got there) and the host's steps.
+async fn run_killed_at(point: Option<(&str, usize)>) -> (Option<String>, Vec<String>) {
+    let (_emulator, client) = cluster(false).await;
+    let catalog = Catalog::new();
+    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
+    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
+    if let Some((point, nth)) = point {
+        host.halt_at(point, nth);
+    }
+    let api: Api<BootcNode> = Api::all(client.clone());
+    api.create(&PostParams::default(), &node("n1", &v2))
+        .await
+        .unwrap();
+    let poll = Duration::from_secs(60);
+    let mut agent = Supervised::start(client.clone(), host.clone(), "n1", poll);
+    let (mut approved, mut killed) = (false, None);
+    let deadline = Instant::now() + DEADLINE;
+    let node = loop {
+        assert!(
+            Instant::now() < deadline,
+            "killed {killed:?} at point {point:?}: the node did not converge; steps {:?}, host {:?}",
+            host.steps(),
+            host.state()
+        );
+        if killed.is_none()
+            && let Some(at) = host.halted()
+        {
+            agent.kill().await;
+            assert_safe(&api, &host, approved, &at).await;
+            host.resume();
+            pass_the_reboot_wait(&api, &host).await;
+            agent = Supervised::start(client.clone(), host.clone(), "n1", poll);
+            killed = Some(at);
+            continue;
+        }
+        let node = api.get("n1").await.unwrap();
+        let reason = condition(&node, "Idle").map(|c| c.1);
+        if !approved && reason.as_deref() == Some("Staged") {
+            assert_eq!(reboots(&host), 0, "a reboot without approval");
+            assert!(!unlocked(&host), "unlocked without approval");
+            approve(&api, "n1").await;
+            approved = true;
+        }
+        if reason.as_deref() == Some("Idle") {
+            break node;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    agent.stop().await;
+    let at = format!("{killed:?} (point {point:?})");
+    let status = node.status.unwrap();
+    assert_eq!(
+        status.booted.unwrap().image.image_digest,
+        digest('2'),
+        "{at}"
+    );
+    assert_eq!(
+        host.state().booted.unwrap().info.digest,
+        digest('2'),
+        "{at}"
+    );
+    assert_eq!(status.last_reboot.unwrap().digest, digest('2'), "{at}");
+    assert!(approved, "{at}: on the new image without approval");
+    assert_eq!(reboots(&host), 1, "{at}: one reboot for the one approval");
+    (killed, host.steps())
+}
+
+/// The agent killed (its task aborted, as SIGKILL would) right before and right after
+/// each host call of the whole update path in turn — and so on either side of each
+/// status write, which happen between host calls — then started again on the same host:
+/// never a reboot without approval, never an unlocked deployment without a `lastReboot`
+/// record, never two reboots for one approval, and the node ends on the desired image.
+#[tokio::test]
+async fn a_kill_between_any_two_steps_leaves_a_safe_state() {
+    let (_, path) = run_killed_at(None).await;
+    let mut killed = Vec::new();
+    for (i, point) in path.iter().enumerate() {
+        let nth = path[..=i].iter().filter(|p| *p == point).count();
+        if let (Some(at), _) = run_killed_at(Some((point, nth))).await {
+            killed.push(at);
+        }
+    }
+    // A run reaches a point as often as the run without a kill did, but for the host
+    // reads of reconciles that timing adds or saves.
+    assert!(
+        killed.len() + 4 >= path.len(),
+        "killed at {killed:?} of {path:?}"
+    );
+    for needed in [
+        "before stage (1)",
+        "after stage (1)",
+        "before unlock (1)",
+        "after unlock (1)",
+        "before reboot (1)",
+        "after reboot (1)",
+    ] {
+        assert!(killed.iter().any(|p| p == needed), "{needed} in {killed:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_timer_that_cannot_be_masked_is_reported_until_it_is() {
+    let (_emulator, client) = cluster(false).await;
+    let catalog = Catalog::new();
+    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
+    let host = MemoryHost::new(
+        catalog,
+        &v1,
+        Behaviour {
+            mask_error: Some("Access denied".to_owned()),
+            ..Behaviour::default()
+        },
+    )
+    .unwrap();
+    let api: Api<BootcNode> = Api::all(client.clone());
+    api.create(&PostParams::default(), &node("n1", &v1))
+        .await
+        .unwrap();
+    let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
+    let (node, message) = wait_for("UpdateTimerNotMasked", async || {
+        let n = api.get("n1").await.ok()?;
+        let (status, reason, message) = condition(&n, "Degraded")?;
+        (status == "True" && reason == "UpdateTimerNotMasked").then_some((n, message))
+    })
+    .await;
+    assert!(
+        message.contains("bootc-fetch-apply-updates.timer") && message.contains("Access denied"),
+        "{message}"
+    );
+    assert_eq!(
+        condition(&node, "Idle").unwrap().1,
+        "Idle",
+        "the rest goes on"
+    );
+    assert!(!host.timer_masked());
+    // Fixed on the host: the next retry masks it and the condition clears.
+    host.set_behaviour(Behaviour::default());
+    wait_for("Degraded to clear", async || {
+        let n = api.get("n1").await.ok()?;
+        (condition(&n, "Degraded")?.0 == "False").then_some(())
+    })
+    .await;
+    assert!(host.timer_masked());
+    let attempts = host
+        .steps()
+        .iter()
+        .filter(|s| *s == "before mask_update_timer")
+        .count();
+    assert!(attempts >= 2, "retried: {attempts}");
+    agent.stop().await;
+}
+
+/// The approval's record is written before the deployment is unlocked: when that write
+/// is refused, nothing is unlocked and nothing reboots; once the API answers again, the
+/// agent records, unlocks and reboots, once.
+#[tokio::test]
+async fn a_refused_reboot_record_stops_the_unlock_and_the_reboot() {
+    let (emulator, client) = cluster(false).await;
+    let catalog = Catalog::new();
+    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
+    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let behaviour = Behaviour {
+        stage_time: Duration::from_secs(2),
+        ..Behaviour::default()
+    };
+    let host = MemoryHost::new(catalog, &v1, behaviour).unwrap();
+    let api: Api<BootcNode> = Api::all(client.clone());
+    let mut approved = node("n1", &v2);
+    approved.spec.desired_image_state = DesiredImageState::Booted;
+    approved
+        .annotations_mut()
+        .insert(REBOOT_SLOT_ANNOTATION.to_owned(), "pool-a".to_owned());
+    api.create(&PostParams::default(), &approved).await.unwrap();
+    let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
+    wait_reason(&api, "n1", "Staging").await;
+    // From now on, every write to a BootcNode fails.
+    let handle = emulator.handle();
+    handle.set_faults(kube_emulator::FaultConfig {
+        error_rate: 1.0,
+        writes_only: true,
+        resource: Some("bootcnodes".to_owned()),
+        ..Default::default()
+    });
+    let refused = || {
+        handle
+            .requests()
+            .iter()
+            .filter(|r| r.injected && r.subresource == "status")
+            .count()
+    };
+    wait_for("the record's write to be refused", async || {
+        (host.state().staged.is_some() && refused() > 0).then_some(())
+    })
+    .await;
+    assert!(!unlocked(&host), "unlocked without a record");
+    assert_eq!(reboots(&host), 0, "rebooted without a record");
+    handle.clear_faults();
+    let idle = wait_reason(&api, "n1", "Idle").await;
+    let status = idle.status.unwrap();
+    assert_eq!(status.booted.unwrap().image.image_digest, digest('2'));
+    assert_eq!(status.last_reboot.unwrap().digest, digest('2'));
+    assert_eq!(reboots(&host), 1);
     agent.stop().await;
 }
