@@ -50,6 +50,7 @@ async fn controller(config: config::Config) -> Result<(), String> {
             ..ResolverOptions::default()
         }),
         metrics: metrics.clone(),
+        health: health.clone(),
         ..Dependencies::default()
     };
     let server = Server::bind(config.metrics_addr, metrics, health.clone())
@@ -59,7 +60,6 @@ async fn controller(config: config::Config) -> Result<(), String> {
     let server = tokio::spawn(server.run(shutdown.requested()));
     let lease = LeaseConfig::new(&config.lease_name, &config.lease_namespace, &identity);
     info!(%identity, lease = %config.lease_name, namespace = %config.lease_namespace, "controller started");
-    health.set_ready(true);
     reconcile::run_elected(client, deps, lease, shutdown.requested())
         .await
         .map_err(|e| format!("leader election: {e}"))?;

@@ -880,3 +880,33 @@ async fn a_pool_deleted_mid_rollout_while_the_controller_is_down_leaves_no_trace
     );
     controller.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_only_once_the_caches_have_synced() {
+    let env = env(&["n1"]).await;
+    // Every request takes a while, so that the caches cannot have synced at once.
+    env.emulator
+        .handle()
+        .set_faults(kube_emulator::FaultConfig {
+            latency: Duration::from_millis(300),
+            ..Default::default()
+        });
+    let deps = Dependencies::default();
+    let health = deps.health.clone();
+    let controller = start(&env.emulator, deps);
+    assert!(!health.is_ready(), "ready before the caches synced");
+    let deadline = Instant::now() + DEADLINE;
+    while !health.is_ready() {
+        assert!(
+            Instant::now() < deadline,
+            "never ready: {:?}",
+            health.readiness()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    controller.stop().await;
+    assert!(
+        !health.is_ready(),
+        "still ready after the controller stopped"
+    );
+}

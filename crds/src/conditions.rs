@@ -55,6 +55,8 @@ pub mod progressing {
     pub const STALLED: &str = "Stalled";
     /// True: every node runs the target; nothing left to do.
     pub const COMPLETE: &str = "Complete";
+    /// False: the spec is invalid, so nothing can advance until it is fixed.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
 }
 
 /// Reasons of the node's `Idle` condition.
@@ -75,6 +77,9 @@ pub mod node_degraded {
     pub const ERROR: &str = "Error";
     /// True: the host rebooted for this approval but came back on another image.
     pub const REBOOT_DID_NOT_APPLY: &str = "RebootDidNotApply";
+    /// True: the host's own update timer (`bootc-fetch-apply-updates.timer`) could not be
+    /// masked, so the host may update and reboot itself; the message names the error.
+    pub const UPDATE_TIMER_NOT_MASKED: &str = "UpdateTimerNotMasked";
     /// False: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
 }

@@ -382,12 +382,14 @@ fn condition_types_and_reasons_fit_the_condition_schema() {
         progressing::ADVANCING,
         progressing::STALLED,
         progressing::COMPLETE,
+        progressing::INVALID_SPEC,
         idle::IDLE,
         idle::STAGING,
         idle::STAGED,
         idle::REBOOTING,
         node_degraded::ERROR,
         node_degraded::REBOOT_DID_NOT_APPLY,
+        node_degraded::UPDATE_TIMER_NOT_MASKED,
         node_degraded::HEALTHY,
     ];
     for reason in reasons.iter().chain(&pool_degraded::PRECEDENCE) {

@@ -35,6 +35,8 @@ pub async fn run_elected(
     let mut election = AbortOnDrop(Some(election));
     let mut stop = stop_rx.clone();
     loop {
+        // Standing by, ready to take over: ready as a replica.
+        deps.health.set_ready(true);
         tokio::select! {
             r = leader.wait_for(|l| *l) => if r.is_err() { break },
             _ = stop.wait_for(|s| *s) => break,

@@ -52,6 +52,7 @@ use crate::drain::{DrainDone, Drainer};
 use crate::metrics::Metrics;
 use crate::plan::{self, Progress};
 use crate::resolve::{Resolver, ResolverOptions};
+use crate::server::Health;
 use cache::{Overlay, lock, node_fingerprint, strip_node};
 
 /// The User-Agent of the controller's requests (for audit logs and request counts).
@@ -78,6 +79,9 @@ pub struct Dependencies {
     pub resolver: Resolver,
     /// Where metrics are recorded.
     pub metrics: Metrics,
+    /// What `/readyz` answers: a replica leading is ready once its caches have synced; a
+    /// standby replica (watching the Lease, ready to take over) is ready.
+    pub health: Health,
 }
 
 impl std::fmt::Debug for Dependencies {
@@ -95,6 +99,7 @@ impl Default for Dependencies {
             instance: "bootc-pool-controller".to_owned(),
             resolver: Resolver::new(ResolverOptions::default()),
             metrics: Metrics::new(),
+            health: Health::new(),
         }
     }
 }
@@ -244,6 +249,34 @@ fn pools_of_secret(
         .collect()
 }
 
+/// Marks the replica ready once every cache has synced.
+async fn ready_when_synced(
+    health: Health,
+    bootc: Store<BootcNode>,
+    nodes: Store<Node>,
+    pools: Store<BootcNodePool>,
+) {
+    let synced = bootc.wait_until_ready().await.is_ok()
+        && nodes.wait_until_ready().await.is_ok()
+        && pools.wait_until_ready().await.is_ok();
+    if synced {
+        health.set_ready(true);
+    }
+}
+
+/// Secrets: metadata only (names and versions, never content); the content is read when
+/// a pool is reconciled.
+fn secret_changes(
+    client: &Client,
+) -> impl Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + use<> {
+    watcher::watcher(
+        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+}
+
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
     client: Client,
@@ -266,20 +299,21 @@ pub async fn run(
     let (done_tx, done_rx) = mpsc::unbounded_channel::<DrainDone>();
     let drained = tokio_stream::wrappers::UnboundedReceiverStream::new(done_rx)
         .map(|done| ObjectRef::<BootcNodePool>::new(&done.pool));
-    // Secrets: metadata only (names and versions, never content); the content is read
-    // when a pool is reconciled.
-    let secret_stream = watcher::watcher(
-        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .touched_objects();
+    let secret_stream = secret_changes(&client);
 
+    let health = deps.health.clone();
+    health.set_not_ready("leading: caches not synced yet");
     let controller = Controller::new(
         Api::<BootcNodePool>::all(client.clone()),
         watcher::Config::default(),
     );
     let pool_store = controller.store();
+    let synced = tokio::spawn(ready_when_synced(
+        health.clone(),
+        bootc_store.clone(),
+        node_store.clone(),
+        pool_store.clone(),
+    ));
     let reporter = Reporter {
         controller: FIELD_MANAGER.to_owned(),
         instance: Some(deps.instance.clone()),
@@ -316,6 +350,8 @@ pub async fn run(
             }
         })
         .await;
+    synced.abort();
+    health.set_not_ready("the controller stopped");
 }
 
 /// The wait before retrying after `failures` failed reconciles in a row: 1 s doubling to
