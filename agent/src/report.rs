@@ -1,6 +1,7 @@
 //! The BootcNode status the agent reports, composed from the host's bootc status and the
 //! decision, so that an unchanged situation gives an identical status (and no write).
 
+use bootc_crds::bounds::{VERSION_MAX_LEN, truncate};
 use bootc_crds::conditions::{DEGRADED, IDLE, node_degraded};
 use bootc_crds::node::{BootcNodeStatus, LastReboot};
 use chrono::{DateTime, Utc};
@@ -137,9 +138,9 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
             .or_else(|| previous.and_then(|p| p.last_reboot.clone())),
         bootc_version: inputs
             .bootc_version
-            .map(str::to_owned)
+            .map(|v| truncate(v.to_owned(), VERSION_MAX_LEN))
             .or_else(|| previous.and_then(|p| p.bootc_version.clone())),
-        agent_version: Some(inputs.agent_version.to_owned()),
+        agent_version: Some(truncate(inputs.agent_version.to_owned(), VERSION_MAX_LEN)),
         conditions: idle.into_iter().chain(degraded).collect(),
     }
 }

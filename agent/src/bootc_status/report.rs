@@ -1,6 +1,7 @@
 //! What the agent reads from bootc's document: which deployment runs a digest, and the
 //! images it reports in `BootcNode.status`.
 
+use bootc_crds::bounds::{ARCHITECTURE_MAX_LEN, VERSION_MAX_LEN, truncate};
 use bootc_crds::image_ref::{Digest, runs_digest};
 use bootc_crds::node::{BootedImage, ImageStatus, StagedImage};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -38,9 +39,14 @@ impl BootEntry {
         Some(ImageStatus {
             image: img.image.image.clone(),
             image_digest: img.image_digest.to_string(),
-            version: img.version.clone(),
+            // Free text from the image: cut to the status schema's bounds, so that an odd
+            // label cannot get the whole status write refused.
+            version: img.version.clone().map(|v| truncate(v, VERSION_MAX_LEN)),
             timestamp: img.build_time().and_then(|t| to_kube_time(&t)),
-            architecture: img.architecture.clone(),
+            architecture: img
+                .architecture
+                .clone()
+                .map(|a| truncate(a, ARCHITECTURE_MAX_LEN)),
             soft_reboot_capable: self.soft_reboot_capable.unwrap_or(false),
             incompatible: self.incompatible,
         })

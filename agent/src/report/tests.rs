@@ -173,3 +173,17 @@ fn times_convert_both_ways_at_second_precision() {
     let k = to_time(t).unwrap();
     assert_eq!(from_time(&k), Some(at(3)));
 }
+
+#[test]
+fn free_text_from_the_host_is_cut_to_the_schema_bounds() {
+    let h = host(A, Some(B));
+    let long = "9".repeat(bootc_crds::bounds::VERSION_MAX_LEN * 3);
+    let mut i = inputs(None, Some(&h), Phase::Staged, at(0));
+    i.bootc_version = Some(&long);
+    i.agent_version = &long;
+    let status = compose(&i);
+    for v in [status.bootc_version.unwrap(), status.agent_version.unwrap()] {
+        assert_eq!(v.chars().count(), bootc_crds::bounds::VERSION_MAX_LEN);
+        assert!(v.ends_with('…'));
+    }
+}

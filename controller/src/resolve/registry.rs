@@ -146,7 +146,10 @@ impl Resolver {
         )
         .await;
         let version = match fetched {
-            Ok(Ok((_, _, config))) => version_label(&config),
+            // Cut to the status schema's bound, so that an odd label cannot get the
+            // pool's whole status write refused.
+            Ok(Ok((_, _, config))) => version_label(&config)
+                .map(|v| bootc_crds::bounds::truncate(v, bootc_crds::bounds::VERSION_MAX_LEN)),
             Ok(Err(e)) => {
                 tracing::warn!(
                     image = %reference.pin(digest),
