@@ -36,7 +36,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
 
 pub mod cache;
@@ -160,6 +160,8 @@ pub struct Context {
     node_overlay: Mutex<Overlay<Node>>,
     /// Failed reconciles in a row, by pool (for the backoff).
     failures: Mutex<HashMap<String, u32>>,
+    /// Whether the BootcNode and Node caches have been filled.
+    synced: Synced,
     /// By pool: the progress the last plan returned (for stall detection; restarts begin
     /// a new count).
     progress: Mutex<HashMap<String, Progress>>,
@@ -180,10 +182,31 @@ impl std::fmt::Debug for Context {
     }
 }
 
+/// Every BootcNode change; `synced` turns true once the cache has been filled.
+fn bootc_changes(
+    api: Api<BootcNode>,
+    writer: reflector::store::Writer<BootcNode>,
+    synced: watch::Sender<bool>,
+) -> impl Stream<Item = Result<BootcNode, watcher::Error>> {
+    reflector::reflector(
+        writer,
+        watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(|b: &mut BootcNode| b.managed_fields_mut().clear()),
+    )
+    .inspect(move |event| {
+        if matches!(event, Ok(Event::InitDone)) {
+            synced.send_replace(true);
+        }
+    })
+    .touched_objects()
+}
+
 /// Node changes a plan can see (labels, Ready, unschedulable, boot ID) and deletions.
 fn node_changes(
     api: Api<Node>,
     writer: reflector::store::Writer<Node>,
+    synced: watch::Sender<bool>,
 ) -> impl Stream<Item = Result<Node, watcher::Error>> {
     let mut seen: HashMap<String, u64> = HashMap::new();
     reflector::reflector(
@@ -204,7 +227,11 @@ fn node_changes(
                 seen.remove(&node.name_any());
                 Some(Ok(node))
             }
-            Ok(Event::Init | Event::InitDone) => None,
+            Ok(Event::InitDone) => {
+                synced.send_replace(true);
+                None
+            }
+            Ok(Event::Init) => None,
         };
         std::future::ready(out)
     })
@@ -249,17 +276,26 @@ fn pools_of_secret(
         .collect()
 }
 
-/// Marks the replica ready once every cache has synced.
-async fn ready_when_synced(
-    health: Health,
-    bootc: Store<BootcNode>,
-    nodes: Store<Node>,
-    pools: Store<BootcNodePool>,
-) {
-    let synced = bootc.wait_until_ready().await.is_ok()
-        && nodes.wait_until_ready().await.is_ok()
-        && pools.wait_until_ready().await.is_ok();
-    if synced {
+/// Whether the BootcNode and Node caches have been filled once, as the watch streams
+/// that fill them say. (A store's own `wait_until_ready` wakes only its latest waiter, so
+/// two tasks waiting on one store could wait forever; a `watch` channel wakes them all.)
+#[derive(Debug, Clone)]
+struct Synced {
+    bootc: watch::Receiver<bool>,
+    nodes: watch::Receiver<bool>,
+}
+
+impl Synced {
+    /// Waits until both caches have been filled; false when their streams are gone.
+    async fn wait(&self) -> bool {
+        let (mut bootc, mut nodes) = (self.bootc.clone(), self.nodes.clone());
+        bootc.wait_for(|s| *s).await.is_ok() && nodes.wait_for(|s| *s).await.is_ok()
+    }
+}
+
+/// Marks the replica ready once its caches have synced.
+async fn ready_when_synced(health: Health, synced: Synced) {
+    if synced.wait().await {
         health.set_ready(true);
     }
 }
@@ -284,18 +320,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (bootc_store, bootc_writer) = reflector::store();
-    let bootc_stream = reflector::reflector(
-        bootc_writer,
-        watcher::watcher(
-            Api::<BootcNode>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .modify(|b: &mut BootcNode| b.managed_fields_mut().clear()),
-    )
-    .touched_objects();
+    let (bootc_synced, bootc_synced_rx) = watch::channel(false);
+    let bootc_stream = bootc_changes(Api::all(client.clone()), bootc_writer, bootc_synced);
     let (node_store, node_writer) = reflector::store();
-    let node_stream = node_changes(Api::all(client.clone()), node_writer);
+    let (nodes_synced, nodes_synced_rx) = watch::channel(false);
+    let node_stream = node_changes(Api::all(client.clone()), node_writer, nodes_synced);
+    let synced = Synced {
+        bootc: bootc_synced_rx,
+        nodes: nodes_synced_rx,
+    };
     let (done_tx, done_rx) = mpsc::unbounded_channel::<DrainDone>();
     let drained = tokio_stream::wrappers::UnboundedReceiverStream::new(done_rx)
         .map(|done| ObjectRef::<BootcNodePool>::new(&done.pool));
@@ -308,12 +341,7 @@ pub async fn run(
         watcher::Config::default(),
     );
     let pool_store = controller.store();
-    let synced = tokio::spawn(ready_when_synced(
-        health.clone(),
-        bootc_store.clone(),
-        node_store.clone(),
-        pool_store.clone(),
-    ));
+    let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
     let reporter = Reporter {
         controller: FIELD_MANAGER.to_owned(),
         instance: Some(deps.instance.clone()),
@@ -329,6 +357,7 @@ pub async fn run(
         bootc_overlay: Mutex::new(Overlay::default()),
         node_overlay: Mutex::new(Overlay::default()),
         failures: Mutex::new(HashMap::new()),
+        synced,
         progress: Mutex::new(HashMap::new()),
     });
     let (node_pools, secret_pools) = (pool_store.clone(), pool_store);
@@ -350,7 +379,7 @@ pub async fn run(
             }
         })
         .await;
-    synced.abort();
+    ready.abort();
     health.set_not_ready("the controller stopped");
 }
 
@@ -405,7 +434,7 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeu
 async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, ReconcileError> {
     // The controller waits for its pool cache only. A plan from a Node or BootcNode cache
     // that is still filling would take members for leavers (and delete their BootcNodes).
-    if ctx.nodes.wait_until_ready().await.is_err() || ctx.bootc.wait_until_ready().await.is_err() {
+    if !ctx.synced.wait().await {
         return Err(ReconcileError::CacheGone);
     }
     let name = pool.name_any();
