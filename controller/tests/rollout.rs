@@ -692,6 +692,27 @@ async fn a_node_failing_to_stage_and_one_back_on_the_wrong_image_do_not_stop_the
     controller.stop().await;
 }
 
+/// A pod `web-0` on `node` that a disruption budget allows no eviction of: the node's
+/// drain is held up until the budget goes.
+async fn web_pod_held_by_a_budget(env: &Env, node: &str) {
+    let web = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
+    let owner = PodOwner::ReplicaSet("web".into());
+    env.cluster
+        .add_pod(node, "default", "web-0", web, owner)
+        .await
+        .unwrap();
+    blocking_pdb(&env.client, "web", "web").await;
+}
+
+/// Waits until `node` is cordoned.
+async fn wait_cordoned(client: &Client, node: &str) {
+    let deadline = Instant::now() + DEADLINE;
+    while !unschedulable(client, node).await {
+        assert!(Instant::now() < deadline, "{node} was never cordoned");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The reasons and notes of the Events recorded so far.
 async fn events(client: &Client) -> Vec<(String, String)> {
     let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
@@ -731,23 +752,13 @@ fn sample(text: &str, prefix: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
     let env = env(&["n1"]).await;
-    let web = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
-    let owner = PodOwner::ReplicaSet("web".into());
-    env.cluster
-        .add_pod("n1", "default", "web-0", web, owner)
-        .await
-        .unwrap();
-    blocking_pdb(&env.client, "web", "web").await;
+    web_pod_held_by_a_budget(&env, "n1").await;
     let deps = Dependencies::default();
     let metrics = deps.metrics.clone();
     let controller = start(&env.emulator, deps);
     env.apply_workers(json!({"maxUnavailable": 1})).await;
     // n1 holds the slot, cordoned, its drain held up by the disruption budget.
-    let deadline = Instant::now() + DEADLINE;
-    while !unschedulable(&env.client, "n1").await {
-        assert!(Instant::now() < deadline, "n1 was never cordoned");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_cordoned(&env.client, "n1").await;
     // From now on every write of the controller to a BootcNode fails; then the budget
     // goes, the drain finishes, and the approval is written, and fails.
     env.emulator
@@ -817,20 +828,10 @@ async fn a_pool_deleted_mid_rollout_while_the_controller_is_down_leaves_no_trace
     // n3 was cordoned by an admin; n1's drain is held up by a disruption budget, so that
     // n1 stays cordoned by the pool, mid-rollout.
     set_unschedulable(&env.client, "n3", true).await;
-    let web = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
-    let owner = PodOwner::ReplicaSet("web".into());
-    env.cluster
-        .add_pod("n1", "default", "web-0", web, owner)
-        .await
-        .unwrap();
-    blocking_pdb(&env.client, "web", "web").await;
+    web_pod_held_by_a_budget(&env, "n1").await;
     let controller = start(&env.emulator, Dependencies::default());
     let pools = env.apply_workers(json!({"maxUnavailable": 1})).await;
-    let deadline = Instant::now() + DEADLINE;
-    while !unschedulable(&env.client, "n1").await {
-        assert!(Instant::now() < deadline, "n1 was never cordoned");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_cordoned(&env.client, "n1").await;
     let pool = pools.get("workers").await.unwrap();
     assert!(
         pool.finalizers()
