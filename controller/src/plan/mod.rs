@@ -118,6 +118,8 @@ struct Planner<'a> {
     /// Nodes selected by more than one pool, as messages, and their names.
     conflicts: Vec<String>,
     conflicted: BTreeSet<String>,
+    /// Drains held up, with the pod and what refuses it.
+    blocked: Vec<String>,
     holders: usize,
     unavailable: usize,
     candidates: Vec<&'a NodeView>,
@@ -141,6 +143,7 @@ impl<'a> Planner<'a> {
             degraded: Vec::new(),
             conflicts: Vec::new(),
             conflicted: BTreeSet::new(),
+            blocked: Vec::new(),
             holders: 0,
             unavailable: 0,
             candidates: Vec::new(),
