@@ -765,10 +765,7 @@ async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
     })
     .await;
     let message = condition(&p, "UpToDate").unwrap().2;
-    assert!(
-        message.contains("n1") && message.contains("web-0"),
-        "{message}"
-    );
+    assert!(message.contains("n1") && message.contains("web-0"), "{message}");
     wait_events(&env.client, "the blocked drain announced", |seen| {
         seen.iter()
             .any(|(reason, note)| reason == "DrainBlocked" && note.contains("web-0"))
