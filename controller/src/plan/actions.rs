@@ -133,8 +133,6 @@ pub mod events {
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
     /// A drain timed out.
     pub const DRAIN_FAILED: &str = "DrainFailed";
-    /// A drain is held up: a disruption budget (or a drain setting) refuses an eviction.
-    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
     /// A node is selected by more than one pool.
     pub const NODE_CONFLICT: &str = "NodeConflict";
     /// A write or a drain step the plan asked for failed (recorded by the shell).

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bootc_crds::conditions::UP_TO_DATE;
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
 use bootc_crds::{APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, WAS_CORDONED_ANNOTATION};
 use chrono::{DateTime, Utc};
@@ -96,8 +95,7 @@ fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     }
     match p.snap.drains.get(&name) {
         None => p.actions.push(Action::StartDrain { node: name.clone() }),
-        Some(DrainView::Running { blocked: None }) => {}
-        Some(DrainView::Running { blocked: Some(why) }) => blocked(p, &name, why),
+        Some(DrainView::Running) => {}
         Some(DrainView::Drained) => {
             let image = holder.node.target.image.clone();
             holder.spec.desired_image_state = DesiredImageState::Booted;
@@ -137,23 +135,6 @@ fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
         }
     }
     p.states.insert(name, NodeState::Rebooting);
-}
-
-/// A drain held up (a disruption budget refusing an eviction, a pod the drain settings
-/// do not allow to evict): said in the pool's status, and in an event when it is news.
-fn blocked(p: &mut Planner<'_>, node: &str, why: &str) {
-    let problem = format!("node {node}: drain blocked: {why}");
-    let known = p
-        .snap
-        .pool
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == UP_TO_DATE))
-        .is_some_and(|c| c.message.contains(&problem));
-    if !known {
-        p.node_event(node, true, events::DRAIN_BLOCKED, problem.clone());
-    }
-    p.blocked.push(problem);
 }
 
 /// The reboot timeout: how long since the approval, and whether it has run out.

@@ -118,8 +118,6 @@ struct Planner<'a> {
     /// Nodes selected by more than one pool, as messages, and their names.
     conflicts: Vec<String>,
     conflicted: BTreeSet<String>,
-    /// Drains held up, with the pod and what refuses it.
-    blocked: Vec<String>,
     holders: usize,
     unavailable: usize,
     candidates: Vec<&'a NodeView>,
@@ -143,7 +141,6 @@ impl<'a> Planner<'a> {
             degraded: Vec::new(),
             conflicts: Vec::new(),
             conflicted: BTreeSet::new(),
-            blocked: Vec::new(),
             holders: 0,
             unavailable: 0,
             candidates: Vec::new(),

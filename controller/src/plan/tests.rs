@@ -352,8 +352,7 @@ fn a_drained_holder_is_approved_once() {
         pool_spec(IntOrString::Int(1)),
         &[node("n1").staged().slot().cordoned()],
     );
-    snap.drains
-        .insert("n1".into(), DrainView::Running { blocked: None });
+    snap.drains.insert("n1".into(), DrainView::Running);
     let waiting = super::plan(&snap);
     assert!(
         actions_for(&waiting, "n1").is_empty(),
@@ -618,8 +617,7 @@ fn a_node_leaving_mid_drain_is_released_and_forgotten() {
     let mut leaving = node("n1").staged().slot().cordoned();
     leaving.role = "db";
     let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[leaving]);
-    snap.drains
-        .insert("n1".into(), DrainView::Running { blocked: None });
+    snap.drains.insert("n1".into(), DrainView::Running);
     let plan = super::plan(&snap);
     assert_eq!(
         actions_for(&plan, "n1"),
@@ -875,8 +873,7 @@ fn planning_again_from_its_own_status_changes_nothing() {
         node("n3").staged(),
     ];
     let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &nodes);
-    snap.drains
-        .insert("n1".into(), DrainView::Running { blocked: None });
+    snap.drains.insert("n1".into(), DrainView::Running);
     let first = super::plan(&snap);
     snap.pool.status = Some(first.status.clone());
     snap.now = now() + chrono::Duration::minutes(3);
@@ -914,8 +911,7 @@ fn every_node_state_is_counted() {
     let mut spec = pool_spec(IntOrString::Int(1));
     spec.drain_timeout_for_tests();
     let mut snap = snapshot(spec, &nodes);
-    snap.drains
-        .insert("rebooting".into(), DrainView::Running { blocked: None });
+    snap.drains.insert("rebooting".into(), DrainView::Running);
     let plan = super::plan(&snap);
     let s = &plan.status;
     assert_eq!(
@@ -1306,8 +1302,7 @@ fn deleting_a_pool_lets_every_node_go_before_the_finalizer() {
         .cordoned();
     let n3 = node("n3").staged();
     let mut snap = snapshot(pool_spec(IntOrString::Int(2)), &[n1, n2, n3]);
-    snap.drains
-        .insert("n1".into(), DrainView::Running { blocked: None });
+    snap.drains.insert("n1".into(), DrainView::Running);
     deleting(&mut snap);
     let plan = super::plan(&snap);
     assert!(actions_for(&plan, "n1").contains(&&Action::CancelDrain { node: "n1".into() }));
@@ -1355,40 +1350,4 @@ fn a_node_another_pool_selects_keeps_its_label_when_this_pool_goes() {
     let acts = super::plan(&snap).actions;
     assert!(acts.contains(&Action::Delete { node: "n1".into() }));
     assert!(!acts.contains(&Action::Unlabel { node: "n1".into() }));
-}
-
-#[test]
-fn a_blocked_drain_is_named_in_the_status_and_announced_once() {
-    let mut snap = snapshot(
-        pool_spec(IntOrString::Int(1)),
-        &[node("n1").staged().slot().cordoned()],
-    );
-    let why = "evicting default/web-0: Cannot evict pod as it would violate the pod's disruption budget web";
-    snap.drains.insert(
-        "n1".into(),
-        DrainView::Running {
-            blocked: Some(why.into()),
-        },
-    );
-    let plan = super::plan(&snap);
-    let up = condition_of(&plan, "UpToDate");
-    assert!(
-        up.message.contains("node n1: drain blocked") && up.message.contains("web-0"),
-        "{}",
-        up.message
-    );
-    let blocked: Vec<_> = plan
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Event(e) if e.reason == events::DRAIN_BLOCKED => Some(e),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(blocked.len(), 1);
-    assert_eq!(blocked[0].node.as_deref(), Some("n1"));
-    assert!(blocked[0].message.contains("disruption budget web"));
-    // Already said: no second event while it stays so.
-    snap.pool.status = Some(plan.status.clone());
-    assert!(!event_reasons(&super::plan(&snap)).contains(&events::DRAIN_BLOCKED));
 }
