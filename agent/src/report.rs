@@ -142,6 +142,8 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
             .or_else(|| previous.and_then(|p| p.bootc_version.clone())),
         agent_version: Some(truncate(inputs.agent_version.to_owned(), VERSION_MAX_LEN)),
         conditions: idle.into_iter().chain(degraded).collect(),
+        // The controller's field: left out of the agent's merge patch, so never touched.
+        drain_blocked: None,
     }
 }
 

@@ -160,7 +160,7 @@ pub async fn drain_node(
 ) -> Result<DrainOutcome, DrainError> {
     // The sender lives as long as the drain, so the options never "change".
     let (_options_tx, options_rx) = watch::channel(options.clone());
-    let progress = task::DrainProgress::default();
+    let progress = task::DrainProgress::new(None);
     task::DrainTask::new(client, node, options_rx, cancel, &progress)
         .run()
         .await

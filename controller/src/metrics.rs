@@ -45,22 +45,8 @@ pub const NODE_STATES: [&str; 6] = [
 /// an error reason (`crate::reconcile::ReconcileError::reason`).
 pub const OUTCOMES: [&str; 4] = ["ok", "api", "cache", "conflict"];
 
-/// The actions of `bootc_pool_actions_total` (`crate::reconcile::execute::action_kind`).
-pub const ACTION_KINDS: [&str; 13] = [
-    "create",
-    "label",
-    "unlabel",
-    "update",
-    "cordon",
-    "uncordon",
-    "start_drain",
-    "cancel_drain",
-    "forget_drain",
-    "delete",
-    "event",
-    "add_finalizer",
-    "remove_finalizer",
-];
+/// The actions of `bootc_pool_actions_total`.
+pub use crate::plan::ACTION_KINDS;
 
 /// Bucket bounds of `bootc_pool_reconcile_duration_seconds` (5 ms to about 20 s).
 const RECONCILE_BUCKETS: [f64; 13] = [

@@ -201,6 +201,15 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
     no_slots_left(&env.client).await;
     let status = done.status.unwrap();
     assert_eq!(status.target_image.as_deref(), Some(env.v2.as_str()));
+    // Each approval is its own event, not a count on the first one's.
+    let seen = events(&env.client).await;
+    for n in ["n1", "n2", "n3", "n4", "n5"] {
+        assert!(
+            seen.iter().any(|(reason, note)| reason == "RebootApproved"
+                && note.starts_with(&format!("node {n} "))),
+            "no RebootApproved event for {n}: {seen:#?}"
+        );
+    }
 
     // The controller's API requests for this update cycle, for the record.
     let ours: Vec<_> = handle
@@ -757,8 +766,34 @@ async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
     let metrics = deps.metrics.clone();
     let controller = start(&env.emulator, deps);
     env.apply_workers(json!({"maxUnavailable": 1})).await;
-    // n1 holds the slot, cordoned, its drain held up by the disruption budget.
+    // n1 holds the slot, cordoned, its drain held up by the disruption budget, which the
+    // pool's status, the BootcNode's status and an event name, with the pod.
     wait_cordoned(&env.client, "n1").await;
+    let p = wait_pool(&env.client, "workers", "the blocked drain named", |p| {
+        condition(p, "UpToDate").is_some_and(|c| c.2.contains("drain blocked"))
+    })
+    .await;
+    let message = condition(&p, "UpToDate").unwrap().2;
+    assert!(
+        message.contains("n1") && message.contains("web-0"),
+        "{message}"
+    );
+    wait_events(&env.client, "the blocked drain announced", |seen| {
+        seen.iter()
+            .any(|(reason, note)| reason == "DrainBlocked" && note.contains("web-0"))
+    })
+    .await;
+    let bootc: Api<BootcNode> = Api::all(env.client.clone());
+    let noted = wait_for("drainBlocked in the BootcNode's status", async || {
+        let b = bootc.get("n1").await.ok()?;
+        b.status?.drain_blocked
+    })
+    .await;
+    assert!(
+        noted.message.contains("web-0") && noted.message.contains("disruption budget"),
+        "{noted:?}"
+    );
+    assert!(noted.since.is_some());
     // From now on every write of the controller to a BootcNode fails; then the budget
     // goes, the drain finishes, and the approval is written, and fails.
     env.emulator

@@ -30,6 +30,10 @@ pub const SELECTOR_MAX_VALUES: usize = 256;
 /// A `matchExpressions` operator (the longest valid one, `DoesNotExist`, has 12).
 pub const SELECTOR_OPERATOR_MAX_LEN: usize = 32;
 
+/// What holds up a drain (`status.drainBlocked.message` of a BootcNode): a pod's name and
+/// the API server's refusal, or the list of pods a drain setting refuses.
+pub const DRAIN_MESSAGE_MAX_LEN: usize = 4096;
+
 /// A digest as the workspace writes it: `sha256:` and 64 hex characters.
 pub const DIGEST_MAX_LEN: usize = 71;
 /// `targetShortDigest`: the first 12 hex characters of a digest.

@@ -5,7 +5,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::bounds::{ARCHITECTURE_MAX_LEN, BOOT_ID_MAX_LEN, DIGEST_MAX_LEN, VERSION_MAX_LEN};
+use crate::bounds::{
+    ARCHITECTURE_MAX_LEN, BOOT_ID_MAX_LEN, DIGEST_MAX_LEN, DRAIN_MESSAGE_MAX_LEN, VERSION_MAX_LEN,
+};
 use crate::image_ref::{IMAGE_PIN_PATTERN, REF_MAX_LEN};
 use crate::pool::{RebootPolicy, SecretRef};
 
@@ -90,7 +92,8 @@ pub enum DesiredImageState {
     Booted,
 }
 
-/// What the node runs, as its agent last saw it; written by the agent only.
+/// What the node runs, as its agent last saw it (written by the agent), and what holds up
+/// its drain (written by the controller).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BootcNodeStatus {
@@ -131,6 +134,27 @@ pub struct BootcNodeStatus {
         transform = crate::bounds::conditions
     )]
     pub conditions: Vec<Condition>,
+
+    /// Set by the controller while the node's drain cannot go on: the pod and what
+    /// refuses its eviction (a PodDisruptionBudget, a drain setting). Cleared when the
+    /// drain moves again or ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_blocked: Option<DrainBlocked>,
+}
+
+/// A drain held up, as the controller last met it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainBlocked {
+    /// The pod and what refuses its eviction, as the API server (or the drain) worded
+    /// it, e.g. `evicting shop/web-0: Cannot evict pod as it would violate the pod's
+    /// disruption budget.`
+    #[schemars(length(max = DRAIN_MESSAGE_MAX_LEN))]
+    pub message: String,
+
+    /// When the drain was first seen held up by this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
 }
 
 /// One deployment on the host, as bootc reports it.

@@ -9,14 +9,14 @@ mod common;
 
 use bootc_crds::bounds::{
     ARCHITECTURE_MAX_LEN, BOOT_ID_MAX_LEN, CONDITION_MESSAGE_MAX_LEN, CONDITION_REASON_PATTERN,
-    CONDITION_TYPE_PATTERN, SHORT_DIGEST_LEN, VERSION_MAX_LEN,
+    CONDITION_TYPE_PATTERN, DRAIN_MESSAGE_MAX_LEN, SHORT_DIGEST_LEN, VERSION_MAX_LEN,
 };
 use bootc_crds::conditions::{
     self, DEGRADED, IDLE, NewCondition, PROGRESSING, UP_TO_DATE, idle, node_degraded,
     pool_degraded, progressing, up_to_date,
 };
 use bootc_crds::image_ref::{NAME_MAX_LEN, REF_MAX_LEN, TAG_MAX_LEN};
-use bootc_crds::node::{BootedImage, ImageStatus, LastReboot, StagedImage};
+use bootc_crds::node::{BootedImage, DrainBlocked, ImageStatus, LastReboot, StagedImage};
 use bootc_crds::pool::{DeployHistoryEntry, MAX_HISTORY};
 use bootc_crds::{BootcNodePoolStatus, BootcNodeStatus, ImageRef};
 use common::*;
@@ -354,6 +354,10 @@ fn the_longest_node_status_is_admitted() {
                 "error: ".repeat(CONDITION_MESSAGE_MAX_LEN),
             ),
         ],
+        drain_blocked: Some(DrainBlocked {
+            message: "m".repeat(DRAIN_MESSAGE_MAX_LEN),
+            since: Some(time.clone()),
+        }),
     };
     let mut object = load_yaml("samples/bootcnode.yaml");
     object["status"] = serde_json::to_value(&status).unwrap();

@@ -10,10 +10,11 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::task::{DrainProgress, DrainTask};
+use super::task::{DrainProgress, DrainTask, Wake};
 use super::{DrainError, DrainOptions, DrainOutcome};
 
-/// Announced when a background drain finishes, so the reconciler re-enqueues the pool.
+/// Announced when a background drain finishes (or, on the `blocked` channel, when what
+/// holds it up changes), so the reconciler re-enqueues the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrainDone {
     /// The pool that started the drain.
@@ -87,6 +88,7 @@ struct Drains {
 pub struct Drainer {
     client: Client,
     done: mpsc::UnboundedSender<DrainDone>,
+    blocked: Option<mpsc::UnboundedSender<DrainDone>>,
     drains: Arc<Mutex<Drains>>,
 }
 
@@ -126,8 +128,17 @@ impl Drainer {
         Drainer {
             client,
             done,
+            blocked: None,
             drains: Arc::default(),
         }
+    }
+
+    /// Also announces, on `blocked`, each change of what holds a running drain up (a
+    /// disruption budget refusing an eviction, a refused pod, an API error, or nothing
+    /// any more), so that the pool's status can say it.
+    pub fn announcing_blocks(mut self, blocked: mpsc::UnboundedSender<DrainDone>) -> Self {
+        self.blocked = Some(blocked);
+        self
     }
 
     /// Starts draining `node` for `pool` in the background (on the current tokio runtime),
@@ -158,7 +169,15 @@ impl Drainer {
         let id = drains.next_id;
         let cancel = CancellationToken::new();
         let (options_tx, options_rx) = watch::channel(options);
-        let progress = Arc::new(DrainProgress::default());
+        let wake = self.blocked.clone().map(|tx| {
+            let news = DrainDone {
+                pool: pool.to_owned(),
+                node: node.to_owned(),
+            };
+            // A closed channel means the reconciler is gone; nothing to tell.
+            Box::new(move || drop(tx.send(news.clone()))) as Wake
+        });
+        let progress = Arc::new(DrainProgress::new(wake));
         drains.by_node.insert(
             node.to_string(),
             DrainEntry {

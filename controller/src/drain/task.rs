@@ -18,31 +18,59 @@ use super::eviction::{describe, evict, is_not_found};
 use super::pods::{self, PodKey, key_of, refusal, show};
 use super::{DrainError, DrainOptions, DrainOutcome};
 
+/// Called when what holds up a drain changes.
+pub(super) type Wake = Box<dyn Fn() + Send + Sync>;
+
 /// What a running drain reports while it runs.
-#[derive(Debug, Default)]
 pub(super) struct DrainProgress {
     last_error: Mutex<Option<String>>,
+    /// Told when `last_error` changes, so that the pool is planned again and its status
+    /// says what holds the drain up (or no longer does).
+    wake: Option<Wake>,
 }
 
 impl DrainProgress {
+    pub(super) fn new(wake: Option<Wake>) -> Self {
+        DrainProgress {
+            last_error: Mutex::new(None),
+            wake,
+        }
+    }
+
     pub(super) fn last_error(&self) -> Option<String> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<String>> {
         self.last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 
-    /// Records `error`; logs it when it differs from the previous one.
+    fn wake(&self) {
+        if let Some(wake) = &self.wake {
+            wake();
+        }
+    }
+
+    /// Records `error`; logs it and wakes the pool when it differs from the previous one.
     fn set_error(&self, node: &str, error: String) {
-        let mut last = self
-            .last_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut last = self.lock();
         if last.as_deref() == Some(error.as_str()) {
             tracing::debug!(node, error = %error, "drain still blocked");
-        } else {
-            tracing::warn!(node, error = %error, "drain blocked; retrying");
-            *last = Some(error);
+            return;
+        }
+        tracing::warn!(node, error = %error, "drain blocked; retrying");
+        *last = Some(error);
+        drop(last);
+        self.wake();
+    }
+
+    /// Forgets the last error: nothing holds the drain up any more.
+    fn clear_error(&self, node: &str) {
+        if self.lock().take().is_some() {
+            tracing::info!(node, "drain no longer blocked");
+            self.wake();
         }
     }
 }
@@ -194,6 +222,14 @@ impl<'a> DrainTask<'a> {
             match self.evict_due(opts, deadline).await {
                 Ok(evicted_some) => progressed |= evicted_some,
                 Err(stop) => return Ok(Round::Ended(self.stopped(stop))),
+            }
+            if self
+                .plan
+                .as_ref()
+                .is_some_and(|pods| pods.values().all(|p| p.accepted))
+            {
+                // Every eviction was accepted: only waiting for the pods to go.
+                self.progress.clear_error(self.node);
             }
         }
         Ok(if progressed {

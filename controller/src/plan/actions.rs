@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bootc_crds::node::BootcNodeSpec;
+use bootc_crds::node::{BootcNodeSpec, DrainBlocked};
 use bootc_crds::pool::BootcNodePoolStatus;
 
 use super::target::Target;
@@ -73,6 +73,14 @@ pub enum Action {
         /// Node name.
         node: String,
     },
+    /// Write (`Some`) or clear (`None`) what holds up the node's drain in its BootcNode's
+    /// `status.drainBlocked`.
+    SetDrainBlocked {
+        /// Node name.
+        node: String,
+        /// The pod and what refuses its eviction, and since when.
+        blocked: Option<DrainBlocked>,
+    },
     /// Record a Kubernetes Event on the pool.
     Event(PlannedEvent),
     /// Put the controller's finalizer on the pool, so that deleting it waits for the
@@ -95,12 +103,51 @@ impl Action {
             | Action::StartDrain { node }
             | Action::CancelDrain { node }
             | Action::ForgetDrain { node }
-            | Action::Delete { node } => Some(node),
+            | Action::Delete { node }
+            | Action::SetDrainBlocked { node, .. } => Some(node),
             Action::Event(e) => e.node.as_deref(),
             Action::AddFinalizer | Action::RemoveFinalizer => None,
         }
     }
+
+    /// The action's name in metrics and logs (one of [`ACTION_KINDS`]).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Create { .. } => "create",
+            Action::Label { .. } => "label",
+            Action::Unlabel { .. } => "unlabel",
+            Action::Update { .. } => "update",
+            Action::Cordon { .. } => "cordon",
+            Action::Uncordon { .. } => "uncordon",
+            Action::StartDrain { .. } => "start_drain",
+            Action::CancelDrain { .. } => "cancel_drain",
+            Action::ForgetDrain { .. } => "forget_drain",
+            Action::Delete { .. } => "delete",
+            Action::SetDrainBlocked { .. } => "set_drain_blocked",
+            Action::Event(_) => "event",
+            Action::AddFinalizer => "add_finalizer",
+            Action::RemoveFinalizer => "remove_finalizer",
+        }
+    }
 }
+
+/// Every [`Action::kind`], for metrics series that are removed with their pool.
+pub const ACTION_KINDS: [&str; 14] = [
+    "create",
+    "label",
+    "unlabel",
+    "update",
+    "cordon",
+    "uncordon",
+    "start_drain",
+    "cancel_drain",
+    "forget_drain",
+    "delete",
+    "set_drain_blocked",
+    "event",
+    "add_finalizer",
+    "remove_finalizer",
+];
 
 /// A Kubernetes Event to record on the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +180,8 @@ pub mod events {
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
     /// A drain timed out.
     pub const DRAIN_FAILED: &str = "DrainFailed";
+    /// A drain is held up: a disruption budget (or a drain setting) refuses an eviction.
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
     /// A node is selected by more than one pool.
     pub const NODE_CONFLICT: &str = "NodeConflict";
     /// A write or a drain step the plan asked for failed (recorded by the shell).

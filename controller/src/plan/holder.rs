@@ -6,14 +6,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
+use bootc_crds::bounds::{DRAIN_MESSAGE_MAX_LEN, truncate};
+use bootc_crds::conditions::to_time;
+use bootc_crds::node::{BootcNodeSpec, DesiredImageState, DrainBlocked};
 use bootc_crds::{APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, WAS_CORDONED_ANNOTATION};
 use chrono::{DateTime, Utc};
 
 use super::actions::{Action, NodeState, events};
 use super::agent::{KUBELET_RECHECK, kubelet_reported_since_reboot};
 use super::member::{Member, release};
-use super::world::DrainView;
+use super::world::{DrainView, NodeView};
 use super::{Planner, parse_stamp, stamp};
 
 /// A slot holder: the member, the spec it should have, and annotation changes so far.
@@ -95,7 +97,7 @@ fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     }
     match p.snap.drains.get(&name) {
         None => p.actions.push(Action::StartDrain { node: name.clone() }),
-        Some(DrainView::Running) => {}
+        Some(DrainView::Running { .. }) => {}
         Some(DrainView::Drained) => {
             let image = holder.node.target.image.clone();
             holder.spec.desired_image_state = DesiredImageState::Booted;
@@ -261,4 +263,41 @@ fn release_slot(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
         format!("node {name} runs {image}{how}; slot freed"),
     );
     p.states.insert(name, NodeState::UpToDate);
+}
+
+/// What holds up each member's drain, kept in its BootcNode's `status.drainBlocked` and
+/// listed for the pool's `UpToDate` message: written (with a `DrainBlocked` event, recorded
+/// only once the write succeeded) when it changes, cleared when the drain moves again,
+/// ends or is gone.
+pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) {
+    for view in members {
+        let Some(bootc) = &view.bootc else { continue };
+        let holding = p.states.get(&view.name) == Some(&NodeState::Rebooting);
+        let why = match p.snap.drains.get(&view.name) {
+            Some(DrainView::Running { blocked: Some(why) }) if holding => {
+                Some(truncate(why.clone(), DRAIN_MESSAGE_MAX_LEN))
+            }
+            _ => None,
+        };
+        let written = bootc.status.as_ref().and_then(|s| s.drain_blocked.as_ref());
+        let name = view.name.clone();
+        if let Some(why) = &why {
+            p.blocked.push(format!("node {name}: drain blocked: {why}"));
+        }
+        if written.map(|w| &w.message) == why.as_ref() {
+            continue;
+        }
+        let blocked = why.clone().map(|message| DrainBlocked {
+            message,
+            since: to_time(p.snap.now),
+        });
+        p.actions.push(Action::SetDrainBlocked {
+            node: name.clone(),
+            blocked,
+        });
+        if let Some(why) = why {
+            let message = format!("node {name}: drain blocked: {why}");
+            p.node_event(&name, true, events::DRAIN_BLOCKED, message);
+        }
+    }
 }

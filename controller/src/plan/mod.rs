@@ -52,7 +52,7 @@ pub mod status;
 pub mod target;
 pub mod world;
 
-pub use actions::{Action, NodeState, Plan, PlannedEvent, events};
+pub use actions::{ACTION_KINDS, Action, NodeState, Plan, PlannedEvent, events};
 pub use agent::runs;
 pub use progress::STALL_AFTER;
 pub use slots::{ZONE_LABEL, approval_order};
@@ -118,6 +118,8 @@ struct Planner<'a> {
     /// Nodes selected by more than one pool, as messages, and their names.
     conflicts: Vec<String>,
     conflicted: BTreeSet<String>,
+    /// Drains held up, with the pod and what refuses it.
+    blocked: Vec<String>,
     holders: usize,
     unavailable: usize,
     candidates: Vec<&'a NodeView>,
@@ -141,6 +143,7 @@ impl<'a> Planner<'a> {
             degraded: Vec::new(),
             conflicts: Vec::new(),
             conflicted: BTreeSet::new(),
+            blocked: Vec::new(),
             holders: 0,
             unavailable: 0,
             candidates: Vec::new(),
@@ -224,6 +227,7 @@ pub fn plan(snap: &Snapshot) -> Plan {
             }
         }
     }
+    holder::report_drains(&mut p, &members);
     let progress = progress::advance(snap.progress, &p.states, snap.now);
     let status = status::status(&mut p, &members, &decision, progress);
     Plan {

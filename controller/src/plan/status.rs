@@ -206,7 +206,10 @@ fn degraded(p: &mut Planner<'_>, d: &TargetDecision) -> NewCondition<'static> {
 
 /// The `UpToDate` condition: all updated, paused, outside the windows, or in progress.
 fn up_to_date(p: &Planner<'_>, counts: &StateCounts, all_updated: bool) -> NewCondition<'static> {
-    let breakdown = counts.breakdown();
+    let mut breakdown = counts.breakdown();
+    if !p.blocked.is_empty() {
+        breakdown = format!("{breakdown}; {}", list(&p.blocked));
+    }
     let (reason, message) = if all_updated {
         (
             up_to_date::ALL_UPDATED,

@@ -352,7 +352,8 @@ fn a_drained_holder_is_approved_once() {
         pool_spec(IntOrString::Int(1)),
         &[node("n1").staged().slot().cordoned()],
     );
-    snap.drains.insert("n1".into(), DrainView::Running);
+    snap.drains
+        .insert("n1".into(), DrainView::Running { blocked: None });
     let waiting = super::plan(&snap);
     assert!(
         actions_for(&waiting, "n1").is_empty(),
@@ -617,7 +618,8 @@ fn a_node_leaving_mid_drain_is_released_and_forgotten() {
     let mut leaving = node("n1").staged().slot().cordoned();
     leaving.role = "db";
     let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[leaving]);
-    snap.drains.insert("n1".into(), DrainView::Running);
+    snap.drains
+        .insert("n1".into(), DrainView::Running { blocked: None });
     let plan = super::plan(&snap);
     assert_eq!(
         actions_for(&plan, "n1"),
@@ -873,7 +875,8 @@ fn planning_again_from_its_own_status_changes_nothing() {
         node("n3").staged(),
     ];
     let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &nodes);
-    snap.drains.insert("n1".into(), DrainView::Running);
+    snap.drains
+        .insert("n1".into(), DrainView::Running { blocked: None });
     let first = super::plan(&snap);
     snap.pool.status = Some(first.status.clone());
     snap.now = now() + chrono::Duration::minutes(3);
@@ -911,7 +914,8 @@ fn every_node_state_is_counted() {
     let mut spec = pool_spec(IntOrString::Int(1));
     spec.drain_timeout_for_tests();
     let mut snap = snapshot(spec, &nodes);
-    snap.drains.insert("rebooting".into(), DrainView::Running);
+    snap.drains
+        .insert("rebooting".into(), DrainView::Running { blocked: None });
     let plan = super::plan(&snap);
     let s = &plan.status;
     assert_eq!(
@@ -1302,7 +1306,8 @@ fn deleting_a_pool_lets_every_node_go_before_the_finalizer() {
         .cordoned();
     let n3 = node("n3").staged();
     let mut snap = snapshot(pool_spec(IntOrString::Int(2)), &[n1, n2, n3]);
-    snap.drains.insert("n1".into(), DrainView::Running);
+    snap.drains
+        .insert("n1".into(), DrainView::Running { blocked: None });
     deleting(&mut snap);
     let plan = super::plan(&snap);
     assert!(actions_for(&plan, "n1").contains(&&Action::CancelDrain { node: "n1".into() }));
@@ -1350,4 +1355,89 @@ fn a_node_another_pool_selects_keeps_its_label_when_this_pool_goes() {
     let acts = super::plan(&snap).actions;
     assert!(acts.contains(&Action::Delete { node: "n1".into() }));
     assert!(!acts.contains(&Action::Unlabel { node: "n1".into() }));
+}
+
+#[test]
+fn a_blocked_drain_is_named_in_the_bootc_node_and_announced_once() {
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1").staged().slot().cordoned()],
+    );
+    let why = "evicting default/web-0: Cannot evict pod as it would violate the pod's disruption budget web";
+    snap.drains.insert(
+        "n1".into(),
+        DrainView::Running {
+            blocked: Some(why.into()),
+        },
+    );
+    let plan = super::plan(&snap);
+    let up = condition_of(&plan, "UpToDate");
+    assert!(
+        up.message.contains("node n1: drain blocked") && up.message.contains("web-0"),
+        "{}",
+        up.message
+    );
+    let acts = actions_for(&plan, "n1");
+    let Some(Action::SetDrainBlocked {
+        blocked: Some(written),
+        ..
+    }) = acts
+        .iter()
+        .find(|a| matches!(a, Action::SetDrainBlocked { .. }))
+    else {
+        panic!("no drainBlocked written: {acts:?}");
+    };
+    assert_eq!(written.message, why);
+    let blocked: Vec<_> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event(e) if e.reason == events::DRAIN_BLOCKED => Some(e),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(blocked.len(), 1);
+    assert_eq!(blocked[0].node.as_deref(), Some("n1"));
+    assert!(blocked[0].message.contains("disruption budget web"));
+    // The event comes after the write it reports.
+    let write_at = plan
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::SetDrainBlocked { .. }));
+    let event_at = plan
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::Event(e) if e.reason == events::DRAIN_BLOCKED));
+    assert!(write_at < event_at);
+
+    // Already written: neither a second write nor a second event while it stays so.
+    let written = written.clone();
+    let bootc = snap.nodes[0].bootc.as_mut().unwrap();
+    bootc
+        .status
+        .get_or_insert_with(Default::default)
+        .drain_blocked = Some(written);
+    let again = super::plan(&snap);
+    assert!(!event_reasons(&again).contains(&events::DRAIN_BLOCKED));
+    assert!(
+        !again
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::SetDrainBlocked { .. }))
+    );
+    assert!(condition_of(&again, "UpToDate").message.contains("web-0"));
+
+    // The budget gives way: the drain moves again and the note is cleared.
+    snap.drains
+        .insert("n1".into(), DrainView::Running { blocked: None });
+    let moving = super::plan(&snap);
+    assert!(moving.actions.contains(&Action::SetDrainBlocked {
+        node: "n1".into(),
+        blocked: None
+    }));
+    assert!(
+        !condition_of(&moving, "UpToDate")
+            .message
+            .contains("blocked")
+    );
 }

@@ -99,7 +99,11 @@ pub struct NodeView {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DrainView {
     /// Evicting.
-    Running,
+    Running {
+        /// Why it cannot go on for now: the pod and the disruption budget (or setting)
+        /// that refuses its eviction, as the drain last met it.
+        blocked: Option<String>,
+    },
     /// Every pod that had to go is gone.
     Drained,
     /// `drainTimeoutSeconds` passed with pods left.

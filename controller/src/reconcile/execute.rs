@@ -56,9 +56,9 @@ pub(super) async fn execute_all<'p>(
         };
         ctx.deps
             .metrics
-            .observe_action(&name, action_kind(action), outcome, started.elapsed());
+            .observe_action(&name, action.kind(), outcome, started.elapsed());
         if let Err(e) = result {
-            warn!(pool = %name, action = action_kind(action), node = action.node(), error = %e, "action failed");
+            warn!(pool = %name, action = action.kind(), node = action.node(), error = %e, "action failed");
             surface(ctx, pool, action, &e).await;
             if let Some(node) = action.node() {
                 failed_nodes.insert(node);
@@ -76,8 +76,8 @@ async fn surface(ctx: &Context, pool: &BootcNodePool, action: &Action, e: &Recon
         return;
     }
     let what = match action.node() {
-        Some(node) => format!("{} of node {node}", action_kind(action)),
-        None => action_kind(action).to_owned(),
+        Some(node) => format!("{} of node {node}", action.kind()),
+        None => action.kind().to_owned(),
     };
     let event = PlannedEvent {
         node: None,
@@ -96,25 +96,6 @@ pub(super) async fn publish_all(ctx: &Context, pool: &BootcNodePool, events: &[&
         publish(ctx, pool, event).await;
         let took = started.elapsed();
         ctx.deps.metrics.observe_action(&name, "event", "ok", took);
-    }
-}
-
-/// The action's name in metrics and logs.
-pub fn action_kind(action: &Action) -> &'static str {
-    match action {
-        Action::Create { .. } => "create",
-        Action::Label { .. } => "label",
-        Action::Unlabel { .. } => "unlabel",
-        Action::Update { .. } => "update",
-        Action::Cordon { .. } => "cordon",
-        Action::Uncordon { .. } => "uncordon",
-        Action::StartDrain { .. } => "start_drain",
-        Action::CancelDrain { .. } => "cancel_drain",
-        Action::ForgetDrain { .. } => "forget_drain",
-        Action::Delete { .. } => "delete",
-        Action::Event(_) => "event",
-        Action::AddFinalizer => "add_finalizer",
-        Action::RemoveFinalizer => "remove_finalizer",
     }
 }
 
@@ -178,6 +159,16 @@ async fn execute(
             Ok(())
         }
         Action::Delete { node } => delete(ctx, pool, node).await,
+        Action::SetDrainBlocked { node, blocked } => {
+            let api: Api<BootcNode> = Api::all(ctx.client.clone());
+            let patch = Patch::Merge(json!({ "status": { "drainBlocked": blocked } }));
+            let updated = api
+                .patch_status(node, &params(), &patch)
+                .await
+                .map_err(api_error(format!("BootcNode {node} status")))?;
+            lock(&ctx.bootc_overlay).wrote(node, updated);
+            Ok(())
+        }
         Action::Event(event) => {
             publish(ctx, pool, event).await;
             Ok(())
@@ -314,6 +305,17 @@ async fn delete(ctx: &Context, pool: &BootcNodePool, node: &str) -> Result<(), R
 }
 
 /// Records an Event on the pool (best effort: the status carries the same facts).
+/// The event's `action`: its reason and a short hash of its message. kube's recorder counts
+/// events with the same reason and action as one series and keeps the first message, so
+/// without the hash a second node's `RebootApproved`, a new target's `TargetResolved` or
+/// another action's `ActionFailed` would only raise the first one's count.
+fn series_action(event: &PlannedEvent) -> String {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut hasher = DefaultHasher::new();
+    event.message.hash(&mut hasher);
+    format!("{}-{:08x}", event.reason, hasher.finish() as u32)
+}
+
 async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
     let pool_name = pool.name_any();
     let reference = pool.object_ref(&());
@@ -325,7 +327,7 @@ async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
         },
         reason: event.reason.to_owned(),
         note: Some(event.message.clone()),
-        action: event.reason.to_owned(),
+        action: series_action(event),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&ev, &reference).await {

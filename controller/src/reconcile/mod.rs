@@ -348,7 +348,7 @@ pub async fn run(
     };
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
-        drainer: Drainer::new(client.clone(), done_tx),
+        drainer: Drainer::new(client.clone(), done_tx.clone()).announcing_blocks(done_tx),
         client,
         pools: pool_store.clone(),
         bootc: bootc_store.clone(),

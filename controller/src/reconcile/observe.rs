@@ -112,7 +112,13 @@ impl Context {
     /// (or it was cancelled, or belongs to another pool).
     fn drain_view(&self, pool: &str, node: &str) -> Option<DrainView> {
         match self.drainer.state(node)? {
-            DrainState::Running { pool: p, .. } if p == pool => Some(DrainView::Running),
+            DrainState::Running {
+                pool: p,
+                last_error,
+                ..
+            } if p == pool => Some(DrainView::Running {
+                blocked: last_error,
+            }),
             DrainState::Finished {
                 pool: p, result, ..
             } if p == pool => match result {
