@@ -40,6 +40,8 @@ const DEFAULT_BOOTC: &str = "/usr/bin/bootc";
 const UNIT_PREFIX: &str = "bootc-node-agent-";
 /// Where bootc reads registry credentials first, as the host sees it.
 const AUTH_FILE: &str = "run/ostree/auth.json";
+/// The kernel's boot ID, as the host sees it.
+const KERNEL_BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 /// logind's `SD_LOGIND_SOFT_REBOOT` flag.
 const SOFT_REBOOT_FLAG: u64 = 1 << 2;
 
@@ -141,6 +143,40 @@ impl DbusHost {
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
+    /// hostname1's `BootID` as 32 lowercase hex digits. systemd before 256 (bookworm's
+    /// 252, CentOS Stream 9's) has no such property: then the kernel's boot ID, read from
+    /// `/proc/sys/kernel/random/boot_id` under the host root (a pod shares the host's
+    /// kernel, so its own `/proc` gives the same ID).
+    async fn boot_id(&self) -> Result<String, HostError> {
+        let hostname = HostnameProxy::builder(&self.connection)
+            .cache_properties(CacheProperties::No)
+            .build()
+            .await
+            .map_err(call_error("hostname1"))?;
+        let id = match hostname.boot_id().await {
+            Ok(id) => id,
+            Err(e) if is_unknown_property(&e) => {
+                let path = self.local(Path::new(KERNEL_BOOT_ID));
+                let text =
+                    tokio::fs::read_to_string(&path)
+                        .await
+                        .map_err(|source| HostError::Output {
+                            command: "hostname1.BootID (missing), then the kernel's boot ID".into(),
+                            path: path.display().to_string(),
+                            source,
+                        })?;
+                return parse_kernel_boot_id(&text).ok_or_else(|| HostError::Unexpected {
+                    what: format!("`{}` holds no boot ID: {text:?}", path.display()),
+                });
+            }
+            Err(source) => return Err(call_error("hostname1.BootID")(source)),
+        };
+        if id.len() != 16 {
+            return Err(HostError::BadBootId { len: id.len() });
+        }
+        Ok(id.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
     async fn supports_download_only(&self) -> Result<bool, HostError> {
         self.download_only
             .get_or_try_init(|| async {
@@ -150,6 +186,13 @@ impl DbusHost {
             .await
             .copied()
     }
+}
+
+/// `8f1e…-…` (the kernel's form) as 32 lowercase hex digits; `None` unless it is a UUID.
+pub fn parse_kernel_boot_id(text: &str) -> Option<String> {
+    let hex: String = text.trim().chars().filter(|c| *c != '-').collect();
+    (hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit()))
+        .then(|| hex.to_ascii_lowercase())
 }
 
 /// The version in `bootc --version`'s output: its first line without the program name
@@ -178,19 +221,7 @@ impl Host for DbusHost {
     }
 
     async fn identity(&self) -> Result<BootIdentity, HostError> {
-        let hostname = HostnameProxy::builder(&self.connection)
-            .cache_properties(CacheProperties::No)
-            .build()
-            .await
-            .map_err(call_error("hostname1"))?;
-        let id = hostname
-            .boot_id()
-            .await
-            .map_err(call_error("hostname1.BootID"))?;
-        if id.len() != 16 {
-            return Err(HostError::BadBootId { len: id.len() });
-        }
-        let boot_id = id.iter().map(|b| format!("{b:02x}")).collect();
+        let boot_id = self.boot_id().await?;
         let manager = self.manager().await?;
         let (soft_reboots, can_soft_reboot) = match manager.soft_reboots_count().await {
             Ok(n) => (u64::from(n), true),
@@ -304,5 +335,20 @@ impl Host for DbusHost {
 impl Drop for DbusHost {
     fn drop(&mut self) {
         self.watcher.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_kernel_boot_id;
+
+    #[test]
+    fn kernel_boot_id_is_hostname1_form() {
+        assert_eq!(
+            parse_kernel_boot_id("4bfb7581-dc86-4622-ba01-9EBBD29EE978\n").as_deref(),
+            Some("4bfb7581dc864622ba019ebbd29ee978")
+        );
+        assert_eq!(parse_kernel_boot_id("not a boot id"), None);
+        assert_eq!(parse_kernel_boot_id(""), None);
     }
 }

@@ -1,6 +1,7 @@
 //! The few D-Bus calls the harness itself makes on a node's system bus (never this
 //! machine's).
 
+use std::path::Path;
 use std::time::Duration;
 
 use zbus::Connection;
@@ -88,17 +89,48 @@ pub(crate) async fn system_state(conn: &Connection) -> zbus::Result<String> {
     manager(conn).await?.system_state().await
 }
 
+/// The Manager's `SoftRebootsCount`; 0 on a systemd older than 254, which lacks it (a
+/// real-bootc node runs bookworm's 252).
 pub(crate) async fn soft_reboots(conn: &Connection) -> zbus::Result<u32> {
-    manager(conn).await?.soft_reboots_count().await
+    match manager(conn).await?.soft_reboots_count().await {
+        Err(e) if is_unknown_property(&e) => Ok(0),
+        other => other,
+    }
 }
 
-/// hostname1's `BootID` as 32 lowercase hex digits.
-pub(crate) async fn boot_id(conn: &Connection) -> zbus::Result<String> {
+fn is_unknown_property(error: &zbus::Error) -> bool {
+    const NAMES: [&str; 2] = [
+        "org.freedesktop.DBus.Error.UnknownProperty",
+        "org.freedesktop.DBus.Error.InvalidArgs",
+    ];
+    match error {
+        zbus::Error::FDO(e) => matches!(
+            **e,
+            zbus::fdo::Error::UnknownProperty(_) | zbus::fdo::Error::InvalidArgs(_)
+        ),
+        zbus::Error::MethodError(name, _, _) => NAMES.contains(&name.as_str()),
+        _ => false,
+    }
+}
+
+/// hostname1's `BootID` as 32 lowercase hex digits; on a systemd older than 256, which
+/// lacks it, the kernel's boot ID as the node sees it (`root` is the node's root).
+pub(crate) async fn boot_id(conn: &Connection, root: &Path) -> zbus::Result<String> {
     let proxy = HostnameProxy::builder(conn)
         .cache_properties(CacheProperties::No)
         .build()
         .await?;
-    let id = proxy.boot_id().await?;
+    let id = match proxy.boot_id().await {
+        Err(e) if is_unknown_property(&e) => {
+            let path = root.join("proc/sys/kernel/random/boot_id");
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| zbus::Error::Failure(format!("{}: {e}", path.display())))?;
+            return bootc_node_agent::host::dbus::parse_kernel_boot_id(&text).ok_or_else(|| {
+                zbus::Error::Failure(format!("{}: no boot ID in {text:?}", path.display()))
+            });
+        }
+        other => other?,
+    };
     if id.len() != 16 {
         return Err(zbus::Error::Failure(format!(
             "hostname1 BootID has {} bytes, not 16",

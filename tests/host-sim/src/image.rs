@@ -149,12 +149,12 @@ pub(crate) fn require_tool(program: &'static str, package: &'static str) -> Resu
 
 /// An exclusive lock on the cache directory, released on drop.
 #[derive(Debug)]
-struct CacheLock {
+pub(crate) struct CacheLock {
     _lock: Flock<File>,
 }
 
 impl CacheLock {
-    fn acquire(cache: &Path) -> Result<Self> {
+    pub(crate) fn acquire(cache: &Path) -> Result<Self> {
         fs::create_dir_all(cache)
             .map_err(|e| SimError::io("creating the cache directory", cache, e))?;
         let path = cache.join(".lock");
@@ -283,7 +283,7 @@ impl NodeImage {
     }
 }
 
-async fn spawn_blocking<T: Send + 'static>(f: fn() -> Result<T>) -> Result<T> {
+pub(crate) async fn spawn_blocking<T: Send + 'static>(f: fn() -> Result<T>) -> Result<T> {
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r,
         Err(e) => Err(SimError::io(
@@ -417,7 +417,7 @@ fn remove_if_present(path: &Path) -> Result<()> {
     }
 }
 
-fn remove_tree(path: &Path) -> Result<()> {
+pub(crate) fn remove_tree(path: &Path) -> Result<()> {
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -426,7 +426,7 @@ fn remove_tree(path: &Path) -> Result<()> {
 }
 
 /// Runs `command` with its output appended to `log`; fails with the log's path.
-fn run_logged(mut command: Command, log: &Path) -> Result<()> {
+pub(crate) fn run_logged(mut command: Command, log: &Path) -> Result<()> {
     let shown = format!("{command:?}");
     let out = OpenOptions::new()
         .create(true)

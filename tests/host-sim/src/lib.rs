@@ -9,6 +9,8 @@
 //! - [`bus`]: the few D-Bus calls the harness makes on a node's system bus.
 //! - [`kubelet`]: the kubelet's part (the Node object and its `Ready` condition).
 //! - [`daemonset`]: the real agent binary run against a [`Node`] as a DaemonSet would.
+//! - [`real`]: real-bootc nodes: the upstream bootc and ostree in the node, an ostree
+//!   sysroot per node deployed by bootc itself, the harness playing boot loader.
 //! - [`memory`]: an in-process host with the stand-in's semantics.
 //! - [`cluster`]: a cluster of in-process nodes (hosts, kubelets, supervised agents) and
 //!   the rollout's availability checker.
@@ -29,6 +31,7 @@ pub mod image;
 pub mod kubelet;
 pub mod memory;
 pub mod node;
+pub mod real;
 
 pub use bus::UnitState;
 pub use error::{Result, SimError};

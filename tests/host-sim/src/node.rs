@@ -39,9 +39,11 @@ mod standin_state;
 mod supervisor;
 
 pub use launch::NodeOptions;
+pub(crate) use launch::{bind_arg, machine_uuid};
 use launch::{check_options, create_dirs, nspawn_command};
 pub use standin_state::discard_staged;
 use supervisor::Supervisor;
+pub(crate) use supervisor::{BootFn, DiscardFn};
 
 /// nspawn's exit status when the container asked for a reboot.
 pub const EXIT_REBOOT: i32 = 133;
@@ -125,6 +127,20 @@ struct Control {
     fail_next_boot: bool,
 }
 
+/// What [`Node::boot`] needs: how to make each boot's command, how to throw a staged
+/// deployment away, and the node's fixed parts.
+pub(crate) struct Boot {
+    pub(crate) name: String,
+    /// Shown by [`Node::state_dir`].
+    pub(crate) state_dir: PathBuf,
+    pub(crate) log_file: PathBuf,
+    pub(crate) stop_timeout: Duration,
+    pub(crate) boot_timeout: Duration,
+    pub(crate) kube: Option<kube::Client>,
+    pub(crate) command: BootFn,
+    pub(crate) discard: DiscardFn,
+}
+
 /// A running simulated node. Dropping it stops the container (blocking, with a deadline).
 #[derive(Debug)]
 pub struct Node {
@@ -166,41 +182,54 @@ impl Node {
             p.push(".log");
             PathBuf::from(p)
         });
-
-        let control = Arc::new(Mutex::new(Control::default()));
-        let (tx, rx) = watch::channel(NodeStatus::new());
-        let supervisor = Supervisor {
-            name: options.name.clone(),
-            command: nspawn_command(&options, &image),
-            log_file: log_file.clone(),
-            state_dir: options.state_dir.clone(),
-            control: control.clone(),
-            status: tx,
-        };
-        let handle = std::thread::Builder::new()
-            .name(format!("node-{}", options.name))
-            .spawn(move || supervisor.run())
-            .map_err(|e| SimError::io("starting the node's supervisor thread", &log_file, e))?;
-
-        let kubelet = options.kube.clone().map(|client| {
-            tokio::spawn(crate::kubelet::run(
-                client,
-                options.name.clone(),
-                rx.clone(),
-            ))
-        });
-
-        let node = Node {
+        let command_options = options.clone();
+        let state_dir = options.state_dir.clone();
+        let boot = Boot {
             name: options.name.clone(),
             state_dir: options.state_dir.clone(),
             log_file,
             stop_timeout: options.stop_timeout,
+            boot_timeout: options.boot_timeout,
+            kube: options.kube.clone(),
+            command: Box::new(move || Ok(nspawn_command(&command_options, &image))),
+            discard: Box::new(move || discard_staged(&state_dir)),
+        };
+        Node::boot(boot).await
+    }
+
+    /// Boots a node of any kind: `boot.command` makes each boot's nspawn command.
+    pub(crate) async fn boot(boot: Boot) -> Result<Node> {
+        let control = Arc::new(Mutex::new(Control::default()));
+        let (tx, rx) = watch::channel(NodeStatus::new());
+        let log_file = boot.log_file.clone();
+        let supervisor = Supervisor {
+            name: boot.name.clone(),
+            boot: boot.command,
+            log_file: log_file.clone(),
+            discard: boot.discard,
+            control: control.clone(),
+            status: tx,
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("node-{}", boot.name))
+            .spawn(move || supervisor.run())
+            .map_err(|e| SimError::io("starting the node's supervisor thread", &log_file, e))?;
+
+        let kubelet = boot
+            .kube
+            .map(|client| tokio::spawn(crate::kubelet::run(client, boot.name.clone(), rx.clone())));
+
+        let node = Node {
+            name: boot.name,
+            state_dir: boot.state_dir,
+            log_file,
+            stop_timeout: boot.stop_timeout,
             control,
             status: rx,
             supervisor: Some(handle),
             kubelet,
         };
-        node.wait_booted(0, options.boot_timeout).await?;
+        node.wait_booted(0, boot.boot_timeout).await?;
         Ok(node)
     }
 
@@ -281,7 +310,8 @@ impl Node {
     /// hostname1's `BootID`, asked now (32 lowercase hex digits).
     pub async fn boot_id(&self) -> Result<String> {
         let conn = self.connect().await?;
-        bus::boot_id(&conn)
+        let root = self.root_path()?;
+        bus::boot_id(&conn, &root)
             .await
             .map_err(self.bus_error("hostname1.BootID"))
     }

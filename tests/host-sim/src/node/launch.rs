@@ -81,7 +81,7 @@ impl NodeOptions {
 
 /// A UUID derived from the node's name: nspawn passes it to the container's systemd, which
 /// makes it the machine ID (the image's `/etc/machine-id` is empty).
-pub(super) fn machine_uuid(name: &str) -> String {
+pub(crate) fn machine_uuid(name: &str) -> String {
     let mut a = Fnv::with_seed(1);
     a.write(name.as_bytes());
     let mut b = Fnv::with_seed(2);
@@ -183,6 +183,6 @@ pub(super) fn nspawn_command(options: &NodeOptions, image: &Path) -> Command {
     command
 }
 
-fn bind_arg(flag: &str, host: &Path, inside: &Path) -> String {
+pub(crate) fn bind_arg(flag: &str, host: &Path, inside: &Path) -> String {
     format!("{flag}={}:{}", host.display(), inside.display())
 }

@@ -14,17 +14,23 @@ use nix::unistd::Pid;
 use tokio::sync::watch;
 
 use super::{
-    CONNECT_TIMEOUT, Control, EXIT_REBOOT, NodePhase, NodeStatus, POLL, bus_address_of,
-    discard_staged, lock, pid_i32,
+    CONNECT_TIMEOUT, Control, EXIT_REBOOT, NodePhase, NodeStatus, POLL, bus_address_of, lock,
+    pid_i32,
 };
 use crate::bus;
+
+/// Makes the command for one boot (the node kind decides what boots: the same image
+/// every time, or the deployment its boot entries name).
+pub(crate) type BootFn = Box<dyn FnMut() -> std::io::Result<Command> + Send>;
+/// Throws the staged deployment away, for [`super::Node::fail_next_boot_to_old_image`].
+pub(crate) type DiscardFn = Box<dyn FnMut() -> crate::Result<()> + Send>;
 
 /// The supervisor thread's state.
 pub(super) struct Supervisor {
     pub(super) name: String,
-    pub(super) command: Command,
+    pub(super) boot: BootFn,
     pub(super) log_file: PathBuf,
-    pub(super) state_dir: PathBuf,
+    pub(super) discard: DiscardFn,
     pub(super) control: Arc<Mutex<Control>>,
     pub(super) status: watch::Sender<NodeStatus>,
 }
@@ -94,7 +100,9 @@ impl Supervisor {
             self.status.send_modify(|s| s.phase = NodePhase::Stopped);
             return None;
         }
-        match spawn_logged(&mut self.command, &self.log_file) {
+        let spawned =
+            (self.boot)().and_then(|mut command| spawn_logged(&mut command, &self.log_file));
+        match spawned {
             Ok(child) => {
                 c.nspawn_pid = Some(child.id());
                 c.init_pid = None;
@@ -132,7 +140,7 @@ impl Supervisor {
 
     /// Publishes the exit; true when the node boots again (a reboot nobody stopped),
     /// after discarding the staged deployment when a failed boot was asked for.
-    fn after_exit(&self, code: i32) -> bool {
+    fn after_exit(&mut self, code: i32) -> bool {
         let (again, fail_boot) = {
             let mut c = lock(&self.control);
             let again = code == EXIT_REBOOT && !c.stopping && !c.never_come_back;
@@ -151,7 +159,7 @@ impl Supervisor {
         });
         if again
             && fail_boot
-            && let Err(e) = discard_staged(&self.state_dir)
+            && let Err(e) = (self.discard)()
         {
             self.set_error(format!("cannot discard the staged deployment: {e}"));
         }
@@ -173,7 +181,7 @@ impl Supervisor {
         let mut first = true;
         loop {
             let (conn, state, boot_id, soft_reboots) = loop {
-                if let Ok(up) = probe(&address).await {
+                if let Ok(up) = probe(&address, init).await {
                     break up;
                 }
                 tokio::time::sleep(POLL).await;
@@ -210,14 +218,15 @@ fn spawn_logged(command: &mut Command, log_file: &Path) -> std::io::Result<Child
 }
 
 /// Connects and asks whether the system is up; `Err` until it is.
-async fn probe(address: &str) -> zbus::Result<(zbus::Connection, String, String, u32)> {
+async fn probe(address: &str, init: u32) -> zbus::Result<(zbus::Connection, String, String, u32)> {
     let conn = bus::connect(address, CONNECT_TIMEOUT).await?;
     let ask = async {
         let state = bus::system_state(&conn).await?;
         if state != "running" && state != "degraded" {
             return Err(zbus::Error::Failure(format!("system state {state}")));
         }
-        let boot_id = bus::boot_id(&conn).await?;
+        let root = PathBuf::from(format!("/proc/{init}/root"));
+        let boot_id = bus::boot_id(&conn, &root).await?;
         let soft = bus::soft_reboots(&conn).await?;
         Ok((state, boot_id, soft))
     };

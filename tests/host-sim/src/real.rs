@@ -1,0 +1,68 @@
+//! Real-bootc nodes: the upstream bootc 1.16.9 and ostree 2026.4 (a prebuilt archive kept
+//! beside the checkout) instead of the stand-in.
+//!
+//! - [`image`]: the node image: a debootstrapped bookworm with systemd, skopeo, podman and
+//!   bootc's runtime libraries, the archive unpacked over it, bootc's units, a stand-in
+//!   kernel; an OCI layout holding `v1` and `v2` (which differ in `os-release`'s
+//!   `VERSION_ID`), and the archive unpacked for this machine's own use. Cached by a hash
+//!   of its inputs in the cache directory ([`crate::image::cache_dir`]).
+//! - [`registry`]: a loopback `docker-registry` with its access log kept, so a test can
+//!   tell which blobs a node fetched.
+//! - [`sysroot`]: a node's ostree sysroot: initialised and `v1` deployed by bootc itself
+//!   (run on this machine), the boot entry that decides what boots, and the removal of it
+//!   all (deployments are immutable).
+//! - [`node`]: [`RealNode`], a [`crate::Node`] whose every boot starts the deployment
+//!   that the highest-version boot entry names, as a boot loader would.
+//!
+//! Everything here needs the archive directory ([`archive_dir`]); tests skip, with a
+//! message, only when it is absent.
+
+use std::path::{Path, PathBuf};
+
+pub mod image;
+pub mod node;
+pub mod registry;
+pub mod sysroot;
+
+pub use image::RealImage;
+pub use node::{RealNode, RealNodeOptions};
+pub use registry::LoggedRegistry;
+pub use sysroot::Sysroot;
+
+/// The environment variable naming the directory that holds the archive and its
+/// `SHA256SUMS`.
+pub const ARCHIVE_ENV: &str = "BOOTC_REAL_ARCHIVE_DIR";
+/// The archive's file name.
+pub const ARCHIVE: &str = "real-bootc-1.16.9-ostree-2026.4-bookworm-amd64.tar.xz";
+/// The stateroot every real node deploys into.
+pub const STATEROOT: &str = "debian";
+/// The repository the images are pushed to.
+pub const REPOSITORY: &str = "node";
+
+/// The archive directory: `$BOOTC_REAL_ARCHIVE_DIR`, else `shared/tools/real-bootc` beside
+/// the checkout. `None` when that directory does not exist.
+pub fn archive_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os(ARCHIVE_ENV)
+        .filter(|v| !v.is_empty())
+        .map_or_else(default_archive_dir, PathBuf::from);
+    dir.is_dir().then_some(dir)
+}
+
+/// `<checkout>/../shared/tools/real-bootc`, the checkout found from this crate's manifest.
+fn default_archive_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/real-bootc")
+}
+
+/// The environment that runs the unpacked bootc and ostree on this machine: their
+/// libraries first, their programs first on the PATH (ostree-ext runs `ostree`).
+pub(crate) fn tools_env(tools: &Path) -> Vec<(String, String)> {
+    let lib = tools.join("usr/lib/x86_64-linux-gnu");
+    let bin = tools.join("usr/bin");
+    vec![
+        ("LD_LIBRARY_PATH".to_owned(), lib.display().to_string()),
+        (
+            "PATH".to_owned(),
+            format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()),
+        ),
+    ]
+}
