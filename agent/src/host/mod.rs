@@ -97,6 +97,15 @@ pub enum HostError {
         /// The last 4 KiB of the command's standard error.
         stderr: String,
     },
+    /// systemd could not start the program (the service's status 203/EXEC): it is missing
+    /// or not executable on the host. Nothing ran, so there is no standard error to show.
+    #[error("bootc not found: systemd could not run `{program}` on the host (`{command}`)")]
+    NotFound {
+        /// The program (`/usr/bin/bootc`).
+        program: String,
+        /// The command's argv, joined with spaces.
+        command: String,
+    },
     /// A command did not finish in time; its unit was stopped.
     #[error("`{command}` did not finish within {timeout:?}")]
     Timeout {

@@ -46,7 +46,7 @@ fn archive() -> Option<PathBuf> {
 struct Fixture {
     node: RealNode,
     registry: LoggedRegistry,
-    dir: common::TestDir,
+    _dir: common::TestDir,
     /// `HOST/node@sha256:…` of v1 and v2.
     v1: String,
     v2: String,
@@ -105,7 +105,7 @@ impl Fixture {
         Some(Fixture {
             node,
             registry,
-            dir,
+            _dir: dir,
             v1,
             v2,
             _serial: serial,
@@ -197,6 +197,189 @@ async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_rebo
         staged(&status),
         Some((digest_of(&f.v2).to_owned(), Some(true)))
     );
-    let _ = (&f.registry, &f.dir, Unlock::FromDownloaded);
-    let _: Option<HostError> = None;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_downloaded_boots_the_target_once_and_rollback_fetches_nothing() {
+    let Some(f) = Fixture::new("real-apply", false, None).await else {
+        return;
+    };
+    let host = f.host().await;
+    host.stage(&pin(&f.v2)).await.unwrap();
+
+    // (c) Approval: `upgrade --from-downloaded`, then exactly one reboot.
+    host.unlock(Unlock::FromDownloaded).await.unwrap();
+    let status = host.status().await.unwrap();
+    assert_eq!(
+        staged(&status),
+        Some((digest_of(&f.v2).to_owned(), Some(false))),
+        "unlocked: {status:#?}"
+    );
+    assert!(!f.node.run_ostree_has("staged-deployment-locked"));
+    let boots = f.node.status().boots;
+    let before = host.identity().await.unwrap();
+    let started = Instant::now();
+    host.reboot(false).await.unwrap();
+    f.node.wait_booted(boots, BOOT).await.unwrap();
+    eprintln!("real-apply: reboot into v2 took {:?}", started.elapsed());
+    assert_eq!(f.node.status().boots, boots + 1, "exactly one reboot");
+    let host = f.host().await;
+    assert_ne!(host.identity().await.unwrap().boot_id, before.boot_id);
+    let status = host.status().await.unwrap();
+    assert_eq!(booted_digest(&status), digest_of(&f.v2), "{}", f.log());
+    assert_eq!(staged(&status), None);
+    assert_eq!(
+        f.node.version_id().unwrap(),
+        "2",
+        "the running tree is v2's"
+    );
+    let rollback = status
+        .status
+        .rollback
+        .as_ref()
+        .and_then(|r| r.image.as_ref());
+    assert_eq!(
+        rollback.map(|i| i.image_digest.to_string()).as_deref(),
+        Some(digest_of(&f.v1))
+    );
+
+    // (e) Rollback: no pull, the next boot runs v1.
+    let seen = f.registry.request_count();
+    host.unlock(Unlock::Rollback).await.unwrap();
+    let status = host.status().await.unwrap();
+    assert!(status.status.rollback_queued, "{status:#?}");
+    f.reboot().await;
+    let host = f.host().await;
+    let status = host.status().await.unwrap();
+    assert_eq!(booted_digest(&status), digest_of(&f.v1), "{}", f.log());
+    assert_eq!(f.node.version_id().unwrap(), "1");
+    let after: Vec<_> = f.registry.requests().into_iter().skip(seen).collect();
+    eprintln!("real-apply: registry requests during the rollback: {after:?}");
+    assert!(
+        !after.iter().any(|r| r.is_blob_fetch()),
+        "a rollback fetched blobs: {after:?}"
+    );
+    assert!(
+        f.registry.requests().iter().any(|r| r.is_blob_fetch()),
+        "the access log does show the earlier pulls"
+    );
+}
+
+/// Polls the node's `/run/ostree` while `stage` runs: how long a staged deployment was
+/// there without the lock (the unlocked window between `switch` and `upgrade
+/// --download-only`), and whether `reboot_inside` asked for a reboot in it.
+async fn watch_window(
+    f: &Fixture,
+    host: DbusHost,
+    pin: ImageRef,
+    reboot_inside: bool,
+) -> (Option<Duration>, Result<(), HostError>) {
+    let stage = tokio::spawn(async move { host.stage(&pin).await });
+    let mut opened: Option<Instant> = None;
+    let mut window = None;
+    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    while !stage.is_finished() && Instant::now() < deadline {
+        let staged = f.node.run_ostree_has("staged-deployment");
+        let locked = f.node.run_ostree_has("staged-deployment-locked");
+        match (opened, staged && !locked) {
+            (None, true) => {
+                opened = Some(Instant::now());
+                if reboot_inside {
+                    f.node.reboot(false).await.unwrap();
+                }
+            }
+            (Some(at), false) if window.is_none() => window = Some(at.elapsed()),
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let result = stage.await.unwrap();
+    (window, result)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unlocked_window_of_switch_then_download_only_and_a_reboot_inside_it() {
+    let Some(f) = Fixture::new("real-window", false, None).await else {
+        return;
+    };
+    // (d) Measured: the window the fallback leaves with bootc 1.16.9.
+    let (window, result) = watch_window(&f, f.host().await, pin(&f.v2), false).await;
+    result.unwrap();
+    let window = window.expect("a staged deployment without the lock was seen");
+    eprintln!(
+        "real-window: unlocked window between `switch` and `upgrade --download-only`: {window:?}"
+    );
+    let status = f.host().await.status().await.unwrap();
+    assert_eq!(
+        staged(&status),
+        Some((digest_of(&f.v2).to_owned(), Some(true)))
+    );
+
+    // Dropped by an unasked reboot, then staged again with a reboot asked inside the window.
+    f.reboot().await;
+    let boots = f.node.status().boots;
+    let (_, result) = watch_window(&f, f.host().await, pin(&f.v2), true).await;
+    eprintln!("real-window: stage with a reboot inside the window: {result:?}");
+    f.node.wait_booted(boots, BOOT).await.unwrap();
+    let host = f.host().await;
+    let status = host.status().await.unwrap();
+    eprintln!(
+        "real-window: after that reboot: booted {} (v1 {}, v2 {}), VERSION_ID {}",
+        booted_digest(&status),
+        digest_of(&f.v1),
+        digest_of(&f.v2),
+        f.node.version_id().unwrap()
+    );
+    assert!(
+        result.is_err(),
+        "the stage cut short by the reboot is not reported staged"
+    );
+    assert_eq!(
+        booted_digest(&status),
+        digest_of(&f.v2),
+        "a reboot inside the window applies the unapproved image: {}",
+        f.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_failing_bootc_reads_as_such() {
+    let Some(f) = Fixture::new("real-fail", false, None).await else {
+        return;
+    };
+    // (f) Missing: systemd cannot execute it (203/EXEC).
+    let host = f.host().await.with_bootc_path("/usr/bin/bootc-absent");
+    let err = host.status().await.unwrap_err();
+    let message = err.to_string();
+    eprintln!("real-fail: missing: {message}");
+    assert!(matches!(err, HostError::NotFound { .. }), "{err:?}");
+    assert!(message.contains("bootc not found"), "{message}");
+    assert!(!message.contains("exit status 203"), "{message}");
+
+    // Failing: bootc's own `error:` line.
+    let host = f.host().await;
+    let absent = format!(
+        "{}/{REPOSITORY}@sha256:{}",
+        f.registry.host(),
+        "0".repeat(64)
+    );
+    let err = host.stage(&pin(&absent)).await.unwrap_err();
+    eprintln!("real-fail: failing: {err}");
+    match &err {
+        HostError::CommandFailed {
+            exit_status,
+            stderr,
+            ..
+        } => {
+            assert_ne!(*exit_status, 0);
+            assert!(
+                stderr.lines().any(|l| l.starts_with("error:")),
+                "bootc's error line: {stderr:?}"
+            );
+        }
+        other => panic!("expected CommandFailed, got {other:?}"),
+    }
+    let status = host.status().await.unwrap();
+    assert_eq!(staged(&status), None);
+    assert_eq!(booted_digest(&status), digest_of(&f.v1));
 }

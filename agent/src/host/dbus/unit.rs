@@ -18,6 +18,9 @@ use crate::host::HostError;
 
 /// Extra time past the unit's own start timeout before the agent gives up.
 const TIMEOUT_MARGIN: Duration = Duration::from_secs(2);
+/// The service status systemd gives when it cannot execute the program
+/// (`EXIT_EXEC`, "203/EXEC").
+const EXIT_EXEC: i32 = 203;
 /// How much of a command's standard error an error carries.
 const STDERR_TAIL: u64 = 4096;
 
@@ -178,6 +181,14 @@ impl DbusHost {
             return Err(HostError::Timeout {
                 command: command.line,
                 timeout: self.timeout,
+            });
+        }
+        if result == "exit-code" && exit_status == EXIT_EXEC {
+            let _ = tokio::fs::remove_file(&command.stderr_path).await;
+            let _ = tokio::fs::remove_file(&command.stdout_path).await;
+            return Err(HostError::NotFound {
+                program: command.argv[0].clone(),
+                command: command.line,
             });
         }
         if job_result != "done" || result != "success" || exit_status != 0 {

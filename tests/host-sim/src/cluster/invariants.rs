@@ -48,7 +48,7 @@ fn object_rv(object: &Value) -> u64 {
     object
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
-        .and_then(|rv| rv.parse().ok())
+        .and_then(kube_emulator::rv_order)
         .unwrap_or(0)
 }
 
