@@ -84,6 +84,9 @@ struct Agent<H> {
     options: RunOptions,
     /// The BootcNode as last seen (watch or own write).
     node: Option<BootcNode>,
+    /// The versions of the BootcNode the watch delivered, as they came
+    /// (`resourceVersion`s are opaque: compared for equality only).
+    versions: node::Versions,
     /// Whether `memory.last_reboot` was taken from the object already.
     restored: bool,
     memory: Memory,
@@ -190,6 +193,7 @@ impl<H: Host + 'static> Agent<H> {
             nodes,
             options,
             node: None,
+            versions: node::Versions::default(),
             restored: false,
             memory: Memory::default(),
             staging: None,

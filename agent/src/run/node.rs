@@ -1,6 +1,8 @@
 //! The node's own BootcNode as the watch delivers it: relists, deletions, and our own
 //! status writes coming back (which need no reconcile).
 
+use std::collections::VecDeque;
+
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::BootcNode;
 use bootc_pool_common::error_chain;
@@ -36,16 +38,23 @@ impl<H: Host + 'static> Agent<H> {
             }
             Some(Ok(Event::InitDone)) => {
                 let node = listing.take().flatten();
-                self.observe(node)
+                if let Some(node) = &node {
+                    self.versions.delivered(node, true);
+                }
+                self.observe(node, false)
             }
-            Some(Ok(Event::Apply(node))) => self.observe(Some(node)),
-            Some(Ok(Event::Delete(_))) => self.observe(None),
+            Some(Ok(Event::Apply(node))) => {
+                let stale = self.is_stale(&node);
+                self.versions.delivered(&node, false);
+                self.observe(Some(node), stale)
+            }
+            Some(Ok(Event::Delete(_))) => self.observe(None, false),
         })
     }
 
-    /// Takes in the object from the watch; true when a reconcile is needed (anything
-    /// but our own status write coming back).
-    fn observe(&mut self, node: Option<BootcNode>) -> bool {
+    /// Takes in the object from the watch (`stale`: from before our last write); true
+    /// when a reconcile is needed (anything but our own status write coming back).
+    fn observe(&mut self, node: Option<BootcNode>, stale: bool) -> bool {
         let Some(node) = node else {
             if self.node.take().is_some() {
                 info!("BootcNode deleted; waiting for it to come back");
@@ -64,10 +73,10 @@ impl<H: Host + 'static> Agent<H> {
                 old.spec != node.spec
                     || old.annotations().get(REBOOT_SLOT_ANNOTATION)
                         != node.annotations().get(REBOOT_SLOT_ANNOTATION)
-                    || old.status != node.status && !self.is_stale(&node)
+                    || old.status != node.status && !stale
             }
         };
-        if !self.is_stale(&node) {
+        if !stale {
             self.node = Some(node);
         }
         changed
@@ -76,15 +85,54 @@ impl<H: Host + 'static> Agent<H> {
     /// True when `node` is older than the object we already hold (a watch event that
     /// arrives after our own write's response).
     fn is_stale(&self, node: &BootcNode) -> bool {
-        let version = |n: &BootcNode| {
-            n.metadata
-                .resource_version
-                .as_deref()
-                .and_then(|v| v.parse::<u64>().ok())
-        };
-        match (self.node.as_ref().and_then(version), version(node)) {
-            (Some(held), Some(seen)) => seen < held,
-            _ => false,
-        }
+        self.versions.is_older_than_our_write(node)
     }
 }
+
+/// How many versions the watch delivered are remembered: enough for a write whose
+/// response arrives after the watch delivered it and a change or two after it.
+const REMEMBERED: usize = 4;
+
+/// Which versions of the BootcNode the watch delivered, and the one our last write is
+/// waiting for. The watch delivers an object's versions in order, so until it delivers
+/// the version our write returned, what it delivers is older than what we hold.
+#[derive(Debug, Default)]
+pub(super) struct Versions {
+    delivered: VecDeque<String>,
+    awaiting: Option<String>,
+}
+
+impl Versions {
+    /// Our write returned `node`.
+    pub(super) fn wrote(&mut self, node: &BootcNode) {
+        let rv = node.metadata.resource_version.clone();
+        let already = rv
+            .as_ref()
+            .is_some_and(|rv| self.delivered.iter().any(|d| d == rv));
+        self.awaiting = if already { None } else { rv };
+    }
+
+    /// The watch delivered `node` (a relist's object too: a relist is at least as new as
+    /// the writes before it).
+    pub(super) fn delivered(&mut self, node: &BootcNode, relisted: bool) {
+        let rv = node.metadata.resource_version.clone().unwrap_or_default();
+        if relisted || self.awaiting.as_ref() == Some(&rv) {
+            self.awaiting = None;
+        }
+        if self.delivered.len() == REMEMBERED {
+            self.delivered.pop_front();
+        }
+        self.delivered.push_back(rv);
+    }
+
+    /// True while our last write has not come back through the watch and `node` is not
+    /// it: `node` is from before the write.
+    fn is_older_than_our_write(&self, node: &BootcNode) -> bool {
+        self.awaiting
+            .as_ref()
+            .is_some_and(|awaiting| node.metadata.resource_version.as_ref() != Some(awaiting))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -56,6 +56,7 @@ impl<H: Host + 'static> Agent<H> {
             Ok(updated) => {
                 debug!(phase = ?phase, "status written");
                 self.api_retry.clear();
+                self.versions.wrote(&updated);
                 self.node = Some(updated);
                 true
             }

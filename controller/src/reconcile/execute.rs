@@ -17,7 +17,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::cache::{lock, rv_of};
+use super::cache::lock;
 use super::{Context, FIELD_MANAGER, ReconcileError, api_error, is_status};
 use crate::drain::{DrainOptions, DrainOutcome, DrainState};
 use crate::metrics::DrainResult;
@@ -288,16 +288,16 @@ fn forget_drain(ctx: &Context, pool: &BootcNodePool, node: &str) {
 }
 
 async fn delete(ctx: &Context, pool: &BootcNodePool, node: &str) -> Result<(), ReconcileError> {
-    let rv = ctx.bootc_of(node).as_deref().map(rv_of).unwrap_or(0);
+    let uid = ctx.bootc_of(node).and_then(|b| b.meta().uid.clone());
     let api: Api<BootcNode> = Api::all(ctx.client.clone());
     match api.delete(node, &DeleteParams::default()).await {
         Ok(_) => {
             info!(pool = %pool.name_any(), %node, "BootcNode deleted");
-            lock(&ctx.bootc_overlay).deleted(node, rv);
+            lock(&ctx.bootc_overlay).deleted(node, uid.clone());
             Ok(())
         }
         Err(e) if is_status(&e, 404) => {
-            lock(&ctx.bootc_overlay).deleted(node, rv);
+            lock(&ctx.bootc_overlay).deleted(node, uid.clone());
             Ok(())
         }
         Err(e) => Err(api_error(format!("delete BootcNode {node}"))(e)),

@@ -156,8 +156,8 @@ pub struct Context {
     drainer: Drainer,
     recorder: Recorder,
     deps: Dependencies,
-    bootc_overlay: Mutex<Overlay<BootcNode>>,
-    node_overlay: Mutex<Overlay<Node>>,
+    bootc_overlay: Arc<Mutex<Overlay<BootcNode>>>,
+    node_overlay: Arc<Mutex<Overlay<Node>>>,
     /// Failed reconciles in a row, by pool (for the backoff).
     failures: Mutex<HashMap<String, u32>>,
     /// Whether the BootcNode and Node caches have been filled.
@@ -187,6 +187,7 @@ fn bootc_changes(
     api: Api<BootcNode>,
     writer: reflector::store::Writer<BootcNode>,
     synced: watch::Sender<bool>,
+    overlay: Arc<Mutex<Overlay<BootcNode>>>,
 ) -> impl Stream<Item = Result<BootcNode, watcher::Error>> {
     reflector::reflector(
         writer,
@@ -195,6 +196,9 @@ fn bootc_changes(
             .modify(|b: &mut BootcNode| b.managed_fields_mut().clear()),
     )
     .inspect(move |event| {
+        if let Ok(event) = event {
+            lock(&overlay).observe(event);
+        }
         if matches!(event, Ok(Event::InitDone)) {
             synced.send_replace(true);
         }
@@ -207,6 +211,7 @@ fn node_changes(
     api: Api<Node>,
     writer: reflector::store::Writer<Node>,
     synced: watch::Sender<bool>,
+    overlay: Arc<Mutex<Overlay<Node>>>,
 ) -> impl Stream<Item = Result<Node, watcher::Error>> {
     let mut seen: HashMap<String, u64> = HashMap::new();
     reflector::reflector(
@@ -216,6 +221,9 @@ fn node_changes(
             .modify(strip_node),
     )
     .filter_map(move |event| {
+        if let Ok(event) = &event {
+            lock(&overlay).observe(event);
+        }
         let out = match event {
             Err(e) => Some(Err(e)),
             Ok(Event::Apply(node)) | Ok(Event::InitApply(node)) => {
@@ -321,10 +329,22 @@ pub async fn run(
 ) {
     let (bootc_store, bootc_writer) = reflector::store();
     let (bootc_synced, bootc_synced_rx) = watch::channel(false);
-    let bootc_stream = bootc_changes(Api::all(client.clone()), bootc_writer, bootc_synced);
+    let bootc_overlay = Arc::new(Mutex::new(Overlay::default()));
+    let node_overlay = Arc::new(Mutex::new(Overlay::default()));
+    let bootc_stream = bootc_changes(
+        Api::all(client.clone()),
+        bootc_writer,
+        bootc_synced,
+        Arc::clone(&bootc_overlay),
+    );
     let (node_store, node_writer) = reflector::store();
     let (nodes_synced, nodes_synced_rx) = watch::channel(false);
-    let node_stream = node_changes(Api::all(client.clone()), node_writer, nodes_synced);
+    let node_stream = node_changes(
+        Api::all(client.clone()),
+        node_writer,
+        nodes_synced,
+        Arc::clone(&node_overlay),
+    );
     let synced = Synced {
         bootc: bootc_synced_rx,
         nodes: nodes_synced_rx,
@@ -354,8 +374,8 @@ pub async fn run(
         bootc: bootc_store.clone(),
         nodes: node_store,
         deps,
-        bootc_overlay: Mutex::new(Overlay::default()),
-        node_overlay: Mutex::new(Overlay::default()),
+        bootc_overlay,
+        node_overlay,
         failures: Mutex::new(HashMap::new()),
         synced,
         progress: Mutex::new(HashMap::new()),

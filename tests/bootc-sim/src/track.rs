@@ -75,7 +75,7 @@ fn rv_of(object: &Value) -> u64 {
     object
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
-        .and_then(|rv| rv.parse().ok())
+        .and_then(kube_emulator::rv_order)
         .unwrap_or(0)
 }
 

@@ -48,7 +48,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
 pub use faults::{FaultConfig, RequestCounts, RequestRecord};
-pub use store::{Event, EventType};
+pub use store::{Event, EventType, rv_order, rv_text};
 
 /// How to start an emulator.
 #[derive(Debug, Clone)]

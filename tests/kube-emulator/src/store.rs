@@ -8,6 +8,31 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::registry::ResourceKey;
 
+/// Mixes the counter into the text clients see (a bijection, undone by [`rv_order`]).
+const RV_MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// A resourceVersion as clients see it. A real API server's are opaque strings that
+/// clients may only compare for equality; these are made so that a client that parses or
+/// orders them goes wrong here rather than in production: `r` and 16 hex digits that do
+/// not grow with the counter. `0` stays `0` (the "any version" of list and watch requests).
+pub fn rv_text(rv: u64) -> String {
+    if rv == 0 {
+        return "0".to_owned();
+    }
+    format!("r{:016x}", (rv ^ RV_MIX).rotate_left(17))
+}
+
+/// The store's counter behind a resourceVersion [`rv_text`] made, for tools that check the
+/// order of events (never for the components under test). `None` when it is not one.
+pub fn rv_order(text: &str) -> Option<u64> {
+    if text == "0" {
+        return Some(0);
+    }
+    let hex = text.strip_prefix('r').filter(|h| h.len() == 16)?;
+    let mixed = u64::from_str_radix(hex, 16).ok()?;
+    Some(mixed.rotate_right(17) ^ RV_MIX)
+}
+
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -196,7 +221,7 @@ impl Store {
     /// Stores a new object (its metadata already complete but for `resourceVersion`).
     pub fn insert(&mut self, key: &ResourceKey, mut object: Value) -> Arc<Value> {
         let rv = self.next_rv();
-        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        object["metadata"]["resourceVersion"] = json!(rv_text(rv));
         let (ns, name, uid) = identity(&object);
         let object = Arc::new(object);
         self.objects
@@ -218,7 +243,7 @@ impl Store {
     /// Replaces an existing object.
     pub fn replace(&mut self, key: &ResourceKey, mut object: Value) -> Arc<Value> {
         let rv = self.next_rv();
-        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        object["metadata"]["resourceVersion"] = json!(rv_text(rv));
         let (ns, name, _) = identity(&object);
         let object = Arc::new(object);
         let previous = self
@@ -245,7 +270,7 @@ impl Store {
             .remove(&(ns.to_string(), name.to_string()))?;
         let rv = self.next_rv();
         let mut object = (*removed).clone();
-        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        object["metadata"]["resourceVersion"] = json!(rv_text(rv));
         let (_, _, uid) = identity(&object);
         self.uids.remove(&uid);
         let object = Arc::new(object);
@@ -305,6 +330,21 @@ fn identity(object: &Value) -> (String, String, String) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn resource_versions_are_opaque_and_round_trip() {
+        let texts: Vec<String> = (1..=64).map(rv_text).collect();
+        for (i, t) in texts.iter().enumerate() {
+            assert!(t.parse::<u64>().is_err(), "{t} reads as a number");
+            assert_eq!(rv_order(t), Some(i as u64 + 1));
+        }
+        let mut sorted = texts.clone();
+        sorted.sort();
+        assert_ne!(sorted, texts, "their text order follows the counter");
+        assert_eq!(rv_text(0), "0");
+        assert_eq!(rv_order("0"), Some(0));
+        assert_eq!(rv_order("12"), None);
+    }
+
     fn key() -> ResourceKey {
         ResourceKey {
             group: "".into(),
@@ -321,12 +361,12 @@ mod tests {
         let mut s = Store::new(100, 16);
         let a = s.insert(&key(), cm("a", "x"));
         let b = s.insert(&key(), cm("b", "x"));
-        assert_eq!(a["metadata"]["resourceVersion"], "2");
-        assert_eq!(b["metadata"]["resourceVersion"], "3");
+        assert_eq!(a["metadata"]["resourceVersion"], rv_text(2));
+        assert_eq!(b["metadata"]["resourceVersion"], rv_text(3));
         let c = s.replace(&key(), (*a).clone());
-        assert_eq!(c["metadata"]["resourceVersion"], "4");
+        assert_eq!(c["metadata"]["resourceVersion"], rv_text(4));
         let d = s.remove(&key(), "b", "x").unwrap();
-        assert_eq!(d["metadata"]["resourceVersion"], "5");
+        assert_eq!(d["metadata"]["resourceVersion"], rv_text(5));
         assert_eq!(s.list(&key(), None).len(), 1);
         assert_eq!(s.list(&key(), Some("a")).len(), 1);
         assert_eq!(s.list(&key(), Some("b")).len(), 0);

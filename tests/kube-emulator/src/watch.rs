@@ -204,7 +204,7 @@ impl Lines {
     /// A bookmark at `rv`; the one ending the initial events is annotated so.
     fn bookmark(&self, rv: u64, end_of_initial: bool) -> Bytes {
         let t = &self.req.resource;
-        let mut object = json!({"kind": t.kind, "apiVersion": t.api_version(), "metadata": {"resourceVersion": rv.to_string()}});
+        let mut object = json!({"kind": t.kind, "apiVersion": t.api_version(), "metadata": {"resourceVersion": crate::store::rv_text(rv)}});
         if end_of_initial {
             object["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }

@@ -177,7 +177,7 @@ pub(super) fn list(
         Some(n) if matching.len() > n => (&matching[..n], matching.len() - n),
         _ => (&matching[..], 0),
     };
-    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    let mut metadata = json!({"resourceVersion": crate::store::rv_text(rv)});
     if more > 0
         && let Some(last) = page.last()
     {
@@ -243,7 +243,7 @@ pub(super) fn start_watch(
         let (labels, fields) = selectors(&p.resource, query)?;
         let resource_version = match query.get("resourceVersion").map(String::as_str) {
             None | Some("") => None,
-            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+            Some(rv) => Some(crate::store::rv_order(rv).ok_or_else(|| {
                 ApiError::bad_request(format!("resourceVersion {rv:?} is invalid"))
             })?),
         };

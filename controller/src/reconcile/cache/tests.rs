@@ -1,0 +1,115 @@
+//! The overlay with opaque resource versions: nothing here orders them.
+
+use std::sync::Arc;
+
+use bootc_crds::node::{BootcNode, BootcNodeSpec};
+use kube::runtime::watcher::Event;
+
+use super::Overlay;
+
+fn object(rv: &str, uid: &str, image: &str) -> BootcNode {
+    let mut b = BootcNode::new(
+        "n1",
+        BootcNodeSpec {
+            desired_image: image.into(),
+            desired_image_state: Default::default(),
+            reboot_policy: Default::default(),
+            pull_secret_ref: None,
+            pull_secret_hash: None,
+        },
+    );
+    b.metadata.resource_version = Some(rv.into());
+    b.metadata.uid = Some(uid.into());
+    b
+}
+
+fn image(picked: Option<Arc<BootcNode>>) -> Option<String> {
+    picked.map(|b| b.spec.desired_image.clone())
+}
+
+#[test]
+fn a_write_is_used_until_the_watch_delivers_that_very_version() {
+    let mut overlay = Overlay::default();
+    let old = Arc::new(object("zz9", "u1", "old"));
+    // "a1" would sort before "zz9": an order would take the cache for newer.
+    overlay.wrote("n1", object("a1", "u1", "new"));
+    assert_eq!(
+        image(overlay.pick("n1", Some(old.clone()))).as_deref(),
+        Some("new")
+    );
+    overlay.observe(&Event::Apply(object("zz9", "u1", "old")));
+    assert_eq!(image(overlay.pick("n1", Some(old))).as_deref(), Some("new"));
+    assert_eq!(overlay.names().count(), 1);
+
+    overlay.observe(&Event::Apply(object("a1", "u1", "new")));
+    let cached = Arc::new(object("a1", "u1", "new"));
+    assert_eq!(
+        image(overlay.pick("n1", Some(cached))).as_deref(),
+        Some("new")
+    );
+    assert_eq!(overlay.names().count(), 0, "caught up: the entry is gone");
+    // Later versions come from the cache, whatever they look like.
+    let later = Arc::new(object("0", "u1", "someone else's"));
+    assert_eq!(
+        image(overlay.pick("n1", Some(later))).as_deref(),
+        Some("someone else's")
+    );
+}
+
+#[test]
+fn a_write_whose_response_comes_after_its_watch_event_is_not_kept() {
+    let mut overlay = Overlay::default();
+    overlay.observe(&Event::Apply(object("v7", "u1", "new")));
+    overlay.observe(&Event::Apply(object("v8", "u1", "newer")));
+    overlay.wrote("n1", object("v7", "u1", "new"));
+    let cached = Arc::new(object("v8", "u1", "newer"));
+    assert_eq!(
+        image(overlay.pick("n1", Some(cached))).as_deref(),
+        Some("newer")
+    );
+    assert_eq!(overlay.names().count(), 0);
+}
+
+#[test]
+fn a_relist_that_began_after_a_write_replaces_it() {
+    let mut overlay = Overlay::default();
+    overlay.wrote("n1", object("w", "u1", "ours"));
+    overlay.observe(&Event::Init);
+    // Written during the relist: kept until delivered.
+    let mut other = object("q", "u2", "during");
+    other.metadata.name = Some("n2".into());
+    overlay.wrote("n2", other);
+    overlay.observe(&Event::InitApply(object("x", "u1", "listed")));
+    overlay.observe(&Event::InitDone);
+    let listed = Arc::new(object("x", "u1", "listed"));
+    assert_eq!(
+        image(overlay.pick("n1", Some(listed))).as_deref(),
+        Some("listed")
+    );
+    assert_eq!(overlay.names().cloned().collect::<Vec<_>>(), ["n2"]);
+}
+
+#[test]
+fn a_deletion_hides_the_object_until_the_watch_sees_it_go() {
+    let mut overlay = Overlay::default();
+    let cached = Arc::new(object("5", "u1", "old"));
+    overlay.deleted("n1", Some("u1".into()));
+    assert!(overlay.pick("n1", Some(cached)).is_none());
+    overlay.observe(&Event::Delete(object("6", "u1", "old")));
+    assert!(overlay.pick("n1", None).is_none());
+    // A new object of the same name (another uid) shows.
+    let new = Arc::new(object("1", "u2", "recreated"));
+    assert_eq!(
+        image(overlay.pick("n1", Some(new))).as_deref(),
+        Some("recreated")
+    );
+
+    // Recreated before the watch reported the deletion: the new uid shows at once.
+    let mut overlay = Overlay::default();
+    overlay.deleted("n1", Some("u1".into()));
+    let new = Arc::new(object("2", "u3", "again"));
+    assert_eq!(
+        image(overlay.pick("n1", Some(new))).as_deref(),
+        Some("again")
+    );
+}
