@@ -20,7 +20,8 @@ use host_sim::cluster::{Invariants, PodOwner, SimCluster, SimOptions};
 use host_sim::memory::{Catalog, NextBoot};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Patch, PatchParams, PostParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::{Value, json};
@@ -55,7 +56,11 @@ fn logs() {
 
 async fn env(nodes: &[&str]) -> Env {
     logs();
-    let emulator = Emulator::start().await.unwrap();
+    env_on(Emulator::start().await.unwrap(), nodes).await
+}
+
+/// The cluster of [`env`] on `emulator` (CRDs it already serves are kept).
+async fn env_on(emulator: Emulator, nodes: &[&str]) -> Env {
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
     let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
@@ -945,4 +950,51 @@ async fn ready_only_once_the_caches_have_synced() {
         !health.is_ready(),
         "still ready after the controller stopped"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_this_controller_cannot_read_is_reported_and_the_others_roll() {
+    logs();
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    // The cluster serves a pool CRD whose spec takes anything, as one of another version
+    // of the project might; a pool is stored that this controller's types refuse.
+    let mut crd: Value = serde_yaml_ng::from_str(include_str!(
+        "../../crds/node.bootc.dev_bootcnodepools.yaml"
+    ))
+    .unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] =
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let env = env_on(emulator, &["n1", "n2"]).await;
+    let resource = ApiResource::erase::<BootcNodePool>(&());
+    let raw: Api<DynamicObject> = Api::all_with(env.client.clone(), &resource);
+    let broken: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": "broken"},
+        "spec": {"nodeSelector": {"matchLabels": {"role": "db"}}, "image": {"ref": 42}},
+    }))
+    .unwrap();
+    raw.create(&PostParams::default(), &broken).await.unwrap();
+
+    let controller = start(&env.emulator, Dependencies::default());
+    env.apply_workers(json!({"maxUnavailable": 1})).await;
+    wait_pool(&env.client, "workers", "both nodes updated", |p| {
+        all_updated(p, 2)
+    })
+    .await;
+    wait_events(&env.client, "the unreadable pool reported", |seen| {
+        seen.iter().any(|(reason, note)| {
+            reason == "PoolUnreadable" && note.contains("invalid type: integer `42`")
+        })
+    })
+    .await;
+    // Nothing was done to it: no finalizer, no status.
+    let broken = raw.get("broken").await.unwrap();
+    assert!(broken.finalizers().is_empty(), "{:?}", broken.finalizers());
+    assert!(broken.data.get("status").is_none());
+    controller.stop().await;
 }

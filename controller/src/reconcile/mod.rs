@@ -9,6 +9,8 @@
 //! - [`lookup`]: the pull Secret and the registry, asked for each reconcile;
 //! - [`observe`]: the [`Snapshot`](crate::plan::Snapshot) a plan looks at;
 //! - [`execute`]: carrying out the plan's actions;
+//! - [`pools`]: the pools' watch, each pool read on its own (one the controller cannot
+//!   read is reported and left alone; the others go on);
 //! - [`elect`]: running only while holding the leader Lease.
 //!
 //! Watches: pools (the controller's own), BootcNodes (owned by pools), Nodes (mapped to
@@ -44,6 +46,7 @@ pub mod elect;
 pub mod execute;
 pub mod lookup;
 pub mod observe;
+pub mod pools;
 
 pub use cache::owner_pool;
 pub use elect::run_elected;
@@ -356,18 +359,17 @@ pub async fn run(
 
     let health = deps.health.clone();
     health.set_not_ready("leading: caches not synced yet");
-    let controller = Controller::new(
-        Api::<BootcNodePool>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let pool_store = controller.store();
-    let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
     let reporter = Reporter {
         controller: FIELD_MANAGER.to_owned(),
         instance: Some(deps.instance.clone()),
     };
+    let recorder = Recorder::new(client.clone(), reporter);
+    let (pool_store, pool_writer) = reflector::store();
+    let pool_stream = pools::pool_changes(client.clone(), pool_writer, recorder.clone());
+    let controller = Controller::for_stream(pool_stream, pool_store.clone());
+    let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
     let ctx = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder,
         drainer: Drainer::new(client.clone(), done_tx.clone()).announcing_blocks(done_tx),
         client,
         pools: pool_store.clone(),

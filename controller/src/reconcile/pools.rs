@@ -1,0 +1,151 @@
+//! The pools' watch, each pool read on its own: a pool this controller cannot read (a
+//! CRD version it does not know, a field its types refuse) is left out of the cache, as
+//! if absent, so nothing is done to its nodes; it gets a `PoolUnreadable` Warning event
+//! naming the error, and the other pools go on. A typed watch would instead fail the
+//! whole list and stop every pool.
+
+use std::collections::HashMap;
+
+use bootc_crds::pool::BootcNodePool;
+use futures::{Stream, StreamExt};
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource, ResourceExt};
+use tracing::warn;
+
+/// The reason of the event on a pool that cannot be read.
+pub const POOL_UNREADABLE: &str = "PoolUnreadable";
+
+/// The readable pools' changes, after `writer`'s cache took them.
+pub(super) fn pool_changes(
+    client: Client,
+    writer: Writer<BootcNodePool>,
+    recorder: Recorder,
+) -> impl Stream<Item = Result<BootcNodePool, watcher::Error>> {
+    let resource = ApiResource::erase::<BootcNodePool>(&());
+    let api = Api::<DynamicObject>::all_with(client, &resource);
+    let mut reader = Reader {
+        cache: writer.as_reader(),
+        resource,
+        recorder,
+        reported: HashMap::new(),
+    };
+    let typed = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .filter_map(move |event| std::future::ready(reader.convert(event)));
+    reflector::reflector(writer, typed).applied_objects()
+}
+
+struct Reader {
+    cache: Store<BootcNodePool>,
+    resource: ApiResource,
+    recorder: Recorder,
+    /// Unreadable pools already reported, with the version reported.
+    reported: HashMap<String, Option<String>>,
+}
+
+type Converted = Option<Result<Event<BootcNodePool>, watcher::Error>>;
+
+impl Reader {
+    fn convert(&mut self, event: Result<Event<DynamicObject>, watcher::Error>) -> Converted {
+        let event = match event {
+            Err(e) => return Some(Err(e)),
+            Ok(event) => event,
+        };
+        Some(Ok(match event {
+            Event::Init => Event::Init,
+            Event::InitDone => Event::InitDone,
+            Event::InitApply(object) => Event::InitApply(self.read(&object)?),
+            Event::Apply(object) => match self.read(&object) {
+                Some(pool) => Event::Apply(pool),
+                // Was readable, is not any more: out of the cache.
+                None => Event::Delete(self.cached(&object)?),
+            },
+            Event::Delete(object) => {
+                self.reported.remove(&object.name_any());
+                match read(&object) {
+                    Ok(pool) => Event::Delete(pool),
+                    Err(_) => Event::Delete(self.cached(&object)?),
+                }
+            }
+        }))
+    }
+
+    fn cached(&self, object: &DynamicObject) -> Option<BootcNodePool> {
+        let key = reflector::ObjectRef::new(&object.name_any());
+        self.cache.get(&key).map(|p| (*p).clone())
+    }
+
+    /// The pool, or `None` after reporting why it cannot be read.
+    fn read(&mut self, object: &DynamicObject) -> Option<BootcNodePool> {
+        let error = match read(object) {
+            Ok(pool) => {
+                self.reported.remove(&pool.name_any());
+                return Some(pool);
+            }
+            Err(e) => e,
+        };
+        let name = object.name_any();
+        let version = object.resource_version();
+        if self.reported.get(&name) == Some(&version) {
+            return None;
+        }
+        self.reported.insert(name.clone(), version);
+        warn!(pool = %name, %error, "pool cannot be read; leaving it alone");
+        let event = KubeEvent {
+            type_: EventType::Warning,
+            reason: POOL_UNREADABLE.to_owned(),
+            note: Some(format!(
+                "this controller cannot read the pool ({error}); nothing is done for it, \
+                 its nodes included, until it can: check its spec against the CRD version \
+                 the controller was built for"
+            )),
+            action: POOL_UNREADABLE.to_owned(),
+            secondary: None,
+        };
+        let reference = object.object_ref(&self.resource);
+        let recorder = self.recorder.clone();
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&event, &reference).await {
+                warn!(pool = %name, error = %e, "cannot record an event");
+            }
+        });
+        None
+    }
+}
+
+fn read(object: &DynamicObject) -> Result<BootcNodePool, serde_json::Error> {
+    serde_json::to_value(object).and_then(serde_json::from_value)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn dynamic(spec: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "node.bootc.dev/v1alpha1",
+            "kind": "BootcNodePool",
+            "metadata": {"name": "p", "resourceVersion": "a"},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pool_is_read_on_its_own() {
+        let good = dynamic(json!({
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "image": {"ref": "registry.test/os:v1"},
+        }));
+        assert_eq!(read(&good).unwrap().spec.image.r#ref, "registry.test/os:v1");
+        let bad = dynamic(json!({"nodeSelector": {}, "image": {"ref": 42}}));
+        let error = read(&bad).unwrap_err().to_string();
+        assert!(error.contains("invalid type"), "{error}");
+    }
+}
