@@ -110,6 +110,11 @@ pub struct Memory {
     pub last_reboot: Option<RebootRecord>,
     /// The last failed command, if the one after it has not succeeded yet.
     pub failure: Option<Failure>,
+    /// The image of the agent's staging command still running, if any. While it runs,
+    /// a staged deployment of that image that is not `downloadOnly` is the half-way
+    /// state of `bootc switch` then `bootc upgrade --download-only` (bootc without
+    /// `switch --download-only`): still staging, not staged.
+    pub staging: Option<String>,
 }
 
 /// How a staged deployment is made the next boot's.
@@ -228,6 +233,15 @@ pub fn decide(
         return refused;
     }
     let staged = situation.on(&host.staged);
+    if staged && situation.half_staged() {
+        // Keep the staging command running (the agent starts none while one runs).
+        return Decision {
+            action: HostAction::Stage {
+                image: desired.image.clone(),
+            },
+            ..waiting(Phase::Staging)
+        };
+    }
     if staged || situation.on(&host.rollback) {
         return situation.reboot_into(staged);
     }
@@ -269,6 +283,14 @@ impl Situation<'_> {
     /// Whether `slot` holds the desired image.
     fn on(&self, slot: &Option<Slot>) -> bool {
         slot.as_ref().is_some_and(|s| s.is(self.digest))
+    }
+
+    /// The desired image is staged unlocked while the agent's own staging of it still
+    /// runs: `switch` has staged it, `upgrade --download-only` has not locked it yet.
+    /// Neither `Staged` to report nor a deployment to reboot into.
+    fn half_staged(&self) -> bool {
+        self.memory.staging.as_deref() == Some(self.desired.image.as_str())
+            && self.host.staged.as_ref().is_some_and(|s| !s.download_only)
     }
 
     /// The last reboot, when it was for the desired image.

@@ -42,6 +42,13 @@ const UNIT_PREFIX: &str = "bootc-node-agent-";
 const AUTH_FILE: &str = "run/ostree/auth.json";
 /// The kernel's boot ID, as the host sees it.
 const KERNEL_BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+/// ostree's finalization lock: while it exists, `ostree-finalize-staged` leaves the
+/// staged deployment out of the next boot.
+const FINALIZATION_LOCK: &str = "/run/ostree/staged-deployment-locked";
+/// The unit that writes a staged deployment into the boot entries at shutdown.
+const FINALIZE_STAGED: &str = "ostree-finalize-staged.service";
+/// Creates the finalization lock (coreutils, on every bootc host).
+const TOUCH: &str = "/usr/bin/touch";
 /// logind's `SD_LOGIND_SOFT_REBOOT` flag.
 const SOFT_REBOOT_FLAG: u64 = 1 << 2;
 
@@ -56,6 +63,8 @@ pub struct DbusHost {
     timeout: Duration,
     bootc: String,
     counter: AtomicU64,
+    /// Names this connection's units apart from any other agent's (see [`instance_id`]).
+    instance: String,
     download_only: OnceCell<bool>,
 }
 
@@ -95,6 +104,7 @@ impl DbusHost {
             timeout,
             bootc: DEFAULT_BOOTC.to_owned(),
             counter: AtomicU64::new(0),
+            instance: instance_id(),
             download_only: OnceCell::new(),
         })
     }
@@ -177,6 +187,32 @@ impl DbusHost {
         Ok(id.iter().map(|b| format!("{b:02x}")).collect())
     }
 
+    /// bootc without `switch --download-only`: `bootc switch PIN` then `bootc upgrade
+    /// --download-only`, back to back in one transient unit (systemd starts the second
+    /// the moment the first exits, with no round trip through the agent). Between the
+    /// two the staged deployment is unlocked; should the host shut down in that gap, the
+    /// unit is stopped before `ostree-finalize-staged` (it is ordered after it) and its
+    /// `ExecStopPost` creates ostree's finalization lock, so the next boot stays on the
+    /// old deployment. The same holds when the agent cancels it. See docs/testing.md.
+    async fn switch_then_lock(&self, reference: &str) -> Result<(), HostError> {
+        let bootc = |args: &[&str]| {
+            std::iter::once(self.bootc.clone())
+                .chain(args.iter().map(|a| (*a).to_owned()))
+                .collect::<Vec<_>>()
+        };
+        let spec = unit::UnitSpec {
+            commands: vec![
+                bootc(&["switch", reference]),
+                bootc(&["upgrade", "--download-only"]),
+            ],
+            stop_post: Some(vec![TOUCH.to_owned(), FINALIZATION_LOCK.to_owned()]),
+            after: vec![FINALIZE_STAGED.to_owned()],
+        };
+        let finished = self.run_unit(spec).await?;
+        let _ = tokio::fs::remove_file(&finished.stdout_path).await;
+        Ok(())
+    }
+
     async fn supports_download_only(&self) -> Result<bool, HostError> {
         self.download_only
             .get_or_try_init(|| async {
@@ -186,6 +222,20 @@ impl DbusHost {
             .await
             .copied()
     }
+}
+
+/// 16 hex digits drawn at random (std's per-process random hash keys, the time and a
+/// per-process counter): what tells this connection's units from those of an earlier
+/// agent process, which in a pod has the same PID.
+fn instance_id() -> String {
+    use std::hash::{BuildHasher, RandomState};
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seq = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let hash = RandomState::new().hash_one((nanos, seq, std::process::id()));
+    format!("{hash:016x}")
 }
 
 /// `8f1e…-…` (the kernel's form) as 32 lowercase hex digits; `None` unless it is a UUID.
@@ -249,8 +299,7 @@ impl Host for DbusHost {
             self.bootc(&["switch", "--download-only", &reference])
                 .await?;
         } else {
-            self.bootc(&["switch", &reference]).await?;
-            self.bootc(&["upgrade", "--download-only"]).await?;
+            self.switch_then_lock(&reference).await?;
         }
         Ok(())
     }

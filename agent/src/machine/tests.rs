@@ -304,6 +304,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
             ..host(A)
         };
         let memory = Memory {
+            staging: None,
             last_reboot: Some(record(B, "boot-1", 0, 5)),
             failure: None,
         };
@@ -322,6 +323,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
         ..host(A)
     };
     let memory = Memory {
+        staging: None,
         last_reboot: Some(record(C, "boot-1", 0, 5)),
         failure: None,
     };
@@ -331,6 +333,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
     ));
     // It applied: idle and healthy.
     let memory = Memory {
+        staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 5)),
         failure: None,
     };
@@ -361,6 +364,7 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
         ..host(A)
     };
     let recent = Memory {
+        staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 2)),
         failure: None,
     };
@@ -371,6 +375,7 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
         Some(REBOOT_REQUEST_TIMEOUT - Duration::from_secs(120))
     );
     let overdue = Memory {
+        staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 11)),
         failure: None,
     };
@@ -388,6 +393,7 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
 fn a_record_without_its_unlock_holds_back_no_reboot() {
     let approved = want(B, Booted, true);
     let recent = Memory {
+        staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 2)),
         failure: None,
     };
@@ -416,6 +422,7 @@ fn a_record_without_its_unlock_holds_back_no_reboot() {
     let d = decide(&approved, &queued, &recent, now());
     assert_eq!((d.phase, d.action), (Phase::Rebooting, HostAction::Wait));
     let overdue = Memory {
+        staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 11)),
         failure: None,
     };
@@ -447,6 +454,7 @@ fn a_record_without_its_unlock_holds_back_no_reboot() {
 #[test]
 fn failures_back_off_and_stay_reported() {
     let failed = |attempts: u32, seconds_ago: i64, image: &str| Memory {
+        staging: None,
         last_reboot: None,
         failure: Some(Failure {
             image: image.into(),
@@ -560,6 +568,7 @@ fn at_most_one_reboot_per_approval_exhaustively() {
                                         can_soft_reboot: true,
                                     };
                                     let memory = Memory {
+                                        staging: None,
                                         last_reboot: last_reboot.clone(),
                                         failure: None,
                                     };
@@ -615,4 +624,53 @@ fn at_most_one_reboot_per_approval_exhaustively() {
         }
     }
     assert_eq!(checked, 5 * 5 * 5 * 3 * 2 * 4 * 2 * 2);
+}
+
+#[test]
+fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
+    // bootc without `switch --download-only`: `switch` has staged B unlocked, and the
+    // agent's `upgrade --download-only` has not locked it yet.
+    let half = HostFacts {
+        staged: Some(Slot {
+            download_only: false,
+            ..slot(B)
+        }),
+        ..host(A)
+    };
+    let staging = Memory {
+        staging: Some(pin(B)),
+        ..Memory::default()
+    };
+    for (state, holds_slot) in [(Staged, false), (Booted, false), (Booted, true)] {
+        let d = decide(&want(B, state, holds_slot), &half, &staging, now());
+        assert_eq!(
+            (d.phase, d.action, d.degraded),
+            (Phase::Staging, stage(), None),
+            "{state:?} {holds_slot}: keep staging, report no Staged, do not reboot"
+        );
+    }
+    // Once locked, it is staged.
+    let locked = HostFacts {
+        staged: Some(slot(B)),
+        ..host(A)
+    };
+    let d = decide(&want(B, Staged, false), &locked, &staging, now());
+    assert_eq!(d.phase, Phase::Staged);
+    // Staging another image: the unlocked B is not ours to wait for.
+    let other = Memory {
+        staging: Some(pin(C)),
+        ..Memory::default()
+    };
+    let d = decide(&want(B, Staged, false), &half, &other, now());
+    assert_eq!(d.phase, Phase::Staged);
+    // No staging running (an unlocked deployment bootc staged on its own, or one left
+    // by a `switch` whose agent went away): staged, and approval reboots into it as is.
+    let d = decide(&want(B, Booted, true), &half, &Memory::default(), now());
+    assert!(matches!(
+        d.action,
+        HostAction::Reboot {
+            unlock: Unlock::AlreadyUnlocked,
+            ..
+        }
+    ));
 }

@@ -51,6 +51,7 @@ impl<H: Host + 'static> Agent<H> {
             return;
         };
         let facts = facts(&status, &identity);
+        self.memory.staging = self.staging.as_ref().map(|s| s.image.clone());
         let decision = machine::decide(&desired(&node), &facts, &self.memory, now);
         self.retry_at = decision.retry_after.map(|d| Instant::now() + d);
         self.cancel_unwanted_staging(&decision.action).await;

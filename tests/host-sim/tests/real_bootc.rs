@@ -340,11 +340,31 @@ async fn the_unlocked_window_of_switch_then_download_only_and_a_reboot_inside_it
         result.is_err(),
         "the stage cut short by the reboot is not reported staged"
     );
+    // The staging unit is stopped before `ostree-finalize-staged` at shutdown, and its
+    // ExecStopPost locks the half-staged deployment: the reboot does not apply it.
     assert_eq!(
         booted_digest(&status),
-        digest_of(&f.v2),
-        "a reboot inside the window applies the unapproved image: {}",
+        digest_of(&f.v1),
+        "a reboot inside the window applied the unapproved image: {}",
         f.log()
+    );
+    assert_eq!(f.node.version_id().unwrap(), "1");
+    assert_eq!(staged(&status), None, "{status:#?}");
+    let journal = std::fs::read_to_string(f.node.log_file()).unwrap_or_default();
+    eprintln!(
+        "real-window: finalize-staged said: {:?}",
+        journal
+            .lines()
+            .filter(|l| l.contains("finaliz") || l.contains("Not finalizing"))
+            .collect::<Vec<_>>()
+    );
+
+    // And the agent stages again, locked, after that boot.
+    host.stage(&pin(&f.v2)).await.unwrap();
+    let status = host.status().await.unwrap();
+    assert_eq!(
+        staged(&status),
+        Some((digest_of(&f.v2).to_owned(), Some(true)))
     );
 }
 
@@ -432,6 +452,9 @@ async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval(
     api.create(&PostParams::default(), &BootcNode::new(name, spec))
         .await
         .unwrap();
+    // Every stored version of the BootcNode, to find any `Staged` report of an unlocked
+    // deployment however briefly it stood.
+    let mut events = emulator.handle().events();
     let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
     let reason_is = |reason: &'static str| {
         let api = api.clone();
@@ -441,10 +464,9 @@ async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval(
         }
     };
     let started = Instant::now();
-    // The agent reports `Staged` as soon as bootc's status shows the image staged, which
-    // with 1.16.9's fallback is first the unlocked deployment `switch` leaves (the
-    // agent's decision does not look at `downloadOnly`; see docs/testing.md). Wait for
-    // the locked report, and note whether an unlocked one came first.
+    // With 1.16.9's fallback, `switch` first leaves an unlocked deployment, which the
+    // status-updated signal makes the agent read while its `upgrade --download-only`
+    // still runs: that is still `Staging`. `Staged` comes only once it is locked.
     let premature = AtomicBool::new(false);
     let staged = common::wait_logged("Staged v2, locked", &log, BOOT, async || {
         let n = reason_is("Staged")().await?;
@@ -460,6 +482,26 @@ async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval(
          Staged while unlocked first: {}",
         started.elapsed(),
         premature.load(Ordering::Relaxed)
+    );
+    let mut versions = 0;
+    while let Ok(event) = events.try_recv() {
+        if event.key.plural != "bootcnodes" || event.object["metadata"]["name"] != name {
+            continue;
+        }
+        versions += 1;
+        let status = &event.object["status"];
+        let staged_reason = status["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Idle"))
+            .is_some_and(|c| c["reason"] == "Staged");
+        if staged_reason && status["staged"]["downloadOnly"] != true {
+            premature.store(true, Ordering::Relaxed);
+        }
+    }
+    eprintln!("real-agent: {versions} stored versions of the BootcNode checked");
+    assert!(
+        !premature.load(Ordering::Relaxed),
+        "the agent reported Staged while the deployment was unlocked"
     );
     let status = staged.status.as_ref().unwrap();
     let s = status.staged.as_ref().unwrap();

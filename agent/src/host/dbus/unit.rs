@@ -11,9 +11,9 @@ use futures::StreamExt;
 use zbus::proxy::CacheProperties;
 use zbus::{OwnedObjectPath, Variant};
 
-use super::DbusHost;
 use super::bus::{call_error, subscribe};
 use super::proxies::{JobRemovedStream, SystemdManagerProxy, SystemdServiceProxy};
+use super::{DbusHost, UNIT_PREFIX};
 use crate::host::HostError;
 
 /// Extra time past the unit's own start timeout before the agent gives up.
@@ -33,10 +33,23 @@ pub(super) struct Finished {
     pub(super) stdout_path: PathBuf,
 }
 
+/// What one transient unit runs.
+#[derive(Debug, Default)]
+pub(super) struct UnitSpec {
+    /// The commands (argv lists), one after the other: systemd starts the next as soon
+    /// as one exits successfully, with no round trip through the agent.
+    pub(super) commands: Vec<Vec<String>>,
+    /// A command run when the unit stops, however it ended (`ExecStopPost`, its
+    /// failure ignored).
+    pub(super) stop_post: Option<Vec<String>>,
+    /// Units this one is ordered after: at shutdown it is stopped before them.
+    pub(super) after: Vec<String>,
+}
+
 /// A command about to run: its unit, and its output files as the host and the agent see
 /// them.
 struct BootcCommand {
-    argv: Vec<String>,
+    spec: UnitSpec,
     /// The argv joined with spaces, for messages.
     line: String,
     unit: String,
@@ -50,7 +63,17 @@ impl DbusHost {
     /// Runs `argv` as a transient unit and waits for it; a command that fails, times out
     /// or cannot be started is an error.
     pub(super) async fn run(&self, argv: Vec<String>) -> Result<Finished, HostError> {
-        let command = self.prepare(argv).await?;
+        self.run_unit(UnitSpec {
+            commands: vec![argv],
+            ..UnitSpec::default()
+        })
+        .await
+    }
+
+    /// Runs `spec`'s commands, one after the other, in one transient unit and waits for
+    /// it; the first that fails ends it.
+    pub(super) async fn run_unit(&self, spec: UnitSpec) -> Result<Finished, HostError> {
+        let command = self.prepare(spec).await?;
         let manager = self.manager().await?;
         subscribe(&manager).await?;
         let mut removed = manager
@@ -65,10 +88,18 @@ impl DbusHost {
     }
 
     /// Names the command's unit and output files, and makes the output start empty.
-    async fn prepare(&self, argv: Vec<String>) -> Result<BootcCommand, HostError> {
-        let line = argv.join(" ");
+    async fn prepare(&self, spec: UnitSpec) -> Result<BootcCommand, HostError> {
+        let line = spec
+            .commands
+            .iter()
+            .map(|argv| argv.join(" "))
+            .collect::<Vec<_>>()
+            .join("`, then `");
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let unit = format!("bootc-node-agent-{n}-{}.service", std::process::id());
+        // Unique to this DbusHost, not to the process: an agent in a pod has the same
+        // PID (1 in its namespace) in every incarnation, while the units of the one
+        // before may still run.
+        let unit = format!("{UNIT_PREFIX}{}-{n}.service", self.instance);
         let host_stdout = self.work_dir.join(format!("{unit}.out"));
         let host_stderr = self.work_dir.join(format!("{unit}.err"));
         let stdout_path = self.local(&host_stdout);
@@ -85,7 +116,7 @@ impl DbusHost {
             prepare_output(path, &line).await?;
         }
         Ok(BootcCommand {
-            argv,
+            spec,
             line,
             unit,
             host_stdout,
@@ -101,9 +132,15 @@ impl DbusHost {
         manager: &SystemdManagerProxy<'_>,
         command: &BootcCommand,
     ) -> Result<OwnedObjectPath, HostError> {
-        let exec: Vec<ExecCommand> = vec![(command.argv[0].clone(), command.argv.clone(), false)];
+        let exec: Vec<ExecCommand> = command
+            .spec
+            .commands
+            .iter()
+            .map(|argv| (argv[0].clone(), argv.clone(), false))
+            .collect();
+        // The timeout covers all of the unit's commands.
         let timeout_usec = u64::try_from(self.timeout.as_micros()).unwrap_or(u64::MAX);
-        let properties: Vec<(&str, Variant<'_>)> = vec![
+        let mut properties: Vec<(&str, Variant<'_>)> = vec![
             (
                 "Description",
                 Variant::from(format!("bootc-node-agent: {}", command.line)),
@@ -123,6 +160,13 @@ impl DbusHost {
             ),
             ("TimeoutStartUSec", Variant::from(timeout_usec)),
         ];
+        if let Some(argv) = &command.spec.stop_post {
+            let post: Vec<ExecCommand> = vec![(argv[0].clone(), argv.clone(), true)];
+            properties.push(("ExecStopPost", Variant::from(post)));
+        }
+        if !command.spec.after.is_empty() {
+            properties.push(("After", Variant::from(command.spec.after.clone())));
+        }
         manager
             .start_transient_unit(&command.unit, "fail", &properties, &[])
             .await
@@ -187,7 +231,13 @@ impl DbusHost {
             let _ = tokio::fs::remove_file(&command.stderr_path).await;
             let _ = tokio::fs::remove_file(&command.stdout_path).await;
             return Err(HostError::NotFound {
-                program: command.argv[0].clone(),
+                program: command
+                    .spec
+                    .commands
+                    .first()
+                    .and_then(|argv| argv.first())
+                    .cloned()
+                    .unwrap_or_default(),
                 command: command.line,
             });
         }
