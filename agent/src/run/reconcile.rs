@@ -156,12 +156,11 @@ impl<H: Host + 'static> Agent<H> {
         let now = Utc::now();
         // The record must be on the object before the deployment is unlocked: it is what
         // keeps a restarted agent from rebooting twice for one approval, and what tells
-        // the controller that this boot is the one before the reboot.
+        // the controller that this boot is the one before the reboot. It is written on
+        // condition that the approval read is still current: a controller that revoked it
+        // in the meantime (a new target) has freed the slot.
         let previous = self.memory.last_reboot.replace(record);
-        if !self
-            .report(node, Some(status), Phase::Rebooting, degraded, now)
-            .await
-        {
+        if !self.record_reboot(node, status, degraded, now).await {
             self.memory.last_reboot = previous;
             return;
         }

@@ -5,7 +5,8 @@ use bootc_crds::node::{BootcNode, BootcNodeStatus};
 use bootc_pool_common::error_chain;
 use chrono::{DateTime, Utc};
 use kube::api::{Patch, PatchParams};
-use tracing::{debug, warn};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
 
 use super::{Agent, FIELD_MANAGER};
 use crate::bootc_status::BootcHost;
@@ -23,6 +24,52 @@ impl<H: Host + 'static> Agent<H> {
         degraded: Option<(&str, String)>,
         now: DateTime<Utc>,
     ) -> bool {
+        let write = Write {
+            phase,
+            degraded,
+            now,
+            on_version: None,
+        };
+        self.write_status(node, host, write).await
+    }
+
+    /// Records the reboot `memory.last_reboot` holds, on condition that `node` is still
+    /// the object's current version: an approval revoked (or any change) since `node`
+    /// was read makes the write fail with a conflict, and nothing is unlocked. The
+    /// controller revokes with the same kind of condition, so of a revocation and a
+    /// record, exactly one is written. False when the record was not written.
+    pub(super) async fn record_reboot(
+        &mut self,
+        node: &BootcNode,
+        host: &BootcHost,
+        degraded: Option<(&str, String)>,
+        now: DateTime<Utc>,
+    ) -> bool {
+        let Some(version) = node.metadata.resource_version.as_deref() else {
+            warn!("the BootcNode has no resourceVersion; not recording a reboot");
+            return false;
+        };
+        let write = Write {
+            phase: Phase::Rebooting,
+            degraded,
+            now,
+            on_version: Some(version),
+        };
+        self.write_status(node, Some(host), write).await
+    }
+
+    async fn write_status(
+        &mut self,
+        node: &BootcNode,
+        host: Option<&BootcHost>,
+        write: Write<'_>,
+    ) -> bool {
+        let Write {
+            phase,
+            degraded,
+            now,
+            on_version,
+        } = write;
         let held = self.node.as_ref().unwrap_or(node);
         let previous = held.status.as_ref();
         let status = report::compose(&Inputs {
@@ -37,13 +84,17 @@ impl<H: Host + 'static> Agent<H> {
             bootc_version: self.bootc_version.as_deref(),
             now,
         });
-        if previous == Some(&status) {
+        if previous == Some(&status) && on_version.is_none() {
             return true;
         }
         if self.api_retry.wait(now).is_some() {
             return false;
         }
-        let patch = Patch::Merge(report::merge_patch(&status));
+        let mut body = report::merge_patch(&status);
+        if let Some(version) = on_version {
+            body["metadata"] = serde_json::json!({ "resourceVersion": version });
+        }
+        let patch = Patch::Merge(body);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
@@ -60,6 +111,14 @@ impl<H: Host + 'static> Agent<H> {
                 self.node = Some(updated);
                 true
             }
+            Err(kube::Error::Api(e)) if e.code == 409 && on_version.is_some() => {
+                // The object moved on (its new version is on its way through the
+                // watch), or the server refused for another reason: decide again soon
+                // either way, from whatever is newest then.
+                info!("the BootcNode changed since the approval was read; deciding again");
+                self.retry_at = Some(Instant::now() + CONFLICT_RETRY);
+                false
+            }
             Err(e) => {
                 let message = error_chain(&e);
                 warn!(error = %message, "status write failed; will retry");
@@ -68,6 +127,18 @@ impl<H: Host + 'static> Agent<H> {
             }
         }
     }
+}
+
+/// How soon a reboot record refused with a conflict is decided again.
+const CONFLICT_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// One status write: the phase and reason to report, and the object version it is
+/// conditional on (`None`: unconditional).
+struct Write<'a> {
+    phase: Phase,
+    degraded: Option<(&'a str, String)>,
+    now: DateTime<Utc>,
+    on_version: Option<&'a str>,
 }
 
 /// The phase the object reports, for when the host cannot be read.

@@ -13,11 +13,15 @@
 //! - `rollout`: the pool applied, the controller started, faults and kills under way,
 //!   the rollout sampled until done;
 //! - `disturb`: the controller killed and restarted, agents killed at random;
+//! - `chaos`: under `--chaos`, the registry, the watch cuts, the node replaced, the image
+//!   edited and the pool deleted and created again, with the check that a deleted pool
+//!   leaves no trace;
 //! - `end_state`: what the store and the hosts show at the end;
 //! - `report`: the numbers, the failures, the JSON result and the picture.
 //!
 //! [`SimCluster`]: host_sim::cluster::SimCluster
 
+mod chaos;
 mod disturb;
 mod end_state;
 mod report;
@@ -73,6 +77,14 @@ pub struct BenchArgs {
     /// Where to write the JSON result; the picture goes beside it, with `.svg`.
     #[arg(long)]
     pub json: PathBuf,
+    /// Every disturbance at once: the controller killed every 5 s, 5% of the agents
+    /// killed per second, 5% of every client's writes failed, watch streams cut, a
+    /// registry outage, a node deleted and added again, the pool's image edited, and the
+    /// pool deleted and created again, all mid-rollout (the flags above set the rates
+    /// when given). The pool follows a tag in a real registry on loopback (Debian's
+    /// docker-registry, with skopeo and umoci to push).
+    #[arg(long)]
+    pub chaos: bool,
 }
 
 /// Whose writes the injected faults hit.
@@ -104,7 +116,17 @@ fn round(x: f64, places: i32) -> f64 {
 
 /// Runs the benchmark; Ok(false) when an invariant was violated or the rollout did not
 /// complete.
-pub async fn run(args: BenchArgs) -> Result<bool, String> {
+pub async fn run(mut args: BenchArgs) -> Result<bool, String> {
+    if args.chaos {
+        args.kill_controller_every.get_or_insert(5.0);
+        if args.kill_agents_rate == 0.0 {
+            args.kill_agents_rate = 0.05;
+        }
+        if args.api_fault_rate == 0.0 {
+            args.api_fault_rate = 0.05;
+        }
+        args.fault_scope = FaultScope::All;
+    }
     let settings = setup::Settings::check(&args)?;
     let world = setup::World::start(&args).await?;
     let measured = rollout::measure(&args, &settings, &world).await?;

@@ -133,14 +133,16 @@ impl TrackState {
             (GROUP, "bootcnodepools") => self.apply_pool(&name, object, deleted, rv),
             _ => false,
         };
-        if applied
-            && self.done_at.is_none()
-            && self.pool_done
-            && self.counts.states[ON_TARGET] == self.expected
-            && self.counts.unavailable == 0
-        {
+        if applied && self.done_at.is_none() && self.complete() {
             self.done_at = Some(Instant::now());
         }
+    }
+
+    /// Every node on target, none unavailable, and the pool's status saying so.
+    fn complete(&self) -> bool {
+        self.pool_done
+            && self.counts.states[ON_TARGET] == self.expected
+            && self.counts.unavailable == 0
     }
 
     /// A Node's readiness and cordon; false when `rv` is not newer than what is known.
@@ -323,6 +325,17 @@ impl RolloutTracker {
     /// `updatedCount` = `nodeCount` = the node count).
     pub fn done_at(&self) -> Option<Instant> {
         lock(&self.inner).done_at
+    }
+
+    /// Forgets a completion seen so far, after a disturbance that reopens the rollout
+    /// (the pool deleted and created again): from now on it is complete once seen so
+    /// again, which may be at once.
+    pub fn rearm(&self) {
+        let mut inner = lock(&self.inner);
+        inner.done_at = None;
+        if inner.complete() {
+            inner.done_at = Some(Instant::now());
+        }
     }
 
     /// Events missed because the follower fell behind (made up for by listing).

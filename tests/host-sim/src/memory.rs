@@ -163,6 +163,9 @@ pub struct Counters {
     pub soft_reboots: u64,
     /// Boots completed (not counting the first).
     pub boots: u64,
+    /// Boots completed (not counting the first), per digest they booted: a node
+    /// rebooted twice for one target shows a count above 1.
+    pub boots_into: std::collections::BTreeMap<String, u64>,
     /// `bootc status` reads answered.
     pub status_reads: u64,
 }
@@ -366,6 +369,12 @@ impl MemoryHost {
         }
         inner.up = true;
         inner.counters.boots += 1;
+        let booted = inner.state.booted.as_ref().map(|b| b.info.digest.clone());
+        *inner
+            .counters
+            .boots_into
+            .entry(booted.unwrap_or_default())
+            .or_default() += 1;
         inner.boots.send_modify(|n| *n += 1);
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile::{self, Dependencies};
+use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
 use host_sim::cluster::SimCluster;
 use kube::Client;
 use tokio::sync::{oneshot, watch};
@@ -27,6 +28,7 @@ async fn stopped_signal(stop: &mut watch::Receiver<bool>) {
 pub(super) async fn controller_loop(
     config: kube::Config,
     metrics: Metrics,
+    resolver: ResolverOptions,
     kill_every: Option<Duration>,
     mut stop: watch::Receiver<bool>,
 ) -> u32 {
@@ -39,8 +41,10 @@ pub(super) async fn controller_loop(
                 return kills;
             }
         };
+        // A new process: a new resolver, its cache empty.
         let deps = Dependencies {
             metrics: metrics.clone(),
+            resolver: Resolver::new(resolver.clone()),
             ..Dependencies::default()
         };
         let (shutdown, stopped) = oneshot::channel::<()>();

@@ -14,6 +14,9 @@ pub(super) struct EndState {
     pub(super) on_target: usize,
     /// Per node: full and soft reboots its host was asked for.
     pub(super) host_reboots: BTreeMap<String, u64>,
+    /// Per node: the most boots its host made into any one digest (at most one reboot
+    /// per node and target means at most 1).
+    pub(super) boots_per_target: BTreeMap<String, u64>,
     pub(super) slots_held: Vec<String>,
     pub(super) pool_status: Value,
     pub(super) history_limit: usize,
@@ -37,6 +40,8 @@ pub(super) fn end_state(
                 end.on_target += 1;
             }
             let c = host.counters();
+            let most = c.boots_into.values().copied().max().unwrap_or(0);
+            end.boots_per_target.insert(name.clone(), most);
             end.host_reboots.insert(name, c.reboots + c.soft_reboots);
         }
     }

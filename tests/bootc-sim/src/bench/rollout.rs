@@ -3,11 +3,13 @@
 //! sampled until the rollout is complete or the deadline passes.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile;
+use bootc_pool_controller::resolve::ResolverOptions;
 use host_sim::cluster::{InvariantReport, Invariants};
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -17,6 +19,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::chaos;
 use super::disturb::{agent_killer, controller_loop};
 use super::setup::{Settings, World};
 use super::{BenchArgs, FaultScope, POOL, secs};
@@ -46,6 +49,8 @@ pub(super) struct Measured {
     pub(super) metrics: Metrics,
     /// The state follower (kept until the report is written, for its lag count).
     pub(super) tracker: RolloutTracker,
+    /// What the `--chaos` script did and found.
+    pub(super) chaos: Option<chaos::Tally>,
     /// Kept following until the report is written.
     _invariants: Invariants,
 }
@@ -65,9 +70,14 @@ pub(super) async fn measure(
     let requests_before = handle.requests().len();
 
     let t0 = Instant::now();
+    let resolver = ResolverOptions {
+        insecure_registries: world.chaos.iter().map(chaos::Images::host).collect(),
+        ..ResolverOptions::default()
+    };
     let controller: JoinHandle<u32> = tokio::spawn(controller_loop(
         controller_config(&world.emulator),
         metrics.clone(),
+        resolver,
         settings.kill_every,
         stop_rx.clone(),
     ));
@@ -84,8 +94,22 @@ pub(super) async fn measure(
         ))
     });
 
+    let cutter: Option<JoinHandle<u64>> = world
+        .chaos
+        .as_ref()
+        .map(|_| tokio::spawn(chaos::cut_watches(world.handle.clone(), stop_rx.clone())));
+    let script_over = AtomicBool::new(world.chaos.is_none());
+    let script = async {
+        let tally = match &world.chaos {
+            Some(images) => Some(chaos::run(world, images, &tracker, args.seed).await),
+            None => None,
+        };
+        script_over.store(true, Ordering::SeqCst);
+        tally
+    };
     let deadline = t0 + Duration::from_secs_f64(args.deadline_s);
-    let (mut samples, done_at) = sample(&tracker, t0, deadline).await;
+    let ((mut samples, done_at), chaos) =
+        tokio::join!(sample(&tracker, t0, deadline, &script_over), script);
     let requests: Vec<_> = handle
         .requests()
         .into_iter()
@@ -103,6 +127,10 @@ pub(super) async fn measure(
         Some(k) => k.await.unwrap_or(0),
         None => 0,
     };
+    let mut chaos = chaos;
+    if let (Some(tally), Some(cutter)) = (chaos.as_mut(), cutter) {
+        tally.watch_cuts = cutter.await.unwrap_or(0);
+    }
     let report = invariants.settled(SETTLE).await;
     Ok(Measured {
         t0,
@@ -114,6 +142,7 @@ pub(super) async fn measure(
         report,
         metrics,
         tracker,
+        chaos,
         _invariants: invariants,
     })
 }
@@ -163,11 +192,13 @@ fn fault_config(args: &BenchArgs) -> kube_emulator::FaultConfig {
 }
 
 /// Samples the counts every [`SAMPLE_EVERY`] until the rollout is done or `deadline`
-/// passes (reporting progress every 10 s).
+/// passes (reporting progress every 10 s). Under `--chaos` a completion counts only
+/// once the script is over (it re-arms the completion when it ends).
 async fn sample(
     tracker: &RolloutTracker,
     t0: Instant,
     deadline: Instant,
+    script_over: &AtomicBool,
 ) -> (Vec<Sample>, Option<Instant>) {
     let mut samples: Vec<Sample> = Vec::new();
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
@@ -181,7 +212,8 @@ async fn sample(
             t: secs(now - t0),
             counts,
         });
-        if let Some(done) = tracker.done_at() {
+        let over = script_over.load(Ordering::SeqCst);
+        if let Some(done) = tracker.done_at().filter(|_| over) {
             break Some(done);
         }
         if now >= deadline {

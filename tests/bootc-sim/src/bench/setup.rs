@@ -88,9 +88,17 @@ pub(super) struct World {
     pub(super) handle: kube_emulator::Handle,
     pub(super) client: Client,
     pub(super) cluster: Arc<SimCluster>,
-    /// The pin of v2, the rollout's target.
+    /// The pin of v1, which the nodes boot (and a node added again boots).
+    pub(super) v1: String,
+    /// What the pool's spec asks for first: the pin of v2, or under `--chaos` the tag
+    /// `v2` in the registry.
     pub(super) v2: String,
+    /// The digest every node must run at the end.
     pub(super) target_digest: String,
+    /// How the nodes behave (for a node added again).
+    pub(super) sim: SimOptions,
+    /// The registry and its images, under `--chaos`.
+    pub(super) chaos: Option<super::chaos::Images>,
     /// Seconds the set-up took.
     pub(super) setup_s: f64,
 }
@@ -109,7 +117,16 @@ impl World {
             .map_err(|e| format!("cannot make a client: {e}"))?;
         let catalog = Catalog::new();
         let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-        let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+        let mut v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+        let mut target_digest = digest('2');
+        let chaos = if args.chaos {
+            let images = super::chaos::Images::push(&catalog).await?;
+            v2.clone_from(&images.v2_tag);
+            target_digest.clone_from(&images.v3_digest);
+            Some(images)
+        } else {
+            None
+        };
         let cluster = SimCluster::start(emulator.config(), catalog)
             .await
             .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
@@ -138,8 +155,11 @@ impl World {
             handle,
             client,
             cluster: Arc::new(cluster),
+            v1,
             v2,
-            target_digest: digest('2'),
+            target_digest,
+            sim,
+            chaos,
             setup_s,
         })
     }
@@ -151,5 +171,8 @@ impl World {
             Err(_) => tracing::warn!("bench: the cluster is still shared; left to the runtime"),
         }
         self.emulator.stop().await;
+        if let Some(chaos) = self.chaos {
+            chaos.stop().await;
+        }
     }
 }
