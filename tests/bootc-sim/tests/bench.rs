@@ -1,7 +1,8 @@
 //! `bootc-sim bench` as CI runs it: 50 in-process nodes with short timings, once
 //! undisturbed, once with injected API faults and the controller killed every 2 s, and
-//! once with faults on every client and agents killed;
-//! each must complete with every node on the target and no invariant violated.
+//! once with faults on every client and agents killed,
+//! and once under `--chaos`; each must complete with every node on the target and no
+//! invariant violated.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -157,4 +158,57 @@ fn fifty_nodes_stay_within_the_budget_with_faults_on_every_client() {
             "5",
         ],
     );
+}
+
+/// `--chaos`: every disturbance together (controller and agent kills, faults on every
+/// client, cut watch streams, a registry outage, a node deleted and added again, the
+/// image edited, the pool deleted and created again); the rollout must still end with
+/// every node on the final target, within the budget throughout, and the deleted pool
+/// must have left no Node labelled or cordoned and no BootcNode of its own.
+#[test]
+fn fifty_nodes_come_through_the_chaos_soak() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("chaos.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+        .args([
+            "bench",
+            "--nodes",
+            "50",
+            "--max-unavailable",
+            "5",
+            "--chaos",
+            "--seed",
+            "2",
+            "--deadline-s",
+            "150",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let result = std::fs::read_to_string(&json).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "bootc-sim bench --chaos failed ({}); stderr:\n{}\nresult: {result}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(result["ok"], true, "{result:#}");
+    assert_eq!(result["invariant_violations"], 0, "{result:#}");
+    assert_eq!(result["nodes_on_target"], 50, "{result:#}");
+    assert_eq!(result["nodes_left_cordoned"], 0, "{result:#}");
+    let chaos = &result["chaos"];
+    assert_eq!(chaos["no_trace_violations"], 0, "{result:#}");
+    for done in [
+        "registry_outages",
+        "nodes_deleted_and_added_again",
+        "pool_image_edits",
+        "pool_deleted_and_created_again",
+    ] {
+        assert_eq!(chaos[done], 1, "{done}: {result:#}");
+    }
+    assert!(chaos["watch_cuts"].as_u64().unwrap() > 0, "{result:#}");
+    assert!(result["controller_kills"].as_u64().unwrap() > 0, "{result:#}");
+    assert!(result["api_faults_injected"].as_u64().unwrap() > 0, "{result:#}");
 }

@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bootc_crds::MANAGED_LABEL;
+use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
 use bootc_crds::pool::BootcNodePool;
 use host_sim::memory::Catalog;
 use kube::ResourceExt;
@@ -118,6 +118,8 @@ pub(super) struct Tally {
     pub(super) pool_recreations: u64,
     /// Nodes on the target when the pool was deleted (to show it was mid-rollout).
     pub(super) on_target_at_pool_delete: usize,
+    /// Nodes cordoned or holding a reboot slot when the pool was deleted.
+    pub(super) in_flight_at_pool_delete: usize,
     /// Seconds from the pool's deletion to its finalizer's removal.
     pub(super) pool_cleanup_s: f64,
     /// Breaches of "a pool that no longer exists leaves no trace", and script failures.
@@ -136,6 +138,7 @@ impl Tally {
             "pool_image_edits": self.image_edits,
             "pool_deleted_and_created_again": self.pool_recreations,
             "nodes_on_target_at_pool_delete": self.on_target_at_pool_delete,
+            "nodes_in_flight_at_pool_delete": self.in_flight_at_pool_delete,
             "pool_cleanup_s": super::round(self.pool_cleanup_s, 2),
             "no_trace_violations": self.violations.len(),
             "violations": self.violations,
@@ -218,6 +221,7 @@ async fn recreate_pool(
         .await
         .map_err(|e| format!("reading the pool: {e}"))?;
     let uid = old.uid().unwrap_or_default();
+    tally.in_flight_at_pool_delete = in_flight(&world.handle);
     let params = DeleteParams::default();
     retry("delete the pool", || pools.delete(POOL, &params)).await?;
     let deleted = Instant::now();
@@ -240,6 +244,23 @@ async fn recreate_pool(
     retry("create the pool again", || pools.create(&params, &again)).await?;
     tally.pool_recreations += 1;
     Ok(())
+}
+
+/// Nodes cordoned or holding a reboot slot now.
+fn in_flight(handle: &kube_emulator::Handle) -> usize {
+    let cordoned = handle
+        .list("", "nodes")
+        .iter()
+        .filter(|n| n["spec"]["unschedulable"] == Value::Bool(true))
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
+        .collect::<std::collections::BTreeSet<_>>();
+    let holding = handle
+        .list("node.bootc.dev", "bootcnodes")
+        .iter()
+        .filter(|b| b["metadata"]["annotations"].get(REBOOT_SLOT_ANNOTATION).is_some())
+        .filter_map(|b| b["metadata"]["name"].as_str().map(str::to_owned))
+        .collect::<std::collections::BTreeSet<_>>();
+    cordoned.union(&holding).count()
 }
 
 /// What a pool gone with uid `uid` left behind: labelled or cordoned Nodes, BootcNodes
