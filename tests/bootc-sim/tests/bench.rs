@@ -209,6 +209,12 @@ fn fifty_nodes_come_through_the_chaos_soak() {
         assert_eq!(chaos[done], 1, "{done}: {result:#}");
     }
     assert!(chaos["watch_cuts"].as_u64().unwrap() > 0, "{result:#}");
-    assert!(result["controller_kills"].as_u64().unwrap() > 0, "{result:#}");
-    assert!(result["api_faults_injected"].as_u64().unwrap() > 0, "{result:#}");
+    assert!(
+        result["controller_kills"].as_u64().unwrap() > 0,
+        "{result:#}"
+    );
+    assert!(
+        result["api_faults_injected"].as_u64().unwrap() > 0,
+        "{result:#}"
+    );
 }

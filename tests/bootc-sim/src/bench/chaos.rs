@@ -12,8 +12,8 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
 use bootc_crds::pool::BootcNodePool;
+use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
 use host_sim::memory::Catalog;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -235,9 +235,7 @@ async fn recreate_pool(
         }
     }
     tally.pool_cleanup_s = secs(deleted.elapsed());
-    tally
-        .violations
-        .extend(traces(&world.handle, &uid).into_iter());
+    tally.violations.extend(traces(&world.handle, &uid));
     let mut again = BootcNodePool::new(POOL, old.spec.clone());
     again.metadata.labels = old.metadata.labels.clone();
     let params = PostParams::default();
@@ -257,7 +255,11 @@ fn in_flight(handle: &kube_emulator::Handle) -> usize {
     let holding = handle
         .list("node.bootc.dev", "bootcnodes")
         .iter()
-        .filter(|b| b["metadata"]["annotations"].get(REBOOT_SLOT_ANNOTATION).is_some())
+        .filter(|b| {
+            b["metadata"]["annotations"]
+                .get(REBOOT_SLOT_ANNOTATION)
+                .is_some()
+        })
         .filter_map(|b| b["metadata"]["name"].as_str().map(str::to_owned))
         .collect::<std::collections::BTreeSet<_>>();
     cordoned.union(&holding).count()

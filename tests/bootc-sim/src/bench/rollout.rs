@@ -70,14 +70,10 @@ pub(super) async fn measure(
     let requests_before = handle.requests().len();
 
     let t0 = Instant::now();
-    let resolver = ResolverOptions {
-        insecure_registries: world.chaos.iter().map(chaos::Images::host).collect(),
-        ..ResolverOptions::default()
-    };
     let controller: JoinHandle<u32> = tokio::spawn(controller_loop(
         controller_config(&world.emulator),
         metrics.clone(),
-        resolver,
+        resolver_options(world),
         settings.kill_every,
         stop_rx.clone(),
     ));
@@ -94,22 +90,13 @@ pub(super) async fn measure(
         ))
     });
 
-    let cutter: Option<JoinHandle<u64>> = world
+    let cutter = world
         .chaos
         .as_ref()
-        .map(|_| tokio::spawn(chaos::cut_watches(world.handle.clone(), stop_rx.clone())));
-    let script_over = AtomicBool::new(world.chaos.is_none());
-    let script = async {
-        let tally = match &world.chaos {
-            Some(images) => Some(chaos::run(world, images, &tracker, args.seed).await),
-            None => None,
-        };
-        script_over.store(true, Ordering::SeqCst);
-        tally
-    };
+        .map(|_| tokio::spawn(chaos::cut_watches(handle.clone(), stop_rx.clone())));
     let deadline = t0 + Duration::from_secs_f64(args.deadline_s);
     let ((mut samples, done_at), chaos) =
-        tokio::join!(sample(&tracker, t0, deadline, &script_over), script);
+        sample_beside_script(args, world, &tracker, t0, deadline).await;
     let requests: Vec<_> = handle
         .requests()
         .into_iter()
@@ -128,7 +115,7 @@ pub(super) async fn measure(
         None => 0,
     };
     let mut chaos = chaos;
-    if let (Some(tally), Some(cutter)) = (chaos.as_mut(), cutter) {
+    if let (Some(tally), Some(cutter)) = (&mut chaos, cutter) {
         tally.watch_cuts = cutter.await.unwrap_or(0);
     }
     let report = invariants.settled(SETTLE).await;
@@ -145,6 +132,35 @@ pub(super) async fn measure(
         chaos,
         _invariants: invariants,
     })
+}
+
+/// Samples the rollout while the `--chaos` script (if any) runs beside it; returns the
+/// samples, the completion and what the script did.
+async fn sample_beside_script(
+    args: &BenchArgs,
+    world: &World,
+    tracker: &RolloutTracker,
+    t0: Instant,
+    deadline: Instant,
+) -> ((Vec<Sample>, Option<Instant>), Option<chaos::Tally>) {
+    let script_over = AtomicBool::new(world.chaos.is_none());
+    let script = async {
+        let tally = match &world.chaos {
+            Some(images) => Some(chaos::run(world, images, tracker, args.seed).await),
+            None => None,
+        };
+        script_over.store(true, Ordering::SeqCst);
+        tally
+    };
+    tokio::join!(sample(tracker, t0, deadline, &script_over), script)
+}
+
+/// The controller's registry settings: the `--chaos` registry is reached over HTTP.
+fn resolver_options(world: &World) -> ResolverOptions {
+    ResolverOptions {
+        insecure_registries: world.chaos.iter().map(chaos::Images::host).collect(),
+        ..ResolverOptions::default()
+    }
 }
 
 /// The controller's client configuration: no retries, the controller's User-Agent.
