@@ -20,7 +20,13 @@ pub const DEFAULT_SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
 pub struct Args {
     /// Name of this node; the agent reads and writes only the BootcNode of this name.
     #[arg(long, env = "NODE_NAME")]
-    pub node_name: String,
+    pub node_name: Option<String>,
+
+    /// Exit 0 when the agent running beside this command has reported its node's
+    /// status (its readiness marker in the work directory, under the host root, names a
+    /// live process), 1 otherwise: the DaemonSet's readiness probe.
+    #[arg(long)]
+    pub check_ready: bool,
 
     /// Kubeconfig to use (host service); without it, the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
@@ -83,6 +89,9 @@ pub struct Config {
 /// A configuration value that cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
+    /// No node name was given.
+    #[error("the node's name is required: --node-name or NODE_NAME")]
+    NoNodeName,
     /// `NODE_NAME` is not a node name.
     #[error("NODE_NAME {name:?} {message}")]
     NodeName {
@@ -108,8 +117,9 @@ impl TryFrom<Args> for Config {
     type Error = ConfigError;
 
     fn try_from(args: Args) -> Result<Self, Self::Error> {
-        check_dns_subdomain(&args.node_name).map_err(|message| ConfigError::NodeName {
-            name: args.node_name.clone(),
+        let node_name = args.node_name.ok_or(ConfigError::NoNodeName)?;
+        check_dns_subdomain(&node_name).map_err(|message| ConfigError::NodeName {
+            name: node_name.clone(),
             message,
         })?;
         let socket = args.system_bus_address.strip_prefix("unix:path=");
@@ -129,7 +139,7 @@ impl TryFrom<Args> for Config {
             return Err(ConfigError::HostRoot(args.host_root));
         }
         Ok(Config {
-            node_name: args.node_name,
+            node_name,
             kubeconfig: args.kubeconfig,
             system_bus_address: args.system_bus_address,
             host_work_dir: args.host_work_dir,

@@ -6,6 +6,7 @@
 //! - [`host`]: the [`host::Host`] the agent acts on, and its D-Bus implementation.
 //! - [`report`]: the BootcNode status composed from the host and the decision.
 //! - [`run`]: the run loop — watch, reconcile, stage, write the pull secret and status.
+//! - [`ready`]: readiness, marked once the first status is reported, and its probe.
 //!
 //! What it shares with the controller (client, logging, shutdown, backoff, pull-secret
 //! parsing) is in `bootc_pool_common`.
@@ -14,5 +15,6 @@ pub mod bootc_status;
 pub mod config;
 pub mod host;
 pub mod machine;
+pub mod ready;
 pub mod report;
 pub mod run;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bootc_node_agent::config::{self, Config};
 use bootc_node_agent::host::DbusHost;
+use bootc_node_agent::ready;
 use bootc_node_agent::run::{self, RunOptions};
 use bootc_pool_common::error_chain;
 use bootc_pool_common::kube_client::{self, ClientOptions};
@@ -16,6 +17,19 @@ use tracing::info;
 
 fn main() -> ExitCode {
     let args = config::Args::parse();
+    if args.check_ready {
+        // The readiness probe: ready once the running agent reported its first status.
+        return match bootc_node_agent::ready::check(&ready::dir(
+            &args.host_root,
+            &args.host_work_dir,
+        )) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("bootc-node-agent: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = match Config::try_from(args) {
         Ok(config) => config,
         Err(e) => return process::invalid_configuration("bootc-node-agent", &e),
@@ -44,6 +58,7 @@ async fn agent(config: Config) -> Result<(), String> {
         node_name: config.node_name.clone(),
         poll_interval: config.status_poll_interval,
         agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+        ready_dir: Some(ready::dir(&config.host_root, &config.host_work_dir)),
     };
     run::run(client, Arc::new(host), options, shutdown::signal("agent"))
         .await

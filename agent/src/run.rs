@@ -62,6 +62,9 @@ pub struct RunOptions {
     pub poll_interval: Duration,
     /// The version reported as `status.agentVersion`.
     pub agent_version: String,
+    /// Where the readiness marker is written once the first status is reported
+    /// ([`crate::ready`]); `None`: no marker.
+    pub ready_dir: Option<std::path::PathBuf>,
 }
 
 /// Why the run loop stopped on its own.
@@ -106,6 +109,8 @@ struct Agent<H> {
     last_poll: Instant,
     /// The decision's own retry time.
     retry_at: Option<Instant>,
+    /// The readiness marker is written (after the first status reported).
+    ready: bool,
 }
 
 impl<H> std::fmt::Debug for Agent<H> {
@@ -206,11 +211,17 @@ impl<H: Host + 'static> Agent<H> {
             bootc_version: None,
             last_poll: Instant::now(),
             retry_at: None,
+            ready: false,
         }
     }
 
     /// At start: stop commands a previous agent left running, and mask the update timer.
     async fn start(&mut self) {
+        if let Some(dir) = &self.options.ready_dir
+            && let Err(e) = crate::ready::clear(dir)
+        {
+            warn!(error = %e, "cannot remove an earlier readiness marker");
+        }
         if let Err(e) = self.host.cancel().await {
             warn!(error = %error_chain(&e), "cannot stop commands left by a previous agent");
         }

@@ -85,6 +85,7 @@ impl<H: Host + 'static> Agent<H> {
             now,
         });
         if previous == Some(&status) && on_version.is_none() {
+            self.mark_ready();
             return true;
         }
         if self.api_retry.wait(now).is_some() {
@@ -109,6 +110,7 @@ impl<H: Host + 'static> Agent<H> {
                 self.api_retry.clear();
                 self.versions.wrote(&updated);
                 self.node = Some(updated);
+                self.mark_ready();
                 true
             }
             Err(kube::Error::Api(e)) if e.code == 409 && on_version.is_some() => {
@@ -125,6 +127,26 @@ impl<H: Host + 'static> Agent<H> {
                 self.api_retry.fail(message, now);
                 false
             }
+        }
+    }
+}
+
+impl<H> Agent<H> {
+    /// Writes the readiness marker once: the node's status has been reported.
+    fn mark_ready(&mut self) {
+        if self.ready {
+            return;
+        }
+        let Some(dir) = &self.options.ready_dir else {
+            self.ready = true;
+            return;
+        };
+        match crate::ready::mark(dir) {
+            Ok(()) => {
+                info!("first status reported; ready");
+                self.ready = true;
+            }
+            Err(e) => warn!(error = %e, "cannot write the readiness marker; will retry"),
         }
     }
 }

@@ -261,6 +261,7 @@ impl SimCluster {
                 node_name: name.to_owned(),
                 poll_interval: options.poll_interval,
                 agent_version: "host-sim".to_owned(),
+                ready_dir: None,
             },
             stopped.clone(),
             agent.clone(),

@@ -81,6 +81,7 @@ impl Supervised {
             node_name: name.to_owned(),
             poll_interval: poll,
             agent_version: "test".to_owned(),
+            ready_dir: None,
         };
         let task = tokio::spawn(async move {
             let mut starts = 0u32;
@@ -381,6 +382,7 @@ async fn an_agent_killed_mid_stage_converges_when_started_again() {
         node_name: "n1".into(),
         poll_interval: Duration::from_secs(60),
         agent_version: "test".into(),
+        ready_dir: None,
     };
     let first = tokio::spawn(run::run(
         client.clone(),

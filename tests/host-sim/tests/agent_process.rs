@@ -193,6 +193,9 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     assert_eq!(&s.image.image, v2);
     let host = bootc_standin::State::load(&state_dir).unwrap();
     assert!(host.staged.as_ref().unwrap().locked);
+    // The DaemonSet's readiness probe: ready, the first status being reported.
+    let probe = check_ready(&node);
+    assert!(probe.0, "not ready after reporting Staged: {}", probe.1);
     let timer = node
         .unit_state("bootc-fetch-apply-updates.timer")
         .await
@@ -318,6 +321,25 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     assert_eq!(&host.booted.unwrap().info.image, v2);
 
     agents.stop().await;
+    // The marker names a process that is gone: not ready.
+    let probe = check_ready(&node);
+    assert!(!probe.0, "ready with no agent running");
+    assert!(probe.1.contains("gone"), "{}", probe.1);
     node.stop().await.unwrap();
     let _ = v1;
+}
+
+/// Runs `bootc-node-agent --check-ready` against the node's root; (passed, stderr).
+fn check_ready(node: &Node) -> (bool, String) {
+    let out = std::process::Command::new(host_sim::daemonset::agent_binary().unwrap())
+        .arg("--check-ready")
+        .arg("--host-root")
+        .arg(node.root_path().unwrap())
+        .env_remove("NODE_NAME")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
