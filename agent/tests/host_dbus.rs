@@ -80,6 +80,12 @@ struct Started {
     timeout_usec: u64,
     stdout: String,
     stderr: String,
+    /// Every `ExecStart` command, in order (systemd runs the next once one succeeds).
+    commands: Vec<Vec<String>>,
+    /// `ExecStopPost` commands.
+    stop_post: Vec<Vec<String>>,
+    /// `After=` units.
+    after: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -140,8 +146,24 @@ impl FakeManager {
         let props: HashMap<String, OwnedVariant> = properties.into_iter().collect();
         let exec: Vec<(String, Vec<String>, bool)> =
             Vec::try_from(props["ExecStart"].try_clone().unwrap()).unwrap();
+        let commands: Vec<Vec<String>> = exec.iter().map(|(_, argv, _)| argv.clone()).collect();
         let (exec_path, argv, _) = exec.into_iter().next().unwrap();
+        let stop_post: Vec<Vec<String>> = props
+            .get("ExecStopPost")
+            .map(|v| {
+                let list: Vec<(String, Vec<String>, bool)> =
+                    Vec::try_from(v.try_clone().unwrap()).unwrap();
+                list.into_iter().map(|(_, argv, _)| argv).collect()
+            })
+            .unwrap_or_default();
+        let after: Vec<String> = props
+            .get("After")
+            .map(|v| Vec::try_from(v.try_clone().unwrap()).unwrap())
+            .unwrap_or_default();
         let started = Started {
+            commands: commands.clone(),
+            stop_post,
+            after,
             name: name.clone(),
             argv: argv.clone(),
             exec_path,
@@ -153,13 +175,21 @@ impl FakeManager {
         self.jobs += 1;
         let id = self.jobs;
         let job = OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/job/{id}")).unwrap();
-        let mut child = tokio::process::Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdout(output_file(&started.stdout))
-            .stderr(output_file(&started.stderr))
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| fdo::Error::Failed(e.to_string()))?;
+        let (stdout, stderr) = (started.stdout.clone(), started.stderr.clone());
+        // Truncated once, appended by each command, as systemd's StandardOutputFile is.
+        drop((output_file(&stdout), output_file(&stderr)));
+        let append = |path: &str| std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        let spawn = move |argv: &Vec<String>| {
+            tokio::process::Command::new(&argv[0])
+                .args(&argv[1..])
+                .stdout(append(&stdout))
+                .stderr(append(&stderr))
+                .kill_on_drop(true)
+                .spawn()
+        };
+        let mut children = Vec::new();
+        let first = spawn(&commands[0]).map_err(|e| fdo::Error::Failed(e.to_string()))?;
+        children.push(first);
         let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
         {
             let mut record = self.record.lock().unwrap();
@@ -170,15 +200,23 @@ impl FakeManager {
         let conn = conn.clone();
         let job_path = job.clone();
         tokio::spawn(async move {
+            let run_all = async {
+                let mut child = children.pop().unwrap();
+                let mut rest = commands[1..].iter();
+                loop {
+                    let code = child.wait().await.unwrap().code().unwrap_or(-1);
+                    if code != 0 {
+                        return ("exit-code", code);
+                    }
+                    match rest.next() {
+                        Some(argv) => child = spawn(argv).unwrap(),
+                        None => return ("success", 0),
+                    }
+                }
+            };
             let (result, status) = tokio::select! {
-                status = child.wait() => {
-                    let code = status.unwrap().code().unwrap_or(-1);
-                    (if code == 0 { "success" } else { "exit-code" }, code)
-                }
-                _ = kill_rx => {
-                    let _ = child.kill().await;
-                    ("signal", 15)
-                }
+                done = run_all => done,
+                _ = kill_rx => ("signal", 15),
             };
             let unit_path = format!("/org/freedesktop/systemd1/unit/{}", escape(&name));
             conn.object_server()
@@ -486,6 +524,22 @@ async fn stage_falls_back_to_switch_then_upgrade() {
             format!("switch {PIN}"),
             "upgrade --download-only".to_owned()
         ]
+    );
+    // Both in one unit, stopped before ostree finalizes at shutdown, locking on its way
+    // out: a reboot between the two cannot apply the unlocked deployment.
+    let record = f.record.lock().unwrap();
+    let unit = record.started.last().unwrap();
+    assert_eq!(unit.commands.len(), 2, "{unit:?}");
+    assert_eq!(
+        unit.stop_post,
+        vec![vec![
+            "/usr/bin/touch".to_owned(),
+            "/run/ostree/staged-deployment-locked".to_owned()
+        ]]
+    );
+    assert_eq!(
+        unit.after,
+        vec!["ostree-finalize-staged.service".to_owned()]
     );
 }
 
