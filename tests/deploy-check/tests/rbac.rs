@@ -262,6 +262,10 @@ async fn every_request_of_a_rollout_is_allowed_by_the_roles() {
             "checked by an admission plugin when a BootcNode is created with blockOwnerDeletion, not an API call",
         ),
         (
+            "patch node.bootc.dev/bootcnodes/status",
+            "written only when a drain is held up (`status.drainBlocked`), which this rollout has no disruption budget to cause; the held-up drain tests use it under the suite-wide audit",
+        ),
+        (
             "patch events.k8s.io/events",
             "only a repeated event is patched (a series); a short rollout may repeat none",
         ),
