@@ -19,10 +19,7 @@ fn main() -> ExitCode {
     let args = config::Args::parse();
     if args.check_ready {
         // The readiness probe: ready once the running agent reported its first status.
-        return match bootc_node_agent::ready::check(&ready::dir(
-            &args.host_root,
-            &args.host_work_dir,
-        )) {
+        return match ready::check(&ready::dir(&args.host_root, &args.host_work_dir)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("bootc-node-agent: {e}");
