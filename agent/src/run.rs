@@ -215,12 +215,16 @@ impl<H: Host + 'static> Agent<H> {
         }
     }
 
-    /// At start: stop commands a previous agent left running, and mask the update timer.
+    /// At start: let the commands a previous agent left running end (a pod restarted
+    /// mid-pull keeps its pull), clear what they left, and mask the update timer.
     async fn start(&mut self) {
         if let Some(dir) = &self.options.ready_dir
             && let Err(e) = crate::ready::clear(dir)
         {
             warn!(error = %e, "cannot remove an earlier readiness marker");
+        }
+        if let Err(e) = self.host.await_leftovers().await {
+            warn!(error = %error_chain(&e), "cannot look for commands left by a previous agent");
         }
         if let Err(e) = self.host.cancel().await {
             warn!(error = %error_chain(&e), "cannot stop commands left by a previous agent");

@@ -49,6 +49,10 @@ const FINALIZATION_LOCK: &str = "/run/ostree/staged-deployment-locked";
 const FINALIZE_STAGED: &str = "ostree-finalize-staged.service";
 /// Creates the finalization lock (coreutils, on every bootc host).
 const TOUCH: &str = "/usr/bin/touch";
+/// How often a restarted agent looks again for a previous agent's running commands.
+const LEFTOVER_POLL: Duration = Duration::from_millis(250);
+/// How long past the command timeout it waits for them.
+const LEFTOVER_MARGIN: Duration = Duration::from_secs(10);
 /// logind's `SD_LOGIND_SOFT_REBOOT` flag.
 const SOFT_REBOOT_FLAG: u64 = 1 << 2;
 
@@ -374,6 +378,42 @@ impl Host for DbusHost {
             stop_if_loaded(&manager, &name).await?;
         }
         Ok(())
+    }
+
+    async fn await_leftovers(&self) -> Result<usize, HostError> {
+        let manager = self.manager().await?;
+        let pattern = format!("{UNIT_PREFIX}*.service");
+        let running = async || {
+            manager
+                .list_units_by_patterns(&["activating", "deactivating"], &[&pattern])
+                .await
+                .map_err(call_error("Manager.ListUnitsByPatterns"))
+                .map(|units| units.into_iter().map(|u| u.0).collect::<Vec<_>>())
+        };
+        let first = running().await?;
+        if first.is_empty() {
+            return Ok(0);
+        }
+        tracing::info!(
+            units = ?first,
+            "commands a previous agent started are still running; waiting for them to end"
+        );
+        let deadline = tokio::time::Instant::now() + self.timeout + LEFTOVER_MARGIN;
+        loop {
+            let left = running().await?;
+            if left.is_empty() {
+                tracing::info!(units = ?first, "the previous agent's commands ended");
+                return Ok(first.len());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    units = ?left,
+                    "the previous agent's commands still run past the command timeout"
+                );
+                return Ok(first.len());
+            }
+            tokio::time::sleep(LEFTOVER_POLL).await;
+        }
     }
 
     fn changes(&self) -> tokio::sync::watch::Receiver<u64> {

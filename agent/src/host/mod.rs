@@ -189,6 +189,11 @@ pub trait Host: Send + Sync {
     /// previous agent process left behind). A command stopped this way fails.
     fn cancel(&self) -> impl Future<Output = Result<(), HostError>> + Send;
 
+    /// Waits, up to the command timeout, for the commands a previous agent process
+    /// left running to end on their own (a restarted agent must not cut short a pull or
+    /// an unlock it did not see finish); how many were running when it was called.
+    fn await_leftovers(&self) -> impl Future<Output = Result<usize, HostError>> + Send;
+
     /// A counter that moves whenever the host signals that bootc's status may have
     /// changed. The channel closes when the host connection is lost.
     fn changes(&self) -> tokio::sync::watch::Receiver<u64>;

@@ -81,6 +81,67 @@ pub struct DaemonSet {
     shared: Arc<Mutex<Shared>>,
 }
 
+/// Sets up the agent's pod inside the new mount and PID namespaces made by `unshare`,
+/// then runs the agent (`$2…`) as the namespace's PID 1. `$1` is the node's init PID.
+///
+/// As the DaemonSet's pod sees the host: only the bus socket, `/run/ostree` and the
+/// agent's work directory are the node's (tmpfs hides this machine's `/run` and
+/// `/var/lib`), its `/proc` is its own, and the kernel's boot ID is the node's (nspawn
+/// gives each boot of a container its own). A mount cannot be bound from another mount
+/// namespace, so those three are symlinks into the node's root through this machine's
+/// `/proc`, kept at `/run/host-proc`: the one thing the pod holds that a real one would
+/// not (the agent never reads it).
+const POD_SETUP: &str = r#"set -eu
+init=$1
+shift
+node=/proc/$init/root
+mkdir -p "$node/run/ostree" "$node/var/lib/bootc-node-agent"
+boot_id=$(cat "$node/proc/sys/kernel/random/boot_id")
+mount -t tmpfs -o mode=0755 pod-run /run
+mkdir /run/dbus /run/host-proc
+mount --bind /proc /run/host-proc
+node=/run/host-proc/$init/root
+ln -s "$node/run/dbus/system_bus_socket" /run/dbus/system_bus_socket
+ln -s "$node/run/ostree" /run/ostree
+mount -t tmpfs -o mode=0755 pod-var-lib /var/lib
+ln -s "$node/var/lib/bootc-node-agent" /var/lib/bootc-node-agent
+printf '%s\n' "$boot_id" > /run/pod-boot-id
+mount -t proc proc /proc
+mount --bind /run/pod-boot-id /proc/sys/kernel/random/boot_id
+exec "$@"
+"#;
+
+/// Where the agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// On this machine, reaching the node through `/proc/<init>/root`.
+    Shared,
+    /// In its own PID and mount namespaces (`unshare`), as in its pod: PID 1 in every
+    /// incarnation, with only the node's bus socket, `/run/ostree` and work directory.
+    Pod,
+}
+
+/// How [`DaemonSet::start_with`] runs the agent.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// Where the agent runs.
+    pub isolation: Isolation,
+    /// `--status-poll-interval`.
+    pub poll_interval: String,
+    /// Arguments after the harness's own (which they must not repeat).
+    pub extra_args: Vec<String>,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        AgentOptions {
+            isolation: Isolation::Shared,
+            poll_interval: "2s".to_owned(),
+            extra_args: Vec::new(),
+        }
+    }
+}
+
 /// One agent run's fixed parts.
 #[derive(Debug)]
 struct Launch {
@@ -88,28 +149,46 @@ struct Launch {
     node: String,
     kubeconfig: PathBuf,
     log: PathBuf,
-    extra_args: Vec<String>,
+    options: AgentOptions,
 }
 
 impl Launch {
     /// The agent for the node whose init is `init_pid`, its output appended to the log.
     fn spawn(&self, init_pid: u32) -> std::io::Result<tokio::process::Child> {
-        let root = format!("/proc/{init_pid}/root");
         let log_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)?;
-        tokio::process::Command::new(&self.binary)
+        let (mut command, bus, root) = match self.options.isolation {
+            Isolation::Shared => (
+                tokio::process::Command::new(&self.binary),
+                bus_address_of(init_pid),
+                format!("/proc/{init_pid}/root"),
+            ),
+            Isolation::Pod => {
+                let mut unshare = tokio::process::Command::new("unshare");
+                unshare
+                    .args(["--mount", "--propagation", "private", "--pid"])
+                    .args(["--kill-child", "--", "sh", "-c", POD_SETUP, "sh"])
+                    .arg(init_pid.to_string())
+                    .arg(&self.binary);
+                let bus = "unix:path=/run/dbus/system_bus_socket".to_owned();
+                (unshare, bus, "/".to_owned())
+            }
+        };
+        command
             .arg("--node-name")
             .arg(&self.node)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--system-bus-address")
-            .arg(bus_address_of(init_pid))
+            .arg(bus)
             .arg("--host-root")
             .arg(&root)
-            .args(["--status-poll-interval", "2s", "--command-timeout", "60s"])
-            .args(&self.extra_args)
+            .arg("--status-poll-interval")
+            .arg(&self.options.poll_interval)
+            .args(["--command-timeout", "60s"])
+            .args(&self.options.extra_args)
             .env("RUST_LOG", "info,bootc_node_agent=debug")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
@@ -145,6 +224,20 @@ impl DaemonSet {
     /// When the agent binary is missing (see [`agent_binary`]), or outside a tokio
     /// runtime.
     pub fn start(node: &Node, kubeconfig: &Path, log: &Path, extra_args: &[&str]) -> Self {
+        let options = AgentOptions {
+            extra_args: extra_args.iter().map(|&a| a.to_owned()).collect(),
+            ..AgentOptions::default()
+        };
+        DaemonSet::start_with(node, kubeconfig, log, options)
+    }
+
+    /// [`DaemonSet::start`], with the isolation and poll interval of `options`
+    /// (`--host-root /` and the bus at `/run/dbus/system_bus_socket` in a pod).
+    ///
+    /// # Panics
+    ///
+    /// As [`DaemonSet::start`].
+    pub fn start_with(node: &Node, kubeconfig: &Path, log: &Path, options: AgentOptions) -> Self {
         let binary = match agent_binary() {
             Ok(binary) => binary,
             Err(e) => panic!("{e}"),
@@ -154,7 +247,7 @@ impl DaemonSet {
             node: node.name().to_owned(),
             kubeconfig: kubeconfig.to_owned(),
             log: log.to_owned(),
-            extra_args: extra_args.iter().map(|&a| a.to_owned()).collect(),
+            options,
         };
         let (stop, stopped) = watch::channel(false);
         let (kills, kill_requests) = mpsc::unbounded_channel();
@@ -182,6 +275,26 @@ impl DaemonSet {
     /// How many times an agent was started so far.
     pub fn starts(&self) -> u32 {
         lock(&self.shared).starts
+    }
+
+    /// The running agent's PID on this machine and in its own PID namespace (the same
+    /// numbers with [`Isolation::Shared`]); `None` between runs or before it exec'd.
+    pub fn agent_pids(&self) -> Option<(u32, u32)> {
+        let pid = self.pid()?;
+        let agent = agent_process(pid)?;
+        let status = std::fs::read_to_string(format!("/proc/{agent}/status")).ok()?;
+        let exe = std::fs::read_link(format!("/proc/{agent}/exe")).ok()?;
+        if exe.file_name()? != AGENT_BINARY {
+            return None;
+        }
+        let inner = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))?
+            .split_whitespace()
+            .last()?
+            .parse()
+            .ok()?;
+        Some((agent, inner))
     }
 
     /// SIGKILLs the running agent, as an OOM kill or a node-local crash would (it is
@@ -298,7 +411,9 @@ async fn supervise(
             }
         };
         if stop {
-            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+            // In a pod, `unshare` ignores SIGTERM: the agent itself gets it.
+            let term = child.id().and_then(agent_process);
+            if let Some(pid) = term.and_then(|p| i32::try_from(p).ok()) {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(pid),
                     nix::sys::signal::Signal::SIGTERM,
@@ -319,4 +434,15 @@ async fn supervise(
             () = stop_requested(&mut stopped) => return,
         }
     }
+}
+
+/// The agent's process for the DaemonSet's child `pid`: the child itself, or in a pod,
+/// the one child `unshare` forked (`None` before it did).
+fn agent_process(pid: u32) -> Option<u32> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    if comm.trim_end() != "unshare" {
+        return Some(pid);
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
 }

@@ -20,7 +20,7 @@ use bootc_crds::{ImageRef, REBOOT_SLOT_ANNOTATION};
 use bootc_node_agent::bootc_status::BootcHost as Status;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
-use host_sim::daemonset::DaemonSet;
+use host_sim::daemonset::{AgentOptions, DaemonSet, Isolation};
 use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOptions};
 
 use kube::api::{Patch, PatchParams, PostParams};
@@ -515,6 +515,7 @@ async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval(
     );
     assert_eq!(node_ready(&client, name).await.as_deref(), Some("True"));
     assert!(f.node.run_ostree_has("staged-deployment-locked"));
+    assert_timer_masked(&f, &log).await;
 
     // Approval → from-downloaded → exactly one reboot → Idle on v2.
     let boots = f.node.status().boots;
@@ -534,6 +535,9 @@ async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval(
         (node_ready(&client, name).await.as_deref() == Some("True")).then_some(())
     })
     .await;
+    // The mask is a runtime one (gone with the boot, so that removing the agent gives
+    // the host its timer back): the agent of the new boot masks it again.
+    assert_timer_masked(&f, &log).await;
     // A few polls later (every 2 s), still one reboot.
     let until = Instant::now() + Duration::from_secs(6);
     while Instant::now() < until {
@@ -544,5 +548,221 @@ async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval(
             "one reboot for one approval"
         );
     }
+    agents.stop().await;
+}
+
+/// Waits until the node's update timer is masked at runtime and not active.
+async fn assert_timer_masked(f: &Fixture, log: &std::path::Path) {
+    let timer = "bootc-fetch-apply-updates.timer";
+    let state = common::wait_logged("the update timer masked", log, BOOT, async || {
+        let state = f.node.unit_state(timer).await.ok()?;
+        (state.unit_file_state == "masked-runtime").then_some(state)
+    })
+    .await;
+    assert_ne!(state.active_state, "active", "{timer}: {state:?}");
+}
+
+/// The agent's transient units on the node (`/run/systemd/transient`): name and unit
+/// file text.
+fn transient_units(f: &Fixture) -> Vec<(String, String)> {
+    let dir = f.node.root_path().unwrap().join("run/systemd/transient");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.starts_with("bootc-node-agent-")
+                .then(|| Some((name, std::fs::read_to_string(e.path()).ok()?)))?
+        })
+        .collect()
+}
+
+/// The processes of the node's unit `unit` (found by their cgroup).
+fn unit_pids(unit: &str) -> Vec<i32> {
+    let suffix = format!("/{unit}");
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .is_ok_and(|c| c.lines().any(|l| l.ends_with(&suffix)))
+        })
+        .collect()
+}
+
+/// Sends `signal` to every process of the node's unit `unit` until no new one appears
+/// (a process forked meanwhile gets it too); how many were signalled.
+fn signal_unit(unit: &str, signal: nix::sys::signal::Signal) -> usize {
+    let mut done = std::collections::BTreeSet::new();
+    loop {
+        let new: Vec<i32> = unit_pids(unit)
+            .into_iter()
+            .filter(|p| !done.contains(p))
+            .collect();
+        if new.is_empty() {
+            return done.len();
+        }
+        for pid in new {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+            done.insert(pid);
+        }
+    }
+}
+
+/// Runs `bootc ARGS` inside the node, as an admin on it would (all of its namespaces).
+fn bootc_on_node(f: &Fixture, args: &[&str]) {
+    let init = f.node.init_pid().unwrap().to_string();
+    let out = std::process::Command::new("nsenter")
+        .args([
+            "--target", &init, "--mount", "--uts", "--ipc", "--net", "--pid",
+        ])
+        .args(["--root", "--wd", "--", "/usr/bin/bootc"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "bootc {args:?} on the node: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_in_its_pod_keeps_its_running_pull_across_a_restart_and_sees_hand_made_changes() {
+    let (emulator, client) = common::emulator_with_crds().await;
+    let name = "real-pod";
+    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+        return;
+    };
+    let kubeconfig = f.dir.path().join("kubeconfig");
+    emulator.write_kubeconfig(&kubeconfig).unwrap();
+    let log = f.dir.path().join("agent.log");
+    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
+    let spec = BootcNodeSpec {
+        desired_image: f.v2.clone(),
+        desired_image_state: DesiredImageState::Staged,
+        reboot_policy: Default::default(),
+        pull_secret_ref: None,
+        pull_secret_hash: None,
+    };
+    api.create(&PostParams::default(), &BootcNode::new(name, spec))
+        .await
+        .unwrap();
+    // A poll interval far beyond the test: only bootc's status-updated signal (and the
+    // agent's own commands) make the agent read the host again.
+    let options = AgentOptions {
+        isolation: Isolation::Pod,
+        poll_interval: "1h".to_owned(),
+        extra_args: Vec::new(),
+    };
+    let agents = DaemonSet::start_with(&f.node, &kubeconfig, &log, options);
+
+    // The first agent's staging command, running.
+    let (unit, _) = common::wait_logged("the staging unit running", &log, BOOT, async || {
+        transient_units(&f)
+            .into_iter()
+            .find(|(_, text)| text.contains("switch") && text.contains("--download-only"))
+    })
+    .await;
+    // Held still (SIGSTOP) while the agent is killed and started again, so that the
+    // second agent surely finds it running; then let go.
+    use nix::sys::signal::Signal;
+    assert!(
+        signal_unit(&unit, Signal::SIGSTOP) > 0,
+        "no process in {unit}"
+    );
+    let (outer, inner) = agents.agent_pids().expect("the agent runs");
+    assert_eq!(inner, 1, "PID 1 in its pod");
+    agents.kill();
+    let (_, inner2) = common::wait_logged("the agent again", &log, BOOT, async || {
+        agents.agent_pids().filter(|&(o, _)| o != outer)
+    })
+    .await;
+    assert_eq!(inner2, 1, "the same PID in every incarnation");
+    common::wait_logged("the second agent waiting", &log, BOOT, async || {
+        let text = std::fs::read_to_string(&log).ok()?;
+        text.contains("commands a previous agent started are still running")
+            .then_some(())
+    })
+    .await;
+    assert!(!unit_pids(&unit).is_empty(), "{unit} ended while held");
+    signal_unit(&unit, Signal::SIGCONT);
+    let staged = common::wait_logged("Staged v2, locked", &log, BOOT, async || {
+        let n = api.get(name).await.ok()?;
+        let s = n.status.as_ref()?;
+        (condition(&n, "Idle")?.1 == "Staged" && s.staged.as_ref()?.download_only).then_some(n)
+    })
+    .await;
+    let status = staged.status.as_ref().unwrap();
+    assert_eq!(status.staged.as_ref().unwrap().image.image, f.v2);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let restart = text
+        .find("commands a previous agent started are still running")
+        .unwrap_or_else(|| panic!("the second agent did not wait for `{unit}`:\n{text}"));
+    let after = &text[restart..];
+    assert!(after.contains(&unit), "{after}");
+    assert!(
+        !after.contains("\"staging\"") && !after.contains(" staging "),
+        "the second agent staged again instead of keeping the first one's pull:\n{after}"
+    );
+    // No unit of the second agent ran `switch`: the first one's pull was kept.
+    let switches = transient_units(&f)
+        .into_iter()
+        .filter(|(n, t)| n != &unit && t.contains("switch"))
+        .count();
+    assert_eq!(switches, 0, "{:?}", transient_units(&f));
+
+    // A change made by hand on the node reaches the BootcNode through bootc's
+    // status-updated signal (the agent's poll is an hour away).
+    let mut events = emulator.handle().events();
+    let by_tag = format!("{}/{}:v1", f.registry.host(), host_sim::real::REPOSITORY);
+    let started = Instant::now();
+    bootc_on_node(&f, &["switch", &by_tag]);
+    let switched = started.elapsed();
+    let mut statuses = Vec::new();
+    let seen = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let event = match events.recv().await {
+                Ok(event) => event,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            };
+            if event.key.plural != "bootcnodes" || event.object["metadata"]["name"] != name {
+                continue;
+            }
+            let staged = event.object["status"]["staged"].to_string();
+            let shows_v1 = staged.contains(&by_tag) || staged.contains(digest_of(&f.v1));
+            statuses.push(staged);
+            if shows_v1 {
+                return Some(started.elapsed());
+            }
+        }
+    })
+    .await;
+    let seen = seen.ok().flatten().unwrap_or_else(|| {
+        panic!(
+            "the hand-made switch never reached the BootcNode; staged as reported: \
+             {statuses:#?}; {}",
+            f.log()
+        )
+    });
+    eprintln!(
+        "real-pod: hand-made `bootc switch` took {switched:?}; the BootcNode showed it \
+         {:?} after it ended",
+        seen.saturating_sub(switched)
+    );
+    // Then the agent puts its own target back, locked.
+    common::wait_logged("Staged v2 again", &log, BOOT, async || {
+        let n = api.get(name).await.ok()?;
+        let s = n.status.as_ref()?.staged.as_ref()?;
+        (s.image.image == f.v2 && s.download_only).then_some(())
+    })
+    .await;
     agents.stop().await;
 }
