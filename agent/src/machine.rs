@@ -248,6 +248,34 @@ pub fn decide(
     situation.stage()
 }
 
+/// What the registry answers, in bootc's words (through containers-image), when it refuses
+/// the credentials or asks for some.
+const AUTH_REFUSED: [&str; 3] = [
+    "unauthorized: ",
+    "authentication required",
+    "401 unauthorized",
+];
+
+/// `Degraded`'s reason and message for a failed host command: `RegistryAuthFailed` with
+/// bootc's own `error:` line when the registry refused the credentials, else `Error`
+/// with the whole message.
+pub fn failure_condition(message: &str) -> (&'static str, String) {
+    let lower = message.to_ascii_lowercase();
+    if AUTH_REFUSED.iter().any(|m| lower.contains(m)) {
+        let line = message
+            .find("error: ")
+            .map_or(message, |at| &message[at..])
+            .lines()
+            .next()
+            .unwrap_or(message);
+        return (
+            node_degraded::REGISTRY_AUTH_FAILED,
+            format!("the registry refused the pull credentials (check the pull Secret): {line}"),
+        );
+    }
+    (node_degraded::ERROR, message.to_owned())
+}
+
 /// `spec.desiredImage` as an image reference, when it is a canonical pin; else the
 /// decision that refuses it (nothing reaches a command line unless it is a canonical pin).
 fn checked_target(desired: &Desired) -> Result<ImageRef, Box<Decision>> {
@@ -303,16 +331,29 @@ impl Situation<'_> {
 
     /// The last failure, when it was for the desired image.
     fn failure(&self) -> Option<&Failure> {
+        if self.reached() {
+            return None;
+        }
         self.memory
             .failure
             .as_ref()
             .filter(|f| f.image == self.desired.image)
     }
 
+    /// The desired state shows on the host (booted; or staged and locked when only
+    /// staging is asked): what the host shows wins over a past failure to get it there
+    /// (the command that did it may not have reported yet, or was stopped once its work
+    /// showed). A failed unlock, with the image staged and a reboot asked, still counts.
+    fn reached(&self) -> bool {
+        self.on(&self.host.booted)
+            || (self.desired.state == DesiredImageState::Staged
+                && self.on(&self.host.staged)
+                && self.host.staged.as_ref().is_some_and(|s| s.download_only))
+    }
+
     /// `Degraded` from the last failure for the desired image.
     fn degraded(&self) -> Option<(&'static str, String)> {
-        self.failure()
-            .map(|f| (node_degraded::ERROR, f.message.clone()))
+        self.failure().map(|f| failure_condition(&f.message))
     }
 
     /// How long the last failure's backoff still runs.

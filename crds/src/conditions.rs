@@ -75,6 +75,9 @@ pub mod idle {
 pub mod node_degraded {
     /// True: a host command failed; the message carries its stderr.
     pub const ERROR: &str = "Error";
+    /// True: the registry refused the pull's credentials (wrong or missing pull Secret);
+    /// the message carries bootc's `error:` line.
+    pub const REGISTRY_AUTH_FAILED: &str = "RegistryAuthFailed";
     /// True: the host rebooted for this approval but came back on another image.
     pub const REBOOT_DID_NOT_APPLY: &str = "RebootDidNotApply";
     /// True: the host's own update timer (`bootc-fetch-apply-updates.timer`) could not be

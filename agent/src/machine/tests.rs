@@ -481,8 +481,9 @@ fn failures_back_off_and_stay_reported() {
     assert_eq!(
         (reason, message.as_str()),
         (
-            node_degraded::ERROR,
-            "error: pulling image: 401 Unauthorized"
+            node_degraded::REGISTRY_AUTH_FAILED,
+            "the registry refused the pull credentials (check the pull Secret): error: \
+             pulling image: 401 Unauthorized"
         )
     );
     // Past the backoff: try again, still reporting the last failure.
@@ -673,4 +674,65 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
             ..
         }
     ));
+}
+
+#[test]
+fn a_refused_pull_reads_as_registry_auth_failed_with_bootcs_own_words() {
+    // As bootc 1.16.9 failed against a registry with htpasswd auth and a wrong password,
+    // through the agent's fallback unit.
+    let real = "`/usr/bin/bootc switch 127.0.0.1:38689/node@sha256:490d`, then \
+                `/usr/bin/bootc upgrade --download-only` failed (job failed, result \
+                exit-code, exit status 1): error: Switching: Switching (ostree): Preparing \
+                import: Fetching manifest: failed to invoke method OpenImage: reading \
+                manifest sha256:490d in 127.0.0.1:38689/node: unauthorized: \
+                authentication required";
+    let (reason, message) = crate::machine::failure_condition(real);
+    assert_eq!(reason, node_degraded::REGISTRY_AUTH_FAILED);
+    assert!(!message.contains("exit status"), "{message}");
+    assert!(
+        message.ends_with(
+            "error: Switching: Switching (ostree): Preparing import: Fetching manifest: \
+             failed to invoke method OpenImage: reading manifest sha256:490d in \
+             127.0.0.1:38689/node: unauthorized: authentication required"
+        ),
+        "{message}"
+    );
+    // Anything else stays `Error`, whole.
+    let other = "`/usr/bin/bootc switch x` failed (exit status 1): error: No space left on device";
+    assert_eq!(
+        crate::machine::failure_condition(other),
+        (node_degraded::ERROR, other.to_owned())
+    );
+}
+
+#[test]
+fn a_failure_is_over_once_the_host_shows_the_image_staged_locked_or_booted() {
+    let memory = Memory {
+        staging: None,
+        last_reboot: None,
+        failure: Some(Failure {
+            image: pin(B),
+            message: "error: pulling image: 401 Unauthorized".into(),
+            attempts: 1,
+            at: now(),
+        }),
+    };
+    // Staged unlocked (a `switch` without the lock yet): still the failure.
+    let mut h = host(A);
+    h.staged = Some(Slot {
+        download_only: false,
+        ..slot(B)
+    });
+    assert!(
+        decide(&want(B, Staged, false), &h, &memory, now())
+            .degraded
+            .is_some()
+    );
+    // Staged and locked: over, whatever the memory says.
+    h.staged = Some(slot(B));
+    let d = decide(&want(B, Staged, false), &h, &memory, now());
+    assert_eq!((d.phase, d.degraded), (Phase::Staged, None));
+    // Booted: over.
+    let d = decide(&want(B, Booted, false), &host(B), &memory, now());
+    assert_eq!(d.degraded, None);
 }

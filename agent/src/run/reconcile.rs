@@ -173,7 +173,7 @@ impl<H: Host + 'static> Agent<H> {
                 .memory
                 .failure
                 .as_ref()
-                .map(|f| (node_degraded::ERROR, f.message.clone()));
+                .map(|f| crate::machine::failure_condition(&f.message));
             self.report(node, Some(status), Phase::Rebooting, degraded, now)
                 .await;
             return;

@@ -26,7 +26,7 @@ pub mod sysroot;
 
 pub use image::RealImage;
 pub use node::{RealNode, RealNodeOptions};
-pub use registry::LoggedRegistry;
+pub use registry::{LoggedRegistry, Request};
 pub use sysroot::Sysroot;
 
 /// The environment variable naming the directory that holds the archive and its

@@ -21,7 +21,7 @@ use bootc_node_agent::bootc_status::BootcHost as Status;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::daemonset::{AgentOptions, DaemonSet, Isolation};
-use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOptions};
+use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOptions, Request};
 
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -764,5 +764,131 @@ async fn the_agent_in_its_pod_keeps_its_running_pull_across_a_restart_and_sees_h
         (s.image.image == f.v2 && s.download_only).then_some(())
     })
     .await;
+    agents.stop().await;
+}
+
+/// The `Degraded` condition's reason and message, when it is `True`.
+fn degraded(node: &BootcNode) -> Option<(String, String)> {
+    let (status, reason, message) = condition(node, "Degraded")?;
+    (status == "True").then_some((reason, message))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    let (emulator, client) = common::emulator_with_crds().await;
+    let name = "real-auth";
+    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+        return;
+    };
+    let private = LoggedRegistry::start_with_auth(f.dir.path(), "puller", "right").unwrap();
+    let layout = RealImage::shared(&archive().unwrap())
+        .await
+        .unwrap()
+        .layout();
+    let digest = private.push_layout(&layout, "v2", REPOSITORY).unwrap();
+    let target = format!("{}/{REPOSITORY}@{digest}", private.host());
+    let kubeconfig = f.dir.path().join("kubeconfig");
+    emulator.write_kubeconfig(&kubeconfig).unwrap();
+    let log = f.dir.path().join("agent.log");
+
+    let secret = |password: &str| Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("pull".into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some(
+            [(
+                ".dockerconfigjson".to_owned(),
+                ByteString(private.auth_json_for("puller", password).into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), "default");
+    secrets
+        .create(&PostParams::default(), &secret("wrong"))
+        .await
+        .unwrap();
+    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
+    let spec = BootcNodeSpec {
+        desired_image: target.clone(),
+        desired_image_state: DesiredImageState::Staged,
+        reboot_policy: Default::default(),
+        pull_secret_ref: Some(bootc_crds::pool::SecretRef {
+            name: "pull".into(),
+            namespace: "default".into(),
+        }),
+        pull_secret_hash: Some("first".into()),
+    };
+    api.create(&PostParams::default(), &BootcNode::new(name, spec))
+        .await
+        .unwrap();
+    let options = AgentOptions {
+        isolation: Isolation::Pod,
+        ..AgentOptions::default()
+    };
+    let agents = DaemonSet::start_with(&f.node, &kubeconfig, &log, options);
+
+    // Wrong credentials: the reason says so, in words.
+    let (reason, message) =
+        common::wait_logged("Degraded for the credentials", &log, BOOT, async || {
+            degraded(&api.get(name).await.ok()?)
+        })
+        .await;
+    eprintln!("real-auth: wrong credentials read as {reason}: {message}");
+    assert_eq!(reason, "RegistryAuthFailed", "{message}");
+    assert!(!message.contains("exit status"), "{message}");
+    assert!(message.contains(&private.host()), "{message}");
+    // The secret reached the node as bootc reads it.
+    let auth = f.node.root_path().unwrap().join("run/ostree/auth.json");
+    let meta = std::fs::metadata(&auth).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::read_to_string(&auth).unwrap(),
+        private.auth_json_for("puller", "wrong")
+    );
+    assert!(
+        private.requests().iter().any(|r| r.status == 401),
+        "{:?}",
+        private.requests()
+    );
+
+    // The right ones: real bootc pulls with them.
+    secrets
+        .replace("pull", &PostParams::default(), &secret("right"))
+        .await
+        .unwrap();
+    let fix = json!({"spec": {"pullSecretHash": "second"}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&fix))
+        .await
+        .unwrap();
+    let staged = common::wait_logged(
+        "Staged with the right credentials",
+        &log,
+        BOOT,
+        async || {
+            let n = api.get(name).await.ok()?;
+            let s = n.status.as_ref()?.staged.as_ref()?;
+            (s.image.image == target && s.download_only).then_some(n)
+        },
+    )
+    .await;
+    assert!(degraded(&staged).is_none(), "{:?}", staged.status);
+    assert!(
+        private.requests().iter().any(Request::is_blob_fetch),
+        "{:?}",
+        private.requests()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&auth).unwrap(),
+        private.auth_json_for("puller", "right")
+    );
     agents.stop().await;
 }

@@ -40,20 +40,50 @@ pub struct LoggedRegistry {
     child: Option<Child>,
     port: u16,
     dir: TempDir,
+    /// User and password of its htpasswd basic auth, when it has one.
+    credentials: Option<(String, String)>,
 }
 
 impl LoggedRegistry {
     /// Starts a registry (storage and log in a new directory under `parent`).
     pub fn start(parent: &Path) -> Result<LoggedRegistry> {
+        LoggedRegistry::start_inner(parent, None)
+    }
+
+    /// [`LoggedRegistry::start`], with htpasswd basic auth for `user`/`password` on every
+    /// request (the file made with `htpasswd -Bbc`, Debian's `apache2-utils`).
+    pub fn start_with_auth(parent: &Path, user: &str, password: &str) -> Result<LoggedRegistry> {
+        LoggedRegistry::start_inner(parent, Some((user.to_owned(), password.to_owned())))
+    }
+
+    fn start_inner(parent: &Path, credentials: Option<(String, String)>) -> Result<LoggedRegistry> {
         crate::image::require_tool("docker-registry", "docker-registry")?;
         let dir = tempfile::Builder::new()
             .prefix("real-registry-")
             .tempdir_in(parent)
             .map_err(|e| SimError::io("creating the registry's directory", parent, e))?;
+        if let Some((user, password)) = &credentials {
+            crate::image::require_tool("htpasswd", "apache2-utils")?;
+            let file = dir.path().join("htpasswd");
+            let out = Command::new("htpasswd")
+                .arg("-Bbc")
+                .arg(&file)
+                .args([user, password])
+                .output()
+                .map_err(|e| SimError::io("running htpasswd", &file, e))?;
+            if !out.status.success() {
+                return Err(SimError::Command {
+                    command: "htpasswd -Bbc".to_owned(),
+                    status: out.status.to_string(),
+                    details: format!(": {}", String::from_utf8_lossy(&out.stderr).trim()),
+                });
+            }
+        }
         let mut registry = LoggedRegistry {
             child: None,
             port: 0,
             dir,
+            credentials,
         };
         let mut last = None;
         for _ in 0..5 {
@@ -81,13 +111,19 @@ impl LoggedRegistry {
             .port();
         drop(listener);
         let config = self.dir.path().join("config.yml");
-        let text = format!(
+        let mut text = format!(
             "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: false\nstorage:\n  \
              filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: \
              127.0.0.1:{}\n",
             self.dir.path().join("storage").display(),
             self.port
         );
+        if self.credentials.is_some() {
+            text.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: host-sim\n    path: {}\n",
+                self.dir.path().join("htpasswd").display()
+            ));
+        }
         std::fs::write(&config, text)
             .map_err(|e| SimError::io("writing the registry's config", &config, e))?;
         let log = self.log_path();
@@ -157,6 +193,11 @@ impl LoggedRegistry {
             ])
             .arg("--digestfile")
             .arg(&digestfile)
+            .args(
+                self.credentials
+                    .iter()
+                    .flat_map(|(u, p)| ["--dest-creds".to_owned(), format!("{u}:{p}")]),
+            )
             .args([&source, &dest])
             .output()
             .map_err(|e| SimError::io("running skopeo copy", layout, e))?;
@@ -170,6 +211,16 @@ impl LoggedRegistry {
         let digest = std::fs::read_to_string(&digestfile)
             .map_err(|e| SimError::io("reading skopeo's digest file", &digestfile, e))?;
         Ok(digest.trim().to_owned())
+    }
+
+    /// A containers `auth.json` (a `.dockerconfigjson`) with `user`/`password` for this
+    /// registry.
+    pub fn auth_json_for(&self, user: &str, password: &str) -> String {
+        let auth = test_registry::base64(format!("{user}:{password}").as_bytes());
+        format!(
+            "{{\"auths\":{{\"{}\":{{\"auth\":\"{auth}\"}}}}}}",
+            self.host()
+        )
     }
 
     /// Every request in the access log so far.
