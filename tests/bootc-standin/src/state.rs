@@ -30,13 +30,19 @@ pub struct Deployment {
     /// The ostree commit checksum (the hex of the image digest: the same image gives the
     /// same commit).
     pub checksum: String,
-    /// The deployment serial (how many other deployments of the same commit existed
-    /// when it was made).
+    /// The deployment serial: as ostree allocates it, one more than the highest serial of
+    /// the same commit among the deployment directories still on disk (the booted and
+    /// rollback deployments, and [`State::leftovers`]), else 0.
     pub deploy_serial: u32,
 }
 
 impl Deployment {
-    fn new(info: ImageInfo, locked: bool, others: &[Option<&Deployment>]) -> Deployment {
+    fn new(
+        info: ImageInfo,
+        locked: bool,
+        others: &[Option<&Deployment>],
+        leftovers: &[Deployment],
+    ) -> Deployment {
         let checksum = info
             .digest
             .strip_prefix("sha256:")
@@ -45,13 +51,17 @@ impl Deployment {
         let serial = others
             .iter()
             .flatten()
+            .copied()
+            .chain(leftovers)
             .filter(|d| d.checksum == checksum)
-            .count();
+            .map(|d| d.deploy_serial.saturating_add(1))
+            .max()
+            .unwrap_or(0);
         Deployment {
             info,
             locked,
             checksum,
-            deploy_serial: u32::try_from(serial).unwrap_or(u32::MAX),
+            deploy_serial: serial,
         }
     }
 }
@@ -148,6 +158,11 @@ pub struct State {
     /// True when the next boot boots the rollback deployment.
     #[serde(default)]
     pub rollback_queued: bool,
+    /// Locked deployments discarded at boot: ostree never finalized them, but their
+    /// directories stay until the next deployment is made (and cleans up), so they still
+    /// count when that deployment's serial is allocated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leftovers: Vec<Deployment>,
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
@@ -194,10 +209,11 @@ impl State {
     /// A host booted from `booted`, nothing staged, no rollback.
     pub fn new(booted: ImageInfo) -> Self {
         State {
-            booted: Some(Deployment::new(booted, false, &[])),
+            booted: Some(Deployment::new(booted, false, &[], &[])),
             staged: None,
             rollback: None,
             rollback_queued: false,
+            leftovers: Vec::new(),
         }
     }
 
@@ -262,7 +278,10 @@ impl State {
             info,
             locked,
             &[self.booted.as_ref(), self.rollback.as_ref()],
+            &self.leftovers,
         );
+        // The deployment made, ostree cleans up the directories nothing refers to.
+        self.leftovers.clear();
         self.staged = Some(d);
         self.rollback_queued = false;
         outcome
@@ -371,7 +390,7 @@ impl State {
     /// What happens at boot (and soft reboot), as bootc's finalize step does it: a
     /// queued rollback swaps booted and rollback; else an unlocked staged deployment
     /// becomes the booted one (the booted one becomes the rollback); a locked one is
-    /// discarded.
+    /// discarded (its directory left behind, see [`State::leftovers`]).
     pub fn finalize_boot(&mut self) -> Outcome {
         if self.rollback_queued {
             self.rollback_queued = false;
@@ -381,7 +400,10 @@ impl State {
         }
         match self.staged.take() {
             None => Outcome::Nothing,
-            Some(s) if s.locked => Outcome::DiscardedLocked,
+            Some(s) if s.locked => {
+                self.leftovers.push(s);
+                Outcome::DiscardedLocked
+            }
             Some(s) => {
                 self.rollback = self.booted.take();
                 self.booted = Some(s);
@@ -410,6 +432,7 @@ impl State {
                 "architecture": d.info.architecture,
             },
             "cachedUpdate": null,
+            "composefs": null,
             "incompatible": false,
             "pinned": false,
             "softRebootCapable": soft_reboot_capable,
@@ -451,6 +474,10 @@ impl State {
                 "rollback": rollback,
                 "rollbackQueued": self.rollback_queued,
                 "type": if self.booted.is_some() { json!("bootcHost") } else { Value::Null },
+                // bootc >= 1.14 and >= 1.16.7 print these on every host: no overlay on
+                // `/usr`, a writable physical root.
+                "usrOverlay": null,
+                "readOnly": false,
             },
         })
     }

@@ -268,6 +268,10 @@ fn status_shape_matches_bootc() {
     );
     assert_eq!(doc["status"]["booted"]["downloadOnly"], false);
     assert_eq!(doc["status"]["rollback"], Value::Null);
+    // Keys bootc 1.16.9 prints even when they are null or false.
+    assert_eq!(staged.get("composefs"), Some(&Value::Null));
+    assert_eq!(doc["status"].get("usrOverlay"), Some(&Value::Null));
+    assert_eq!(doc["status"].get("readOnly"), Some(&Value::Bool(false)));
 
     // The same commit deployed again gets the next serial.
     let digest_ref = format!("127.0.0.1:5000/os@{}", digest('a'));
@@ -299,4 +303,39 @@ fn state_round_trips_on_disk() {
         .filter(|n| n != "lock")
         .collect();
     assert_eq!(names, vec!["state.json".to_owned()]);
+}
+
+/// As ostree allocates serials: a locked deployment discarded at boot leaves its
+/// directory, so the same image staged again gets the next serial (bootc 1.16.9 shows
+/// `deploySerial: 1` there), which it keeps once booted; the next deployment made
+/// cleans the leftover up.
+#[test]
+fn a_discarded_locked_deployment_still_counts_for_the_next_serial() {
+    let r = resolver();
+    let serial = |d: &Option<bootc_standin::Deployment>| d.as_ref().unwrap().deploy_serial;
+    let mut st = State::new(info(A, 'a', "1", Some("6.1")));
+    st.switch_with(&r, B, false).unwrap();
+    st.upgrade_with(&r, true).unwrap();
+    assert_eq!(serial(&st.staged), 0);
+    assert_eq!(st.finalize_boot(), Outcome::DiscardedLocked);
+    assert_eq!(st.leftovers.len(), 1);
+    st.switch_with(&r, B, false).unwrap();
+    assert_eq!(serial(&st.staged), 1);
+    assert!(st.leftovers.is_empty(), "cleaned up by the deployment");
+    assert_eq!(check(&st)["status"]["staged"]["ostree"]["deploySerial"], 1);
+    assert_eq!(st.finalize_boot(), Outcome::AppliedStaged);
+    assert_eq!(serial(&st.booted), 1);
+    // A deployment of another image after that starts at 0 again.
+    st.switch_with(&r, C, false).unwrap();
+    assert_eq!(serial(&st.staged), 0);
+    // Kept on disk, and absent from state.json while empty.
+    let dir = tempfile::tempdir().unwrap();
+    st.save(dir.path()).unwrap();
+    let text = std::fs::read_to_string(State::path(dir.path())).unwrap();
+    assert!(!text.contains("leftovers"), "{text}");
+    st.switch_with(&r, A, true).unwrap();
+    st.finalize_boot();
+    st.save(dir.path()).unwrap();
+    assert_eq!(State::load(dir.path()).unwrap(), st);
+    assert_eq!(st.leftovers.len(), 1);
 }
