@@ -22,6 +22,7 @@ mod api;
 mod display;
 mod nodes;
 mod processes;
+mod real;
 mod registry;
 mod watch;
 
@@ -31,7 +32,7 @@ use std::time::Duration;
 
 use bootc_crds::pool::BootcNodePool;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -53,12 +54,25 @@ const LEASE_NAMESPACE: &str = "bootc-system";
 /// `bootc-sim demo` flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
-    /// Number of nodes.
-    #[arg(long, default_value_t = 10)]
-    pub nodes: usize,
-    /// The pool's maxUnavailable.
-    #[arg(long, default_value_t = 3)]
-    pub max_unavailable: u32,
+    /// Number of nodes [default: 10, or 3 with --real-bootc].
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// The pool's maxUnavailable [default: 3, or 1 with --real-bootc].
+    #[arg(long)]
+    pub max_unavailable: Option<u32>,
+    /// Nodes running the real bootc 1.16.9 and ostree (from the archive in
+    /// $BOOTC_REAL_ARCHIVE_DIR, or shared/tools/real-bootc beside the checkout) instead
+    /// of the stand-in; the agents run in pods of their own.
+    #[arg(long)]
+    pub real_bootc: bool,
+    /// On the way, reboot one staged node that holds no slot, as a person at its console
+    /// would: it must come back on the old image and then reboot exactly once more.
+    #[arg(long)]
+    pub unapproved_reboot: bool,
+    /// After the rollout, point the pool at v1 by digest and roll every node back (with
+    /// --real-bootc, also checks that the rollback fetched no blob).
+    #[arg(long)]
+    pub rollback: bool,
     /// After the rollout, keep everything running until Ctrl-C.
     #[arg(long)]
     pub keep_running: bool,
@@ -68,8 +82,11 @@ pub struct DemoArgs {
 }
 
 /// Runs the demo; Ok(true) when the rollout completed.
-pub async fn run(args: DemoArgs) -> Result<bool, String> {
-    if args.nodes == 0 || args.max_unavailable == 0 {
+pub async fn run(mut args: DemoArgs) -> Result<bool, String> {
+    let (nodes, budget) = if args.real_bootc { (3, 1) } else { (10, 3) };
+    args.nodes = Some(args.nodes.unwrap_or(nodes));
+    args.max_unavailable = Some(args.max_unavailable.unwrap_or(budget));
+    if args.nodes == Some(0) || args.max_unavailable == Some(0) {
         return Err("--nodes and --max-unavailable must be at least 1".to_owned());
     }
     host_sim::image::require_root().map_err(|e| {
@@ -109,33 +126,50 @@ async fn demo(
     dir: &Path,
 ) -> Result<bool, String> {
     let phase_timeout = Duration::from_secs(args.phase_timeout_s);
+    let nodes = args.nodes.unwrap_or(1);
+    let max_unavailable = args.max_unavailable.unwrap_or(1);
     let controller_bin = controller_binary()?;
     // Checked here: `DaemonSet::start` panics without it.
     host_sim::daemonset::agent_binary().map_err(|e| e.to_string())?;
-    let standin = host_sim::standin_binary().map_err(|e| e.to_string())?;
     step(started, &format!("work directory {}", dir.display()));
 
     let api = api::start(parts, started, dir).await?;
-    let (host, v1) = registry::start_with_v1(parts, started)?;
-    NodeSetup {
-        count: args.nodes,
+    let (image_ref, registry_host, v1) = if args.real_bootc {
+        let (tag, v1) = real::start_with_v1(parts, started, dir).await?;
+        real::boot_nodes(parts, started, dir, nodes, &api.client, phase_timeout).await?;
+        let host = tag.split('/').next().unwrap_or_default().to_owned();
+        (tag, host, v1)
+    } else {
+        let standin = host_sim::standin_binary().map_err(|e| e.to_string())?;
+        let (host, v1) = registry::start_with_v1(parts, started)?;
+        NodeSetup {
+            count: nodes,
+            dir,
+            registry_host: &host,
+            v1: &v1,
+            client: &api.client,
+            standin: &standin,
+            boot_timeout: phase_timeout,
+        }
+        .boot(parts, started)
+        .await?;
+        (format!("{host}/os:stable"), host, v1)
+    };
+    start_controller_and_agents(
+        parts,
+        started,
+        &controller_bin,
+        &api.kubeconfig,
+        &registry_host,
         dir,
-        registry_host: &host,
-        v1: &v1,
-        client: &api.client,
-        standin: &standin,
-        boot_timeout: phase_timeout,
-    }
-    .boot(parts, started)
-    .await?;
-    start_controller_and_agents(parts, started, &controller_bin, &api.kubeconfig, &host, dir)?;
+    )?;
 
     // The pool, converged on v1.
-    apply_pool(&api.client, &host, args.max_unavailable, started).await?;
+    apply_pool(&api.client, &image_ref, max_unavailable, started).await?;
     let mut watch = Watch {
         handle: &api.handle,
-        display: Display::new(args.max_unavailable as usize, started),
-        nodes: args.nodes,
+        display: Display::new(max_unavailable as usize, started),
+        nodes,
     };
     watch
         .until(parts, &v1, phase_timeout, "converging on v1")
@@ -143,8 +177,17 @@ async fn demo(
     step(started, "converged on v1");
 
     // v2 on the same tag.
-    let v2 = registry::push_v2(parts, started)?;
+    let v2 = if args.real_bootc {
+        real::push_v2(parts, started)?
+    } else {
+        registry::push_v2(parts, started)?
+    };
     let rollout_started = Instant::now();
+    let rebooted = if args.unapproved_reboot {
+        Some(real::unapproved_reboot(parts, &api.handle, started, phase_timeout).await?)
+    } else {
+        None
+    };
     watch
         .until(
             parts,
@@ -156,12 +199,27 @@ async fn demo(
     step(
         started,
         &format!(
-            "rolled out v2 to {} nodes in {:.0} s (from the push)",
-            args.nodes,
+            "rolled out v2 to {nodes} nodes in {:.0} s (from the push)",
             rollout_started.elapsed().as_secs_f64()
         ),
     );
+    if let Some((name, boots)) = &rebooted {
+        real::check_one_approved_reboot(parts, name, *boots)?;
+    }
     print_summary(&api.handle, watch.display.max_slots);
+
+    if args.rollback {
+        roll_back(
+            parts,
+            &api,
+            &mut watch,
+            &image_ref,
+            &v1,
+            started,
+            phase_timeout,
+        )
+        .await?;
+    }
 
     if args.keep_running {
         println!(
@@ -174,10 +232,54 @@ async fn demo(
     Ok(true)
 }
 
-/// Applies the pool following `host/os:stable`, every node, `max_unavailable`.
+/// Points the pool at v1 by digest and watches every node go back; on real-bootc nodes,
+/// checks that no blob was fetched (each node had v1 as its rollback deployment).
+async fn roll_back(
+    parts: &mut Parts,
+    api: &api::ApiServer,
+    watch: &mut Watch<'_>,
+    image_ref: &str,
+    v1: &str,
+    started: Instant,
+    timeout: Duration,
+) -> Result<(), String> {
+    let repository = image_ref.rsplit_once(':').map_or(image_ref, |(r, _)| r);
+    let pinned = format!("{repository}@{v1}");
+    let requests = real::requests_so_far(parts);
+    let patch = json!({"spec": {"image": {"ref": pinned}}});
+    Api::<BootcNodePool>::all(api.client.clone())
+        .patch(POOL, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| format!("cannot point the pool at {pinned}: {e}"))?;
+    step(
+        started,
+        &format!("pool `{POOL}` now asks for {pinned}: rolling back"),
+    );
+    let back = Instant::now();
+    watch
+        .until(parts, v1, timeout, "rolling back to v1")
+        .await?;
+    step(
+        started,
+        &format!("rolled back to v1 in {:.0} s", back.elapsed().as_secs_f64()),
+    );
+    if let Some(from) = requests {
+        let blobs = real::blobs_fetched_since(parts, from).unwrap_or_default();
+        if blobs > 0 {
+            return Err(format!(
+                "the rollback fetched {blobs} blobs: it pulled instead of `bootc rollback`"
+            ));
+        }
+        println!("the rollback fetched no blob from the registry (bootc rollback)");
+    }
+    print_summary(&api.handle, watch.display.max_slots);
+    Ok(())
+}
+
+/// Applies the pool following `image_ref` (a tag), every node, `max_unavailable`.
 async fn apply_pool(
     client: &Client,
-    host: &str,
+    image_ref: &str,
     max_unavailable: u32,
     started: Instant,
 ) -> Result<(), String> {
@@ -187,7 +289,7 @@ async fn apply_pool(
         "metadata": {"name": POOL},
         "spec": {
             "nodeSelector": {"matchLabels": {"kubernetes.io/os": "linux"}},
-            "image": {"ref": format!("{host}/os:stable"), "resolveIntervalSeconds": 30},
+            "image": {"ref": image_ref, "resolveIntervalSeconds": 30},
             "rollout": {"maxUnavailable": max_unavailable},
         }
     }))
@@ -198,9 +300,7 @@ async fn apply_pool(
         .map_err(|e| format!("cannot create the pool: {e}"))?;
     step(
         started,
-        &format!(
-            "pool `{POOL}` applied: follows {host}/os:stable, maxUnavailable {max_unavailable}"
-        ),
+        &format!("pool `{POOL}` applied: follows {image_ref}, maxUnavailable {max_unavailable}"),
     );
     Ok(())
 }

@@ -3,14 +3,24 @@
 //! (real systemd under systemd-nspawn, real agents and the real controller binary) go
 //! from v1 to v2 following `:stable`; the run must end with exit 0, every node updated,
 //! the history of both images printed, and everything it started stopped.
+//!
+//! Then the same on three nodes running the real bootc 1.16.9 and ostree
+//! (`--real-bootc`): a tag push rolled out with maxUnavailable 1, a reboot nobody approved
+//! on the way, and a rollback by reference that fetches no blob.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 use std::time::Instant;
 
+/// One demo at a time: each boots its nodes on a 2-core machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn the_demo_rolls_v2_out_to_ten_nodes_and_exits_zero() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
         .args(["demo", "--phase-timeout-s", "150"])
@@ -72,4 +82,68 @@ fn the_demo_rolls_v2_out_to_ten_nodes_and_exits_zero() {
         assert_eq!(row.get(2), Some(&"10"), "{row:?}");
     }
     assert!(stdout.contains("torn down after"), "stdout:\n{stdout}");
+}
+
+#[test]
+fn the_real_bootc_demo_rolls_out_survives_an_unapproved_reboot_and_rolls_back() {
+    if host_sim::real::archive_dir().is_none() {
+        eprintln!(
+            "SKIPPED: the real-bootc archive directory is absent (set ${} or put it at \
+             shared/tools/real-bootc beside the checkout)",
+            host_sim::real::ARCHIVE_ENV
+        );
+        return;
+    }
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+        .args(["demo", "--real-bootc", "--unapproved-reboot", "--rollback"])
+        .args(["--phase-timeout-s", "240"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "bootc-sim demo --real-bootc failed ({}) after {took:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    eprintln!("bootc-sim demo --real-bootc: exit 0 after {took:?}");
+    for line in stdout.lines().filter(|l| {
+        l.contains(" deployed in ")
+            || l.contains("] rolled")
+            || l.contains("by hand")
+            || l.contains("exactly one reboot")
+            || l.contains("fetched no blob")
+            || l.starts_with("torn down")
+    }) {
+        eprintln!("  {line}");
+    }
+    for expected in [
+        "maxUnavailable 1",
+        "rolled out v2 to 3 nodes",
+        "unapproved (it must come back on the old image)",
+        "after the unapproved reboot, exactly one reboot (the approved one)",
+        "rolled back to v1",
+        "the rollback fetched no blob from the registry (bootc rollback)",
+        "torn down after",
+    ] {
+        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
+    }
+    // The budget held: never more than one slot.
+    for line in stdout.lines().filter(|l| l.contains("most reboot slots")) {
+        assert!(line.trim_end().ends_with(": 1"), "{line}");
+    }
+    // Both summaries: every node updated, none degraded.
+    let values = |name: &str| -> Vec<&str> {
+        stdout
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(name).map(str::trim))
+            .collect()
+    };
+    assert_eq!(values("updatedCount"), ["3", "3"], "{stdout}");
+    assert_eq!(values("degradedCount"), ["0", "0"], "{stdout}");
 }

@@ -6,12 +6,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use host_sim::Node;
-use host_sim::daemonset::DaemonSet;
+use host_sim::daemonset::{AgentOptions, DaemonSet, Isolation};
+use host_sim::real::{RealImage, RealNode};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use test_registry::Registry;
 use tokio::time::Instant;
 
+use super::real::RealRegistry;
 use super::{LEASE_NAMESPACE, step};
 
 /// How long the controller has between SIGTERM and SIGKILL.
@@ -56,20 +58,33 @@ impl Drop for ControllerProcess {
 pub(super) struct Parts {
     pub(super) agents: Vec<DaemonSet>,
     pub(super) nodes: Vec<Node>,
+    /// Real-bootc nodes (`--real-bootc`); dropping one removes its sysroot.
+    pub(super) real_nodes: Vec<RealNode>,
     pub(super) controller: Option<ControllerProcess>,
     pub(super) registry: Option<Registry>,
+    /// The registry and node image of `--real-bootc`.
+    pub(super) real: Option<(RealRegistry, RealImage)>,
     pub(super) emulator: Option<kube_emulator::Emulator>,
 }
 
 impl Parts {
+    /// Every node, of either kind.
+    pub(super) fn all_nodes(&self) -> Vec<&Node> {
+        self.nodes
+            .iter()
+            .chain(self.real_nodes.iter().map(RealNode::node))
+            .collect()
+    }
+
     pub(super) async fn teardown(&mut self) {
         let agents = std::mem::take(&mut self.agents);
         let nodes = std::mem::take(&mut self.nodes);
-        if !agents.is_empty() || !nodes.is_empty() {
+        let real_nodes = std::mem::take(&mut self.real_nodes);
+        if !agents.is_empty() || !nodes.is_empty() || !real_nodes.is_empty() {
             println!(
                 "stopping {} agents and {} nodes …",
                 agents.len(),
-                nodes.len()
+                nodes.len() + real_nodes.len()
             );
         }
         // A DaemonSet panics when its agent does not stop in time; keep tearing down.
@@ -88,6 +103,16 @@ impl Parts {
                 }
             });
         }
+        for node in real_nodes {
+            stopping.spawn(async move {
+                let name = node.name().to_owned();
+                if let Err(e) = node.stop().await {
+                    eprintln!("bootc-sim demo: node {name} did not stop cleanly: {e}");
+                }
+                // Its sysroot goes with it (`chattr -i`, then removed).
+                drop(node);
+            });
+        }
         while stopping.join_next().await.is_some() {}
         if let Some(mut controller) = self.controller.take() {
             controller.stop();
@@ -95,6 +120,8 @@ impl Parts {
         if let Some(mut registry) = self.registry.take() {
             registry.stop();
         }
+        // Killed (by its child handle) and its storage removed on drop.
+        drop(self.real.take());
         if let Some(emulator) = self.emulator.take() {
             emulator.stop().await;
         }
@@ -129,6 +156,12 @@ pub(super) fn start_controller_and_agents(
     registry_host: &str,
     dir: &Path,
 ) -> Result<(), String> {
+    let isolation = if parts.real_nodes.is_empty() {
+        Isolation::Shared
+    } else {
+        // As in its pod: real nodes get the agent the way the DaemonSet runs it.
+        Isolation::Pod
+    };
     let controller_log = dir.join("controller.log");
     let log = std::fs::File::create(&controller_log)
         .map_err(|e| format!("{}: {e}", controller_log.display()))?;
@@ -160,12 +193,16 @@ pub(super) fn start_controller_and_agents(
     });
     let agent_logs = dir.join("agents");
     std::fs::create_dir_all(&agent_logs).map_err(|e| format!("{}: {e}", agent_logs.display()))?;
-    for node in &parts.nodes {
+    let mut agents = Vec::new();
+    for node in parts.all_nodes() {
         let log = agent_logs.join(format!("{}.log", node.name()));
-        parts
-            .agents
-            .push(DaemonSet::start(node, kubeconfig, &log, &[]));
+        let options = AgentOptions {
+            isolation,
+            ..AgentOptions::default()
+        };
+        agents.push(DaemonSet::start_with(node, kubeconfig, &log, options));
     }
+    parts.agents = agents;
     step(
         started,
         &format!(

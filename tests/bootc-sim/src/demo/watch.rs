@@ -28,7 +28,11 @@ impl Watch<'_> {
         timeout: Duration,
         phase: &str,
     ) -> Result<(), String> {
-        let names: Vec<String> = parts.nodes.iter().map(|n| n.name().to_owned()).collect();
+        let names: Vec<String> = parts
+            .all_nodes()
+            .iter()
+            .map(|n| n.name().to_owned())
+            .collect();
         let deadline = Instant::now() + timeout;
         let mut tick = tokio::time::interval(REFRESH);
         loop {

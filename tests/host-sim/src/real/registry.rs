@@ -181,9 +181,20 @@ impl LoggedRegistry {
 
     /// Copies `oci:<layout>:<tag>` to `<host>/<repo>:<tag>`; the manifest digest.
     pub fn push_layout(&self, layout: &Path, tag: &str, repo: &str) -> Result<String> {
-        let digestfile = self.dir.path().join(format!("digest-{tag}"));
+        self.push_layout_as(layout, tag, repo, tag)
+    }
+
+    /// Copies `oci:<layout>:<tag>` to `<host>/<repo>:<dest_tag>`; the manifest digest.
+    pub fn push_layout_as(
+        &self,
+        layout: &Path,
+        tag: &str,
+        repo: &str,
+        dest_tag: &str,
+    ) -> Result<String> {
+        let digestfile = self.dir.path().join(format!("digest-{tag}-{dest_tag}"));
         let source = format!("oci:{}:{tag}", layout.display());
-        let dest = format!("docker://{}/{repo}:{tag}", self.host());
+        let dest = format!("docker://{}/{repo}:{dest_tag}", self.host());
         let out = Command::new("skopeo")
             .args([
                 "--insecure-policy",
