@@ -97,6 +97,9 @@ struct Record {
     reboots: Vec<u64>,
     /// The error logind answers reboot requests with, when set.
     reboot_error: Option<zbus::fdo::Error>,
+    /// How many of the next units systemd cannot set up (result `resources`, nothing
+    /// run), as right after a daemon reload.
+    spawn_failures: u32,
     kills: HashMap<String, tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -187,9 +190,17 @@ impl FakeManager {
                 .kill_on_drop(true)
                 .spawn()
         };
+        let cannot_set_up = {
+            let mut record = self.record.lock().unwrap();
+            let fail = record.spawn_failures > 0;
+            record.spawn_failures = record.spawn_failures.saturating_sub(1);
+            fail
+        };
         let mut children = Vec::new();
-        let first = spawn(&commands[0]).map_err(|e| fdo::Error::Failed(e.to_string()))?;
-        children.push(first);
+        if !cannot_set_up {
+            let first = spawn(&commands[0]).map_err(|e| fdo::Error::Failed(e.to_string()))?;
+            children.push(first);
+        }
         let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
         {
             let mut record = self.record.lock().unwrap();
@@ -201,7 +212,9 @@ impl FakeManager {
         let job_path = job.clone();
         tokio::spawn(async move {
             let run_all = async {
-                let mut child = children.pop().unwrap();
+                let Some(mut child) = children.pop() else {
+                    return ("resources", 0);
+                };
                 let mut rest = commands[1..].iter();
                 loop {
                     let code = child.wait().await.unwrap().code().unwrap_or(-1);
@@ -618,6 +631,31 @@ async fn bootc_version_is_what_bootc_version_prints() {
     let f = fixture(Some(0), Duration::from_secs(30)).await;
     assert_eq!(f.host.bootc_version().await.unwrap(), "1.1.4");
     assert_eq!(f.bootc_calls(), vec!["--version"]);
+}
+
+#[tokio::test]
+async fn a_unit_systemd_cannot_set_up_is_tried_again_in_a_new_unit() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    // Two units fail to start (as right after a daemon reload): the third runs.
+    f.record.lock().unwrap().spawn_failures = 2;
+    assert_eq!(f.host.bootc_version().await.unwrap(), "1.1.4");
+    let names: Vec<String> = {
+        let record = f.record.lock().unwrap();
+        record.started.iter().map(|s| s.name.clone()).collect()
+    };
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names[0] != names[1] && names[1] != names[2], "{names:?}");
+    // Three in a row: an error that says the command never ran.
+    f.record.lock().unwrap().spawn_failures = 3;
+    let error = f.host.bootc_version().await.unwrap_err();
+    assert!(
+        matches!(error, HostError::NotStarted { attempts: 3, .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("never ran"), "{message}");
+    assert!(!message.contains("exit status"), "{message}");
+    assert_eq!(f.record.lock().unwrap().started.len(), 6);
 }
 
 #[test]

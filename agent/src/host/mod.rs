@@ -97,6 +97,19 @@ pub enum HostError {
         /// The last 4 KiB of the command's standard error.
         stderr: String,
     },
+    /// systemd could not set the command's unit up (its result `resources`: e.g. the
+    /// executor or the unit's cgroup missing for a moment after a daemon reload), so the
+    /// command never ran, even after the retries.
+    #[error(
+        "systemd could not start `{command}` (unit result `resources`, {attempts} attempts; \
+         the command never ran, which is usually transient)"
+    )]
+    NotStarted {
+        /// The command's argv, joined with spaces.
+        command: String,
+        /// How many units were tried.
+        attempts: u32,
+    },
     /// systemd could not start the program (the service's status 203/EXEC): it is missing
     /// or not executable on the host. Nothing ran, so there is no standard error to show.
     #[error("bootc not found: systemd could not run `{program}` on the host (`{command}`)")]

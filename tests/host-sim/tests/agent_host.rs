@@ -289,8 +289,9 @@ async fn mask_update_timer_masks_at_runtime_until_the_next_boot() {
     );
 
     let host = f.host().await;
+    let before = f.node.system_state().await.unwrap();
     host.mask_update_timer().await.unwrap();
-    assert_masked(&f.node, TIMER).await;
+    assert_masked(&f.node, TIMER, &before).await;
     assert!(
         f.node
             .root_path()
@@ -306,7 +307,16 @@ async fn mask_update_timer_masks_at_runtime_until_the_next_boot() {
     let boots = f.node.status().boots;
     f.node.reboot(false).await.unwrap();
     f.node.wait_booted(boots, common::BOOT).await.unwrap();
-    let timer = f.node.unit_state(TIMER).await.unwrap();
+    // `running` can come a moment before the timer is started on a busy machine: wait
+    // for it (it must come, enabled, within the deadline).
+    let until = tokio::time::Instant::now() + common::BOOT;
+    let timer = loop {
+        let timer = f.node.unit_state(TIMER).await.unwrap();
+        if timer.active_state == "active" || tokio::time::Instant::now() >= until {
+            break timer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(
         (timer.active_state.as_str(), timer.unit_file_state.as_str()),
         ("active", "enabled"),
@@ -314,18 +324,25 @@ async fn mask_update_timer_masks_at_runtime_until_the_next_boot() {
     );
 
     let host = f.host().await;
+    let before = f.node.system_state().await.unwrap();
     host.mask_update_timer().await.unwrap();
-    assert_masked(&f.node, TIMER).await;
+    assert_masked(&f.node, TIMER, &before).await;
 }
 
 /// The unit is masked at runtime as systemd sees it (loaded as masked, so it cannot be
-/// started), not running, and did not degrade the system.
-async fn assert_masked(node: &Node, unit: &str) {
+/// started), not running, and did not degrade the system: a system `running` before the
+/// mask (`before`) still is. (Under load a boot unit of a simulated node can fail to
+/// spawn on its own, see docs/testing.md: a node already `degraded` stays so.)
+async fn assert_masked(node: &Node, unit: &str, before: &str) {
     let state = node.unit_state(unit).await.unwrap();
     assert_eq!(state.unit_file_state, "masked-runtime", "{state:?}");
     assert_eq!(state.load_state, "masked", "systemd reloaded: {state:?}");
     assert_eq!(state.active_state, "inactive", "{state:?}");
-    assert_eq!(node.system_state().await.unwrap(), "running");
+    if before == "running" {
+        assert_eq!(node.system_state().await.unwrap(), "running");
+    } else {
+        eprintln!("the node was {before} before the mask (a boot unit failed)");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

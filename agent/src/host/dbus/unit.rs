@@ -21,6 +21,10 @@ const TIMEOUT_MARGIN: Duration = Duration::from_secs(2);
 /// The service status systemd gives when it cannot execute the program
 /// (`EXIT_EXEC`, "203/EXEC").
 const EXIT_EXEC: i32 = 203;
+/// How many units a command gets when systemd cannot set them up (result `resources`).
+const START_ATTEMPTS: u32 = 3;
+/// The pause before the next of those, times the attempts so far.
+const START_RETRY_PAUSE: Duration = Duration::from_millis(250);
 /// How much of a command's standard error an error carries.
 const STDERR_TAIL: u64 = 4096;
 
@@ -34,7 +38,7 @@ pub(super) struct Finished {
 }
 
 /// What one transient unit runs.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct UnitSpec {
     /// The commands (argv lists), one after the other: systemd starts the next as soon
     /// as one exits successfully, with no round trip through the agent.
@@ -72,7 +76,33 @@ impl DbusHost {
 
     /// Runs `spec`'s commands, one after the other, in one transient unit and waits for
     /// it; the first that fails ends it.
+    ///
+    /// A unit systemd could not set up (result `resources`: the command never ran; seen
+    /// right after a daemon reload, such as the update timer's mask) is tried again, in a
+    /// new unit, up to [`START_ATTEMPTS`] in all.
     pub(super) async fn run_unit(&self, spec: UnitSpec) -> Result<Finished, HostError> {
+        let mut attempts = 1;
+        loop {
+            match self.run_unit_once(spec.clone()).await {
+                Err(HostError::NotStarted { command, .. }) if attempts < START_ATTEMPTS => {
+                    tracing::warn!(
+                        %command,
+                        attempts,
+                        "systemd could not start the command's unit (result resources); \
+                         trying again in a new unit"
+                    );
+                    tokio::time::sleep(START_RETRY_PAUSE * attempts).await;
+                    attempts += 1;
+                }
+                Err(HostError::NotStarted { command, .. }) => {
+                    return Err(HostError::NotStarted { command, attempts });
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn run_unit_once(&self, spec: UnitSpec) -> Result<Finished, HostError> {
         let command = self.prepare(spec).await?;
         let manager = self.manager().await?;
         subscribe(&manager).await?;
@@ -225,6 +255,14 @@ impl DbusHost {
             return Err(HostError::Timeout {
                 command: command.line,
                 timeout: self.timeout,
+            });
+        }
+        if result == "resources" {
+            let _ = tokio::fs::remove_file(&command.stderr_path).await;
+            let _ = tokio::fs::remove_file(&command.stdout_path).await;
+            return Err(HostError::NotStarted {
+                command: command.line,
+                attempts: 1,
             });
         }
         if result == "exit-code" && exit_status == EXIT_EXEC {
