@@ -65,6 +65,11 @@ pub struct DemoArgs {
     /// of the stand-in; the agents run in pods of their own.
     #[arg(long)]
     pub real_bootc: bool,
+    /// With --real-bootc: no DaemonSet; the agent is in the node images with its unit
+    /// from systemd/, started by each node's own systemd (its kubeconfig provisioned in
+    /// the node's /etc).
+    #[arg(long, requires = "real_bootc")]
+    pub host_service: bool,
     /// On the way, reboot one staged node that holds no slot, as a person at its console
     /// would: it must come back on the old image and then reboot exactly once more.
     #[arg(long)]
@@ -135,8 +140,18 @@ async fn demo(
 
     let api = api::start(parts, started, dir).await?;
     let (image_ref, registry_host, v1) = if args.real_bootc {
-        let (tag, v1) = real::start_with_v1(parts, started, dir).await?;
-        real::boot_nodes(parts, started, dir, nodes, &api.client, phase_timeout).await?;
+        let (tag, v1) = real::start_with_v1(parts, started, dir, args.host_service).await?;
+        let kubeconfig = args.host_service.then_some(api.kubeconfig.as_path());
+        real::boot_nodes(
+            parts,
+            started,
+            dir,
+            nodes,
+            &api.client,
+            phase_timeout,
+            kubeconfig,
+        )
+        .await?;
         let host = tag.split('/').next().unwrap_or_default().to_owned();
         (tag, host, v1)
     } else {
@@ -162,6 +177,7 @@ async fn demo(
         &api.kubeconfig,
         &registry_host,
         dir,
+        !args.host_service,
     )?;
 
     // The pool, converged on v1.

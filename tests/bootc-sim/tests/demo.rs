@@ -147,3 +147,39 @@ fn the_real_bootc_demo_rolls_out_survives_an_unapproved_reboot_and_rolls_back() 
     assert_eq!(values("updatedCount"), ["3", "3"], "{stdout}");
     assert_eq!(values("degradedCount"), ["0", "0"], "{stdout}");
 }
+
+#[test]
+fn the_agent_as_a_host_service_takes_a_real_bootc_node_from_v1_to_v2() {
+    if host_sim::real::archive_dir().is_none() {
+        eprintln!("SKIPPED: the real-bootc archive directory is absent");
+        return;
+    }
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+        .args(["demo", "--real-bootc", "--host-service", "--nodes", "1"])
+        .args(["--phase-timeout-s", "240"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "bootc-sim demo --real-bootc --host-service failed ({}) after {took:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    eprintln!("bootc-sim demo --real-bootc --host-service: exit 0 after {took:?}");
+    for expected in [
+        "added to v1 and v2 as a host service",
+        "the agents are the nodes' own host services",
+        "rolled out v2 to 1 nodes",
+        "torn down after",
+    ] {
+        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
+    }
+    // No DaemonSet ran: the one agent that updated the node is the node's own.
+    assert!(stdout.contains("stopping 0 agents and 1 nodes"), "{stdout}");
+}

@@ -19,6 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod agent_image;
 pub mod image;
 pub mod node;
 pub mod registry;

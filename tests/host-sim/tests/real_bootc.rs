@@ -97,6 +97,7 @@ impl Fixture {
             image: first,
             boot_timeout: BOOT,
             kube,
+            etc: Vec::new(),
         };
         let node = RealNode::start(&image, options)
             .await

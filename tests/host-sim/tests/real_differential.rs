@@ -450,6 +450,7 @@ async fn the_standin_and_the_real_bootc_print_the_same_status_through_one_sequen
         image: v1.clone(),
         boot_timeout: BOOT,
         kube: None,
+        etc: Vec::new(),
     };
     let node = RealNode::start(&image, options)
         .await

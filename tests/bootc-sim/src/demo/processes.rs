@@ -155,6 +155,7 @@ pub(super) fn start_controller_and_agents(
     kubeconfig: &Path,
     registry_host: &str,
     dir: &Path,
+    with_agents: bool,
 ) -> Result<(), String> {
     let isolation = if parts.real_nodes.is_empty() {
         Isolation::Shared
@@ -194,7 +195,7 @@ pub(super) fn start_controller_and_agents(
     let agent_logs = dir.join("agents");
     std::fs::create_dir_all(&agent_logs).map_err(|e| format!("{}: {e}", agent_logs.display()))?;
     let mut agents = Vec::new();
-    for node in parts.all_nodes() {
+    for node in parts.all_nodes().into_iter().filter(|_| with_agents) {
         let log = agent_logs.join(format!("{}.log", node.name()));
         let options = AgentOptions {
             isolation,
@@ -203,15 +204,21 @@ pub(super) fn start_controller_and_agents(
         agents.push(DaemonSet::start_with(node, kubeconfig, &log, options));
     }
     parts.agents = agents;
-    step(
-        started,
-        &format!(
-            "controller (pid {}) and {} agents started; logs in {} and {}",
-            parts.controller.as_ref().map_or(0, |c| c.child.id()),
+    let pid = parts.controller.as_ref().map_or(0, |c| c.child.id());
+    let message = if with_agents {
+        format!(
+            "controller (pid {pid}) and {} agents started; logs in {} and {}",
             parts.agents.len(),
             controller_log.display(),
             agent_logs.display()
-        ),
-    );
+        )
+    } else {
+        format!(
+            "controller (pid {pid}) started, its log in {}; the agents are the nodes' own \
+             host services (journalctl -u bootc-node-agent on a node)",
+            controller_log.display()
+        )
+    };
+    step(started, &message);
     Ok(())
 }

@@ -22,11 +22,16 @@ use super::step;
 /// The tag the pool follows.
 const TAG: &str = "stable";
 
+/// The agent's unit as `systemd/` ships it, for `--host-service`.
+const AGENT_UNIT_TEXT: &str = include_str!("../../../../systemd/bootc-node-agent.service");
+
 /// The registry and image of a real-bootc demo.
 #[derive(Debug)]
 pub(super) struct RealRegistry {
     pub(super) registry: LoggedRegistry,
     layout: PathBuf,
+    /// `-agent` when the images carry the agent as a host service, else empty.
+    suffix: &'static str,
 }
 
 impl RealRegistry {
@@ -37,8 +42,9 @@ impl RealRegistry {
 
     /// Pushes `oci:<layout>:<version>` to the tag; its digest.
     fn push(&self, version: &str) -> Result<String, String> {
+        let tag = format!("{version}{}", self.suffix);
         self.registry
-            .push_layout_as(&self.layout, version, REPOSITORY, TAG)
+            .push_layout_as(&self.layout, &tag, REPOSITORY, TAG)
             .map_err(|e| format!("cannot push {version} to {}: {e}", self.tag_ref()))
     }
 }
@@ -55,11 +61,13 @@ fn archive() -> Result<PathBuf, String> {
 }
 
 /// Builds (or finds) the node image, starts the registry and pushes v1 to the tag;
-/// returns the tag's reference and v1's digest.
+/// returns the tag's reference and v1's digest. With `host_service`, the images pushed
+/// carry the agent and its unit from `systemd/`, enabled.
 pub(super) async fn start_with_v1(
     parts: &mut Parts,
     started: Instant,
     dir: &Path,
+    host_service: bool,
 ) -> Result<(String, String), String> {
     let archive = archive()?;
     step(
@@ -73,9 +81,27 @@ pub(super) async fn start_with_v1(
     let registry = LoggedRegistry::start(dir).map_err(|e| {
         format!("cannot start docker-registry (Debian package docker-registry): {e}")
     })?;
+    let (layout, suffix) = if host_service {
+        let agent = host_sim::daemonset::agent_binary().map_err(|e| e.to_string())?;
+        let layout = host_sim::real::agent_image::with_agent(
+            &image,
+            &agent,
+            AGENT_UNIT_TEXT,
+            &dir.join("agent-image"),
+        )
+        .map_err(|e| format!("cannot add the agent to the node image: {e}"))?;
+        step(
+            started,
+            "the agent and its unit (systemd/bootc-node-agent.service) added to v1 and v2 as a host service",
+        );
+        (layout, "-agent")
+    } else {
+        (image.layout(), "")
+    };
     let real = RealRegistry {
         registry,
-        layout: image.layout(),
+        layout,
+        suffix,
     };
     let v1 = real.push("v1")?;
     let tag = real.tag_ref();
@@ -98,8 +124,9 @@ pub(super) fn push_v2(parts: &Parts, started: Instant) -> Result<String, String>
     Ok(v2)
 }
 
-/// Deploys and boots `count` real nodes from the tag (the first alone, then the others
-/// together), kept in `parts`.
+/// Deploys and boots `count` real nodes from the tag (all together), kept in `parts`.
+/// `kubeconfig`, when given, is provisioned as `/etc/bootc-node-agent/kubeconfig` for a
+/// host-service agent.
 pub(super) async fn boot_nodes(
     parts: &mut Parts,
     started: Instant,
@@ -107,7 +134,15 @@ pub(super) async fn boot_nodes(
     count: usize,
     client: &Client,
     boot_timeout: Duration,
+    kubeconfig: Option<&Path>,
 ) -> Result<(), String> {
+    let etc = match kubeconfig {
+        Some(path) => {
+            let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            vec![("bootc-node-agent/kubeconfig".to_owned(), text)]
+        }
+        None => Vec::new(),
+    };
     let (real, image) = parts.real.as_ref().ok_or("the registry is gone")?;
     let image = image.clone();
     let pid = std::process::id();
@@ -120,6 +155,7 @@ pub(super) async fn boot_nodes(
                 image: real.tag_ref(),
                 boot_timeout,
                 kube: Some(client.clone()),
+                etc: etc.clone(),
             }
         })
         .collect();

@@ -31,6 +31,10 @@ pub struct RealNodeOptions {
     pub boot_timeout: Duration,
     /// When set, the harness keeps the Kubernetes Node and its `Ready` condition.
     pub kube: Option<kube::Client>,
+    /// Files written (mode 0600) under the first deployment's `/etc` before its first
+    /// boot, as a provisioning step would (paths relative to `/etc`); ostree carries them
+    /// into later deployments by its `/etc` merge.
+    pub etc: Vec<(String, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for RealNodeOptions {
@@ -80,6 +84,7 @@ impl RealNode {
         .await
         .map_err(|e| SimError::Standin(format!("deploying the sysroot panicked: {e}")))??;
         let deploy = started.elapsed();
+        provision(&sysroot, &options.etc)?;
         let sysroot = Arc::new(sysroot);
         let fallback = Arc::new(AtomicBool::new(false));
         let log_file = options.dir.join(format!("{}.log", options.name));
@@ -187,6 +192,41 @@ fn nspawn_command(name: &str, sysroot: &Sysroot, deployment: &Path) -> Command {
         ))
         .arg(bind_arg("--bind", &sysroot.var(), Path::new("/var")));
     command
+}
+
+/// Writes `files` under the deployment's `/etc` (mode 0600, directories 0700).
+fn provision(sysroot: &Sysroot, files: &[(String, Vec<u8>)]) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if files.is_empty() {
+        return Ok(());
+    }
+    let etc = sysroot.boot_deployment(false)?.join("etc");
+    for (path, contents) in files {
+        let relative = Path::new(path);
+        if relative.is_absolute() || relative.components().any(|c| c.as_os_str() == "..") {
+            return Err(SimError::InvalidOptions(format!(
+                "`{path}`: a path relative to /etc, without `..`"
+            )));
+        }
+        let target = etc.join(relative);
+        if let Some(parent) = target.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| SimError::io("creating a directory under /etc", parent, e))?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&target)
+            .map_err(|e| SimError::io("provisioning a file under /etc", &target, e))?;
+        std::io::Write::write_all(&mut file, contents)
+            .map_err(|e| SimError::io("provisioning a file under /etc", &target, e))?;
+    }
+    Ok(())
 }
 
 fn note(log: &Path, line: &str) {
