@@ -16,33 +16,54 @@ use std::time::Instant;
 /// One demo at a time: each boots its nodes on a 2-core machine.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn the_demo_rolls_v2_out_to_ten_nodes_and_exits_zero() {
+/// Runs `bootc-sim demo ARGS` (one at a time), requires exit 0 and shows the lines
+/// `shown` picks; its standard output.
+fn run_demo(args: &[&str], shown: impl Fn(&str) -> bool) -> String {
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
-        .args(["demo", "--phase-timeout-s", "150"])
+        .arg("demo")
+        .args(args)
         .output()
         .unwrap();
     let took = started.elapsed();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "bootc-sim demo failed ({}) after {took:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        "bootc-sim demo {args:?} failed ({}) after {took:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
-    eprintln!("bootc-sim demo: exit 0 after {took:?}");
-    for line in stdout.lines().filter(|l| {
+    eprintln!("bootc-sim demo {args:?}: exit 0 after {took:?}");
+    for line in stdout.lines().filter(|l| shown(l)) {
+        eprintln!("  {line}");
+    }
+    stdout
+}
+
+/// Whether the real-bootc archive is there (when not, says that the test skips).
+fn real_archive() -> bool {
+    let found = host_sim::real::archive_dir().is_some();
+    if !found {
+        eprintln!(
+            "SKIPPED: the real-bootc archive directory is absent (set ${} or put it at \
+             shared/tools/real-bootc beside the checkout)",
+            host_sim::real::ARCHIVE_ENV
+        );
+    }
+    found
+}
+
+#[test]
+fn the_demo_rolls_v2_out_to_ten_nodes_and_exits_zero() {
+    let stdout = run_demo(&["--phase-timeout-s", "150"], |l| {
         l.contains("] rolled out")
             || l.contains("updatedCount")
             || l.contains("most reboot slots")
             || l.starts_with("torn down")
-    }) {
-        eprintln!("  {line}");
-    }
+    });
 
     // Not a terminal: plain lines, no cursor movement.
     assert!(!stdout.contains('\u{1b}'), "escape codes on a pipe");
@@ -86,42 +107,18 @@ fn the_demo_rolls_v2_out_to_ten_nodes_and_exits_zero() {
 
 #[test]
 fn the_real_bootc_demo_rolls_out_survives_an_unapproved_reboot_and_rolls_back() {
-    if host_sim::real::archive_dir().is_none() {
-        eprintln!(
-            "SKIPPED: the real-bootc archive directory is absent (set ${} or put it at \
-             shared/tools/real-bootc beside the checkout)",
-            host_sim::real::ARCHIVE_ENV
-        );
+    if !real_archive() {
         return;
     }
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
-        .args(["demo", "--real-bootc", "--unapproved-reboot", "--rollback"])
-        .args(["--phase-timeout-s", "240"])
-        .output()
-        .unwrap();
-    let took = started.elapsed();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "bootc-sim demo --real-bootc failed ({}) after {took:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    eprintln!("bootc-sim demo --real-bootc: exit 0 after {took:?}");
-    for line in stdout.lines().filter(|l| {
+    let args = ["--real-bootc", "--unapproved-reboot", "--rollback"];
+    let stdout = run_demo(&[&args[..], &["--phase-timeout-s", "240"]].concat(), |l| {
         l.contains(" deployed in ")
             || l.contains("] rolled")
             || l.contains("by hand")
             || l.contains("exactly one reboot")
             || l.contains("fetched no blob")
             || l.starts_with("torn down")
-    }) {
-        eprintln!("  {line}");
-    }
+    });
     for expected in [
         "maxUnavailable 1",
         "rolled out v2 to 3 nodes",
@@ -150,28 +147,13 @@ fn the_real_bootc_demo_rolls_out_survives_an_unapproved_reboot_and_rolls_back() 
 
 #[test]
 fn the_agent_as_a_host_service_takes_a_real_bootc_node_from_v1_to_v2() {
-    if host_sim::real::archive_dir().is_none() {
-        eprintln!("SKIPPED: the real-bootc archive directory is absent");
+    if !real_archive() {
         return;
     }
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
-        .args(["demo", "--real-bootc", "--host-service", "--nodes", "1"])
-        .args(["--phase-timeout-s", "240"])
-        .output()
-        .unwrap();
-    let took = started.elapsed();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "bootc-sim demo --real-bootc --host-service failed ({}) after {took:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    eprintln!("bootc-sim demo --real-bootc --host-service: exit 0 after {took:?}");
+    let args = ["--real-bootc", "--host-service", "--nodes", "1"];
+    let stdout = run_demo(&[&args[..], &["--phase-timeout-s", "240"]].concat(), |l| {
+        l.contains("] rolled") || l.starts_with("torn down")
+    });
     for expected in [
         "added to v1 and v2 as a host service",
         "the agents are the nodes' own host services",

@@ -34,19 +34,6 @@ const WORK_DIR: &str = "/var/lib/bootc-node-agent";
 /// One real node at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The archive directory, or `None` (and a message) when the tests must skip.
-fn archive() -> Option<PathBuf> {
-    let dir = host_sim::real::archive_dir();
-    if dir.is_none() {
-        eprintln!(
-            "SKIPPED: the real-bootc archive directory is absent (set ${} or put it at \
-             shared/tools/real-bootc beside the checkout)",
-            host_sim::real::ARCHIVE_ENV
-        );
-    }
-    dir
-}
-
 /// A real node booted on v1, with v1 and v2 in a registry of its own. Fields drop in
 /// order: node (container, then sysroot) before registry before the directory.
 struct Fixture {
@@ -62,7 +49,7 @@ struct Fixture {
 impl Fixture {
     /// Boots node `name` with v1 deployed by tag (`by_tag`) or by digest.
     async fn new(name: &str, by_tag: bool, kube: Option<kube::Client>) -> Option<Fixture> {
-        let archive = archive()?;
+        let archive = common::real_archive()?;
         let serial = SERIAL.lock().await;
         host_sim::image::require_root().unwrap();
         let started = Instant::now();
@@ -126,6 +113,13 @@ impl Fixture {
             .with_host_root(self.node.root_path().unwrap())
     }
 
+    /// The emulator's kubeconfig and the agent's log, in the test's directory.
+    fn agent_files(&self, emulator: &kube_emulator::Emulator) -> (PathBuf, PathBuf) {
+        let kubeconfig = self.dir.path().join("kubeconfig");
+        emulator.write_kubeconfig(&kubeconfig).unwrap();
+        (kubeconfig, self.dir.path().join("agent.log"))
+    }
+
     fn log(&self) -> String {
         format!("node log: {}", self.node.log_file().display())
     }
@@ -136,6 +130,17 @@ impl Fixture {
         let boots = self.node.status().boots;
         self.node.reboot(false).await.unwrap();
         self.node.wait_booted(boots, BOOT).await.unwrap();
+    }
+}
+
+/// A BootcNode spec asking for `image` staged, without a pull secret.
+fn staged_spec(image: &str) -> BootcNodeSpec {
+    BootcNodeSpec {
+        desired_image: image.to_owned(),
+        desired_image_state: DesiredImageState::Staged,
+        reboot_policy: Default::default(),
+        pull_secret_ref: None,
+        pull_secret_hash: None,
     }
 }
 
@@ -438,21 +443,14 @@ async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval(
     let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
         return;
     };
-    let work = f.dir.path();
-    let kubeconfig = work.join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
-    let log = work.join("agent.log");
+    let (kubeconfig, log) = f.agent_files(&emulator);
     let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    let spec = BootcNodeSpec {
-        desired_image: f.v2.clone(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: Default::default(),
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-    };
-    api.create(&PostParams::default(), &BootcNode::new(name, spec))
-        .await
-        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &BootcNode::new(name, staged_spec(&f.v2)),
+    )
+    .await
+    .unwrap();
     // Every stored version of the BootcNode, to find any `Staged` report of an unlocked
     // deployment however briefly it stood.
     let mut events = emulator.handle().events();
@@ -641,20 +639,14 @@ async fn the_agent_in_its_pod_keeps_its_running_pull_across_a_restart_and_sees_h
     let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
         return;
     };
-    let kubeconfig = f.dir.path().join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
-    let log = f.dir.path().join("agent.log");
+    let (kubeconfig, log) = f.agent_files(&emulator);
     let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    let spec = BootcNodeSpec {
-        desired_image: f.v2.clone(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: Default::default(),
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-    };
-    api.create(&PostParams::default(), &BootcNode::new(name, spec))
-        .await
-        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &BootcNode::new(name, staged_spec(&f.v2)),
+    )
+    .await
+    .unwrap();
     // A poll interval far beyond the test: only bootc's status-updated signal (and the
     // agent's own commands) make the agent read the host again.
     let options = AgentOptions {
@@ -784,15 +776,13 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
         return;
     };
     let private = LoggedRegistry::start_with_auth(f.dir.path(), "puller", "right").unwrap();
-    let layout = RealImage::shared(&archive().unwrap())
+    let layout = RealImage::shared(&common::real_archive().unwrap())
         .await
         .unwrap()
         .layout();
     let digest = private.push_layout(&layout, "v2", REPOSITORY).unwrap();
     let target = format!("{}/{REPOSITORY}@{digest}", private.host());
-    let kubeconfig = f.dir.path().join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
-    let log = f.dir.path().join("agent.log");
+    let (kubeconfig, log) = f.agent_files(&emulator);
 
     let secret = |password: &str| Secret {
         metadata: kube::api::ObjectMeta {
@@ -816,14 +806,12 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
         .unwrap();
     let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
     let spec = BootcNodeSpec {
-        desired_image: target.clone(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: Default::default(),
         pull_secret_ref: Some(bootc_crds::pool::SecretRef {
             name: "pull".into(),
             namespace: "default".into(),
         }),
         pull_secret_hash: Some("first".into()),
+        ..staged_spec(&target)
     };
     api.create(&PostParams::default(), &BootcNode::new(name, spec))
         .await

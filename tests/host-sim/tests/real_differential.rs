@@ -18,7 +18,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -35,19 +34,6 @@ const BOOT: Duration = Duration::from_secs(120);
 
 /// One real node at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The archive directory, or `None` (and a message) when the test must skip.
-fn archive() -> Option<PathBuf> {
-    let dir = host_sim::real::archive_dir();
-    if dir.is_none() {
-        eprintln!(
-            "SKIPPED: the real-bootc archive directory is absent (set ${} or put it at \
-             shared/tools/real-bootc beside the checkout)",
-            host_sim::real::ARCHIVE_ENV
-        );
-    }
-    dir
-}
 
 // ---------------------------------------------------------------------------------------
 // Running a command inside a node: a transient unit over the node's system bus.
@@ -399,7 +385,7 @@ const ALLOWED: &[Allowed] = &[Allowed {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_standin_and_the_real_bootc_print_the_same_status_through_one_sequence() {
-    let Some(archive) = archive() else {
+    let Some(archive) = common::real_archive() else {
         return;
     };
     let _serial = SERIAL.lock().await;

@@ -128,3 +128,17 @@ pub async fn wait_logged<T>(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The real-bootc archive directory, or `None` (and a message) when a real-bootc test
+/// must skip.
+pub fn real_archive() -> Option<PathBuf> {
+    let dir = host_sim::real::archive_dir();
+    if dir.is_none() {
+        eprintln!(
+            "SKIPPED: the real-bootc archive directory is absent (set ${} or put it at \
+             shared/tools/real-bootc beside the checkout)",
+            host_sim::real::ARCHIVE_ENV
+        );
+    }
+    dir
+}
