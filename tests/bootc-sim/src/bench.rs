@@ -5,13 +5,18 @@
 //! DaemonSet would), and the controller's reconciler with its own client (no retries,
 //! the controller's User-Agent), as the binary runs it minus leader election. The nodes
 //! boot v1; a pool pinned to v2 is applied; the run ends when every node runs v2, is
-//! schedulable, Ready and holds no reboot slot, and the pool's status says so.
+//! schedulable, Ready and holds no reboot slot, and the pool's status says so. Under
+//! `--controller-process` the controller is the real binary in a child process instead,
+//! so that its own CPU time and memory can be told from the simulator's.
 //!
 //! The phases, a module each:
 //!
 //! - `setup`: the flags checked, the emulator and the nodes up on v1;
 //! - `rollout`: the pool applied, the controller started, faults and kills under way,
 //!   the rollout sampled until done;
+//! - `controller`: the controller in this process, or under `--controller-process` the
+//!   real binary as a child process (`child`: started, measured from `/proc/<pid>` and
+//!   stopped by its PID);
 //! - `disturb`: the controller killed and restarted, agents killed at random;
 //! - `chaos`: under `--chaos`, the registry, the watch cuts, the node replaced, the image
 //!   edited and the pool deleted and created again, with the check that a deleted pool
@@ -22,6 +27,8 @@
 //! [`SimCluster`]: host_sim::cluster::SimCluster
 
 mod chaos;
+mod child;
+mod controller;
 mod disturb;
 mod end_state;
 mod report;
@@ -85,6 +92,12 @@ pub struct BenchArgs {
     /// docker-registry, with skopeo and umoci to push).
     #[arg(long)]
     pub chaos: bool,
+    /// Run the real `bootc-pool-controller` binary (beside this one in
+    /// `target/<profile>/`) as a child process instead of the in-process reconciler,
+    /// and report its own CPU time and peak memory. Its output goes beside the JSON
+    /// result, with `.controller.log`.
+    #[arg(long)]
+    pub controller_process: bool,
 }
 
 /// Whose writes the injected faults hit.

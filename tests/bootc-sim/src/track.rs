@@ -69,6 +69,8 @@ struct TrackState {
     pool_done: bool,
     done_at: Option<Instant>,
     lagged: u64,
+    /// Reboot slots held now, and every change of that number.
+    slots: SlotLog,
 }
 
 fn rv_of(object: &Value) -> u64 {
@@ -181,35 +183,42 @@ impl TrackState {
         if self.bootc.get(&name).is_some_and(|k| k.rv >= rv) {
             return false;
         }
-        if deleted {
-            self.bootc.remove(&name);
-        } else {
-            let target = self.target_digest.as_str();
-            let desired = object
-                .pointer("/spec/desiredImage")
-                .and_then(Value::as_str)
-                .is_some_and(|i| i.ends_with(target));
-            let digest = |path: &str| {
-                object
-                    .pointer(path)
-                    .and_then(Value::as_str)
-                    .is_some_and(|d| d == target)
-            };
-            let slot = object
-                .pointer("/metadata/annotations")
-                .and_then(Value::as_object)
-                .is_some_and(|a| a.contains_key(REBOOT_SLOT_ANNOTATION));
-            let facts = BootcFacts {
-                rv,
-                desired,
-                staged: digest("/status/staged/imageDigest"),
-                booted: digest("/status/booted/imageDigest"),
-                slot,
-            };
-            self.bootc.insert(name.clone(), facts);
-        }
+        let facts = (!deleted).then(|| self.facts(object, rv));
+        let before = match facts {
+            Some(facts) => self.bootc.insert(name.clone(), facts),
+            None => self.bootc.remove(&name),
+        };
+        let (had, has) = (
+            before.is_some_and(|b| b.slot),
+            facts.is_some_and(|f| f.slot),
+        );
+        self.slots.change(had, has, Instant::now());
         self.recount(&name);
         true
+    }
+
+    /// What a BootcNode at `rv` shows of its progress towards the target and its slot.
+    fn facts(&self, object: &Value, rv: u64) -> BootcFacts {
+        let target = self.target_digest.as_str();
+        let digest = |path: &str| {
+            object
+                .pointer(path)
+                .and_then(Value::as_str)
+                .is_some_and(|d| d == target)
+        };
+        BootcFacts {
+            rv,
+            desired: object
+                .pointer("/spec/desiredImage")
+                .and_then(Value::as_str)
+                .is_some_and(|i| i.ends_with(target)),
+            staged: digest("/status/staged/imageDigest"),
+            booted: digest("/status/booted/imageDigest"),
+            slot: object
+                .pointer("/metadata/annotations")
+                .and_then(Value::as_object)
+                .is_some_and(|a| a.contains_key(REBOOT_SLOT_ANNOTATION)),
+        }
     }
 
     /// Whether the pool's status says the rollout is complete; false for another pool or
@@ -252,6 +261,49 @@ impl TrackState {
     }
 }
 
+/// The reboot slots over time: how many are held, after each grant or release.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SlotLog {
+    held: usize,
+    /// (when, slots held from then on, whether a slot was granted then).
+    changes: Vec<(Instant, usize, bool)>,
+}
+
+impl SlotLog {
+    /// Records a BootcNode's slot going from `had` to `has` at `at`.
+    fn change(&mut self, had: bool, has: bool, at: Instant) {
+        match (had, has) {
+            (false, true) => self.held += 1,
+            (true, false) => self.held = self.held.saturating_sub(1),
+            (false, false) | (true, true) => return,
+        }
+        self.changes.push((at, self.held, has));
+    }
+
+    /// When the first slot was granted.
+    pub fn first_grant(&self) -> Option<Instant> {
+        self.changes.iter().find(|c| c.2).map(|c| c.0)
+    }
+
+    /// The time-weighted mean of the slots held from the first grant to the last one,
+    /// over `budget`; with every grant at one instant, the slots held just after it.
+    pub fn utilisation(&self, budget: usize) -> Option<f64> {
+        let first = self.changes.iter().position(|c| c.2)?;
+        let last = self.changes.iter().rposition(|c| c.2)?;
+        let (start, end) = (self.changes[first].0, self.changes[last].0);
+        let span = (end - start).as_secs_f64();
+        let budget = budget.max(1) as f64;
+        if span <= 0.0 {
+            return Some(self.changes[last].1 as f64 / budget);
+        }
+        let busy: f64 = self.changes[first..=last]
+            .windows(2)
+            .map(|w| (w[1].0 - w[0].0).as_secs_f64() * w[0].1 as f64)
+            .sum();
+        Some(busy / span / budget)
+    }
+}
+
 /// The follower (its task ends when dropped).
 #[derive(Debug)]
 pub struct RolloutTracker {
@@ -285,6 +337,7 @@ impl RolloutTracker {
             pool_done: false,
             done_at: None,
             lagged: 0,
+            slots: SlotLog::default(),
         };
         inner.resync(&handle);
         let inner = Arc::new(Mutex::new(inner));
@@ -338,6 +391,11 @@ impl RolloutTracker {
         }
     }
 
+    /// Every change of the number of reboot slots held so far.
+    pub fn slot_log(&self) -> SlotLog {
+        lock(&self.inner).slots.clone()
+    }
+
     /// Events missed because the follower fell behind (made up for by listing).
     pub fn lagged(&self) -> u64 {
         lock(&self.inner).lagged
@@ -347,5 +405,38 @@ impl RolloutTracker {
 impl Drop for RolloutTracker {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn slot_utilisation_is_time_weighted_between_the_first_and_last_grant() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut log = SlotLog::default();
+        assert_eq!(log.utilisation(2), None);
+        // One slot 0–100 ms, two 100–200 ms, one 200–300 ms; the last grant at 300 ms.
+        log.change(false, true, at(0));
+        log.change(false, true, at(100));
+        log.change(true, true, at(150));
+        log.change(true, false, at(200));
+        log.change(false, true, at(300));
+        log.change(true, false, at(400));
+        assert_eq!(log.first_grant(), Some(at(0)));
+        let u = log.utilisation(2).unwrap();
+        assert!(
+            (u - (100.0 + 200.0 + 100.0) / 300.0 / 2.0).abs() < 1e-9,
+            "{u}"
+        );
+        // Every grant at one instant: the slots held just after it.
+        let mut once = SlotLog::default();
+        once.change(false, true, at(0));
+        assert_eq!(once.utilisation(4), Some(0.25));
     }
 }

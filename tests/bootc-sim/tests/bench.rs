@@ -116,6 +116,80 @@ fn fifty_nodes_roll_out_within_the_budget() {
     let result = bench(dir.path(), "plain", &[]);
     assert_eq!(result["controller_kills"], 0);
     assert_eq!(result["api_faults_injected"], 0);
+    // The controller's own cost needs --controller-process; the rest is there.
+    assert!(result["controller_cpu_s"].is_null(), "{result:#}");
+    check_rollout_figures(&result);
+}
+
+/// The figures every run reports on the slots and the writes, within their bounds.
+fn check_rollout_figures(result: &Value) {
+    let number = |field: &str| {
+        result[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{field} missing in {result:#}"))
+    };
+    let utilisation = number("slot_utilisation");
+    assert!(0.0 < utilisation && utilisation <= 1.0, "{result:#}");
+    assert!(number("first_reboot_s") >= 0.0, "{result:#}");
+    let (total, controller) = (
+        number("writes_per_node_total"),
+        number("writes_per_node_controller"),
+    );
+    assert!(0.0 < controller && controller <= total, "{result:#}");
+}
+
+/// `--controller-process`: the real controller binary as a child process; its own CPU
+/// time and peak memory are reported, and it is stopped with SIGTERM at the end (its log
+/// says it stopped).
+#[test]
+fn twenty_nodes_roll_out_with_the_controller_as_a_child_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("process.json");
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+        .args(["bench", "--controller-process", "--nodes", "20"])
+        .args(["--max-unavailable", "5", "--deadline-s", "45", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let result = std::fs::read_to_string(&json).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "bootc-sim bench --controller-process failed ({}) (it needs \
+         target/<profile>/bootc-pool-controller: cargo build -p bootc-pool-controller); \
+         stderr:\n{}\nresult: {result}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "{:?}",
+        started.elapsed()
+    );
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(result["ok"], true, "{result:#}");
+    assert_eq!(result["controller_process"], true, "{result:#}");
+    assert_eq!(result["nodes_on_target"], 20, "{result:#}");
+    assert_eq!(result["invariant_violations"], 0, "{result:#}");
+    assert!(
+        result["controller_cpu_s"].as_f64().unwrap() > 0.0,
+        "{result:#}"
+    );
+    assert!(
+        result["controller_peak_rss_mib"].as_f64().unwrap() > 0.0,
+        "{result:#}"
+    );
+    check_rollout_figures(&result);
+    // Its metrics were scraped before it was stopped.
+    assert!(
+        result["reconcile_count"].as_u64().unwrap() > 0,
+        "{result:#}"
+    );
+    let log = std::fs::read_to_string(dir.path().join("process.controller.log")).unwrap();
+    assert!(
+        log.contains("controller stopped"),
+        "the controller's log:\n{log}"
+    );
 }
 
 #[test]

@@ -35,6 +35,10 @@ struct Numbers {
     controller_writes: usize,
     histogram: Histogram,
     reboots_max: u64,
+    /// Pool applied → the first reboot slot granted.
+    first_reboot_s: Option<f64>,
+    /// Mean slots held ÷ budget, from the first grant to the last.
+    slot_utilisation: Option<f64>,
 }
 
 impl Run<'_> {
@@ -71,6 +75,7 @@ impl Run<'_> {
             args.json.display(),
             svg_path.display()
         );
+        eprintln!("bootc-sim bench: {}", self.cost_line(&numbers));
         for f in &failures {
             eprintln!("bootc-sim bench: FAILED: {f}");
         }
@@ -89,6 +94,7 @@ impl Run<'_> {
             + waves as f64 * (args.reboot_ms + args.ready_ms) as f64)
             / 1000.0;
         let controller = |r: &&kube_emulator::RequestRecord| r.user_agent == reconcile::USER_AGENT;
+        let (slots, slots_budget) = (m.tracker.slot_log(), self.settings.budget);
         let host_reboots_max = self.end.host_reboots.values().copied().max().unwrap_or(0);
         let event_reboots_max = m.report.reboots.values().copied().max().unwrap_or(0);
         Numbers {
@@ -104,11 +110,12 @@ impl Run<'_> {
                 .filter(controller)
                 .filter(|r| r.is_write())
                 .count(),
-            histogram: stats::parse_histogram(
-                &m.metrics.encode(),
-                "bootc_pool_reconcile_duration_seconds",
-            ),
+            histogram: stats::parse_histogram(&m.metrics, "bootc_pool_reconcile_duration_seconds"),
             reboots_max: host_reboots_max.max(u64::from(event_reboots_max)),
+            first_reboot_s: slots
+                .first_grant()
+                .map(|t| secs(t.saturating_duration_since(m.t0))),
+            slot_utilisation: slots.utilisation(slots_budget),
         }
     }
 
@@ -179,13 +186,44 @@ impl Run<'_> {
         failures
     }
 
+    /// The text report's line on the controller's cost and the slots.
+    fn cost_line(&self, numbers: &Numbers) -> String {
+        let n = self.args.nodes as f64;
+        let or_dash =
+            |x: Option<f64>, places: usize| x.map_or("-".to_owned(), |x| format!("{x:.places$}"));
+        let controller = match self.measured.controller_usage {
+            Some(u) => format!(
+                "controller process: {:.2} s CPU, peak RSS {:.1} MiB; ",
+                u.cpu_s, u.peak_rss_mib
+            ),
+            None => String::new(),
+        };
+        format!(
+            "{controller}first reboot after {} s, slot utilisation {}, writes per node {:.2} \
+             (controller {:.2})",
+            or_dash(numbers.first_reboot_s, 3),
+            or_dash(numbers.slot_utilisation, 3),
+            numbers.writes as f64 / n,
+            numbers.controller_writes as f64 / n,
+        )
+    }
+
     /// How to read the result.
     fn notes(&self) -> Vec<String> {
-        let mut notes = vec![
+        let memory = if self.measured.controller_usage.is_some() {
+            "the controller ran as a child process (--controller-process): \
+             controller_cpu_s is its user + system CPU time and controller_peak_rss_mib its \
+             peak resident size (VmHWM), read from /proc/<pid> until just before it was \
+             stopped (summed and the largest over restarts); agent_peak_rss_mib and \
+             bench_peak_rss_mib are this process's (agents, hosts, the API emulator)"
+        } else {
             "controller, agents, hosts and the API emulator share this one process: \
              controller_peak_rss_mib and agent_peak_rss_mib are both the process's peak \
-             resident size (VmHWM), not per component"
-                .to_owned(),
+             resident size (VmHWM), not per component; controller_cpu_s needs \
+             --controller-process"
+        };
+        let mut notes = vec![
+            memory.to_owned(),
             "reconcile_p50_ms / reconcile_p99_ms are computed from the controller's \
              bootc_pool_reconcile_duration_seconds histogram buckets (linear interpolation \
              inside a bucket, as histogram_quantile does), not from exact timings"
@@ -237,8 +275,19 @@ impl Run<'_> {
             "api_faults_injected": numbers.counters.injected,
             "api_requests_by_verb": numbers.counters.by_verb,
             "api_requests_by_user_agent": numbers.counters.by_user_agent,
-            "controller_peak_rss_mib": self.peak_rss.map(|m| round(m, 1)),
+            "writes_per_node_total": round(numbers.writes as f64 / n, 2),
+            "writes_per_node_controller": round(numbers.controller_writes as f64 / n, 2),
+            "first_reboot_s": numbers.first_reboot_s.map(|s| round(s, 3)),
+            "slot_utilisation": numbers.slot_utilisation.map(|u| round(u, 3)),
+            "controller_process": args.controller_process,
+            "controller_cpu_s": m.controller_usage.map(|u| round(u.cpu_s, 2)),
+            "controller_peak_rss_mib": m
+                .controller_usage
+                .map(|u| u.peak_rss_mib)
+                .or(self.peak_rss)
+                .map(|m| round(m, 1)),
             "agent_peak_rss_mib": self.peak_rss.map(|m| round(m, 1)),
+            "bench_peak_rss_mib": self.peak_rss.map(|m| round(m, 1)),
             "reconcile_count": histogram.count,
             "reconcile_mean_ms": (histogram.count > 0)
                 .then(|| round(histogram.sum / histogram.count as f64 * 1000.0, 2)),

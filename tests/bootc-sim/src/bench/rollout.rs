@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bootc_crds::pool::BootcNodePool;
-use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile;
-use bootc_pool_controller::resolve::ResolverOptions;
 use host_sim::cluster::{InvariantReport, Invariants};
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -19,10 +17,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::chaos;
-use super::disturb::{agent_killer, controller_loop};
+use super::child::Usage;
+use super::disturb::agent_killer;
 use super::setup::{Settings, World};
 use super::{BenchArgs, FaultScope, POOL, secs};
+use super::{chaos, controller};
 use crate::svg::Sample;
 use crate::track::{Counts, RolloutTracker, STATES};
 
@@ -45,8 +44,10 @@ pub(super) struct Measured {
     pub(super) agents_killed: u64,
     /// The invariant checker's report, once it caught up.
     pub(super) report: InvariantReport,
-    /// The controller's metrics.
-    pub(super) metrics: Metrics,
+    /// The controller's metrics text.
+    pub(super) metrics: String,
+    /// Under `--controller-process`: the controller's own CPU time and peak memory.
+    pub(super) controller_usage: Option<Usage>,
     /// The state follower (kept until the report is written, for its lag count).
     pub(super) tracker: RolloutTracker,
     /// What the `--chaos` script did and found.
@@ -65,18 +66,11 @@ pub(super) async fn measure(
     let handle = &world.handle;
     let invariants = Invariants::follow(handle.clone(), settings.budget, BTreeSet::new());
     let tracker = RolloutTracker::follow(handle.clone(), POOL, &world.target_digest, args.nodes);
-    let metrics = Metrics::new();
     let (stop_tx, stop_rx) = watch::channel(false);
     let requests_before = handle.requests().len();
 
     let t0 = Instant::now();
-    let controller: JoinHandle<u32> = tokio::spawn(controller_loop(
-        controller_config(&world.emulator),
-        metrics.clone(),
-        resolver_options(world),
-        settings.kill_every,
-        stop_rx.clone(),
-    ));
+    let controller = controller::start(settings, world, stop_rx.clone());
     apply_pool(&world.client, &world.v2, &settings.spec_budget).await?;
     if args.api_fault_rate > 0.0 {
         handle.set_faults(fault_config(args));
@@ -109,7 +103,7 @@ pub(super) async fn measure(
     // Stop the faults and the killers, then let the checker catch up.
     handle.clear_faults();
     let _ = stop_tx.send(true);
-    let controller_kills = controller.await.unwrap_or(0);
+    let controller = controller.finish().await;
     let agents_killed = match killer {
         Some(k) => k.await.unwrap_or(0),
         None => 0,
@@ -124,10 +118,11 @@ pub(super) async fn measure(
         samples,
         done_at,
         requests,
-        controller_kills,
+        controller_kills: controller.kills,
         agents_killed,
         report,
-        metrics,
+        metrics: controller.metrics,
+        controller_usage: controller.usage,
         tracker,
         chaos,
         _invariants: invariants,
@@ -153,25 +148,6 @@ async fn sample_beside_script(
         tally
     };
     tokio::join!(sample(tracker, t0, deadline, &script_over), script)
-}
-
-/// The controller's registry settings: the `--chaos` registry is reached over HTTP.
-fn resolver_options(world: &World) -> ResolverOptions {
-    ResolverOptions {
-        insecure_registries: world.chaos.iter().map(chaos::Images::host).collect(),
-        ..ResolverOptions::default()
-    }
-}
-
-/// The controller's client configuration: no retries, the controller's User-Agent.
-fn controller_config(emulator: &kube_emulator::Emulator) -> kube::Config {
-    let mut config = emulator.config();
-    config.default_retry = false;
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(reconcile::USER_AGENT),
-    ));
-    config
 }
 
 /// Creates the pool: every worker, pinned to `v2`, `maxUnavailable` as given.

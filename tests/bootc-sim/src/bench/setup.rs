@@ -8,11 +8,16 @@ use std::time::Duration;
 
 use host_sim::cluster::{SimCluster, SimOptions};
 use host_sim::memory::{Behaviour, Catalog};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{BenchArgs, REPO, secs};
+
+/// The controller child's Lease namespace (created in the emulator).
+pub(super) const LEASE_NAMESPACE: &str = "bootc-system";
 
 /// What the flags come to.
 pub(super) struct Settings {
@@ -24,6 +29,10 @@ pub(super) struct Settings {
     pub(super) spec_budget: Value,
     /// Where the picture goes.
     pub(super) svg_path: PathBuf,
+    /// Under `--controller-process`: the controller binary.
+    pub(super) controller_binary: Option<PathBuf>,
+    /// Where the controller child's output goes.
+    pub(super) controller_log: PathBuf,
 }
 
 impl Settings {
@@ -46,11 +55,18 @@ impl Settings {
             None => None,
         };
         let (budget, spec_budget) = budget(&args.max_unavailable, args.nodes)?;
+        let controller_binary = if args.controller_process {
+            Some(super::child::controller_binary()?)
+        } else {
+            None
+        };
         Ok(Settings {
             kill_every,
             budget,
             spec_budget,
             svg_path: args.json.with_extension("svg"),
+            controller_binary,
+            controller_log: args.json.with_extension("controller.log"),
         })
     }
 }
@@ -99,8 +115,36 @@ pub(super) struct World {
     pub(super) sim: SimOptions,
     /// The registry and its images, under `--chaos`.
     pub(super) chaos: Option<super::chaos::Images>,
+    /// Under `--controller-process`: the emulator's kubeconfig for the child.
+    pub(super) kubeconfig: Option<Kubeconfig>,
     /// Seconds the set-up took.
     pub(super) setup_s: f64,
+}
+
+/// The emulator's kubeconfig, written to a directory removed when this is dropped.
+pub(super) struct Kubeconfig {
+    pub(super) path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Kubeconfig {
+    /// Writes `emulator`'s kubeconfig and creates the controller's Lease namespace.
+    async fn write(emulator: &kube_emulator::Emulator, client: &Client) -> Result<Self, String> {
+        let dir = tempfile::tempdir().map_err(|e| format!("cannot make a directory: {e}"))?;
+        let path = dir.path().join("kubeconfig");
+        emulator
+            .write_kubeconfig(&path)
+            .map_err(|e| format!("cannot write the kubeconfig: {e}"))?;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": LEASE_NAMESPACE}}))
+                .map_err(|e| format!("namespace {LEASE_NAMESPACE}: {e}"))?;
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .map_err(|e| format!("cannot create the namespace {LEASE_NAMESPACE}: {e}"))?;
+        Ok(Kubeconfig { path, _dir: dir })
+    }
 }
 
 impl World {
@@ -148,6 +192,10 @@ impl World {
                 .await
                 .map_err(|e| format!("cannot add node {name}: {e}"))?;
         }
+        let kubeconfig = match args.controller_process {
+            true => Some(Kubeconfig::write(&emulator, &client).await?),
+            false => None,
+        };
         let setup_s = secs(started.elapsed());
         eprintln!("bootc-sim bench: {n} nodes up on v1 in {setup_s:.1} s; applying the pool");
         Ok(World {
@@ -160,6 +208,7 @@ impl World {
             target_digest,
             sim,
             chaos,
+            kubeconfig,
             setup_s,
         })
     }

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use serde_json::{Value, json};
 
+use super::child::{cpu_ticks, status_kib};
 use super::end_state::history_problems;
 use super::setup::budget;
 
@@ -63,4 +64,17 @@ fn budgets() {
     assert!(budget("0", 5).is_err());
     assert!(budget("x", 5).is_err());
     assert!(budget("0%", 5).is_err());
+}
+
+#[test]
+fn the_childs_cpu_time_and_peak_are_read_from_proc() {
+    // The command name may hold spaces and parentheses; utime 250 + stime 50.
+    let stat = "4242 (tokio (x) 1) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0";
+    assert_eq!(cpu_ticks(stat), Some(300));
+    assert_eq!(cpu_ticks("4242 (x) S 1"), None);
+    let status = "Name:\tx\nVmPeak:\t  9000 kB\nVmHWM:\t    2048 kB\nVmRSS:\t 1024 kB\n";
+    assert_eq!(status_kib(status, "VmHWM"), Some(2048.0));
+    assert_eq!(status_kib(status, "VmSwap"), None);
+    let own = std::fs::read_to_string("/proc/self/stat").unwrap();
+    assert!(cpu_ticks(&own).is_some());
 }
