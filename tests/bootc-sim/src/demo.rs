@@ -38,7 +38,7 @@ use tokio::time::Instant;
 
 use display::{Display, print_summary};
 use nodes::NodeSetup;
-use processes::{Parts, controller_binary, start_controller_and_agents};
+use processes::{Launch, Parts, controller_binary, start_controller_and_agents};
 use watch::Watch;
 
 const POOL: &str = "demo";
@@ -124,6 +124,14 @@ pub async fn run(mut args: DemoArgs) -> Result<bool, String> {
     result
 }
 
+/// What the demo set up before the pool: the API, the pool's image (a tag) and v1's
+/// digest.
+struct Setup {
+    api: api::ApiServer,
+    image_ref: String,
+    v1: String,
+}
+
 async fn demo(
     args: &DemoArgs,
     parts: &mut Parts,
@@ -133,6 +141,72 @@ async fn demo(
     let phase_timeout = Duration::from_secs(args.phase_timeout_s);
     let nodes = args.nodes.unwrap_or(1);
     let max_unavailable = args.max_unavailable.unwrap_or(1);
+    let setup = set_up(args, parts, started, dir).await?;
+    let api = &setup.api;
+
+    // The pool, converged on v1.
+    apply_pool(&api.client, &setup.image_ref, max_unavailable, started).await?;
+    let mut watch = Watch {
+        handle: &api.handle,
+        display: Display::new(max_unavailable as usize, started),
+        nodes,
+    };
+    watch
+        .until(parts, &setup.v1, phase_timeout, "converging on v1")
+        .await?;
+    step(started, "converged on v1");
+
+    // v2 on the same tag.
+    let v2 = if args.real_bootc {
+        real::push_v2(parts, started)?
+    } else {
+        registry::push_v2(parts, started)?
+    };
+    let rollout_started = Instant::now();
+    let rebooted = if args.unapproved_reboot {
+        Some(real::unapproved_reboot(parts, &api.handle, started, phase_timeout).await?)
+    } else {
+        None
+    };
+    let timeout = phase_timeout + Duration::from_secs(30);
+    watch.until(parts, &v2, timeout, "rolling out v2").await?;
+    step(
+        started,
+        &format!(
+            "rolled out v2 to {nodes} nodes in {:.0} s (from the push)",
+            rollout_started.elapsed().as_secs_f64()
+        ),
+    );
+    if let Some((name, boots)) = &rebooted {
+        real::check_one_approved_reboot(parts, name, *boots)?;
+    }
+    print_summary(&api.handle, watch.display.max_slots);
+
+    if args.rollback {
+        roll_back(parts, &setup, &mut watch, started, phase_timeout).await?;
+    }
+
+    if args.keep_running {
+        println!(
+            "\nstill running; kubectl --kubeconfig {} get bootcnodepools,bootcnodes\n\
+             press Ctrl-C to tear everything down",
+            api.kubeconfig.display()
+        );
+        std::future::pending::<()>().await;
+    }
+    Ok(true)
+}
+
+/// The API, the registry with v1, the nodes (real or stand-in), the controller and (but
+/// for host-service nodes) the agents.
+async fn set_up(
+    args: &DemoArgs,
+    parts: &mut Parts,
+    started: Instant,
+    dir: &Path,
+) -> Result<Setup, String> {
+    let phase_timeout = Duration::from_secs(args.phase_timeout_s);
+    let nodes = args.nodes.unwrap_or(1);
     let controller_bin = controller_binary()?;
     // Checked here: `DaemonSet::start` panics without it.
     host_sim::daemonset::agent_binary().map_err(|e| e.to_string())?;
@@ -141,16 +215,14 @@ async fn demo(
     let api = api::start(parts, started, dir).await?;
     let (image_ref, registry_host, v1) = if args.real_bootc {
         let (tag, v1) = real::start_with_v1(parts, started, dir, args.host_service).await?;
-        let kubeconfig = args.host_service.then_some(api.kubeconfig.as_path());
-        real::boot_nodes(
-            parts,
-            started,
+        real::RealNodes {
             dir,
-            nodes,
-            &api.client,
-            phase_timeout,
-            kubeconfig,
-        )
+            count: nodes,
+            client: &api.client,
+            boot_timeout: phase_timeout,
+            kubeconfig: args.host_service.then_some(api.kubeconfig.as_path()),
+        }
+        .boot(parts, started)
         .await?;
         let host = tag.split('/').next().unwrap_or_default().to_owned();
         (tag, host, v1)
@@ -170,95 +242,27 @@ async fn demo(
         .await?;
         (format!("{host}/os:stable"), host, v1)
     };
-    start_controller_and_agents(
-        parts,
-        started,
-        &controller_bin,
-        &api.kubeconfig,
-        &registry_host,
+    let launch = Launch {
+        controller_bin: &controller_bin,
+        kubeconfig: &api.kubeconfig,
+        registry_host: &registry_host,
         dir,
-        !args.host_service,
-    )?;
-
-    // The pool, converged on v1.
-    apply_pool(&api.client, &image_ref, max_unavailable, started).await?;
-    let mut watch = Watch {
-        handle: &api.handle,
-        display: Display::new(max_unavailable as usize, started),
-        nodes,
+        with_agents: !args.host_service,
     };
-    watch
-        .until(parts, &v1, phase_timeout, "converging on v1")
-        .await?;
-    step(started, "converged on v1");
-
-    // v2 on the same tag.
-    let v2 = if args.real_bootc {
-        real::push_v2(parts, started)?
-    } else {
-        registry::push_v2(parts, started)?
-    };
-    let rollout_started = Instant::now();
-    let rebooted = if args.unapproved_reboot {
-        Some(real::unapproved_reboot(parts, &api.handle, started, phase_timeout).await?)
-    } else {
-        None
-    };
-    watch
-        .until(
-            parts,
-            &v2,
-            phase_timeout + Duration::from_secs(30),
-            "rolling out v2",
-        )
-        .await?;
-    step(
-        started,
-        &format!(
-            "rolled out v2 to {nodes} nodes in {:.0} s (from the push)",
-            rollout_started.elapsed().as_secs_f64()
-        ),
-    );
-    if let Some((name, boots)) = &rebooted {
-        real::check_one_approved_reboot(parts, name, *boots)?;
-    }
-    print_summary(&api.handle, watch.display.max_slots);
-
-    if args.rollback {
-        roll_back(
-            parts,
-            &api,
-            &mut watch,
-            &image_ref,
-            &v1,
-            started,
-            phase_timeout,
-        )
-        .await?;
-    }
-
-    if args.keep_running {
-        println!(
-            "\nstill running; kubectl --kubeconfig {} get bootcnodepools,bootcnodes\n\
-             press Ctrl-C to tear everything down",
-            api.kubeconfig.display()
-        );
-        std::future::pending::<()>().await;
-    }
-    Ok(true)
+    start_controller_and_agents(parts, started, &launch)?;
+    Ok(Setup { api, image_ref, v1 })
 }
 
 /// Points the pool at v1 by digest and watches every node go back; on real-bootc nodes,
 /// checks that no blob was fetched (each node had v1 as its rollback deployment).
 async fn roll_back(
     parts: &mut Parts,
-    api: &api::ApiServer,
+    setup: &Setup,
     watch: &mut Watch<'_>,
-    image_ref: &str,
-    v1: &str,
     started: Instant,
     timeout: Duration,
 ) -> Result<(), String> {
+    let (api, image_ref, v1) = (&setup.api, setup.image_ref.as_str(), setup.v1.as_str());
     let repository = image_ref.rsplit_once(':').map_or(image_ref, |(r, _)| r);
     let pinned = format!("{repository}@{v1}");
     let requests = real::requests_so_far(parts);

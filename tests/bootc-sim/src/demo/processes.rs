@@ -146,17 +146,34 @@ pub(super) fn controller_binary() -> Result<PathBuf, String> {
     }
 }
 
+/// What [`start_controller_and_agents`] starts from.
+pub(super) struct Launch<'a> {
+    /// The controller binary.
+    pub(super) controller_bin: &'a Path,
+    /// The emulator's kubeconfig.
+    pub(super) kubeconfig: &'a Path,
+    /// The registry's `host:port` (insecure for the controller).
+    pub(super) registry_host: &'a str,
+    /// The work directory (the logs).
+    pub(super) dir: &'a Path,
+    /// Whether to run an agent per node (not for host-service nodes, whose systemd does).
+    pub(super) with_agents: bool,
+}
+
 /// Starts the controller binary against the emulator (its log in `dir`) and one agent
 /// per node (their logs in `dir/agents`).
 pub(super) fn start_controller_and_agents(
     parts: &mut Parts,
     started: Instant,
-    controller_bin: &Path,
-    kubeconfig: &Path,
-    registry_host: &str,
-    dir: &Path,
-    with_agents: bool,
+    launch: &Launch<'_>,
 ) -> Result<(), String> {
+    let Launch {
+        controller_bin,
+        kubeconfig,
+        registry_host,
+        dir,
+        with_agents,
+    } = *launch;
     let isolation = if parts.real_nodes.is_empty() {
         Isolation::Shared
     } else {

@@ -124,80 +124,96 @@ pub(super) fn push_v2(parts: &Parts, started: Instant) -> Result<String, String>
     Ok(v2)
 }
 
-/// Deploys and boots `count` real nodes from the tag (all together), kept in `parts`.
-/// `kubeconfig`, when given, is provisioned as `/etc/bootc-node-agent/kubeconfig` for a
-/// host-service agent.
-pub(super) async fn boot_nodes(
-    parts: &mut Parts,
-    started: Instant,
-    dir: &Path,
-    count: usize,
-    client: &Client,
-    boot_timeout: Duration,
-    kubeconfig: Option<&Path>,
-) -> Result<(), String> {
-    let etc = match kubeconfig {
-        Some(path) => {
-            let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            vec![("bootc-node-agent/kubeconfig".to_owned(), text)]
-        }
-        None => Vec::new(),
-    };
-    let (real, image) = parts.real.as_ref().ok_or("the registry is gone")?;
-    let image = image.clone();
-    let pid = std::process::id();
-    let options: Vec<RealNodeOptions> = (1..=count)
-        .map(|i| {
-            let name = format!("demo{pid}-r{i:02}");
-            RealNodeOptions {
-                dir: dir.join("nodes").join(&name),
-                name,
-                image: real.tag_ref(),
-                boot_timeout,
-                kube: Some(client.clone()),
-                etc: etc.clone(),
-            }
-        })
-        .collect();
-    step(
-        started,
-        &format!("deploying v1 into {count} sysroots with bootc, and booting them …"),
-    );
-    let mut booting = tokio::task::JoinSet::new();
-    for o in options {
+/// The real nodes to deploy and boot.
+pub(super) struct RealNodes<'a> {
+    /// The work directory (sysroots under `nodes/`).
+    pub(super) dir: &'a Path,
+    /// How many.
+    pub(super) count: usize,
+    /// The API, for the kubelet's part.
+    pub(super) client: &'a Client,
+    /// How long a node may take to boot.
+    pub(super) boot_timeout: Duration,
+    /// Provisioned as `/etc/bootc-node-agent/kubeconfig`, for a host-service agent.
+    pub(super) kubeconfig: Option<&'a Path>,
+}
+
+impl RealNodes<'_> {
+    /// Deploys the nodes from the tag and boots them (all together), kept in `parts`.
+    pub(super) async fn boot(&self, parts: &mut Parts, started: Instant) -> Result<(), String> {
+        let (real, image) = parts.real.as_ref().ok_or("the registry is gone")?;
         let image = image.clone();
-        booting.spawn(async move {
-            let name = o.name.clone();
-            RealNode::start(&image, o)
-                .await
-                .map_err(|e| format!("node {name} did not deploy or boot: {e}"))
-        });
-    }
-    let mut first_error = None;
-    while let Some(joined) = booting.join_next().await {
-        match joined {
-            Ok(Ok(node)) => {
-                let t = node.timings();
-                step(
-                    started,
-                    &format!(
-                        "{} deployed in {:.1} s, booted in {:.1} s",
-                        node.name(),
-                        t.deploy.as_secs_f64(),
-                        t.first_boot.as_secs_f64()
-                    ),
-                );
-                parts.real_nodes.push(node);
-            }
-            Ok(Err(e)) => first_error = first_error.or(Some(e)),
-            Err(e) => first_error = first_error.or(Some(format!("a node's start failed: {e}"))),
+        let options = self.options(&real.tag_ref())?;
+        step(
+            started,
+            &format!(
+                "deploying v1 into {} sysroots with bootc, and booting them …",
+                self.count
+            ),
+        );
+        let mut booting = tokio::task::JoinSet::new();
+        for o in options {
+            let image = image.clone();
+            booting.spawn(async move {
+                let name = o.name.clone();
+                RealNode::start(&image, o)
+                    .await
+                    .map_err(|e| format!("node {name} did not deploy or boot: {e}"))
+            });
         }
+        let mut first_error = None;
+        while let Some(joined) = booting.join_next().await {
+            match joined {
+                Ok(Ok(node)) => {
+                    let t = node.timings();
+                    step(
+                        started,
+                        &format!(
+                            "{} deployed in {:.1} s, booted in {:.1} s",
+                            node.name(),
+                            t.deploy.as_secs_f64(),
+                            t.first_boot.as_secs_f64()
+                        ),
+                    );
+                    parts.real_nodes.push(node);
+                }
+                Ok(Err(e)) => first_error = first_error.or(Some(e)),
+                Err(e) => {
+                    first_error = first_error.or(Some(format!("a node's start failed: {e}")));
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        parts.real_nodes.sort_by(|a, b| a.name().cmp(b.name()));
+        Ok(())
     }
-    if let Some(e) = first_error {
-        return Err(e);
+
+    /// Each node's options: deployed from `tag`, the kubeconfig provisioned when asked.
+    fn options(&self, tag: &str) -> Result<Vec<RealNodeOptions>, String> {
+        let etc = match self.kubeconfig {
+            Some(path) => {
+                let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                vec![("bootc-node-agent/kubeconfig".to_owned(), text)]
+            }
+            None => Vec::new(),
+        };
+        let pid = std::process::id();
+        Ok((1..=self.count)
+            .map(|i| {
+                let name = format!("demo{pid}-r{i:02}");
+                RealNodeOptions {
+                    dir: self.dir.join("nodes").join(&name),
+                    name,
+                    image: tag.to_owned(),
+                    boot_timeout: self.boot_timeout,
+                    kube: Some(self.client.clone()),
+                    etc: etc.clone(),
+                }
+            })
+            .collect())
     }
-    parts.real_nodes.sort_by(|a, b| a.name().cmp(b.name()));
-    Ok(())
 }
 
 /// Waits for a node staged on the new target and holding no slot, and reboots it through
