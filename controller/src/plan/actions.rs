@@ -210,6 +210,10 @@ pub enum NodeState {
 pub struct Plan {
     /// What to do, in order.
     pub actions: Vec<Action>,
+    /// Where the new reboot slots' actions begin in `actions` (their length when none):
+    /// everything before them (slots released, nodes uncordoned) is done before any of
+    /// them starts.
+    pub grants_from: usize,
     /// The status to report (written only when it differs from the current one).
     pub status: BootcNodePoolStatus,
     /// Each member's state.

@@ -197,6 +197,7 @@ pub fn plan(snap: &Snapshot) -> Plan {
     if snap.pool.deleting {
         cleanup::plan(&mut p);
         return Plan {
+            grants_from: p.actions.len(),
             actions: p.actions,
             status: snap.pool.status.clone().unwrap_or_default(),
             states: p.states,
@@ -213,12 +214,14 @@ pub fn plan(snap: &Snapshot) -> Plan {
     }
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let members = membership::members(&mut p, invalid);
+    let mut grants_from = None;
     match &decision.target {
         Ok(target) => {
             staging::count_staging(&mut p, &members, target);
             for view in &members {
                 staging::member(&mut p, view, target);
             }
+            grants_from = Some(p.actions.len());
             slots::grant(&mut p, members.len(), target);
         }
         Err(_) => {
@@ -231,6 +234,7 @@ pub fn plan(snap: &Snapshot) -> Plan {
     let progress = progress::advance(snap.progress, &p.states, snap.now);
     let status = status::status(&mut p, &members, &decision, progress);
     Plan {
+        grants_from: grants_from.unwrap_or(p.actions.len()),
         actions: p.actions,
         status,
         states: p.states,

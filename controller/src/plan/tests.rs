@@ -1441,3 +1441,55 @@ fn a_blocked_drain_is_named_in_the_bootc_node_and_announced_once() {
             .contains("blocked")
     );
 }
+
+#[test]
+fn the_new_slots_come_after_everything_that_frees_one() {
+    // n1 is back on the target and gives its slot up; with a budget of two, n2 gets the
+    // other slot.
+    let back = node("n1")
+        .with(
+            'b',
+            DesiredImageState::Booted,
+            agent('b', None, "Idle", None),
+        )
+        .slot()
+        .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T11:55:00Z")
+        .cordoned();
+    let nodes = [back, node("n2").staged(), node("n3").staged()];
+    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(2)), &nodes));
+    let (before, grants) = plan.actions.split_at(plan.grants_from);
+    assert!(released(&Plan {
+        actions: before.to_vec(),
+        ..plan.clone()
+    }));
+    assert!(
+        before.contains(&Action::Uncordon { node: "n1".into() }),
+        "{before:?}"
+    );
+    // Nothing before the barrier hands out a slot; the grant, its cordon and drain are
+    // all after it.
+    let before_plan = Plan {
+        actions: before.to_vec(),
+        ..plan.clone()
+    };
+    assert!(granted(&before_plan).is_empty(), "{before:?}");
+    assert_eq!(granted(&plan), vec!["n2"]);
+    assert!(grants.contains(&Action::Cordon { node: "n2".into() }));
+    assert!(grants.contains(&Action::StartDrain { node: "n2".into() }));
+    // No grant: nothing but the pool's events after the barrier.
+    let idle = super::plan(&snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n1").with(
+            'b',
+            DesiredImageState::Staged,
+            agent('b', None, "Idle", None),
+        )],
+    ));
+    let after = &idle.actions[idle.grants_from..];
+    assert!(
+        after
+            .iter()
+            .all(|a| matches!(a, Action::Event(e) if e.node.is_none())),
+        "{after:?}"
+    );
+}

@@ -1,11 +1,10 @@
 //! Carrying out a plan's actions: BootcNode creates, updates and deletes, Node labels and
-//! cordons, drains, events. Actions run in the plan's order; a node's first failure stops
-//! that node's remaining actions, its events included, so an event never reports a write
-//! that failed. Events about the pool's status wait until the status is written. Every
+//! cordons, drains, events. Each node's actions run in the plan's order, the nodes side by
+//! side, with barriers before new slots and around the finalizer; a node's first failure
+//! stops that node's remaining actions, its events included, so an event never reports a
+//! write that failed. Events about the pool's status wait until the status is written. Every
 //! action is counted and timed with its outcome; every failure is logged and recorded as
 //! an `ActionFailed` event on the pool.
-
-use std::collections::BTreeSet;
 
 use bootc_crds::MANAGED_LABEL;
 use bootc_crds::node::BootcNode;
@@ -23,31 +22,81 @@ use crate::drain::{DrainOptions, DrainOutcome, DrainState};
 use crate::metrics::DrainResult;
 use crate::plan::{self, Action, PlannedEvent};
 
-/// Carries out `actions` in order, but for the events about the pool's status, which are
-/// returned for [`publish_all`] once the status is written. Returns the first error too;
-/// every error is logged, counted and recorded as an event as it happens.
+/// How many nodes' actions run at once.
+const CONCURRENT_NODES: usize = 32;
+
+/// Carries out `actions`, but for the events about the pool's status, which are returned
+/// for [`publish_all`] once the status is written. Returns the first error too; every
+/// error is logged, counted and recorded as an event as it happens.
+///
+/// Each node's actions run in the plan's order, the nodes side by side (at most
+/// [`CONCURRENT_NODES`] at once). Barriers keep what must come first: everything before
+/// `grants_from` (slots released, nodes uncordoned) is done before a new slot's actions
+/// start, and a pool-level action (the finalizer) waits for the nodes' actions planned
+/// before it, and those after it wait for it.
 pub(super) async fn execute_all<'p>(
     ctx: &Context,
     pool: &BootcNodePool,
     actions: &'p [Action],
+    grants_from: usize,
 ) -> (Option<ReconcileError>, Vec<&'p PlannedEvent>) {
-    let name = pool.name_any();
-    let mut failed_nodes: BTreeSet<&str> = BTreeSet::new();
+    let (before, grants) = actions.split_at(grants_from.min(actions.len()));
     let mut first_error: Option<ReconcileError> = None;
     let mut pool_events = Vec::new();
-    for action in actions {
-        if action
-            .node()
-            .is_some_and(|node| failed_nodes.contains(node))
-        {
-            continue;
+    for segment in [before, grants] {
+        let mut groups: Vec<(&str, Vec<&Action>)> = Vec::new();
+        for action in segment {
+            match (action, action.node()) {
+                (Action::Event(event), None) => pool_events.push(event),
+                (_, Some(node)) => match groups.iter_mut().find(|(n, _)| *n == node) {
+                    Some((_, list)) => list.push(action),
+                    None => groups.push((node, vec![action])),
+                },
+                (_, None) => {
+                    let done = run_groups(ctx, pool, std::mem::take(&mut groups)).await;
+                    first_error = first_error.or(done);
+                    let done = run_group(ctx, pool, vec![action]).await;
+                    first_error = first_error.or(done);
+                }
+            }
         }
-        if let Action::Event(event) = action
-            && event.node.is_none()
-        {
-            pool_events.push(event);
-            continue;
+        let done = run_groups(ctx, pool, groups).await;
+        first_error = first_error.or(done);
+    }
+    (first_error, pool_events)
+}
+
+/// Runs each node's actions (in order), the nodes side by side; the first error.
+async fn run_groups(
+    ctx: &Context,
+    pool: &BootcNodePool,
+    groups: Vec<(&str, Vec<&Action>)>,
+) -> Option<ReconcileError> {
+    use futures::StreamExt;
+    let mut waiting = groups.into_iter().map(|(_, list)| list);
+    let mut running = futures::stream::FuturesUnordered::new();
+    for list in waiting.by_ref().take(CONCURRENT_NODES) {
+        running.push(run_group(ctx, pool, list));
+    }
+    let mut first_error = None;
+    while let Some(result) = running.next().await {
+        first_error = first_error.or(result);
+        if let Some(list) = waiting.next() {
+            running.push(run_group(ctx, pool, list));
         }
+    }
+    first_error
+}
+
+/// Runs `list` in order; the first failure stops the rest (its events included, so an
+/// event never reports a write that failed) and is returned.
+async fn run_group(
+    ctx: &Context,
+    pool: &BootcNodePool,
+    list: Vec<&Action>,
+) -> Option<ReconcileError> {
+    let name = pool.name_any();
+    for action in list {
         let started = std::time::Instant::now();
         let result = execute(ctx, pool, action).await;
         let outcome = match &result {
@@ -60,13 +109,10 @@ pub(super) async fn execute_all<'p>(
         if let Err(e) = result {
             warn!(pool = %name, action = action.kind(), node = action.node(), error = %e, "action failed");
             surface(ctx, pool, action, &e).await;
-            if let Some(node) = action.node() {
-                failed_nodes.insert(node);
-            }
-            first_error.get_or_insert(e);
+            return Some(e);
         }
     }
-    (first_error, pool_events)
+    None
 }
 
 /// Records a failed action as an `ActionFailed` event on the pool (a lost race, which the
