@@ -128,6 +128,8 @@ struct Planner<'a> {
     /// Nodes pulling the target now (for `maxStaging`), and the limit.
     staging: usize,
     staging_limit: Option<usize>,
+    /// Where the new slots' actions begin in `actions`, once slots are handed out.
+    grants_from: Option<usize>,
 }
 
 impl<'a> Planner<'a> {
@@ -151,6 +153,7 @@ impl<'a> Planner<'a> {
             approved: 0,
             staging: 0,
             staging_limit: None,
+            grants_from: None,
         }
     }
 
@@ -214,14 +217,12 @@ pub fn plan(snap: &Snapshot) -> Plan {
     }
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let members = membership::members(&mut p, invalid);
-    let mut grants_from = None;
     match &decision.target {
         Ok(target) => {
             staging::count_staging(&mut p, &members, target);
             for view in &members {
                 staging::member(&mut p, view, target);
             }
-            grants_from = Some(p.actions.len());
             slots::grant(&mut p, members.len(), target);
         }
         Err(_) => {
@@ -234,7 +235,7 @@ pub fn plan(snap: &Snapshot) -> Plan {
     let progress = progress::advance(snap.progress, &p.states, snap.now);
     let status = status::status(&mut p, &members, &decision, progress);
     Plan {
-        grants_from: grants_from.unwrap_or(p.actions.len()),
+        grants_from: p.grants_from.unwrap_or(p.actions.len()),
         actions: p.actions,
         status,
         states: p.states,

@@ -50,6 +50,9 @@ pub fn approval_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
 /// Grants free slots to staged, healthy nodes, in [`approval_order`], unless the rollout
 /// is halted, paused or outside its maintenance windows.
 pub(super) fn grant(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
+    // Everything planned so far is done before the first grant starts (see
+    // `Plan::grants_from`).
+    p.grants_from = Some(p.actions.len());
     let rollout = &p.snap.pool.spec.rollout;
     let budget = p.read(super::limits::budget(rollout, pool_size));
     if halted(p).1 || rollout.paused {
@@ -87,6 +90,12 @@ fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
         } = p.actions.remove(i)
     {
         annotations = planned;
+        // The node's earlier update moved into its grant: the grants begin one sooner.
+        if let Some(from) = p.grants_from.as_mut()
+            && i < *from
+        {
+            *from -= 1;
+        }
     }
     annotations.insert(REBOOT_SLOT_ANNOTATION.to_owned(), Some(stamp(p.snap.now)));
     if info.unschedulable {

@@ -852,6 +852,13 @@ fn the_pull_secret_hash_reaches_every_bootc_node_and_a_resolution_error_keeps_th
         .filter(|a| matches!(a, Action::Update { .. }))
         .collect();
     assert_eq!(updates.len(), 1, "one write per node: {n2:?}");
+    // That one write is the grant's, after the barrier with the rest of n2's grant.
+    let before = &plan.actions[..plan.grants_from];
+    assert!(
+        before.iter().all(|a| a.node() != Some("n2")),
+        "{:?}",
+        plan.actions
+    );
     let Action::Update { spec, .. } = updates[0] else {
         panic!("{n2:?}")
     };
