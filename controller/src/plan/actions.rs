@@ -214,6 +214,9 @@ pub struct Plan {
     /// everything before them (slots released, nodes uncordoned) is done before any of
     /// them starts.
     pub grants_from: usize,
+    /// How many slots the actions before `grants_from` free, which the grants count on:
+    /// when one of those actions fails, the grants must wait for the next plan.
+    pub releases: usize,
     /// The status to report (written only when it differs from the current one).
     pub status: BootcNodePoolStatus,
     /// Each member's state.

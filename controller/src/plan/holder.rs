@@ -256,6 +256,10 @@ fn release_slot(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     holder.spec.desired_image_state = DesiredImageState::Staged;
     holder.annotations.extend(release());
     holder.update(p);
+    // Free for this plan's grants: they start only once this release is written (and
+    // not at all if it fails; see `Plan::releases`).
+    p.holders -= 1;
+    p.releases += 1;
     p.node_event(
         &name,
         false,

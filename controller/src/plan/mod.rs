@@ -130,6 +130,9 @@ struct Planner<'a> {
     staging_limit: Option<usize>,
     /// Where the new slots' actions begin in `actions`, once slots are handed out.
     grants_from: Option<usize>,
+    /// Slots this plan frees (their holders are uncordoned and released before the new
+    /// grants start, so the grants may use them).
+    releases: usize,
 }
 
 impl<'a> Planner<'a> {
@@ -154,6 +157,7 @@ impl<'a> Planner<'a> {
             staging: 0,
             staging_limit: None,
             grants_from: None,
+            releases: 0,
         }
     }
 
@@ -201,6 +205,7 @@ pub fn plan(snap: &Snapshot) -> Plan {
         cleanup::plan(&mut p);
         return Plan {
             grants_from: p.actions.len(),
+            releases: 0,
             actions: p.actions,
             status: snap.pool.status.clone().unwrap_or_default(),
             states: p.states,
@@ -236,6 +241,7 @@ pub fn plan(snap: &Snapshot) -> Plan {
     let status = status::status(&mut p, &members, &decision, progress);
     Plan {
         grants_from: p.grants_from.unwrap_or(p.actions.len()),
+        releases: p.releases,
         actions: p.actions,
         status,
         states: p.states,

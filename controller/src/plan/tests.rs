@@ -1451,8 +1451,8 @@ fn a_blocked_drain_is_named_in_the_bootc_node_and_announced_once() {
 
 #[test]
 fn the_new_slots_come_after_everything_that_frees_one() {
-    // n1 is back on the target and gives its slot up; with a budget of two, n2 gets the
-    // other slot.
+    // n1 is back on the target and gives its slot up; with a budget of one, n2 gets it in
+    // the same plan, after the barrier.
     let back = node("n1")
         .with(
             'b',
@@ -1463,7 +1463,8 @@ fn the_new_slots_come_after_everything_that_frees_one() {
         .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T11:55:00Z")
         .cordoned();
     let nodes = [back, node("n2").staged(), node("n3").staged()];
-    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(2)), &nodes));
+    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(1)), &nodes));
+    assert_eq!(plan.releases, 1);
     let (before, grants) = plan.actions.split_at(plan.grants_from);
     assert!(released(&Plan {
         actions: before.to_vec(),

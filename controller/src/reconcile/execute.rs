@@ -34,16 +34,27 @@ const CONCURRENT_NODES: usize = 32;
 /// `grants_from` (slots released, nodes uncordoned) is done before a new slot's actions
 /// start, and a pool-level action (the finalizer) waits for the nodes' actions planned
 /// before it, and those after it wait for it.
+///
+/// The grants may count on the slots this plan releases (`Plan::releases`): when anything
+/// before them failed, they are left to the next plan, which sees what was written.
 pub(super) async fn execute_all<'p>(
     ctx: &Context,
     pool: &BootcNodePool,
-    actions: &'p [Action],
-    grants_from: usize,
+    plan: &'p plan::Plan,
 ) -> (Option<ReconcileError>, Vec<&'p PlannedEvent>) {
-    let (before, grants) = actions.split_at(grants_from.min(actions.len()));
+    let actions = &plan.actions;
+    let (before, grants) = actions.split_at(plan.grants_from.min(actions.len()));
     let mut first_error: Option<ReconcileError> = None;
     let mut pool_events = Vec::new();
-    for segment in [before, grants] {
+    for (i, segment) in [before, grants].into_iter().enumerate() {
+        if i == 1 && first_error.is_some() && plan.releases > 0 {
+            info!(pool = %pool.name_any(), "an action before the new slots failed; they wait for the next plan");
+            pool_events.extend(segment.iter().filter_map(|a| match a {
+                Action::Event(event) if event.node.is_none() => Some(event),
+                _ => None,
+            }));
+            break;
+        }
         let mut groups: Vec<(&str, Vec<&Action>)> = Vec::new();
         for action in segment {
             match (action, action.node()) {

@@ -466,8 +466,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     lock(&ctx.progress).insert(name.clone(), plan.progress);
     debug!(pool = %name, actions = plan.actions.len(), "planned");
 
-    let (failed, pool_events) =
-        execute::execute_all(ctx, pool, &plan.actions, plan.grants_from).await;
+    let (failed, pool_events) = execute::execute_all(ctx, pool, &plan).await;
     // A pool being deleted keeps the status it had; it may be gone once its finalizer is.
     if !snapshot.pool.deleting && pool.status.as_ref() != Some(&plan.status) {
         let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
