@@ -1,9 +1,11 @@
 //! The status writes: compose the status from the host and the decision, and write it
 //! (a merge patch as the agent's field manager) only when it differs from the object's.
 
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, BootcNodeStatus};
 use bootc_pool_common::error_chain;
 use chrono::{DateTime, Utc};
+use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -109,6 +111,19 @@ impl<H: Host + 'static> Agent<H> {
                 debug!(phase = ?phase, "status written");
                 self.api_retry.clear();
                 self.versions.wrote(&updated);
+                // The answer can carry a change made since the decision (an approval
+                // written between our read and this write). The watch will deliver it
+                // only as an older version than this one, or as this very one, neither
+                // of which wakes us: decide again now, from this object.
+                let moved = self.node.as_ref().is_some_and(|old| {
+                    old.spec != updated.spec
+                        || old.annotations().get(REBOOT_SLOT_ANNOTATION)
+                            != updated.annotations().get(REBOOT_SLOT_ANNOTATION)
+                });
+                if moved {
+                    debug!("the BootcNode changed since it was read; deciding again");
+                    self.retry_at = Some(Instant::now());
+                }
                 self.node = Some(updated);
                 self.mark_ready();
                 true
