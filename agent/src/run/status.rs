@@ -115,12 +115,7 @@ impl<H: Host + 'static> Agent<H> {
                 // written between our read and this write). The watch will deliver it
                 // only as an older version than this one, or as this very one, neither
                 // of which wakes us: decide again now, from this object.
-                let moved = self.node.as_ref().is_some_and(|old| {
-                    old.spec != updated.spec
-                        || old.annotations().get(REBOOT_SLOT_ANNOTATION)
-                            != updated.annotations().get(REBOOT_SLOT_ANNOTATION)
-                });
-                if moved {
+                if self.node.as_ref().is_some_and(|old| moved(old, &updated)) {
                     debug!("the BootcNode changed since it was read; deciding again");
                     self.retry_at = Some(Instant::now());
                 }
@@ -144,6 +139,13 @@ impl<H: Host + 'static> Agent<H> {
             }
         }
     }
+}
+
+/// Whether `new` asks something else of the agent than `old`: its spec or its slot.
+fn moved(old: &BootcNode, new: &BootcNode) -> bool {
+    old.spec != new.spec
+        || old.annotations().get(REBOOT_SLOT_ANNOTATION)
+            != new.annotations().get(REBOOT_SLOT_ANNOTATION)
 }
 
 impl<H> Agent<H> {
