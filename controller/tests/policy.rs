@@ -208,29 +208,36 @@ async fn the_next_approval_waits_the_soak_time_after_a_node_returns() {
     let env = env(&["n1", "n2"], Behaviour::default()).await;
     let mut events = env.emulator.handle().events();
     let recorder = tokio::spawn(async move {
-        // (node back Ready on the target: when n1's slot holder came back; n2's approval)
-        let mut n1_back: Option<Instant> = None;
-        let mut n2_approved: Option<Instant> = None;
+        // The first node approved (whichever staged first: their BootcNodes are created
+        // side by side), when it came back on the target, and the other's approval.
+        let mut first: Option<String> = None;
+        let mut first_back: Option<Instant> = None;
         while let Ok(event) = events.recv().await {
             let o = &event.object;
-            if event.key.plural == "bootcnodes" {
-                let name = o["metadata"]["name"].as_str().unwrap_or_default();
-                if name == "n1"
-                    && n1_back.is_none()
-                    && o["status"]["booted"]["imageDigest"].as_str() == Some(digest('2').as_str())
+            if event.key.plural != "bootcnodes" {
+                continue;
+            }
+            let name = o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let approved = o["spec"]["desiredImageState"] == "Booted";
+            match &first {
+                None if approved => first = Some(name),
+                Some(f)
+                    if *f == name
+                        && first_back.is_none()
+                        && o["status"]["booted"]["imageDigest"].as_str()
+                            == Some(digest('2').as_str()) =>
                 {
-                    n1_back = Some(Instant::now());
+                    first_back = Some(Instant::now());
                 }
-                if name == "n2"
-                    && o["spec"]["desiredImageState"] == "Booted"
-                    && n2_approved.is_none()
-                {
-                    n2_approved = Some(Instant::now());
-                    return (n1_back, n2_approved);
-                }
+                Some(f) if *f == name => {}
+                Some(_) if approved => return (first_back, Some(Instant::now())),
+                _ => {}
             }
         }
-        (n1_back, n2_approved)
+        (first_back, None)
     });
     let controller = start_with(&env.emulator, None);
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
