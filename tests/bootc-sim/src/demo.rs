@@ -38,7 +38,8 @@ use tokio::time::Instant;
 
 use display::{Display, print_summary};
 use nodes::NodeSetup;
-use processes::{Launch, Parts, controller_binary, start_controller_and_agents};
+pub(crate) use processes::controller_binary;
+use processes::{Launch, Parts, start_controller_and_agents};
 use watch::Watch;
 
 const POOL: &str = "demo";

@@ -26,22 +26,9 @@ const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a stopping child is checked for its exit.
 const EXIT_POLL: Duration = Duration::from_millis(20);
 
-/// The controller binary, beside this executable in `target/<profile>/`.
+/// The controller binary, found as the demo finds it (beside this executable).
 pub(super) fn controller_binary() -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let binary = exe
-        .parent()
-        .map(|d| d.join("bootc-pool-controller"))
-        .ok_or("this executable has no directory")?;
-    if binary.is_file() {
-        Ok(binary)
-    } else {
-        Err(format!(
-            "--controller-process: `{}` is missing: build it with `cargo build -p \
-             bootc-pool-controller` (the same profile as bootc-sim)",
-            binary.display()
-        ))
-    }
+    crate::demo::controller_binary().map_err(|e| format!("--controller-process: {e}"))
 }
 
 /// A child's own cost, or the sum (CPU) and maximum (memory) over several children.

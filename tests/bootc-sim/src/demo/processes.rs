@@ -129,7 +129,7 @@ impl Parts {
 }
 
 /// The controller binary, beside this executable in `target/<profile>/`.
-pub(super) fn controller_binary() -> Result<PathBuf, String> {
+pub(crate) fn controller_binary() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let binary = exe
         .parent()
