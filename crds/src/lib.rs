@@ -38,6 +38,9 @@ pub const VERSION: &str = "v1alpha1";
 
 /// Label the controller puts on every member Node (the agent DaemonSet's nodeSelector).
 pub const MANAGED_LABEL: &str = "node.bootc.dev/managed";
+/// Label an admin puts on a Node (value `true`) to keep it where it is: the node is not
+/// staged or rebooted while the label is there.
+pub const HOLD_LABEL: &str = "node.bootc.dev/hold";
 /// Annotation on a BootcNode that holds a reboot slot; survives controller restarts.
 pub const REBOOT_SLOT_ANNOTATION: &str = "node.bootc.dev/reboot-slot";
 /// Annotation on a BootcNode whose Node was unschedulable before the controller cordoned
