@@ -17,6 +17,8 @@ use serde_json::{Map, Value, json};
 pub const NAME_MAX_LEN: usize = 253;
 /// A namespace name (a DNS-1123 label).
 pub const NAMESPACE_MAX_LEN: usize = 63;
+/// A key of a Secret's data.
+pub const SECRET_KEY_MAX_LEN: usize = 253;
 /// A label key: a DNS subdomain prefix (253), `/`, and a name (63).
 pub const LABEL_KEY_MAX_LEN: usize = NAME_MAX_LEN + 1 + LABEL_VALUE_MAX_LEN;
 /// A label value, and the name part of a label key.

@@ -7,7 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::bounds::{
-    DIGEST_MAX_LEN, NAME_MAX_LEN, NAMESPACE_MAX_LEN, SHORT_DIGEST_LEN, VERSION_MAX_LEN,
+    DIGEST_MAX_LEN, NAME_MAX_LEN, NAMESPACE_MAX_LEN, SECRET_KEY_MAX_LEN, SHORT_DIGEST_LEN,
+    VERSION_MAX_LEN,
 };
 use crate::image_ref::{IMAGE_REF_PATTERN, REF_MAX_LEN};
 
@@ -101,6 +102,11 @@ pub struct BootcNodePoolSpec {
     /// How much deployment history the pool's status keeps.
     #[serde(default)]
     pub history: HistorySpec,
+
+    /// Where the pool's rollout events (RolloutStarted, RolledBack, RolloutHalted,
+    /// RolloutCompleted) are sent. Unset sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<NotificationsSpec>,
 }
 
 /// The image a pool runs.
@@ -307,6 +313,46 @@ pub struct SecretRef {
     pub namespace: String,
 }
 
+/// Schema pattern for a Secret's data key.
+pub const SECRET_KEY_PATTERN: &str = r"^[-._a-zA-Z0-9]+$";
+
+/// Where a pool's rollout events are sent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationsSpec {
+    /// An HTTP(S) endpoint that receives each rollout event as a JSON POST; a
+    /// Slack-compatible incoming webhook shows its one-line text field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookSpec>,
+}
+
+/// A webhook that receives a pool's rollout events.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookSpec {
+    /// The Secret key that holds the webhook's URL (a URL often embeds a token). It is
+    /// read each time an event is sent, so a rotated URL is used at once.
+    pub secret_ref: SecretKeyRef,
+}
+
+/// A key of a Secret in a namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = NAME_MAX_LEN))]
+    pub name: String,
+
+    /// Namespace of the Secret.
+    #[schemars(length(min = 1, max = NAMESPACE_MAX_LEN))]
+    pub namespace: String,
+
+    /// The key in the Secret's data whose value is used.
+    #[serde(default = "default_secret_key")]
+    #[schemars(length(min = 1, max = SECRET_KEY_MAX_LEN), regex(pattern = SECRET_KEY_PATTERN))]
+    pub key: String,
+}
+
 /// Deployment history settings.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -442,6 +488,10 @@ fn default_true() -> bool {
 
 fn default_history_limit() -> i32 {
     5
+}
+
+fn default_secret_key() -> String {
+    "url".into()
 }
 
 impl Default for RolloutSpec {

@@ -7,13 +7,14 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::MANAGED_LABEL;
+use crate::bounds::SECRET_KEY_MAX_LEN;
 use crate::budget::Budget;
 pub use crate::field_error::{FieldError, FieldErrors};
 use crate::image_ref::ImageRef;
 use crate::node::BootcNodeSpec;
 use crate::pool::{
     BootcNodePoolSpec, DrainSpec, MAX_HISTORY, MAX_MAINTENANCE_WINDOWS, MaintenanceWindow,
-    RolloutSpec, SecretRef,
+    RolloutSpec, SecretKeyRef, SecretRef,
 };
 use crate::selector::{check_dns_label, check_dns_subdomain, check_selector, mentions_key};
 use crate::window::{parse_duration, parse_start, parse_time_zone};
@@ -68,6 +69,11 @@ impl BootcNodePoolSpec {
         check_drain(&self.disruption.drain, &mut errors);
         if let Some(secret) = &self.pull_secret_ref {
             check_secret_ref(secret, "spec.pullSecretRef", &mut errors);
+        }
+        let webhook = self.notifications.as_ref().and_then(|n| n.webhook.as_ref());
+        if let Some(webhook) = webhook {
+            let path = "spec.notifications.webhook.secretRef";
+            check_secret_key_ref(&webhook.secret_ref, path, &mut errors);
         }
         if !(1..=MAX_HISTORY).contains(&self.history.limit) {
             errors.push(FieldError::new(
@@ -185,6 +191,29 @@ fn check_secret_ref(secret: &SecretRef, path: &str, errors: &mut Vec<FieldError>
         errors.push(FieldError::new(
             format!("{path}.namespace"),
             format!("{:?} {m}", secret.namespace),
+        ));
+    }
+}
+
+fn check_secret_key_ref(secret: &SecretKeyRef, path: &str, errors: &mut Vec<FieldError>) {
+    let named = SecretRef {
+        name: secret.name.clone(),
+        namespace: secret.namespace.clone(),
+    };
+    check_secret_ref(&named, path, errors);
+    let key = &secret.key;
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-._".contains(c);
+    let problem = if key.is_empty() || key.len() > SECRET_KEY_MAX_LEN {
+        Some(format!("must have 1 to {SECRET_KEY_MAX_LEN} characters"))
+    } else if !key.chars().all(allowed) || key == "." || key == ".." {
+        Some("must consist of letters, digits, '-', '_' or '.', and not be '.' or '..'".into())
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        errors.push(FieldError::new(
+            format!("{path}.key"),
+            format!("{key:?} {problem}"),
         ));
     }
 }

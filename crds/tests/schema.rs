@@ -387,6 +387,30 @@ fn refused_by_schema() -> Vec<(&'static str, Value, &'static str)> {
             "spec.pullSecretRef.namespace",
         ),
         (
+            "webhook secret without name",
+            with(
+                "spec.notifications.webhook.secretRef",
+                json!({"namespace": "n"}),
+            ),
+            "spec.notifications.webhook.secretRef.name",
+        ),
+        (
+            "webhook secret key with a slash",
+            with(
+                "spec.notifications.webhook.secretRef",
+                json!({"name": "s", "namespace": "n", "key": "a/b"}),
+            ),
+            "spec.notifications.webhook.secretRef.key",
+        ),
+        (
+            "webhook secret key too long",
+            with(
+                "spec.notifications.webhook.secretRef",
+                json!({"name": "s", "namespace": "n", "key": "k".repeat(254)}),
+            ),
+            "spec.notifications.webhook.secretRef.key",
+        ),
+        (
             "no image",
             {
                 let mut o = minimal();
@@ -572,6 +596,18 @@ fn validate_reports_what_no_schema_can_say() {
             "spec.pullSecretRef",
             json!({"name": "s", "namespace": "a.b"}),
             "spec.pullSecretRef.namespace",
+        ),
+        (
+            "webhook secret name",
+            "spec.notifications.webhook.secretRef",
+            json!({"name": "Bad_Name", "namespace": "ns"}),
+            "spec.notifications.webhook.secretRef.name",
+        ),
+        (
+            "webhook secret key",
+            "spec.notifications.webhook.secretRef",
+            json!({"name": "s", "namespace": "ns", "key": ".."}),
+            "spec.notifications.webhook.secretRef.key",
         ),
     ];
     for (what, field, value, path) in cases {
