@@ -1,14 +1,15 @@
 //! The BootcNode status the agent reports, composed from the host's bootc status and the
 //! decision, so that an unchanged situation gives an identical status (and no write).
 
-use bootc_crds::bounds::{VERSION_MAX_LEN, truncate};
+use bootc_crds::bounds::{PROGRESS_STEP_MAX_LEN, VERSION_MAX_LEN, truncate};
 use bootc_crds::conditions::{DEGRADED, IDLE, node_degraded};
-use bootc_crds::node::{BootcNodeStatus, LastReboot};
+use bootc_crds::node::{BootcNodeStatus, LastReboot, StagingProgress};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Map, Value};
 
 use crate::bootc_status::BootcHost;
+use crate::host::StageProgress;
 use crate::machine::{Phase, RebootRecord};
 
 /// Everything a status is made of.
@@ -34,8 +35,46 @@ pub struct Inputs<'a> {
     /// What `bootc --version` said, when the agent could ask (else the previous value
     /// is kept).
     pub bootc_version: Option<&'a str>,
+    /// The staging's progress as last shown, and when it was taken; reported only while
+    /// staging the desired digest.
+    pub progress: Option<(&'a StageProgress, DateTime<Utc>)>,
     /// The time of this report.
     pub now: DateTime<Utc>,
+}
+
+/// `status.progress` for `progress`, taken at `at`; `None` unless it is for the digest
+/// `desired` pins.
+pub fn progress_status(
+    progress: &StageProgress,
+    at: DateTime<Utc>,
+    desired: &str,
+) -> Option<StagingProgress> {
+    let pinned = desired.rsplit_once('@').map(|(_, d)| d)?;
+    if progress.digest != pinned {
+        return None;
+    }
+    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    Some(StagingProgress {
+        image_digest: progress.digest.clone(),
+        bytes_done: as_i64(if progress.bytes_total > 0 {
+            progress.bytes_done.min(progress.bytes_total)
+        } else {
+            progress.bytes_done
+        }),
+        bytes_total: as_i64(progress.bytes_total),
+        step: truncate(
+            match (progress.task.is_empty(), progress.description.is_empty()) {
+                (true, _) => "starting".to_owned(),
+                (false, true) => progress.task.clone(),
+                (false, false) => format!("{}: {}", progress.task, progress.description),
+            },
+            PROGRESS_STEP_MAX_LEN,
+        ),
+        steps_done: as_i64(progress.steps_done),
+        steps_total: as_i64(progress.steps_total),
+        summary: truncate(progress.summary(), PROGRESS_STEP_MAX_LEN),
+        updated: to_time(at),
+    })
 }
 
 pub use bootc_crds::conditions::{from_time, to_time};
@@ -144,6 +183,10 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
         conditions: idle.into_iter().chain(degraded).collect(),
         // The controller's field: left out of the agent's merge patch, so never touched.
         drain_blocked: None,
+        progress: inputs
+            .progress
+            .filter(|_| inputs.phase == Phase::Staging)
+            .and_then(|(p, at)| progress_status(p, at, inputs.desired)),
     }
 }
 
@@ -163,6 +206,7 @@ pub fn merge_patch(status: &BootcNodeStatus) -> Value {
         "bootcVersion",
         "agentVersion",
         "conditions",
+        "progress",
     ] {
         body.entry(key).or_insert(Value::Null);
     }

@@ -37,6 +37,7 @@ use crate::host::{Host, UPDATE_TIMER};
 use crate::machine::Memory;
 
 mod node;
+mod progress;
 mod pull_secret;
 mod reconcile;
 mod retry;
@@ -111,6 +112,8 @@ struct Agent<H> {
     retry_at: Option<Instant>,
     /// The readiness marker is written (after the first status reported).
     ready: bool,
+    /// Staging progress: the latest report and the one the status shows.
+    progress: progress::Shown,
 }
 
 impl<H> std::fmt::Debug for Agent<H> {
@@ -127,6 +130,10 @@ enum Wake {
     Watch(Box<Option<Result<Event<BootcNode>, watcher::Error>>>),
     HostChanged(bool),
     Staged(String, StagingOutcome),
+    /// bootc reported progress (false: the host will report none any more).
+    Progress(bool),
+    /// A progress report's turn to be shown has come.
+    ProgressDue,
     Timer,
 }
 
@@ -144,20 +151,35 @@ pub async fn run<H: Host + 'static>(
     tokio::pin!(stream);
     tokio::pin!(shutdown);
     let mut changes = host.changes();
+    let mut progress = host.progress();
+    let mut progress_open = true;
     let mut agent = Agent::new(host, client, nodes, options);
     agent.start().await;
     // Objects seen between a (re)list's Init and InitDone.
     let mut listing: Option<Option<BootcNode>> = None;
     loop {
         let deadline = agent.next_wake();
+        let progress_due = agent.progress.due();
         let wake = tokio::select! {
             () = &mut shutdown => Wake::Shutdown,
             event = stream.next() => Wake::Watch(Box::new(event)),
             changed = changes.changed() => Wake::HostChanged(changed.is_ok()),
             (image, result) = staging_done(&mut agent.staging) => Wake::Staged(image, result),
+            changed = progress.changed(), if progress_open => Wake::Progress(changed.is_ok()),
+            () = sleep_until_some(progress_due) => Wake::ProgressDue,
             () = tokio::time::sleep_until(deadline) => Wake::Timer,
         };
         let reconcile = match wake {
+            Wake::Progress(open) => {
+                progress_open = open;
+                agent.progress.offer(progress.borrow_and_update().clone());
+                agent.show_progress().await;
+                false
+            }
+            Wake::ProgressDue => {
+                agent.show_progress().await;
+                false
+            }
             Wake::Shutdown => {
                 info!("shutting down");
                 agent.cancel_staging().await;
@@ -190,6 +212,14 @@ pub async fn run<H: Host + 'static>(
     }
 }
 
+/// Resolves at `at`; never when there is none.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 impl<H: Host + 'static> Agent<H> {
     fn new(host: Arc<H>, client: Client, nodes: Api<BootcNode>, options: RunOptions) -> Self {
         Agent {
@@ -212,6 +242,7 @@ impl<H: Host + 'static> Agent<H> {
             last_poll: Instant::now(),
             retry_at: None,
             ready: false,
+            progress: progress::Shown::default(),
         }
     }
 

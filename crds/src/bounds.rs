@@ -35,6 +35,8 @@ pub const SELECTOR_OPERATOR_MAX_LEN: usize = 32;
 /// What holds up a drain (`status.drainBlocked.message` of a BootcNode): a pod's name and
 /// the API server's refusal, or the list of pods a drain setting refuses.
 pub const DRAIN_MESSAGE_MAX_LEN: usize = 4096;
+/// Longest staging step description (bootc's are short).
+pub const PROGRESS_STEP_MAX_LEN: usize = 256;
 
 /// A digest as the workspace writes it: `sha256:` and 64 hex characters.
 pub const DIGEST_MAX_LEN: usize = 71;

@@ -6,7 +6,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::bounds::{
-    ARCHITECTURE_MAX_LEN, BOOT_ID_MAX_LEN, DIGEST_MAX_LEN, DRAIN_MESSAGE_MAX_LEN, VERSION_MAX_LEN,
+    ARCHITECTURE_MAX_LEN, BOOT_ID_MAX_LEN, DIGEST_MAX_LEN, DRAIN_MESSAGE_MAX_LEN,
+    PROGRESS_STEP_MAX_LEN, SHORT_DIGEST_LEN, VERSION_MAX_LEN,
 };
 use crate::image_ref::{IMAGE_PIN_PATTERN, REF_MAX_LEN};
 use crate::pool::{RebootPolicy, SecretRef};
@@ -27,22 +28,28 @@ use crate::pool::{RebootPolicy, SecretRef};
     derive = "PartialEq",
     doc = "The bootc state of one Node (same name), owned by its BootcNodePool: spec is written by the controller, status by the node's agent.",
     printcolumn(
-        name = "Desired",
-        type_ = "string",
-        json_path = ".spec.desiredImage",
-        description = "Image the node should run"
-    ),
-    printcolumn(
         name = "Booted",
         type_ = "string",
-        json_path = ".status.booted.image",
-        description = "Image the node runs"
+        json_path = ".status.booted.shortDigest",
+        description = "Short digest of the image the node runs"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".status.booted.version",
+        description = "Version label of the image the node runs"
     ),
     printcolumn(
         name = "State",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Idle\")].reason",
         description = "Idle, Staging, Staged or Rebooting"
+    ),
+    printcolumn(
+        name = "Progress",
+        type_ = "string",
+        json_path = ".status.progress.summary",
+        description = "How far staging has got: percent of bytes, or the step"
     ),
     printcolumn(
         name = "Degraded",
@@ -54,6 +61,27 @@ use crate::pool::{RebootPolicy, SecretRef};
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Staged",
+        type_ = "string",
+        json_path = ".status.staged.shortDigest",
+        description = "Short digest of the staged image",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Desired Image",
+        type_ = "string",
+        json_path = ".spec.desiredImage",
+        description = "Image the node should run",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Booted Image",
+        type_ = "string",
+        json_path = ".status.booted.image",
+        description = "Image the node runs",
+        priority = "1"
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -140,6 +168,48 @@ pub struct BootcNodeStatus {
     /// drain moves again or ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_blocked: Option<DrainBlocked>,
+
+    /// How far the current staging has got, from bootc's progress reports; written at
+    /// most every few seconds while staging, removed when staging ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<StagingProgress>,
+}
+
+/// How far a staging has got, as bootc reported it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StagingProgress {
+    /// The digest being staged (sha256:<hex>).
+    #[schemars(length(max = DIGEST_MAX_LEN))]
+    pub image_digest: String,
+
+    /// Bytes fetched so far (layers already on the host count as fetched).
+    #[schemars(range(min = 0))]
+    pub bytes_done: i64,
+
+    /// Bytes to fetch in all; 0 until bootc knows.
+    #[schemars(range(min = 0))]
+    pub bytes_total: i64,
+
+    /// The step bootc is in (`pulling`, `staging`), and its description.
+    #[schemars(length(max = PROGRESS_STEP_MAX_LEN))]
+    pub step: String,
+
+    /// Steps done of the current task, as bootc counts them.
+    #[schemars(range(min = 0))]
+    pub steps_done: i64,
+
+    /// Steps of the current task.
+    #[schemars(range(min = 0))]
+    pub steps_total: i64,
+
+    /// For columns: `42%` while bytes are fetched, then the step.
+    #[schemars(length(max = PROGRESS_STEP_MAX_LEN))]
+    pub summary: String,
+
+    /// When bootc last reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<Time>,
 }
 
 /// A drain held up, as the controller last met it.
@@ -169,6 +239,11 @@ pub struct ImageStatus {
     /// The per-architecture manifest digest (sha256:<hex>).
     #[schemars(length(max = DIGEST_MAX_LEN))]
     pub image_digest: String,
+
+    /// The first 12 hex digits of imageDigest, for columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = SHORT_DIGEST_LEN))]
+    pub short_digest: Option<String>,
 
     /// The image's version label, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -57,6 +57,19 @@ pub const MAX_HISTORY: i32 = 20;
         description = "Nodes staging, staged or rebooting"
     ),
     printcolumn(
+        name = "Staging",
+        type_ = "integer",
+        json_path = ".status.stagingCount",
+        description = "Nodes pulling the target"
+    ),
+    printcolumn(
+        name = "Pulled",
+        type_ = "integer",
+        json_path = ".status.stagingPercent",
+        description = "Percent of the target's bytes the staging nodes have fetched",
+        priority = "1"
+    ),
+    printcolumn(
         name = "Degraded",
         type_ = "integer",
         json_path = ".status.degradedCount",
@@ -414,6 +427,16 @@ pub struct BootcNodePoolStatus {
     /// Nodes with the target staged, waiting for a reboot slot.
     #[serde(default)]
     pub staged_count: i32,
+
+    /// Nodes pulling the target now.
+    #[serde(default)]
+    pub staging_count: i32,
+
+    /// How much of the target's bytes the staging nodes have fetched, in percent of
+    /// what they report in all; absent while no node reports progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub staging_percent: Option<i32>,
 
     /// Nodes reporting Degraded or found unhealthy by the controller.
     #[serde(default)]

@@ -9,14 +9,17 @@ mod common;
 
 use bootc_crds::bounds::{
     ARCHITECTURE_MAX_LEN, BOOT_ID_MAX_LEN, CONDITION_MESSAGE_MAX_LEN, CONDITION_REASON_PATTERN,
-    CONDITION_TYPE_PATTERN, DRAIN_MESSAGE_MAX_LEN, SHORT_DIGEST_LEN, VERSION_MAX_LEN,
+    CONDITION_TYPE_PATTERN, DRAIN_MESSAGE_MAX_LEN, PROGRESS_STEP_MAX_LEN, SHORT_DIGEST_LEN,
+    VERSION_MAX_LEN,
 };
 use bootc_crds::conditions::{
     self, DEGRADED, IDLE, NewCondition, PROGRESSING, UP_TO_DATE, idle, node_degraded,
     pool_degraded, progressing, up_to_date,
 };
 use bootc_crds::image_ref::{NAME_MAX_LEN, REF_MAX_LEN, TAG_MAX_LEN};
-use bootc_crds::node::{BootedImage, DrainBlocked, ImageStatus, LastReboot, StagedImage};
+use bootc_crds::node::{
+    BootedImage, DrainBlocked, ImageStatus, LastReboot, StagedImage, StagingProgress,
+};
 use bootc_crds::pool::{DeployHistoryEntry, MAX_HISTORY};
 use bootc_crds::{BootcNodePoolStatus, BootcNodeStatus, ImageRef};
 use common::*;
@@ -321,6 +324,7 @@ fn the_longest_node_status_is_admitted() {
     let deployment = |i| ImageStatus {
         image: format!("quay.io/example/os:{}", "t".repeat(TAG_MAX_LEN)),
         image_digest: digest(i),
+        short_digest: Some("c".repeat(SHORT_DIGEST_LEN)),
         version: Some("v".repeat(VERSION_MAX_LEN)),
         timestamp: Some(time.clone()),
         architecture: Some("a".repeat(ARCHITECTURE_MAX_LEN)),
@@ -357,6 +361,16 @@ fn the_longest_node_status_is_admitted() {
         drain_blocked: Some(DrainBlocked {
             message: "m".repeat(DRAIN_MESSAGE_MAX_LEN),
             since: Some(time.clone()),
+        }),
+        progress: Some(StagingProgress {
+            image_digest: digest(2),
+            bytes_done: i64::MAX,
+            bytes_total: i64::MAX,
+            step: "s".repeat(PROGRESS_STEP_MAX_LEN),
+            steps_done: 3,
+            steps_total: 3,
+            summary: "p".repeat(PROGRESS_STEP_MAX_LEN),
+            updated: Some(time.clone()),
         }),
     };
     let mut object = load_yaml("samples/bootcnode.yaml");

@@ -38,14 +38,25 @@ fn crds_are_cluster_scoped_with_status_and_columns() {
             "BootcNodePool",
             "bnp",
             vec![
-                "Target", "Nodes", "Updated", "Updating", "Degraded", "UpToDate", "Age",
+                "Target", "Nodes", "Updated", "Updating", "Staging", "Pulled", "Degraded",
+                "UpToDate", "Age",
             ],
         ),
         (
             "bootcnodes",
             "BootcNode",
             "bn",
-            vec!["Desired", "Booted", "State", "Degraded", "Age"],
+            vec![
+                "Booted",
+                "Version",
+                "State",
+                "Progress",
+                "Degraded",
+                "Age",
+                "Staged",
+                "Desired Image",
+                "Booted Image",
+            ],
         ),
     ];
     for (plural, kind, short, columns) in cases {

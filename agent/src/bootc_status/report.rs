@@ -1,7 +1,7 @@
 //! What the agent reads from bootc's document: which deployment runs a digest, and the
 //! images it reports in `BootcNode.status`.
 
-use bootc_crds::bounds::{ARCHITECTURE_MAX_LEN, VERSION_MAX_LEN, truncate};
+use bootc_crds::bounds::{ARCHITECTURE_MAX_LEN, SHORT_DIGEST_LEN, VERSION_MAX_LEN, truncate};
 use bootc_crds::image_ref::{Digest, runs_digest};
 use bootc_crds::node::{BootedImage, ImageStatus, StagedImage};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -36,9 +36,14 @@ impl BootEntry {
     /// RFC 3339.
     pub fn to_image_status(&self) -> Option<ImageStatus> {
         let img = self.image.as_ref()?;
+        let image_digest = img.image_digest.to_string();
+        let hex = image_digest
+            .strip_prefix("sha256:")
+            .unwrap_or(&image_digest);
         Some(ImageStatus {
             image: img.image.image.clone(),
-            image_digest: img.image_digest.to_string(),
+            short_digest: hex.get(..SHORT_DIGEST_LEN).map(str::to_owned),
+            image_digest,
             // Free text from the image: cut to the status schema's bounds, so that an odd
             // label cannot get the whole status write refused.
             version: img.version.clone().map(|v| truncate(v, VERSION_MAX_LEN)),

@@ -20,12 +20,13 @@ use tokio::sync::OnceCell;
 use zbus::Connection;
 use zbus::proxy::CacheProperties;
 
-use super::{BootIdentity, Host, HostError, UPDATE_TIMER};
+use super::{BootIdentity, Host, HostError, StageProgress, UPDATE_TIMER};
 use crate::bootc_status::BootcHost;
 use crate::machine::Unlock;
 
 mod bus;
 mod files;
+mod pipe;
 mod proxies;
 mod unit;
 
@@ -70,6 +71,10 @@ pub struct DbusHost {
     /// Names this connection's units apart from any other agent's (see [`instance_id`]).
     instance: String,
     download_only: OnceCell<bool>,
+    /// The staging's progress, as the reader of bootc's progress pipe last saw it.
+    progress: tokio::sync::watch::Sender<Option<StageProgress>>,
+    /// Cleared when this bootc refused `--progress-fd`: staging goes on without it.
+    progress_supported: std::sync::atomic::AtomicBool,
 }
 
 impl DbusHost {
@@ -110,6 +115,8 @@ impl DbusHost {
             counter: AtomicU64::new(0),
             instance: instance_id(),
             download_only: OnceCell::new(),
+            progress: tokio::sync::watch::Sender::new(None),
+            progress_supported: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -198,7 +205,7 @@ impl DbusHost {
     /// unit is stopped before `ostree-finalize-staged` (it is ordered after it) and its
     /// `ExecStopPost` creates ostree's finalization lock, so the next boot stays on the
     /// old deployment. The same holds when the agent cancels it. See docs/testing.md.
-    async fn switch_then_lock(&self, reference: &str) -> Result<(), HostError> {
+    async fn switch_then_lock(&self, reference: &str, digest: &str) -> Result<(), HostError> {
         let bootc = |args: &[&str]| {
             std::iter::once(self.bootc.clone())
                 .chain(args.iter().map(|a| (*a).to_owned()))
@@ -211,8 +218,44 @@ impl DbusHost {
             ],
             stop_post: Some(vec![TOUCH.to_owned(), FINALIZATION_LOCK.to_owned()]),
             after: vec![FINALIZE_STAGED.to_owned()],
+            progress: Some(digest.to_owned()),
         };
-        let finished = self.run_unit(spec).await?;
+        self.run_staging(spec).await
+    }
+
+    /// Runs a staging unit with bootc's progress pipe; once more without it when this
+    /// bootc refuses `--progress-fd` (older than the option), remembered from then on.
+    async fn run_staging(&self, spec: unit::UnitSpec) -> Result<(), HostError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut spec = spec;
+        if !self.progress_supported.load(Relaxed) {
+            spec.progress = None;
+        }
+        let finished = match self.run_unit(spec.clone()).await {
+            Err(HostError::CommandFailed {
+                exit_status: 2,
+                stderr,
+                ..
+            }) if spec.progress.is_some() && stderr.contains(unit::PROGRESS_FLAG) => {
+                tracing::warn!(
+                    error = %stderr,
+                    "this bootc has no --progress-fd; staging without progress reports"
+                );
+                self.progress_supported.store(false, Relaxed);
+                spec.progress = None;
+                self.run_unit(spec).await?
+            }
+            Err(e @ HostError::ProgressPipe { .. }) => {
+                tracing::warn!(
+                    error = %e,
+                    "staging without progress reports from now on"
+                );
+                self.progress_supported.store(false, Relaxed);
+                spec.progress = None;
+                self.run_unit(spec).await?
+            }
+            other => other?,
+        };
         let _ = tokio::fs::remove_file(&finished.stdout_path).await;
         Ok(())
     }
@@ -299,13 +342,18 @@ impl Host for DbusHost {
         if !pin.is_pin() || pin.pinned().as_deref() != Some(reference.as_str()) {
             return Err(HostError::NotAPin { reference });
         }
+        let digest = pin.digest().map(|d| d.to_string()).unwrap_or_default();
         if self.supports_download_only().await? {
-            self.bootc(&["switch", "--download-only", &reference])
-                .await?;
+            let argv = [self.bootc.as_str(), "switch", "--download-only", &reference];
+            self.run_staging(unit::UnitSpec {
+                commands: vec![argv.iter().map(|a| (*a).to_owned()).collect()],
+                progress: Some(digest),
+                ..unit::UnitSpec::default()
+            })
+            .await
         } else {
-            self.switch_then_lock(&reference).await?;
+            self.switch_then_lock(&reference, &digest).await
         }
-        Ok(())
     }
 
     async fn unlock(&self, how: Unlock) -> Result<(), HostError> {
@@ -369,13 +417,17 @@ impl Host for DbusHost {
 
     async fn cancel(&self) -> Result<(), HostError> {
         let manager = self.manager().await?;
-        let pattern = format!("{UNIT_PREFIX}*.service");
-        let units = manager
-            .list_units_by_patterns(&["activating", "active", "deactivating"], &[&pattern])
-            .await
-            .map_err(call_error("Manager.ListUnitsByPatterns"))?;
-        for (name, ..) in units {
-            stop_if_loaded(&manager, &name).await?;
+        // Progress sockets first: a socket outliving its service would start the
+        // service again for a report left in its FIFO.
+        for kind in ["socket", "service"] {
+            let pattern = format!("{UNIT_PREFIX}*.{kind}");
+            let units = manager
+                .list_units_by_patterns(&["activating", "active", "deactivating"], &[&pattern])
+                .await
+                .map_err(call_error("Manager.ListUnitsByPatterns"))?;
+            for (name, ..) in units {
+                stop_if_loaded(&manager, &name).await?;
+            }
         }
         Ok(())
     }
@@ -398,6 +450,21 @@ impl Host for DbusHost {
             units = ?first,
             "commands a previous agent started are still running; waiting for them to end"
         );
+        // Keep their progress pipes drained (a full FIFO would hold bootc up); what
+        // they report is for a digest this agent did not ask for, so it is not shown.
+        let readers: Vec<_> = first
+            .iter()
+            .map(|unit| {
+                let stem = unit.trim_end_matches(".service");
+                self.local(&self.work_dir.join(format!("{stem}.progress")))
+            })
+            .filter(|fifo| fifo.exists())
+            .map(|fifo| {
+                let (sink, _) = tokio::sync::watch::channel(None);
+                tokio::spawn(pipe::read_progress(fifo, String::new(), sink))
+            })
+            .collect();
+        let _abort = AbortOnDrop(readers);
         let deadline = tokio::time::Instant::now() + self.timeout + LEFTOVER_MARGIN;
         loop {
             let left = running().await?;
@@ -418,6 +485,21 @@ impl Host for DbusHost {
 
     fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.clone()
+    }
+
+    fn progress(&self) -> tokio::sync::watch::Receiver<Option<StageProgress>> {
+        self.progress.subscribe()
+    }
+}
+
+/// Aborts the tasks when dropped.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
     }
 }
 

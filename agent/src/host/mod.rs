@@ -12,8 +12,10 @@ use std::time::Duration;
 use crate::bootc_status::BootcHost;
 
 pub mod dbus;
+pub mod progress;
 
 pub use dbus::DbusHost;
+pub use progress::StageProgress;
 
 /// The host's own update timer, which would update and reboot the host behind the pool's
 /// back: the agent masks it at runtime ([`Host::mask_update_timer`]).
@@ -119,6 +121,15 @@ pub enum HostError {
         /// The command's argv, joined with spaces.
         command: String,
     },
+    /// systemd could not set up bootc's progress pipe (the socket unit's start job
+    /// ended with `result`); the staging is run again without progress reports.
+    #[error("systemd could not open bootc's progress pipe `{socket}` (job {result})")]
+    ProgressPipe {
+        /// The socket unit.
+        socket: String,
+        /// Its start job's result.
+        result: String,
+    },
     /// A command did not finish in time; its unit was stopped.
     #[error("`{command}` did not finish within {timeout:?}")]
     Timeout {
@@ -210,4 +221,8 @@ pub trait Host: Send + Sync {
     /// A counter that moves whenever the host signals that bootc's status may have
     /// changed. The channel closes when the host connection is lost.
     fn changes(&self) -> tokio::sync::watch::Receiver<u64>;
+
+    /// How far the staging in flight has got, as bootc reports it (`None` before the
+    /// first report). Hosts that cannot tell keep it `None`.
+    fn progress(&self) -> tokio::sync::watch::Receiver<Option<StageProgress>>;
 }

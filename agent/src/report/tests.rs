@@ -42,6 +42,7 @@ fn inputs<'a>(
         last_reboot: None,
         agent_version: "0.1.0",
         bootc_version: Some("1.1.4"),
+        progress: None,
         now,
     }
 }
@@ -186,4 +187,39 @@ fn free_text_from_the_host_is_cut_to_the_schema_bounds() {
         assert_eq!(v.chars().count(), bootc_crds::bounds::VERSION_MAX_LEN);
         assert!(v.ends_with('…'));
     }
+}
+
+#[test]
+fn progress_is_reported_only_while_staging_the_desired_digest() {
+    let now = chrono::Utc::now();
+    let desired_digest = format!("sha256:{}", "b".repeat(64));
+    let mut p = crate::host::StageProgress::new(desired_digest.clone());
+    p.bytes_done = 50;
+    p.bytes_total = 200;
+    p.task = "pulling".into();
+    p.description = "Pulling Image".into();
+    let h = host(A, None);
+    let mut i = inputs(None, Some(&h), Phase::Staging, now);
+    i.progress = Some((&p, now));
+    let status = compose(&i);
+    let shown = status.progress.as_ref().expect("progress while staging");
+    assert_eq!((shown.bytes_done, shown.bytes_total), (50, 200));
+    assert_eq!(shown.summary, "25%");
+    assert_eq!(shown.image_digest, desired_digest);
+    assert_eq!(compose(&i), status, "the same inputs give the same status");
+
+    i.phase = Phase::Staged;
+    assert_eq!(compose(&i).progress, None, "gone once staged");
+
+    let other = crate::host::StageProgress::new(format!("sha256:{}", "c".repeat(64)));
+    i.phase = Phase::Staging;
+    i.progress = Some((&other, now));
+    assert_eq!(
+        compose(&i).progress,
+        None,
+        "another digest's progress is not shown"
+    );
+
+    let patch = merge_patch(&compose(&i));
+    assert!(patch["status"]["progress"].is_null(), "a merge removes it");
 }

@@ -84,6 +84,7 @@ impl<H: Host + 'static> Agent<H> {
             last_reboot: self.memory.last_reboot.as_ref(),
             agent_version: &self.options.agent_version,
             bootc_version: self.bootc_version.as_deref(),
+            progress: self.progress.current(),
             now,
         });
         if previous == Some(&status) && on_version.is_none() {

@@ -86,6 +86,8 @@ pub(super) fn status(
     status.updated_count = as_i32(counts.updated);
     status.updating_count = as_i32(counts.updating);
     status.staged_count = as_i32(counts.staged);
+    status.staging_count = as_i32(counts.staging);
+    status.staging_percent = staging_percent(p, members, decision);
     status.degraded_count = as_i32(counts.degraded);
     target_fields(&mut status, snap, decision);
     status.deploy_history = deploy_history(&status, p, decision);
@@ -108,6 +110,31 @@ pub(super) fn status(
     ];
     status.conditions = conditions_after(previous, verdicts, snap.pool.generation, snap.now);
     status
+}
+
+/// The share of the target's bytes fetched by the members staging it, from the progress
+/// their agents report for that digest; `None` when none reports any.
+fn staging_percent(
+    p: &Planner<'_>,
+    members: &[&NodeView],
+    decision: &TargetDecision,
+) -> Option<i32> {
+    let target = decision.target.as_ref().ok()?.digest.to_string();
+    let (mut done, mut total) = (0i128, 0i128);
+    for m in members {
+        if p.states.get(&m.name) != Some(&NodeState::Staging) {
+            continue;
+        }
+        let progress = m
+            .bootc
+            .as_ref()
+            .and_then(|b| b.status.as_ref()?.progress.as_ref());
+        if let Some(pr) = progress.filter(|pr| pr.image_digest == target && pr.bytes_total > 0) {
+            done += i128::from(pr.bytes_done.clamp(0, pr.bytes_total));
+            total += i128::from(pr.bytes_total);
+        }
+    }
+    (total > 0).then(|| i32::try_from(done * 100 / total).unwrap_or(100))
 }
 
 /// The target, its version and when its tag was resolved (cleared for a pinned ref;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
 use crate::faults::Faults;
+use crate::progress::{Reporter, Reporting};
 use crate::reference::{Reference, check_safe};
 use crate::resolver::{HttpResolver, ImageInfo, ImageResolver};
 use crate::state::{self, Outcome, State};
@@ -88,6 +89,16 @@ fn flag(name: &'static str, help: &'static str) -> Arg {
         .help(help)
 }
 
+/// `--progress-fd`, hidden as in bootc.
+fn progress_fd() -> Arg {
+    Arg::new("progress-fd")
+        .long("progress-fd")
+        .value_name("PROGRESS_FD")
+        .hide(true)
+        .value_parser(crate::progress::parse_fd)
+        .help("Write progress reports as JSON lines to this file descriptor (a pipe, above 2)")
+}
+
 fn soft_reboot() -> Arg {
     Arg::new("soft-reboot")
         .long("soft-reboot")
@@ -135,7 +146,8 @@ fn switch_command(download_only: bool) -> Command {
                 .help("The transport; e.g. oci, oci-archive, containers-storage.  Defaults to `registry`"),
         )
         .arg(flag("enforce-container-sigpolicy", "Enable verification via an ostree remote"))
-        .arg(flag("retain", "Retain reference to currently booted image"));
+        .arg(flag("retain", "Retain reference to currently booted image"))
+        .arg(progress_fd());
     if download_only {
         switch = switch.arg(flag(
             "download-only",
@@ -154,6 +166,7 @@ fn upgrade_command() -> Command {
     Command::new("upgrade")
         .about("Download and queue an updated container image to apply")
         .arg(flag("quiet", "Don't display progress"))
+        .arg(progress_fd())
         .arg(
             flag(
                 "check",
@@ -336,11 +349,20 @@ fn run(
 ) -> Result<(), Error> {
     let outcome = match sub {
         "status" => return status(m, env, out),
-        "switch" => switch(m, env, resolver)?,
-        "upgrade" => match upgrade(m, env, resolver, out)? {
-            Some(outcome) => outcome,
-            None => return Ok(()),
-        },
+        "switch" | "upgrade" => {
+            let fd = m.get_one::<u32>("progress-fd").copied();
+            let reporting = Reporting::new(resolver, Reporter::open(fd)?);
+            let outcome = if sub == "switch" {
+                switch(m, env, &reporting)?
+            } else {
+                match upgrade(m, env, &reporting, out)? {
+                    Some(outcome) => outcome,
+                    None => return Ok(()),
+                }
+            };
+            reporting.finish();
+            outcome
+        }
         "rollback" => {
             env.check_privileges()?;
             mutate(env, State::rollback)?

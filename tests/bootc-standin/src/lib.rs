@@ -26,6 +26,7 @@
 pub mod cli;
 pub mod faults;
 pub mod http;
+pub mod progress;
 pub mod reference;
 pub mod resolver;
 pub mod state;

@@ -49,6 +49,9 @@ pub struct ImageInfo {
     /// The `dev.bootc-pool.sim.kernel` label.
     #[serde(default)]
     pub kernel: Option<String>,
+    /// The sizes of its layers, as its manifest lists them (for progress reports).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<u64>,
 }
 
 /// Finds out what an image reference points at.
@@ -128,7 +131,21 @@ impl ImageResolver for HttpResolver {
         };
         let manifest = self.manifest(&mut session, &r)?;
         let config = session.config(&r, &manifest)?;
-        Ok(image_info(image, manifest.digest, &config))
+        let layers = manifest
+            .doc
+            .get("layers")
+            .and_then(Value::as_array)
+            .map(|layers| {
+                layers
+                    .iter()
+                    .filter_map(|l| l.get("size").and_then(Value::as_u64))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(ImageInfo {
+            layers,
+            ..image_info(image, manifest.digest, &config)
+        })
     }
 }
 
@@ -239,6 +256,7 @@ fn image_info(image: &str, digest: String, config: &Value) -> ImageInfo {
             .unwrap_or(host_architecture())
             .to_owned(),
         kernel: label(KERNEL_LABEL),
+        layers: Vec::new(),
     }
 }
 

@@ -364,3 +364,114 @@ fn process_cli_basics() {
     host.ok(&["internal-finalize-boot"]);
     assert_eq!(State::load(&host.state_dir()).unwrap(), before);
 }
+
+/// The kinds of `(type, task)` in a stream of progress lines, each run of equal ones
+/// once, and the keys each kind carries.
+fn shape(lines: &[Value]) -> (Vec<(String, String)>, Vec<(String, Vec<String>)>) {
+    let mut kinds: Vec<(String, String)> = Vec::new();
+    let mut keys: Vec<(String, Vec<String>)> = Vec::new();
+    for line in lines {
+        let kind = (
+            line["type"].as_str().unwrap_or_default().to_owned(),
+            line["task"].as_str().unwrap_or_default().to_owned(),
+        );
+        if kinds.last() != Some(&kind) {
+            kinds.push(kind.clone());
+        }
+        let mut k: Vec<String> = line.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        let entry = (kind.0, k);
+        if !keys.contains(&entry) {
+            keys.push(entry);
+        }
+    }
+    keys.sort();
+    (kinds, keys)
+}
+
+#[test]
+fn progress_fd_writes_the_real_bootcs_events_to_a_pipe() {
+    use std::io::{BufRead, Write};
+    use std::os::fd::AsRawFd;
+    let (dir, e) = seeded();
+    let fifo = dir.path().join("progress");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let fd = pipe.as_raw_fd().to_string();
+    let mut image = info(B, 'b', "2", None);
+    image.layers = vec![1000, 3001];
+    let r = FakeResolver::default().with(image);
+    let done = run(
+        &e,
+        &r,
+        &["switch", "--download-only", "--progress-fd", &fd, B],
+    );
+    assert_eq!(done.code, 0, "{}", done.err);
+    writeln!(pipe, "END").unwrap();
+    let mut lines = Vec::new();
+    for line in std::io::BufReader::new(&pipe).lines() {
+        let line = line.unwrap();
+        if line == "END" {
+            break;
+        }
+        lines.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    let bytes: Vec<u64> = lines.iter().filter_map(|l| l["bytes"].as_u64()).collect();
+    assert_eq!(
+        bytes,
+        [500, 1000, 2500, 4001],
+        "bytes grow to the layers' total"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["bytesTotal"].as_u64().is_none_or(|t| t == 4001))
+    );
+
+    let real_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../agent/tests/fixtures/bootc-1.16.9/progress-upgrade-download-only.jsonl");
+    let real: Vec<Value> = std::fs::read_to_string(real_path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        shape(&lines),
+        shape(&real),
+        "same events, order and keys as bootc 1.16.9"
+    );
+}
+
+#[test]
+fn progress_fd_refuses_what_bootc_refuses() {
+    let (_dir, e) = seeded();
+    let r = FakeResolver::default().with(info(B, 'b', "2", None));
+    for fd in ["0", "1", "2"] {
+        let refused = run(&e, &r, &["switch", "--progress-fd", fd, B]);
+        assert_eq!(refused.code, 2);
+        assert!(
+            refused
+                .err
+                .contains(&format!("Cannot use fd {fd} for progress JSON")),
+            "{}",
+            refused.err
+        );
+    }
+    let file = tempfile::tempfile().unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file).to_string();
+    let not_a_pipe = run(
+        &e,
+        &r,
+        &["upgrade", "--download-only", "--progress-fd", &fd],
+    );
+    assert_eq!(not_a_pipe.code, 1);
+    assert!(not_a_pipe.err.contains("not a pipe"), "{}", not_a_pipe.err);
+}

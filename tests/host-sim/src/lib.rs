@@ -32,6 +32,7 @@ pub mod kubelet;
 pub mod memory;
 pub mod node;
 pub mod real;
+pub mod throttle;
 
 pub use bus::UnitState;
 pub use error::{Result, SimError};

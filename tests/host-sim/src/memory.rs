@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bootc_node_agent::host::{BootIdentity, Host, HostError};
+use bootc_node_agent::host::{BootIdentity, Host, HostError, StageProgress};
 use bootc_node_agent::machine::Unlock;
 use bootc_standin::{ImageInfo, ImageResolver, State};
 use tokio::sync::{Notify, watch};
@@ -55,6 +55,7 @@ impl Catalog {
             created: Some("2026-11-01T00:00:00Z".to_owned()),
             architecture: bootc_standin::resolver::host_architecture().to_owned(),
             kernel: kernel.map(str::to_owned),
+            layers: Vec::new(),
         };
         let mut inner = self.lock();
         inner.by_digest.insert(digest.to_owned(), info);
@@ -184,6 +185,8 @@ struct MemoryState {
     steps: steps::Steps,
     changes: watch::Sender<u64>,
     boots: watch::Sender<u64>,
+    /// Never moves: the in-process host reports no staging progress.
+    progress: watch::Sender<Option<StageProgress>>,
 }
 
 /// An in-process host. Cheap to clone: clones share the host.
@@ -245,6 +248,7 @@ impl MemoryHost {
                 steps: steps::Steps::default(),
                 changes,
                 boots,
+                progress: watch::Sender::new(None),
             })),
             catalog,
             cancel: Arc::new(Notify::new()),
@@ -558,5 +562,9 @@ impl Host for MemoryHost {
 
     fn changes(&self) -> watch::Receiver<u64> {
         self.lock().changes.subscribe()
+    }
+
+    fn progress(&self) -> watch::Receiver<Option<StageProgress>> {
+        self.lock().progress.subscribe()
     }
 }

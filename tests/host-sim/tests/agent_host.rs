@@ -67,6 +67,7 @@ impl Fixture {
                 created: None,
                 architecture: bootc_standin::resolver::host_architecture().to_owned(),
                 kernel: None,
+                layers: Vec::new(),
             },
         )
         .expect("seeding the node");
@@ -480,4 +481,101 @@ async fn assert_no_agent_units(node: &Node, timeout: Duration) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Collects every progress value the host publishes, as the agent's loop would see them.
+fn collect_progress(
+    host: &DbusHost,
+) -> std::sync::Arc<std::sync::Mutex<Vec<bootc_node_agent::host::StageProgress>>> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut rx = host.progress();
+    let sink = std::sync::Arc::clone(&seen);
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            if let Some(p) = rx.borrow_and_update().clone() {
+                sink.lock().unwrap().push(p);
+            }
+        }
+    });
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staging_reports_bootcs_progress_through_a_fifo_and_leaves_nothing_behind() {
+    let f = Fixture::new("agent-progress").await;
+    let host = f.host().await;
+    let seen = collect_progress(&host);
+    host.stage(&pin(&f.v2)).await.unwrap();
+    // The reader publishes before stage() returns; give the collector a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let last = loop {
+        let last = seen.lock().unwrap().last().cloned();
+        if let Some(p) = last.filter(|p| p.task == "staging" && p.steps_done == 3) {
+            break p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no final report: {:?}",
+            seen.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(last.digest, digest_of(&f.v2));
+    assert!(last.bytes_total > 0, "{last:?}");
+    assert_eq!(last.bytes_done, last.bytes_total, "{last:?}");
+    assert_eq!(last.percent(), Some(100));
+    assert_no_agent_units(&f.node, Duration::from_secs(10)).await;
+    let fifos: Vec<_> = std::fs::read_dir(f.work())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".progress"))
+        .collect();
+    assert!(fifos.is_empty(), "FIFOs left: {fifos:?}");
+
+    // The two-command staging (no `switch --download-only`) reports through the same pipe.
+    f.faults(r#"{"switchHelpWithoutDownloadOnly": true}"#);
+    let host = f.host().await;
+    let seen = collect_progress(&host);
+    host.stage(&pin(&f.v1)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| p.digest == digest_of(&f.v1) && p.task == "staging")
+    {
+        assert!(Instant::now() < deadline, "{:?}", seen.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_no_agent_units(&f.node, Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_staging_runs_bootc_once_and_leaves_no_socket_behind() {
+    let f = Fixture::new("agent-progress-fail").await;
+    // A digest the registry does not have: bootc writes its Start report, then the pull
+    // fails. A socket whose service failed starts it again for any line left unread in
+    // its FIFO; the service may start only once, and the socket goes first.
+    let missing = format!("{}/sim/os@sha256:{}", f.registry.host(), "0".repeat(64));
+    let host = f.host().await;
+    let err = host.stage(&pin(&missing)).await.unwrap_err();
+    assert!(matches!(err, HostError::CommandFailed { .. }), "{err:?}");
+    assert_no_agent_units(&f.node, Duration::from_secs(10)).await;
+    let pid = f.node.init_pid().unwrap().to_string();
+    let journal = std::process::Command::new("nsenter")
+        .args(["-t", &pid, "-a", "journalctl", "--no-pager", "-o", "cat"])
+        .output()
+        .unwrap();
+    let journal = String::from_utf8_lossy(&journal.stdout);
+    let starts = journal
+        .lines()
+        .filter(|l| l.starts_with("Starting bootc-node-agent-") && l.contains(&missing))
+        .count();
+    assert_eq!(starts, 1, "bootc ran once:\n{journal}");
+    assert!(
+        journal.contains("Closed bootc-node-agent-") && journal.contains(".socket"),
+        "the progress socket was closed:\n{journal}"
+    );
+    let status = host.status().await.unwrap();
+    assert_eq!(staged(&status), None, "{}", f.log());
 }

@@ -881,3 +881,131 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
     );
     agents.stop().await;
 }
+
+/// `status.progress` of a stored BootcNode version, with when it was stored.
+#[derive(Debug, Clone)]
+struct ProgressSeen {
+    at: Duration,
+    done: u64,
+    total: u64,
+    summary: String,
+    idle_reason: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_reports_the_real_bootcs_staging_progress_every_few_seconds() {
+    let (emulator, client) = common::emulator_with_crds().await;
+    let name = "real-progress";
+    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+        return;
+    };
+    let (kubeconfig, log) = f.agent_files(&emulator);
+    // v2 through a proxy that sends about 12 MB/s, so the pull lasts long enough for
+    // several progress writes (the agent writes at most one per 5 s).
+    let target: std::net::SocketAddr = f.registry.host().parse().unwrap();
+    let slow = host_sim::throttle::Throttle::start(target, 12_000_000)
+        .await
+        .unwrap();
+    let v2 = format!("{}/{REPOSITORY}@{}", slow.host(), digest_of(&f.v2));
+    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
+    api.create(
+        &PostParams::default(),
+        &BootcNode::new(name, staged_spec(&v2)),
+    )
+    .await
+    .unwrap();
+    let mut events = emulator.handle().events();
+    let started = Instant::now();
+    let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
+    let mut seen: Vec<ProgressSeen> = Vec::new();
+    let deadline = tokio::time::Instant::now() + BOOT;
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no Staged report; progress seen {seen:#?}; agent log {}",
+                    log.display()
+                )
+            })
+            .unwrap();
+        if event.key.plural != "bootcnodes" || event.object["metadata"]["name"] != name {
+            continue;
+        }
+        let status = &event.object["status"];
+        let idle_reason = status["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Idle"))
+            .and_then(|c| c["reason"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        if idle_reason == "Staged" {
+            assert!(
+                status["progress"].is_null(),
+                "progress dropped once staged: {status}"
+            );
+            break;
+        }
+        let p = &status["progress"];
+        if p.is_object() {
+            assert_eq!(p["imageDigest"], digest_of(&f.v2));
+            seen.push(ProgressSeen {
+                at: started.elapsed(),
+                done: p["bytesDone"].as_u64().unwrap(),
+                total: p["bytesTotal"].as_u64().unwrap(),
+                summary: p["summary"].as_str().unwrap_or_default().to_owned(),
+                idle_reason,
+            });
+        }
+    }
+    eprintln!(
+        "real-progress: Staged after {:?}; progress versions:",
+        started.elapsed()
+    );
+    for s in &seen {
+        eprintln!(
+            "  {:>6.1} s  {:>10} / {:>10} bytes  {:<24} ({})",
+            s.at.as_secs_f64(),
+            s.done,
+            s.total,
+            s.summary,
+            s.idle_reason
+        );
+    }
+    let moving: Vec<&ProgressSeen> = seen
+        .iter()
+        .filter(|s| s.total > 0 && s.done > 0 && s.done < s.total)
+        .collect();
+    assert!(
+        !moving.is_empty(),
+        "a report part-way through the pull: {seen:#?}"
+    );
+    let mut done: Vec<u64> = seen.iter().map(|s| s.done).collect();
+    done.dedup();
+    assert!(done.len() >= 2, "the bytes moved between writes: {seen:#?}");
+    assert!(
+        done.windows(2).all(|w| w[0] <= w[1]),
+        "never backwards: {seen:#?}"
+    );
+    // Versions written for other reasons carry the progress last shown; the throttle is
+    // about the changes.
+    let mut changes: Vec<&ProgressSeen> = Vec::new();
+    for s in &seen {
+        if changes
+            .last()
+            .is_none_or(|l| (l.done, &l.summary) != (s.done, &s.summary))
+        {
+            changes.push(s);
+        }
+    }
+    for pair in changes.windows(2) {
+        let gap = pair[1].at.saturating_sub(pair[0].at);
+        // The emulator stores a version when the write arrives; allow for scheduling.
+        assert!(
+            gap >= Duration::from_millis(4500),
+            "two progress writes {gap:?} apart: {seen:#?}"
+        );
+    }
+    agents.stop().await;
+    drop(slow);
+}

@@ -173,7 +173,8 @@ fn apply_get_explain_patch_and_watch() {
     assert_eq!(
         header,
         [
-            "NAME", "TARGET", "NODES", "UPDATED", "UPDATING", "DEGRADED", "UPTODATE", "AGE"
+            "NAME", "TARGET", "NODES", "UPDATED", "UPDATING", "STAGING", "DEGRADED", "UPTODATE",
+            "AGE"
         ],
         "{out}"
     );
@@ -182,9 +183,23 @@ fn apply_get_explain_patch_and_watch() {
     let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "DESIRED", "BOOTED", "STATE", "DEGRADED", "AGE"],
+        [
+            "NAME", "BOOTED", "VERSION", "STATE", "PROGRESS", "DEGRADED", "AGE"
+        ],
         "{out}"
     );
+    // The full references only under -o wide.
+    let out = server.ok(&["get", "bn", "-o", "wide"]);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "BOOTED", "VERSION", "STATE", "PROGRESS", "DEGRADED", "AGE", "STAGED",
+            "DESIRED", "IMAGE", "BOOTED", "IMAGE"
+        ],
+        "{out}"
+    );
+    assert!(out.contains("@sha256:"), "{out}");
     let out = server.ok(&["get", "bootc"]);
     assert!(
         out.contains("bootcnodepool.node.bootc.dev/edge")

@@ -19,6 +19,8 @@ pub(super) trait SystemdManager {
         aux: &[(&str, &[(&str, Variant<'_>)])],
     ) -> zbus::Result<OwnedObjectPath>;
 
+    fn start_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
+
     fn stop_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
 
     fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;

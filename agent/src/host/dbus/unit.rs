@@ -12,6 +12,7 @@ use zbus::proxy::CacheProperties;
 use zbus::{OwnedObjectPath, Variant};
 
 use super::bus::{call_error, subscribe};
+use super::pipe::ProgressPipe;
 use super::proxies::{JobRemovedStream, SystemdManagerProxy, SystemdServiceProxy};
 use super::{DbusHost, UNIT_PREFIX};
 use crate::host::HostError;
@@ -48,15 +49,23 @@ pub(super) struct UnitSpec {
     pub(super) stop_post: Option<Vec<String>>,
     /// Units this one is ordered after: at shutdown it is stopped before them.
     pub(super) after: Vec<String>,
+    /// The digest being staged, when the commands are bootc's and should report their
+    /// progress through a pipe (`--progress-fd 3`; see `pipe`).
+    pub(super) progress: Option<String>,
 }
+
+/// The option that makes bootc write its progress reports to a file descriptor.
+pub(super) const PROGRESS_FLAG: &str = "--progress-fd";
 
 /// A command about to run: its unit, and its output files as the host and the agent see
 /// them.
-struct BootcCommand {
+pub(super) struct BootcCommand {
     spec: UnitSpec,
     /// The argv joined with spaces, for messages.
     line: String,
-    unit: String,
+    pub(super) unit: String,
+    /// The progress pipe, when the commands report progress.
+    pipe: Option<ProgressPipe>,
     host_stdout: PathBuf,
     host_stderr: PathBuf,
     stdout_path: PathBuf,
@@ -110,15 +119,26 @@ impl DbusHost {
             .receive_job_removed()
             .await
             .map_err(call_error("Manager.JobRemoved"))?;
-        let job = self.start_unit(&manager, &command).await?;
-        let job_result = self
+        let (job, reader) = match &command.pipe {
+            None => (self.start_unit(&manager, &command).await?, None),
+            Some(pipe) => {
+                let (job, reader) = self
+                    .start_with_pipe(&manager, &command, pipe, &mut removed)
+                    .await?;
+                (job, Some(reader))
+            }
+        };
+        let waited = self
             .wait_for_job(&manager, &command, &mut removed, &job)
-            .await?;
-        self.outcome(&manager, command, job_result).await
+            .await;
+        if let (Some(pipe), Some(reader)) = (&command.pipe, reader) {
+            self.close_pipe(&manager, pipe, reader).await;
+        }
+        self.outcome(&manager, command, waited?).await
     }
 
     /// Names the command's unit and output files, and makes the output start empty.
-    async fn prepare(&self, spec: UnitSpec) -> Result<BootcCommand, HostError> {
+    async fn prepare(&self, mut spec: UnitSpec) -> Result<BootcCommand, HostError> {
         let line = spec
             .commands
             .iter()
@@ -145,10 +165,26 @@ impl DbusHost {
         for path in [&stdout_path, &stderr_path] {
             prepare_output(path, &line).await?;
         }
+        let pipe = spec.progress.as_ref().map(|digest| {
+            let stem = unit.trim_end_matches(".service");
+            let host_fifo = self.work_dir.join(format!("{stem}.progress"));
+            ProgressPipe {
+                socket: format!("{stem}.socket"),
+                local_fifo: self.local(&host_fifo),
+                host_fifo,
+                digest: digest.clone(),
+            }
+        });
+        if pipe.is_some() {
+            for argv in &mut spec.commands {
+                argv.extend([PROGRESS_FLAG.to_owned(), "3".to_owned()]);
+            }
+        }
         Ok(BootcCommand {
             spec,
             line,
             unit,
+            pipe,
             host_stdout,
             host_stderr,
             stdout_path,
@@ -162,6 +198,18 @@ impl DbusHost {
         manager: &SystemdManagerProxy<'_>,
         command: &BootcCommand,
     ) -> Result<OwnedObjectPath, HostError> {
+        let properties = self.service_properties(command);
+        manager
+            .start_transient_unit(&command.unit, "fail", &properties, &[])
+            .await
+            .map_err(call_error("Manager.StartTransientUnit"))
+    }
+
+    /// The transient service's properties.
+    pub(super) fn service_properties(
+        &self,
+        command: &BootcCommand,
+    ) -> Vec<(&'static str, Variant<'static>)> {
         let exec: Vec<ExecCommand> = command
             .spec
             .commands
@@ -170,7 +218,7 @@ impl DbusHost {
             .collect();
         // The timeout covers all of the unit's commands.
         let timeout_usec = u64::try_from(self.timeout.as_micros()).unwrap_or(u64::MAX);
-        let mut properties: Vec<(&str, Variant<'_>)> = vec![
+        let mut properties: Vec<(&'static str, Variant<'static>)> = vec![
             (
                 "Description",
                 Variant::from(format!("bootc-node-agent: {}", command.line)),
@@ -197,15 +245,12 @@ impl DbusHost {
         if !command.spec.after.is_empty() {
             properties.push(("After", Variant::from(command.spec.after.clone())));
         }
-        manager
-            .start_transient_unit(&command.unit, "fail", &properties, &[])
-            .await
-            .map_err(call_error("Manager.StartTransientUnit"))
+        properties
     }
 
     /// Waits for `job` to be removed: its result (`done`, `failed`, …). Past the
     /// timeout the unit is stopped.
-    async fn wait_for_job(
+    pub(super) async fn wait_for_job(
         &self,
         manager: &SystemdManagerProxy<'_>,
         command: &BootcCommand,

@@ -62,6 +62,7 @@ pub fn info(image: &str, d: char, version: &str, kernel: Option<&str>) -> ImageI
         created: Some("2026-01-02T03:04:05.123456789Z".to_owned()),
         architecture: "amd64".to_owned(),
         kernel: kernel.map(str::to_owned),
+        layers: Vec::new(),
     }
 }
 

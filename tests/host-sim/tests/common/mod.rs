@@ -66,6 +66,7 @@ pub fn seed_plain(state_dir: &Path) {
         created: None,
         architecture: bootc_standin::resolver::host_architecture().to_owned(),
         kernel: None,
+        layers: Vec::new(),
     };
     bootc_standin::seed(state_dir, info).expect("seeding the stand-in's state");
 }

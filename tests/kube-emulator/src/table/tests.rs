@@ -120,7 +120,8 @@ fn crd_columns_of_our_crds() {
     assert_eq!(
         names,
         [
-            "Name", "Target", "Nodes", "Updated", "Updating", "Degraded", "UpToDate", "Age"
+            "Name", "Target", "Nodes", "Updated", "Updating", "Staging", "Pulled", "Degraded",
+            "UpToDate", "Age"
         ]
     );
     assert_eq!(pools[0].format, "name");
@@ -130,16 +131,27 @@ fn crd_columns_of_our_crds() {
             .starts_with("Name must be unique within a namespace.")
     );
     assert_eq!(pools[2].type_, "integer");
-    assert_eq!(pools[7].type_, "date");
+    assert_eq!(pools[9].type_, "date");
     assert_eq!(
-        pools[7].description,
+        pools[9].description,
         "Custom resource definition column (in JSONPath format): .metadata.creationTimestamp"
     );
     let nodes = crd_columns(&crd_version(NODES_CRD));
     let names: Vec<&str> = nodes.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         names,
-        ["Name", "Desired", "Booted", "State", "Degraded", "Age"]
+        [
+            "Name",
+            "Booted",
+            "Version",
+            "State",
+            "Progress",
+            "Degraded",
+            "Age",
+            "Staged",
+            "Desired Image",
+            "Booted Image"
+        ]
     );
 
     let bare = crd_columns(&json!({"name": "v1"}));
