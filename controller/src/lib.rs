@@ -9,12 +9,14 @@
 //! - [`drain`]: draining a node through the Eviction API, as `kubectl drain` does;
 //! - [`leader`]: the Lease that decides which replica leads;
 //! - [`metrics`]: the Prometheus families and their registry;
+//! - [`notify`]: a pool's rollout events sent to its webhook;
 //! - [`server`]: `/metrics`, `/healthz` and `/readyz`.
 
 pub mod drain;
 pub mod history;
 pub mod leader;
 pub mod metrics;
+pub mod notify;
 pub mod plan;
 pub mod reconcile;
 pub mod resolve;

@@ -14,6 +14,7 @@
 //! | `bootc_pool_drain_duration_seconds` | histogram | `pool`, `outcome` |
 //! | `bootc_pool_reboots_approved_total` | counter | `pool` |
 //! | `bootc_pool_leader` | gauge | — |
+//! | `bootc_pool_notifications_total` | counter | `pool`, `event`, `outcome` (`delivered`, `failed`, `dropped`) |
 //!
 //! [`Metrics`] is cheap to clone (one `Arc`); every clone records into the same registry.
 
@@ -214,6 +215,7 @@ struct Families {
     drain_duration: HistogramFamily<DrainLabels>,
     reboots_approved: Family<PoolLabels, Counter>,
     leader: Gauge,
+    notifications: notifications::NotifyMetrics,
 }
 
 impl Families {
@@ -230,6 +232,7 @@ impl Families {
             drain_duration: Family::new_with_constructor(drain_histogram),
             reboots_approved: Family::default(),
             leader: Gauge::default(),
+            notifications: Default::default(),
         }
     }
 
@@ -295,6 +298,7 @@ impl Families {
             "1 while this replica holds the leader lease, else 0",
             f.leader,
         );
+        self.notifications.register(r);
     }
 }
 
@@ -566,6 +570,7 @@ impl Metrics {
         };
         self.inner.f.reconcile_duration.remove(&labels);
         self.inner.f.reboots_approved.remove(&labels);
+        self.inner.f.notifications.forget(pool);
     }
 
     /// The registry in the OpenMetrics text format (ends with `# EOF`).
@@ -579,5 +584,6 @@ impl Metrics {
     }
 }
 
+mod notifications;
 #[cfg(test)]
 mod tests;

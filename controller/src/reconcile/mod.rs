@@ -85,6 +85,8 @@ pub struct Dependencies {
     /// What `/readyz` answers: a replica leading is ready once its caches have synced; a
     /// standby replica (watching the Lease, ready to take over) is ready.
     pub health: Health,
+    /// How the pools' rollout events are delivered to their webhooks.
+    pub notifications: crate::notify::NotifyOptions,
 }
 
 impl std::fmt::Debug for Dependencies {
@@ -103,6 +105,7 @@ impl Default for Dependencies {
             resolver: Resolver::new(ResolverOptions::default()),
             metrics: Metrics::new(),
             health: Health::new(),
+            notifications: crate::notify::NotifyOptions::default(),
         }
     }
 }
@@ -168,6 +171,8 @@ pub struct Context {
     /// By pool: the progress the last plan returned (for stall detection; restarts begin
     /// a new count).
     progress: Mutex<HashMap<String, Progress>>,
+    /// Sends the pools' rollout events to their webhooks.
+    notifier: crate::notify::Notifier,
 }
 
 impl Context {
@@ -369,6 +374,7 @@ pub async fn run(
     let controller = Controller::for_stream(pool_stream, pool_store.clone());
     let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
     let ctx = Arc::new(Context {
+        notifier: crate::notify::Notifier::new(client.clone(), recorder.clone(), &deps),
         recorder,
         drainer: Drainer::new(client.clone(), done_tx.clone()).announcing_blocks(done_tx),
         client,
@@ -478,6 +484,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
         api.patch_status(&name, &params, &Patch::Merge(&patch))
             .await
             .map_err(api_error(format!("status of pool {name}")))?;
+        ctx.notifier.status_written(pool, &plan.status);
     }
     // What the status now says, the metrics say too.
     let metrics = &ctx.deps.metrics;
