@@ -1,0 +1,163 @@
+//! The commands: each reads what it needs, writes what it changes (merge patches, as
+//! `kubectl patch --type merge`), and prints what it did.
+
+use std::io::Write;
+
+use bootc_crds::HOLD_LABEL;
+use bootc_crds::pool::BootcNodePool;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::cli::{Cli, Command, Output};
+use crate::error::{CliError, Result};
+use crate::objects::{self, Cluster, hold_value};
+use crate::{history, rollback, status, watch, why};
+
+/// How pools are named in what the commands print, as kubectl names them.
+pub const POOL_KIND: &str = "bootcnodepool.node.bootc.dev";
+
+/// Runs one command.
+pub async fn run(cli: Cli) -> Result<()> {
+    let client = crate::client::client(&cli.global.target()).await?;
+    match cli.command {
+        Command::Status {
+            pool,
+            output,
+            watch: true,
+        } => watch::run(&client, pool.as_deref(), output).await,
+        Command::Status { pool, output, .. } => {
+            let cluster = objects::read(&client).await?;
+            print(&show(&cluster, pool.as_deref(), output)?)
+        }
+        Command::History { pool } => {
+            let pool = get_pool(&client, &pool).await?;
+            print(&history::render(&pool, chrono::Utc::now()))
+        }
+        Command::Pause { pool } => set_paused(&client, &pool, true).await,
+        Command::Resume { pool } => set_paused(&client, &pool, false).await,
+        Command::Rollback { pool, to } => roll_back(&client, &pool, to.as_deref()).await,
+        Command::Hold { node } => set_hold(&client, &node, true).await,
+        Command::Release { node } => set_hold(&client, &node, false).await,
+        Command::Why { name } => {
+            let cluster = objects::read(&client).await?;
+            print(&why::why(&cluster, &name)?)
+        }
+    }
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends the output quietly.
+pub fn print(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::msg(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+/// What `status` prints: the tables, or the objects as a `List`.
+pub fn show(cluster: &Cluster, pool: Option<&str>, output: Option<Output>) -> Result<String> {
+    let Some(output) = output else {
+        return status::render(cluster, pool);
+    };
+    let (pools, nodes) = status::select(cluster, pool)?;
+    let items: Vec<Value> = pools
+        .iter()
+        .map(|p| p.raw.clone())
+        .chain(nodes.iter().map(|n| n.raw.clone()))
+        .collect();
+    let list = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": items,
+    });
+    match output {
+        Output::Json => serde_json::to_string_pretty(&list)
+            .map(|s| s + "\n")
+            .map_err(|e| CliError::msg(format!("cannot write JSON: {e}"))),
+        Output::Yaml => serde_yaml_ng::to_string(&list)
+            .map_err(|e| CliError::msg(format!("cannot write YAML: {e}"))),
+    }
+}
+
+async fn get_pool(client: &Client, name: &str) -> Result<BootcNodePool> {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .get(name)
+        .await
+        .map_err(|e| CliError::api(&format!("get bootcnodepool {name}"), e))
+}
+
+async fn patch_pool(client: &Client, name: &str, patch: &Value) -> Result<BootcNodePool> {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| CliError::api(&format!("patch bootcnodepool {name}"), e))
+}
+
+/// `pause` and `resume`: `spec.rollout.paused`.
+async fn set_paused(client: &Client, name: &str, paused: bool) -> Result<()> {
+    let pool = get_pool(client, name).await?;
+    let word = if paused { "paused" } else { "resumed" };
+    if pool.spec.rollout.paused == paused {
+        let state = if paused { "paused" } else { "not paused" };
+        return print(&format!(
+            "{POOL_KIND}/{name} is already {state} (no change)\n"
+        ));
+    }
+    patch_pool(
+        client,
+        name,
+        &json!({"spec": {"rollout": {"paused": paused}}}),
+    )
+    .await?;
+    print(&format!("{POOL_KIND}/{name} {word}\n"))
+}
+
+/// `rollback`: pins `spec.image.ref` to a `deployHistory` digest.
+async fn roll_back(client: &Client, name: &str, to: Option<&str>) -> Result<()> {
+    let pool = get_pool(client, name).await?;
+    let decision = rollback::choose(&pool, to)?;
+    let patch = rollback::patch(&decision, pool.resource_version().as_deref());
+    patch_pool(client, name, &patch).await?;
+    print(&rollback::report(&decision))
+}
+
+/// `hold` and `release`: the Node's hold label.
+async fn set_hold(client: &Client, name: &str, hold: bool) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes
+        .get(name)
+        .await
+        .map_err(|e| CliError::api(&format!("get node {name}"), e))?;
+    let current = hold_value(node.labels());
+    let (value, done) = if hold {
+        (Value::String("true".to_owned()), current == Some("true"))
+    } else {
+        (Value::Null, current.is_none())
+    };
+    if done {
+        let state = if hold { "already held" } else { "not held" };
+        return print(&format!("node/{name} is {state} (no change)\n"));
+    }
+    nodes
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {HOLD_LABEL: value}}})),
+        )
+        .await
+        .map_err(|e| CliError::api(&format!("patch node {name}"), e))?;
+    let message = if hold {
+        format!(
+            "node/{name} held: labelled {HOLD_LABEL}=true; it is not staged or rebooted until `kubectl bootc release {name}`\n"
+        )
+    } else {
+        format!("node/{name} released: label {HOLD_LABEL} removed\n")
+    };
+    print(&message)
+}

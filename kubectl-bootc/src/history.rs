@@ -1,0 +1,73 @@
+//! `kubectl bootc history POOL`: the pool's `status.deployHistory` as a table.
+
+use bootc_crds::conditions::from_time;
+use bootc_crds::pool::BootcNodePool;
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::status::NONE;
+use crate::table::{Table, age, short_digest};
+
+/// Headers of the history table.
+pub const HEADERS: [&str; 6] = [
+    "digest",
+    "version",
+    "image",
+    "nodes",
+    "first deployed",
+    "last deployed",
+];
+
+/// A time as `2026-03-01T02:00:00Z (5d)`: the instant and how long ago.
+pub fn when(t: &Time, now: DateTime<Utc>) -> String {
+    match from_time(t) {
+        Some(t) => format!(
+            "{} ({})",
+            t.to_rfc3339_opts(SecondsFormat::Secs, true),
+            age(t, now)
+        ),
+        None => NONE.to_owned(),
+    }
+}
+
+/// The history table, newest first as the status keeps it; the current target is
+/// marked with `*` after its digest.
+pub fn table(pool: &BootcNodePool, now: DateTime<Utc>) -> Table {
+    let mut table = Table::new(&HEADERS);
+    let status = pool.status.clone().unwrap_or_default();
+    for entry in &status.deploy_history {
+        let mut digest = short_digest(&entry.digest);
+        if status.target_digest.as_deref() == Some(entry.digest.as_str()) {
+            digest.push('*');
+        }
+        table.rows.push(vec![
+            digest,
+            entry.version.clone().unwrap_or_else(|| NONE.to_owned()),
+            entry.image.clone(),
+            entry.node_count.to_string(),
+            when(&entry.first_deployed, now),
+            when(&entry.last_deployed, now),
+        ]);
+    }
+    table
+}
+
+/// The whole `history` text; a pool without history says so.
+pub fn render(pool: &BootcNodePool, now: DateTime<Utc>) -> String {
+    let table = table(pool, now);
+    if table.rows.is_empty() {
+        return format!(
+            "bootcnodepool/{} has no deployHistory yet: no node has been seen booted\n",
+            kube::ResourceExt::name_any(pool)
+        );
+    }
+    let marked = table.rows.iter().any(|r| r[0].ends_with('*'));
+    let mut out = table.render();
+    if marked {
+        out.push_str("* the current target\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,265 @@
+//! `kubectl bootc status`: the pools table and their nodes table, from objects only.
+
+use bootc_crds::DRAIN_FAILED_ANNOTATION;
+use bootc_crds::budget::Budget;
+use bootc_crds::conditions::{self, idle, up_to_date};
+use bootc_crds::image_ref::digest_in;
+use bootc_crds::node::{BootcNode, ImageStatus};
+use bootc_crds::pool::BootcNodePool;
+use chrono::{DateTime, Utc};
+use kube::ResourceExt;
+use serde_json::Value;
+
+use crate::objects::{Cluster, Object, condition, holds_slot, owner_pool, transition};
+use crate::table::{Table, age, bytes, short_digest};
+
+/// Headers of the pools table.
+pub const POOL_HEADERS: [&str; 9] = [
+    "name", "target", "version", "nodes", "updated", "updating", "degraded", "slots", "state",
+];
+
+/// Headers of the nodes table.
+pub const NODE_HEADERS: [&str; 8] = [
+    "name", "pool", "state", "booted", "staged", "target", "since", "progress",
+];
+
+/// Shown for a value that is not there.
+pub const NONE: &str = "-";
+
+/// Reboot slots of a pool: how many of its BootcNodes hold one, and how many
+/// `maxUnavailable` allows for its size (`None` when the value cannot be resolved).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slots {
+    /// BootcNodes with the reboot-slot annotation.
+    pub in_use: usize,
+    /// `maxUnavailable` resolved against the pool's node count.
+    pub budget: Option<u32>,
+}
+
+impl Slots {
+    /// The slots of `pool` in `cluster`.
+    pub fn of(cluster: &Cluster, pool: &BootcNodePool) -> Self {
+        let members = cluster.members(&pool.name_any());
+        let in_use = members.iter().filter(|b| holds_slot(&b.typed)).count();
+        let size = pool
+            .status
+            .as_ref()
+            .map(|s| u32::try_from(s.node_count).unwrap_or(0))
+            .unwrap_or_else(|| u32::try_from(members.len()).unwrap_or(u32::MAX));
+        let budget = Budget::parse(&pool.spec.rollout.max_unavailable)
+            .ok()
+            .map(|b| b.resolve(size));
+        Slots { in_use, budget }
+    }
+
+    /// `1/2`, or `1/?` when the budget cannot be resolved.
+    pub fn cell(&self) -> String {
+        match self.budget {
+            Some(b) => format!("{}/{b}", self.in_use),
+            None => format!("{}/?", self.in_use),
+        }
+    }
+}
+
+/// One word for where a pool stands: `Pending` before the controller reported, the
+/// `Degraded` reason when it is degraded, `Stalled`, `Paused`, `OutsideMaintenanceWindow`,
+/// `UpToDate`, or `RollingOut`.
+pub fn pool_state(pool: &BootcNodePool) -> String {
+    let Some(status) = &pool.status else {
+        return "Pending".to_owned();
+    };
+    let find = |t| condition(&status.conditions, t);
+    if let Some(d) = find(conditions::DEGRADED).filter(|c| c.status == "True") {
+        return d.reason.clone();
+    }
+    let up = find(conditions::UP_TO_DATE);
+    if up.is_some_and(|c| c.status == "True") {
+        return "UpToDate".to_owned();
+    }
+    if pool.spec.rollout.paused || up.is_some_and(|c| c.reason == up_to_date::PAUSED) {
+        return "Paused".to_owned();
+    }
+    if let Some(c) = up.filter(|c| c.reason == up_to_date::OUTSIDE_MAINTENANCE_WINDOW) {
+        return c.reason.clone();
+    }
+    if find(conditions::PROGRESSING).is_some_and(|c| c.status == "False") {
+        return find(conditions::PROGRESSING)
+            .map(|c| c.reason.clone())
+            .unwrap_or_default();
+    }
+    match up {
+        Some(_) => "RollingOut".to_owned(),
+        None => "Pending".to_owned(),
+    }
+}
+
+/// The pools table.
+pub fn pools_table(cluster: &Cluster, pools: &[&Object<BootcNodePool>]) -> Table {
+    let mut table = Table::new(&POOL_HEADERS);
+    for pool in pools {
+        let pool = &pool.typed;
+        let status = pool.status.clone().unwrap_or_default();
+        let target = status
+            .target_short_digest
+            .clone()
+            .or_else(|| status.target_digest.as_deref().map(short_digest))
+            .unwrap_or_else(|| NONE.to_owned());
+        table.rows.push(vec![
+            pool.name_any(),
+            target,
+            status.target_version.unwrap_or_else(|| NONE.to_owned()),
+            status.node_count.to_string(),
+            status.updated_count.to_string(),
+            status.updating_count.to_string(),
+            status.degraded_count.to_string(),
+            Slots::of(cluster, pool).cell(),
+            pool_state(pool),
+        ]);
+    }
+    table
+}
+
+/// Where a node stands: `Held`, `Degraded`, the agent's `Idle` reason (`Idle`,
+/// `Staging`, `Staged`, `Rebooting`), or `Unknown` before the agent reported; and since
+/// when (the transition of the condition that says so).
+pub fn node_state(cluster: &Cluster, bootc: &BootcNode) -> (String, Option<DateTime<Utc>>) {
+    let conds = bootc
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let idle_cond = condition(conds, conditions::IDLE);
+    let idle_since = idle_cond.and_then(transition);
+    if cluster
+        .node(&bootc.name_any())
+        .is_some_and(crate::objects::held)
+    {
+        return ("Held".to_owned(), idle_since);
+    }
+    if let Some(d) = condition(conds, conditions::DEGRADED).filter(|c| c.status == "True") {
+        return ("Degraded".to_owned(), transition(d));
+    }
+    if bootc.annotations().contains_key(DRAIN_FAILED_ANNOTATION) {
+        return ("Degraded".to_owned(), idle_since);
+    }
+    match idle_cond {
+        Some(c)
+            if [idle::IDLE, idle::STAGING, idle::STAGED, idle::REBOOTING]
+                .contains(&c.reason.as_str()) =>
+        {
+            (c.reason.clone(), idle_since)
+        }
+        _ => ("Unknown".to_owned(), idle_since),
+    }
+}
+
+/// The short digest a deployment runs: the one in the reference bootc tracks when it
+/// carries one (so a node on a manifest-list target shows the target's digest), else
+/// the per-architecture digest.
+pub fn image_short(image: Option<&ImageStatus>) -> String {
+    let Some(image) = image else {
+        return NONE.to_owned();
+    };
+    match digest_in(&image.image) {
+        Some(d) => d.short().to_owned(),
+        None if !image.image_digest.is_empty() => short_digest(&image.image_digest),
+        None => NONE.to_owned(),
+    }
+}
+
+/// A BootcNode's `status.progress` (`{bytesDone, bytesTotal, step, …}`, newer than these
+/// types, so read from the raw object) as `step 42% (120Mi/300Mi)`, or `step 2/5` by
+/// steps before bytes are known; `-` without one.
+pub fn progress(raw: &Value) -> String {
+    let Some(p) = raw.pointer("/status/progress").filter(|p| p.is_object()) else {
+        return NONE.to_owned();
+    };
+    let mut parts = Vec::new();
+    if let Some(step) = p["step"].as_str().filter(|s| !s.is_empty()) {
+        parts.push(step.to_owned());
+    }
+    let done = p["bytesDone"].as_u64();
+    match (done, p["bytesTotal"].as_u64().filter(|t| *t > 0)) {
+        (Some(done), Some(total)) => {
+            let percent = done.min(total).saturating_mul(100) / total;
+            parts.push(format!("{percent}% ({}/{})", bytes(done), bytes(total)));
+        }
+        (Some(done), None) if done > 0 => parts.push(bytes(done)),
+        _ => {
+            if let (Some(n), Some(of)) = (
+                p["stepsDone"].as_u64(),
+                p["stepsTotal"].as_u64().filter(|t| *t > 0),
+            ) {
+                parts.push(format!("{n}/{of}"));
+            }
+        }
+    }
+    if parts.is_empty() {
+        NONE.to_owned()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// The nodes table: one row per BootcNode given.
+pub fn nodes_table(cluster: &Cluster, nodes: &[&Object<BootcNode>]) -> Table {
+    let mut table = Table::new(&NODE_HEADERS);
+    for object in nodes {
+        let bootc = &object.typed;
+        let status = bootc.status.as_ref();
+        let (state, since) = node_state(cluster, bootc);
+        let target = digest_in(&bootc.spec.desired_image)
+            .map_or_else(|| NONE.to_owned(), |d| d.short().to_owned());
+        table.rows.push(vec![
+            bootc.name_any(),
+            owner_pool(bootc).unwrap_or_else(|| NONE.to_owned()),
+            state,
+            image_short(status.and_then(|s| s.booted.as_ref()).map(|b| &b.image)),
+            image_short(status.and_then(|s| s.staged.as_ref()).map(|s| &s.image)),
+            target,
+            since.map_or_else(|| NONE.to_owned(), |t| age(t, cluster.now)),
+            progress(&object.raw),
+        ]);
+    }
+    table
+}
+
+/// Pools and BootcNodes to show.
+pub type Selection<'a> = (Vec<&'a Object<BootcNodePool>>, Vec<&'a Object<BootcNode>>);
+
+/// The pools to show (`pool` alone when named) and their BootcNodes (every BootcNode,
+/// pool or not, when no pool is named).
+pub fn select<'a>(cluster: &'a Cluster, pool: Option<&str>) -> crate::error::Result<Selection<'a>> {
+    match pool {
+        None => Ok((
+            cluster.pools.iter().collect(),
+            cluster.bootc_nodes.iter().collect(),
+        )),
+        Some(name) => {
+            let pool = cluster.pool(name).ok_or_else(|| {
+                crate::error::CliError::msg(format!(
+                    "bootcnodepools.node.bootc.dev \"{name}\" not found"
+                ))
+            })?;
+            Ok((vec![pool], cluster.members(name)))
+        }
+    }
+}
+
+/// The whole `status` text: the pools table, a blank line, the nodes table (`No
+/// resources found` when there is nothing to show, as kubectl says).
+pub fn render(cluster: &Cluster, pool: Option<&str>) -> crate::error::Result<String> {
+    let (pools, nodes) = select(cluster, pool)?;
+    if pools.is_empty() && nodes.is_empty() {
+        return Ok("No resources found\n".to_owned());
+    }
+    let mut out = pools_table(cluster, &pools).render();
+    if !nodes.is_empty() {
+        out.push('\n');
+        out.push_str(&nodes_table(cluster, &nodes).render());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,152 @@
+//! Pools, BootcNodes, Nodes and clusters for the unit tests.
+
+use chrono::{DateTime, TimeZone, Utc};
+use k8s_openapi::api::core::v1::Node;
+use serde_json::{Value, json};
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+
+use crate::objects::{Cluster, Object, Versions};
+
+/// The tests' "now": Monday 2026-03-02 12:00 UTC.
+pub fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 2, 12, 0, 0).unwrap()
+}
+
+/// `now` minus `minutes`, as the API writes times.
+pub fn ago(minutes: i64) -> String {
+    (now() - chrono::Duration::minutes(minutes)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `sha256:` and 64 times `c`.
+pub fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+/// `registry.test/os@sha256:ccc…`.
+pub fn pin(c: char) -> String {
+    format!("registry.test/os@{}", digest(c))
+}
+
+/// A condition written `minutes` ago.
+pub fn cond(type_: &str, status: &str, reason: &str, message: &str, minutes: i64) -> Value {
+    json!({
+        "type": type_, "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": ago(minutes),
+    })
+}
+
+/// Pool `name` following `registry.test/os:stable` on `pool=<name>` nodes, with
+/// `rollout` and `status` (null: none).
+pub fn pool(name: &str, rollout: Value, status: Value) -> Object<BootcNodePool> {
+    let mut raw = json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": name, "generation": 1},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"pool": name}},
+            "image": {"ref": "registry.test/os:stable"},
+            "rollout": rollout,
+        },
+    });
+    if !status.is_null() {
+        raw["status"] = status;
+    }
+    Object::from_raw("BootcNodePool", raw).unwrap()
+}
+
+/// A pool status: target `c`, counts, conditions.
+pub fn pool_status(target: char, counts: [i32; 4], conditions: Value) -> Value {
+    let [nodes, updated, updating, degraded] = counts;
+    json!({
+        "observedGeneration": 1,
+        "targetImage": pin(target),
+        "targetDigest": digest(target),
+        "targetShortDigest": target.to_string().repeat(12),
+        "targetVersion": format!("v{target}"),
+        "nodeCount": nodes, "updatedCount": updated, "updatingCount": updating,
+        "degradedCount": degraded,
+        "conditions": conditions,
+    })
+}
+
+/// BootcNode `name` owned by `pool` (none when empty), desired `desired`, with
+/// `annotations` and `status` (null: none).
+pub fn bootc(
+    name: &str,
+    pool: &str,
+    desired: char,
+    annotations: Value,
+    status: Value,
+) -> Object<BootcNode> {
+    let mut raw = json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNode",
+        "metadata": {"name": name, "generation": 1, "annotations": annotations},
+        "spec": {"desiredImage": pin(desired)},
+    });
+    if !pool.is_empty() {
+        raw["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool", "name": pool,
+            "uid": "u", "controller": true,
+        }]);
+    }
+    if !status.is_null() {
+        raw["status"] = status;
+    }
+    Object::from_raw("BootcNode", raw).unwrap()
+}
+
+/// An agent's status: booted `booted`, staged `staged` (none for ' '), the Idle reason
+/// (from `minutes` ago) and more conditions.
+pub fn agent(booted: char, staged: char, idle: &str, minutes: i64, more: &[Value]) -> Value {
+    let image = |c: char| json!({"image": pin(c), "imageDigest": digest(c)});
+    let mut conditions = vec![cond(
+        "Idle",
+        if idle == "Idle" { "True" } else { "False" },
+        idle,
+        "",
+        minutes,
+    )];
+    conditions.extend(more.iter().cloned());
+    let mut status = json!({
+        "observedGeneration": 1,
+        "booted": image(booted),
+        "conditions": conditions,
+    });
+    if staged != ' ' {
+        status["staged"] = image(staged);
+    }
+    status
+}
+
+/// Node `name`, Ready or not, with labels.
+pub fn node(name: &str, ready: bool, labels: Value) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"conditions": [{
+            "type": "Ready",
+            "status": if ready { "True" } else { "False" },
+            "reason": if ready { "KubeletReady" } else { "KubeletNotReady" },
+            "message": if ready { "kubelet is posting ready status" } else { "container runtime is down" },
+        }]},
+    }))
+    .unwrap()
+}
+
+/// A cluster of these objects, read at [`now`].
+pub fn cluster(
+    pools: Vec<Object<BootcNodePool>>,
+    bootc_nodes: Vec<Object<BootcNode>>,
+    nodes: Vec<Node>,
+) -> Cluster {
+    Cluster {
+        pools,
+        bootc_nodes,
+        nodes,
+        now: now(),
+        versions: Versions::default(),
+    }
+}

@@ -1,0 +1,396 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::tests::fixtures::*;
+
+fn in_progress() -> Value {
+    json!([
+        cond(
+            "UpToDate",
+            "False",
+            "RolloutInProgress",
+            "1/3 updated; 1 staged, 1 rebooting",
+            5
+        ),
+        cond("Degraded", "False", "Healthy", "", 60),
+    ])
+}
+
+/// Pool `workers` (target 2, `rollout`, `conditions`): w1 on the target, w2 holding a
+/// slot and rebooting, w3 staged without a slot.
+fn workers(rollout: Value, conditions: Value) -> Cluster {
+    let p = pool(
+        "workers",
+        rollout,
+        pool_status('2', [3, 1, 1, 0], conditions),
+    );
+    let slot = json!({"node.bootc.dev/reboot-slot": ago(3)});
+    let labels = json!({"pool": "workers"});
+    cluster(
+        vec![p],
+        vec![
+            bootc(
+                "w1",
+                "workers",
+                '2',
+                json!({}),
+                agent('2', ' ', "Idle", 30, &[]),
+            ),
+            bootc(
+                "w2",
+                "workers",
+                '2',
+                slot,
+                agent('1', '2', "Rebooting", 3, &[]),
+            ),
+            bootc(
+                "w3",
+                "workers",
+                '2',
+                json!({}),
+                agent('1', '2', "Staged", 10, &[]),
+            ),
+        ],
+        vec![
+            node("w1", true, labels.clone()),
+            node("w2", true, labels.clone()),
+            node("w3", true, labels),
+        ],
+    )
+}
+
+fn pool_why(c: &Cluster) -> Why {
+    why_pool(c, &c.pools[0].typed)
+}
+
+fn has(items: &[String], needle: &str) -> bool {
+    items.iter().any(|i| i.contains(needle))
+}
+
+#[test]
+fn a_full_budget_holds_up_the_staged_node_and_names_the_holders() {
+    let c = workers(json!({"maxUnavailable": 1}), in_progress());
+    let w3 = why_node(&c, "w3");
+    assert_eq!(
+        w3.blocked,
+        [format!(
+            "staged {}, waiting for a reboot slot: reboot budget full: 1/1 slots in use (maxUnavailable 1): held by w2",
+            "2".repeat(12)
+        )]
+    );
+    let p = pool_why(&c);
+    assert!(
+        has(&p.blocked, "reboot budget full: 1/1 slots in use"),
+        "{p:?}"
+    );
+    assert!(
+        has(
+            &p.progressing,
+            "rolling out 222222222222 (version v2): 1/3 updated"
+        ),
+        "{p:?}"
+    );
+    // The holder itself is on its way.
+    let w2 = why_node(&c, "w2");
+    assert!(w2.blocked.is_empty(), "{w2:?}");
+    assert_eq!(
+        w2.progressing,
+        [format!("rebooting into {}", "2".repeat(12))]
+    );
+}
+
+#[test]
+fn notready_members_count_against_the_budget() {
+    let mut c = workers(json!({"maxUnavailable": 2}), in_progress());
+    assert!(has(&why_node(&c, "w3").progressing, "one is free"));
+    c.nodes[0] = node("w1", false, json!({"pool": "workers"}));
+    let w3 = why_node(&c, "w3");
+    assert!(
+        has(
+            &w3.blocked,
+            "2/2 slots in use (maxUnavailable 2): held by w2; NotReady nodes count too: w1"
+        ),
+        "{w3:?}"
+    );
+    let w1 = why_node(&c, "w1");
+    assert!(
+        has(
+            &w1.blocked,
+            "the Node is not Ready (Ready=False, KubeletNotReady: container runtime is down)"
+        ),
+        "{w1:?}"
+    );
+}
+
+#[test]
+fn a_paused_pool_says_how_to_resume() {
+    let conditions = json!([cond(
+        "UpToDate",
+        "False",
+        "Paused",
+        "paused: 1/3 updated",
+        5
+    )]);
+    let c = workers(json!({"paused": true, "maxUnavailable": 2}), conditions);
+    let p = pool_why(&c);
+    assert_eq!(
+        p.blocked,
+        [
+            "paused: spec.rollout.paused is true, so no new reboot is approved (UpToDate/Paused); resume with `kubectl bootc resume workers`"
+        ]
+    );
+    assert!(has(
+        &why_node(&c, "w3").blocked,
+        "waiting for a reboot slot: paused:"
+    ));
+    assert!(
+        p.render()
+            .starts_with("bootcnodepool/workers is not progressing:\n  - paused:"),
+        "{}",
+        p.render()
+    );
+}
+
+#[test]
+fn outside_the_windows_the_next_opening_is_computed() {
+    let conditions = json!([cond(
+        "UpToDate",
+        "False",
+        "OutsideMaintenanceWindow",
+        "outside",
+        5
+    )]);
+    let rollout = json!({"maxUnavailable": 2, "maintenanceWindows": [
+        {"days": ["Sat", "Sun"], "start": "02:00", "duration": "4h", "timeZone": "UTC"}
+    ]});
+    let c = workers(rollout, conditions);
+    let p = pool_why(&c);
+    assert_eq!(
+        p.blocked,
+        [
+            "outside the maintenance windows (UpToDate/OutsideMaintenanceWindow): the next window opens at 2026-03-07T02:00:00Z (in 4d14h); windows: Sat,Sun 02:00 +4h UTC"
+        ]
+    );
+    assert!(has(
+        &why_node(&c, "w3").blocked,
+        "the next window opens at 2026-03-07T02:00:00Z"
+    ));
+}
+
+#[test]
+fn a_halt_and_a_tag_error_are_worded_with_their_reason_and_message() {
+    let halted = json!([
+        cond("UpToDate", "False", "RolloutInProgress", "", 5),
+        cond(
+            "Degraded",
+            "True",
+            "RolloutHalted",
+            "2 slot holders are unhealthy (haltAfterUnhealthy 2): node w2: NotReady",
+            5
+        ),
+    ]);
+    let c = workers(json!({"maxUnavailable": 3}), halted);
+    let p = pool_why(&c);
+    assert_eq!(
+        p.blocked,
+        [
+            "rollout halted: too many nodes holding reboot slots are unhealthy, so no new reboot is approved (Degraded/RolloutHalted): 2 slot holders are unhealthy (haltAfterUnhealthy 2): node w2: NotReady"
+        ]
+    );
+    assert!(has(&why_node(&c, "w3").blocked, "(Degraded/RolloutHalted)"));
+
+    let tag = json!([
+        cond("UpToDate", "False", "RolloutInProgress", "", 5),
+        cond(
+            "Degraded",
+            "True",
+            "TagResolutionError",
+            "registry.test/os:stable: manifest unknown",
+            5
+        ),
+    ]);
+    let c = workers(json!({"maxUnavailable": 3}), tag);
+    assert!(has(
+        &pool_why(&c).blocked,
+        "the tag cannot be resolved; the last good target keeps rolling out (Degraded/TagResolutionError): registry.test/os:stable: manifest unknown"
+    ));
+}
+
+#[test]
+fn drains_blocked_and_failed_are_named_with_the_way_out() {
+    let mut c = workers(json!({"maxUnavailable": 1}), in_progress());
+    c.bootc_nodes[1].typed.status.as_mut().unwrap().drain_blocked = serde_json::from_value(json!({
+        "message": "evicting shop/web-0: Cannot evict pod as it would violate the pod's disruption budget.",
+        "since": ago(2),
+    }))
+    .unwrap();
+    let w2 = why_node(&c, "w2");
+    assert_eq!(
+        w2.blocked,
+        [
+            "drain blocked for 2m: evicting shop/web-0: Cannot evict pod as it would violate the pod's disruption budget."
+        ]
+    );
+    assert!(has(
+        &pool_why(&c).blocked,
+        "node w2: drain blocked for 2m: evicting shop/web-0"
+    ));
+
+    c.bootc_nodes[2]
+        .typed
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("node.bootc.dev/drain-failed".into(), digest('2'));
+    let w3 = why_node(&c, "w3");
+    assert!(
+        has(
+            &w3.blocked,
+            &format!("its drain for {} timed out", digest('2'))
+        ),
+        "{w3:?}"
+    );
+    assert!(
+        has(
+            &w3.blocked,
+            "kubectl annotate bootcnode w3 node.bootc.dev/drain-failed-"
+        ),
+        "{w3:?}"
+    );
+}
+
+#[test]
+fn a_held_node_and_a_degraded_agent_are_reported() {
+    let mut c = workers(json!({"maxUnavailable": 2}), in_progress());
+    c.nodes[2] = node(
+        "w3",
+        true,
+        json!({"pool": "workers", "node.bootc.dev/hold": "true"}),
+    );
+    let w3 = why_node(&c, "w3");
+    assert!(
+        has(
+            &w3.blocked,
+            "held: the Node has the label node.bootc.dev/hold=true"
+        ),
+        "{w3:?}"
+    );
+    assert!(has(&w3.blocked, "kubectl bootc release w3"), "{w3:?}");
+    assert!(has(&pool_why(&c).blocked, "node w3 is held"));
+
+    let degraded = cond(
+        "Degraded",
+        "True",
+        "Error",
+        "bootc switch: no space left on device",
+        4,
+    );
+    c.bootc_nodes[0] = bootc(
+        "w1",
+        "workers",
+        '2',
+        json!({}),
+        agent('1', ' ', "Staging", 4, &[degraded]),
+    );
+    let w1 = why_node(&c, "w1");
+    assert_eq!(
+        w1.blocked,
+        ["its agent reports Degraded/Error for 4m: bootc switch: no space left on device"]
+    );
+}
+
+#[test]
+fn nothing_wrong_reads_up_to_date() {
+    let conditions = json!([cond(
+        "UpToDate",
+        "True",
+        "AllUpdated",
+        "3/3 nodes run the target",
+        5
+    )]);
+    let mut c = workers(json!({}), conditions);
+    c.bootc_nodes.truncate(1);
+    let p = pool_why(&c);
+    assert_eq!(
+        p.render(),
+        "bootcnodepool/workers: up to date: all 3 nodes run the target 222222222222 (version v2)\n"
+    );
+    assert_eq!(
+        why_node(&c, "w1").render(),
+        "node/w1: up to date: runs its pool's target 222222222222\n"
+    );
+}
+
+#[test]
+fn staging_shows_its_progress() {
+    let mut c = workers(json!({}), in_progress());
+    let mut raw = c.bootc_nodes[2].raw.clone();
+    raw["status"] = agent('1', ' ', "Staging", 1, &[]);
+    raw["status"]["progress"] = json!({"step": "pulling", "bytesDone": 1024, "bytesTotal": 4096});
+    c.bootc_nodes[2] = crate::objects::Object::from_raw("BootcNode", raw).unwrap();
+    let w3 = why_node(&c, "w3");
+    assert_eq!(
+        w3.progressing,
+        [format!("staging {}: pulling 25% (1Ki/4Ki)", "2".repeat(12))]
+    );
+    assert!(
+        w3.render().starts_with("node/w3 is progressing:\n"),
+        "{}",
+        w3.render()
+    );
+}
+
+#[test]
+fn nodes_outside_pools_and_in_two_pools_are_explained() {
+    let mut c = workers(json!({}), in_progress());
+    c.nodes.push(node("lonely", true, json!({})));
+    assert_eq!(
+        why_node(&c, "lonely").blocked,
+        ["no BootcNodePool selects it, so nothing updates it (it has no BootcNode)"]
+    );
+    c.pools.push(pool("other", json!({}), Value::Null));
+    c.nodes.push(node("both", true, json!({"pool": "workers"})));
+    c.pools[1].typed.spec.node_selector = Default::default();
+    assert!(has(
+        &why_node(&c, "both").blocked,
+        "selected by pools workers and other"
+    ));
+    c.nodes.push(node("new", true, json!({"pool": "workers"})));
+    c.pools.pop();
+    assert!(has(
+        &why_node(&c, "new").progressing,
+        "bootcnodepool/workers selects it but has no BootcNode"
+    ));
+}
+
+#[test]
+fn a_name_is_a_pool_a_node_both_or_neither() {
+    let mut c = workers(json!({}), in_progress());
+    assert!(
+        why(&c, "workers")
+            .unwrap()
+            .starts_with("bootcnodepool/workers ")
+    );
+    assert!(why(&c, "w1").unwrap().starts_with("node/w1"));
+    c.nodes.push(node("workers", true, json!({})));
+    let both = why(&c, "workers").unwrap();
+    assert!(
+        both.starts_with("\"workers\" is both a BootcNodePool and a node; both follow.\n"),
+        "{both}"
+    );
+    assert!(both.contains("\nnode/workers"), "{both}");
+    let e = why(&c, "nobody").unwrap_err();
+    assert_eq!(
+        e.message(),
+        "\"nobody\" is neither a BootcNodePool nor a node (no BootcNodePool, Node or BootcNode has that name)"
+    );
+}
+
+#[test]
+fn a_pool_the_controller_never_answered_says_so() {
+    let c = cluster(vec![pool("fresh", json!({}), Value::Null)], vec![], vec![]);
+    assert!(has(
+        &pool_why(&c).blocked,
+        "the controller has not written its status yet"
+    ));
+}

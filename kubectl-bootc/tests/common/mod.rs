@@ -1,0 +1,305 @@
+//! What the plugin's end-to-end tests share: the API emulator with the project's CRDs,
+//! a pool with nodes whose statuses are written as the controller and the agents write
+//! them, and the real kubectl run with the built plugin on its PATH.
+
+// Each test file uses its own part of these helpers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use kube_emulator::Emulator;
+use serde_json::{Value, json};
+
+/// How long a test waits for a condition.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The emulator, a client of it, and a kubeconfig file for kubectl.
+pub struct Cluster {
+    pub emulator: Emulator,
+    pub client: Client,
+    pub dir: tempfile::TempDir,
+}
+
+/// `sha256:` and 64 times `c`.
+pub fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+/// `registry.test/os@sha256:ccc…`.
+pub fn pin(c: char) -> String {
+    format!("registry.test/os@{}", digest(c))
+}
+
+/// A time `minutes` ago, as the API writes it.
+pub fn ago(minutes: i64) -> String {
+    (chrono::Utc::now() - chrono::Duration::minutes(minutes))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A condition that last changed `minutes` ago.
+pub fn cond(type_: &str, status: &str, reason: &str, message: &str, minutes: i64) -> Value {
+    json!({
+        "type": type_, "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": ago(minutes),
+    })
+}
+
+/// The directory of the built plugin, first on the PATH kubectl gets.
+pub fn plugin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_kubectl-bootc"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+impl Cluster {
+    /// An emulator with the project's CRDs, as the generator renders them.
+    pub async fn start() -> Cluster {
+        let emulator = Emulator::start().await.unwrap();
+        let client = emulator.client().unwrap();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in bootc_crds::crdgen::crds().unwrap() {
+            let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        emulator
+            .write_kubeconfig(&dir.path().join("kubeconfig"))
+            .unwrap();
+        Cluster {
+            emulator,
+            client,
+            dir,
+        }
+    }
+
+    /// The kubeconfig file.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// `kubectl ARGS` with `KUBECONFIG` set, the plugin first on the PATH and a HOME
+    /// of its own.
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![plugin_dir()];
+        dirs.extend(std::env::split_paths(&path));
+        let mut c = tokio::process::Command::new("kubectl");
+        c.args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .env("PATH", std::env::join_paths(dirs).unwrap())
+            .env("HOME", self.dir.path())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Runs `kubectl ARGS` to its end.
+    pub async fn kubectl(&self, args: &[&str]) -> Output {
+        let run = self.command(args).output();
+        tokio::time::timeout(DEADLINE, run)
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish"))
+            .expect("kubectl is on the PATH (.ci/run installs it where it is missing)")
+    }
+
+    /// Runs `kubectl ARGS`, which must succeed; its stdout.
+    pub async fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args).await;
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `kubectl ARGS`, which must fail with exit code 1; its stderr.
+    pub async fn fails(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args).await;
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "kubectl {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// The pool `name`.
+    pub async fn pool(&self, name: &str) -> BootcNodePool {
+        Api::<BootcNodePool>::all(self.client.clone())
+            .get(name)
+            .await
+            .unwrap()
+    }
+
+    /// The Node `name`.
+    pub async fn node(&self, name: &str) -> Node {
+        Api::<Node>::all(self.client.clone())
+            .get(name)
+            .await
+            .unwrap()
+    }
+
+    /// Creates pool `name` (`rollout`) and writes its `status` through the status
+    /// subresource, as the controller does.
+    pub async fn create_pool(&self, name: &str, rollout: Value, status: Value) -> BootcNodePool {
+        let pools: Api<BootcNodePool> = Api::all(self.client.clone());
+        let pool: BootcNodePool = serde_json::from_value(json!({
+            "apiVersion": "node.bootc.dev/v1alpha1",
+            "kind": "BootcNodePool",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeSelector": {"matchLabels": {"pool": name}},
+                "image": {"ref": "registry.test/os:stable"},
+                "rollout": rollout,
+            },
+        }))
+        .unwrap();
+        pools.create(&PostParams::default(), &pool).await.unwrap();
+        pools
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await
+            .unwrap()
+    }
+
+    /// Creates Node `name` in `pool`, Ready or not, with its status written as a
+    /// kubelet does.
+    pub async fn create_node(&self, name: &str, pool: &str, ready: bool) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"pool": pool}},
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+        let status = json!({"status": {"conditions": [{
+            "type": "Ready",
+            "status": if ready { "True" } else { "False" },
+            "reason": if ready { "KubeletReady" } else { "KubeletNotReady" },
+            "message": "",
+            "lastHeartbeatTime": ago(0),
+            "lastTransitionTime": ago(30),
+        }]}});
+        nodes
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .unwrap();
+    }
+
+    /// Creates BootcNode `name` owned by `pool` (desired `desired`, `annotations`) as the
+    /// controller does, and writes the agent's `status`.
+    pub async fn create_bootc_node(
+        &self,
+        name: &str,
+        pool: &BootcNodePool,
+        desired: char,
+        annotations: Value,
+        status: Value,
+    ) {
+        let api: Api<BootcNode> = Api::all(self.client.clone());
+        let mut object: BootcNode = serde_json::from_value(json!({
+            "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNode",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {"desiredImage": pin(desired)},
+        }))
+        .unwrap();
+        object.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
+        api.create(&PostParams::default(), &object).await.unwrap();
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// An agent's status: booted `booted`, staged `staged` (none for ' '), its Idle reason.
+pub fn agent(booted: char, staged: char, idle: &str) -> Value {
+    let image = |c: char| json!({"image": pin(c), "imageDigest": digest(c)});
+    let mut status = json!({
+        "observedGeneration": 1,
+        "booted": image(booted),
+        "conditions": [cond("Idle", if idle == "Idle" { "True" } else { "False" }, idle, "", 5)],
+    });
+    if staged != ' ' {
+        status["staged"] = image(staged);
+    }
+    status
+}
+
+/// A pool status rolling out `target` to three nodes, one updated, with `conditions`
+/// and a deployHistory of 1 then 2.
+pub fn rolling_status(target: char, conditions: Value) -> Value {
+    let entry = |c: char, last: i64| {
+        json!({
+            "digest": digest(c), "image": pin(c), "version": format!("v{c}"),
+            "nodeCount": 3, "firstDeployed": ago(last + 60), "lastDeployed": ago(last),
+        })
+    };
+    json!({
+        "observedGeneration": 1,
+        "targetImage": pin(target),
+        "targetDigest": digest(target),
+        "targetShortDigest": target.to_string().repeat(12),
+        "targetVersion": format!("v{target}"),
+        "nodeCount": 3, "updatedCount": 1, "updatingCount": 1, "stagedCount": 1,
+        "degradedCount": 0,
+        "deployHistory": [entry(target, 0), entry('1', 24 * 60)],
+        "conditions": conditions,
+    })
+}
+
+/// Pool `workers` rolling out 2 with `maxUnavailable: 1`: w1 on 2, w2 holding the one
+/// slot and rebooting, w3 staged and waiting.
+pub async fn workers(cluster: &Cluster, rollout: Value, conditions: Value) -> BootcNodePool {
+    let pool = cluster
+        .create_pool("workers", rollout, rolling_status('2', conditions))
+        .await;
+    let slot = json!({"node.bootc.dev/reboot-slot": ago(3)});
+    for name in ["w1", "w2", "w3"] {
+        cluster.create_node(name, "workers", true).await;
+    }
+    cluster
+        .create_bootc_node("w1", &pool, '2', json!({}), agent('2', ' ', "Idle"))
+        .await;
+    cluster
+        .create_bootc_node("w2", &pool, '2', slot, agent('1', '2', "Rebooting"))
+        .await;
+    cluster
+        .create_bootc_node("w3", &pool, '2', json!({}), agent('1', '2', "Staged"))
+        .await;
+    pool
+}
+
+/// `UpToDate=False/RolloutInProgress`, `Degraded=False/Healthy`.
+pub fn in_progress() -> Value {
+    json!([
+        cond(
+            "UpToDate",
+            "False",
+            "RolloutInProgress",
+            "1/3 updated; 1 staged, 1 rebooting",
+            5
+        ),
+        cond("Degraded", "False", "Healthy", "", 60),
+        cond("Progressing", "True", "Advancing", "", 5),
+    ])
+}
