@@ -14,6 +14,9 @@
 //! | `bootc_pool_drain_duration_seconds` | histogram | `pool`, `outcome` |
 //! | `bootc_pool_reboots_approved_total` | counter | `pool` |
 //! | `bootc_pool_leader` | gauge | — |
+//! | `bootc_pool_condition` | gauge (1 True, 0 False) | `pool`, `type`, `reason` |
+//! | `bootc_pool_nodes_unreported` | gauge | `pool` |
+//! | `bootc_pool_oldest_in_state_seconds` | gauge | `pool`, `state` (`Staging`, `Rebooting`) |
 //! | `bootc_pool_notifications_total` | counter | `pool`, `event`, `outcome` (`delivered`, `failed`, `dropped`) |
 //!
 //! [`Metrics`] is cheap to clone (one `Arc`); every clone records into the same registry.
@@ -31,6 +34,9 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::drain::DrainOutcome;
 use crate::plan::NodeState;
+
+mod health;
+pub use health::PoolHealth;
 
 /// The states of `bootc_pool_nodes`, in the order the plan knows them.
 pub const NODE_STATES: [&str; 6] = [
@@ -306,6 +312,7 @@ impl Families {
 struct Registered {
     registry: Registry,
     f: Families,
+    health: health::Families,
     pools: Mutex<BTreeMap<String, PoolSeries>>,
 }
 
@@ -336,10 +343,13 @@ impl Metrics {
         let f = Families::new();
         let mut registry = Registry::default();
         f.register(&mut registry);
+        let health = health::Families::default();
+        health.register(&mut registry);
         Self {
             inner: Arc::new(Registered {
                 registry,
                 f,
+                health,
                 pools: Mutex::new(BTreeMap::new()),
             }),
         }
@@ -570,6 +580,7 @@ impl Metrics {
         };
         self.inner.f.reconcile_duration.remove(&labels);
         self.inner.f.reboots_approved.remove(&labels);
+        self.inner.health.forget(pool);
         self.inner.f.notifications.forget(pool);
     }
 

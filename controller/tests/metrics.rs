@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bootc_pool_controller::metrics::{DrainResult, Metrics, TagResult};
+use bootc_pool_controller::metrics::{DrainResult, Metrics, PoolHealth, TagResult};
 use bootc_pool_controller::server::{Health, OPENMETRICS_CONTENT_TYPE, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -140,6 +140,17 @@ async fn metrics_endpoint_has_every_family() {
     metrics.observe_drain("web", DrainResult::TimedOut, Duration::from_secs(90));
     metrics.record_reboot_approved("web");
     metrics.set_leader(true);
+    metrics.set_pool_health(
+        "web",
+        &PoolHealth {
+            conditions: vec![
+                ("Progressing".to_owned(), "Stalled".to_owned(), false),
+                ("Degraded".to_owned(), "RolloutHalted".to_owned(), true),
+            ],
+            unreported: 2,
+            oldest: [90, 1800],
+        },
+    );
 
     let r = get(addr, "/metrics").await;
     assert_eq!(r.status, 200);
@@ -161,6 +172,9 @@ async fn metrics_endpoint_has_every_family() {
         ("bootc_pool_drain_duration_seconds", "histogram"),
         ("bootc_pool_reboots_approved", "counter"),
         ("bootc_pool_leader", "gauge"),
+        ("bootc_pool_condition", "gauge"),
+        ("bootc_pool_nodes_unreported", "gauge"),
+        ("bootc_pool_oldest_in_state_seconds", "gauge"),
     ] {
         assert!(
             text.contains(&format!("# TYPE {family} {kind}\n")),
@@ -185,6 +199,11 @@ async fn metrics_endpoint_has_every_family() {
         "bootc_pool_drain_duration_seconds_bucket{le=\"120.0\",pool=\"web\",outcome=\"timed_out\"} 1",
         "bootc_pool_reboots_approved_total{pool=\"web\"} 1",
         "bootc_pool_leader 1",
+        "bootc_pool_condition{pool=\"web\",type=\"Progressing\",reason=\"Stalled\"} 0",
+        "bootc_pool_condition{pool=\"web\",type=\"Degraded\",reason=\"RolloutHalted\"} 1",
+        "bootc_pool_nodes_unreported{pool=\"web\"} 2",
+        "bootc_pool_oldest_in_state_seconds{pool=\"web\",state=\"Staging\"} 90",
+        "bootc_pool_oldest_in_state_seconds{pool=\"web\",state=\"Rebooting\"} 1800",
     ] {
         assert!(
             text.lines().any(|l| l == sample),
@@ -274,4 +293,62 @@ fn target_info_keeps_one_series_per_pool() {
             "bootc_pool_target_info{pool=\"web\",image=\"quay.io/os:next\",digest=\"sha256:ccc\",version=\"\"} 1"
         ]
     );
+}
+
+#[test]
+fn pool_health_gauges_follow_the_latest_plan_and_go_with_the_pool() {
+    let metrics = Metrics::new();
+    let stalled = PoolHealth {
+        conditions: vec![
+            ("Progressing".to_owned(), "Stalled".to_owned(), false),
+            ("UpToDate".to_owned(), "RolloutInProgress".to_owned(), false),
+        ],
+        unreported: 1,
+        oldest: [600, 0],
+    };
+    metrics.set_pool_health("web", &stalled);
+    metrics.set_pool_health("db", &PoolHealth::default());
+    // The next plan: the rollout moves again and is complete; the old reasons go.
+    let done = PoolHealth {
+        conditions: vec![
+            ("Progressing".to_owned(), "Complete".to_owned(), true),
+            ("UpToDate".to_owned(), "AllUpdated".to_owned(), true),
+        ],
+        unreported: 0,
+        oldest: [0, 0],
+    };
+    metrics.set_pool_health("web", &done);
+    let text = metrics.encode();
+    assert_eq!(
+        samples(&text, "bootc_pool_condition"),
+        [
+            "bootc_pool_condition{pool=\"web\",type=\"Progressing\",reason=\"Complete\"} 1",
+            "bootc_pool_condition{pool=\"web\",type=\"UpToDate\",reason=\"AllUpdated\"} 1",
+        ]
+    );
+    assert_eq!(
+        samples(&text, "bootc_pool_nodes_unreported"),
+        [
+            "bootc_pool_nodes_unreported{pool=\"db\"} 0",
+            "bootc_pool_nodes_unreported{pool=\"web\"} 0",
+        ]
+    );
+    assert_eq!(
+        samples(&text, "bootc_pool_oldest_in_state_seconds").len(),
+        4
+    );
+
+    metrics.forget_pool("web");
+    let text = metrics.encode();
+    assert!(samples(&text, "bootc_pool_condition").is_empty(), "{text}");
+    for family in [
+        "bootc_pool_nodes_unreported",
+        "bootc_pool_oldest_in_state_seconds",
+    ] {
+        let left = samples(&text, family);
+        assert!(
+            !left.is_empty() && left.iter().all(|l| l.contains("pool=\"db\"")),
+            "{left:?}"
+        );
+    }
 }

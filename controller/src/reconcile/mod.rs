@@ -489,6 +489,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     // What the status now says, the metrics say too.
     let metrics = &ctx.deps.metrics;
     metrics.set_node_states(&name, &plan.states);
+    metrics.set_pool_health(&name, &crate::metrics::PoolHealth::of(&snapshot, &plan));
     match &plan.target {
         Some(t) => metrics.set_target(
             &name,
