@@ -22,7 +22,8 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The manifest files in `deploy/manifests/`, sorted by name, relative to `root`.
+/// The manifest files in `deploy/manifests/`, sorted by name, relative to `root`; the
+/// directory's `kustomization.yaml` (generated, see [`crate::kustomize`]) is not one.
 pub fn manifest_files(root: &Path) -> Result<Vec<String>, String> {
     let dir = root.join(MANIFESTS);
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -30,7 +31,7 @@ pub fn manifest_files(root: &Path) -> Result<Vec<String>, String> {
     for entry in entries {
         let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".yaml") {
+        if name.ends_with(".yaml") && name != "kustomization.yaml" {
             names.push(format!("{MANIFESTS}/{name}"));
         }
     }

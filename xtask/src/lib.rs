@@ -1,6 +1,8 @@
 //! The project's own tools, run as `cargo xtask …`:
 //!
 //! - [`install`]: renders `deploy/install.yaml` from `deploy/manifests/` and the CRDs;
+//! - [`kustomize`]: the kustomize base in `deploy/manifests/` (its kustomization and
+//!   copies of the CRDs) and the monitoring overlay's PrometheusRule, from the alerts;
 //! - [`limits`]: the size limits of non-test source files and functions;
 //! - the CRDs themselves are rendered by `bootc_crds::crdgen` from the API types.
 //!
@@ -8,4 +10,5 @@
 //! them differs from what would be generated, or when a source breaks a size limit.
 
 pub mod install;
+pub mod kustomize;
 pub mod limits;

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: cargo xtask <gen|check|limits>
 
-  gen     write the CRDs (crds/*.yaml) and deploy/install.yaml from their sources
+  gen     write the CRDs (crds/*.yaml), deploy/install.yaml, the kustomize base's files
+          and the monitoring overlay's PrometheusRule from their sources
   check   fail when a generated file is stale or a source breaks the size limits
   limits  print every source file and function over the size limits";
 
@@ -66,6 +67,11 @@ fn generate(root: &Path, mode: Mode) -> Result<(), String> {
     let install = xtask::install::render(root)
         .map_err(|e| format!("cannot render {}: {e}", xtask::install::INSTALL))?;
     write_or_compare(root, xtask::install::INSTALL, &install, mode, &mut stale)?;
+    let kustomize = xtask::kustomize::render_all(root)
+        .map_err(|e| format!("cannot render the kustomize files: {e}"))?;
+    for (name, text) in kustomize {
+        write_or_compare(root, &name, &text, mode, &mut stale)?;
+    }
     if stale.is_empty() {
         Ok(())
     } else {
@@ -92,6 +98,10 @@ fn write_or_compare(
             Ok(())
         }
         Mode::Write => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {name}'s directory: {e}"))?;
+            }
             std::fs::write(&path, text).map_err(|e| format!("cannot write {name}: {e}"))?;
             println!("wrote {name}");
             Ok(())
