@@ -361,7 +361,6 @@ pub async fn run(
     let drained = tokio_stream::wrappers::UnboundedReceiverStream::new(done_rx)
         .map(|done| ObjectRef::<BootcNodePool>::new(&done.pool));
     let secret_stream = secret_changes(&client);
-
     let health = deps.health.clone();
     health.set_not_ready("leading: caches not synced yet");
     let reporter = Reporter {
