@@ -16,7 +16,7 @@ use crate::client::Target;
     version,
     about,
     arg_required_else_help = true,
-    after_help = "BootcNodePools and BootcNodes are cluster-scoped: -n/--namespace is accepted, as kubectl passes it along, and ignored."
+    after_help = "BootcNodePools and BootcNodes are cluster-scoped: -n/--namespace is accepted (so that a habitual -n does no harm) and ignored. Put --kubeconfig, --context and -n after `bootc`: kubectl refuses flags placed before a plugin's name."
 )]
 pub struct Cli {
     /// Where the cluster is.
