@@ -280,3 +280,31 @@ async fn the_cluster_is_found_as_kubectl_finds_it() {
         "{e}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staging_node_shows_its_progress() {
+    let cluster = Cluster::start().await;
+    let pool = cluster
+        .create_pool("workers", json!({}), rolling_status('2', in_progress()))
+        .await;
+    cluster.create_node("w1", "workers", true).await;
+    let mut status = agent('1', ' ', "Staging");
+    status["progress"] = json!({
+        "imageDigest": digest('2'),
+        "bytesDone": 150 * 1024 * 1024, "bytesTotal": 300 * 1024 * 1024,
+        "step": "pulling", "stepsDone": 1, "stepsTotal": 3, "summary": "50%",
+    });
+    cluster
+        .create_bootc_node("w1", &pool, '2', json!({}), status)
+        .await;
+    let text = cluster.ok(&["bootc", "status"]).await;
+    println!("{text}");
+    let row: Vec<&str> = text.lines().last().unwrap().split_whitespace().collect();
+    assert_eq!(row[..3], ["w1", "workers", "Staging"], "{text}");
+    assert_eq!(row[7..], ["pulling", "50%", "(150Mi/300Mi)"], "{text}");
+    let why = cluster.ok(&["bootc", "why", "w1"]).await;
+    assert_eq!(
+        why,
+        "node/w1 is progressing:\n  - staging 222222222222: pulling 50% (150Mi/300Mi)\n"
+    );
+}
