@@ -219,6 +219,12 @@ impl Notifier {
             }
         }
     }
+
+    /// Forgets a pool that is gone; its queued events are still delivered.
+    pub fn forget(&self, pool: &str) {
+        let mut pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
+        pools.remove(pool);
+    }
 }
 
 /// How many statuses a pool's [`Written`] recognises.

@@ -181,6 +181,7 @@ impl Context {
         lock(&self.progress).remove(pool);
         lock(&self.failures).remove(pool);
         self.deps.metrics.forget_pool(pool);
+        self.notifier.forget(pool);
     }
 }
 
