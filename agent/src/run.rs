@@ -114,6 +114,10 @@ struct Agent<H> {
     ready: bool,
     /// Staging progress: the latest report and the one the status shows.
     progress: progress::Shown,
+    /// bootc's reports, as the host publishes them.
+    progress_rx: tokio::sync::watch::Receiver<Option<crate::host::StageProgress>>,
+    /// False once the host can send no more reports.
+    progress_open: bool,
 }
 
 impl<H> std::fmt::Debug for Agent<H> {
@@ -151,8 +155,6 @@ pub async fn run<H: Host + 'static>(
     tokio::pin!(stream);
     tokio::pin!(shutdown);
     let mut changes = host.changes();
-    let mut progress = host.progress();
-    let mut progress_open = true;
     let mut agent = Agent::new(host, client, nodes, options);
     agent.start().await;
     // Objects seen between a (re)list's Init and InitDone.
@@ -165,15 +167,15 @@ pub async fn run<H: Host + 'static>(
             event = stream.next() => Wake::Watch(Box::new(event)),
             changed = changes.changed() => Wake::HostChanged(changed.is_ok()),
             (image, result) = staging_done(&mut agent.staging) => Wake::Staged(image, result),
-            changed = progress.changed(), if progress_open => Wake::Progress(changed.is_ok()),
+            changed = agent.progress_rx.changed(), if agent.progress_open => {
+                Wake::Progress(changed.is_ok())
+            }
             () = sleep_until_some(progress_due) => Wake::ProgressDue,
             () = tokio::time::sleep_until(deadline) => Wake::Timer,
         };
         let reconcile = match wake {
             Wake::Progress(open) => {
-                progress_open = open;
-                agent.progress.offer(progress.borrow_and_update().clone());
-                agent.show_progress().await;
+                agent.progress_arrived(open).await;
                 false
             }
             Wake::ProgressDue => {
@@ -213,7 +215,7 @@ pub async fn run<H: Host + 'static>(
 }
 
 /// Resolves at `at`; never when there is none.
-async fn sleep_until_some(at: Option<Instant>) {
+pub(super) async fn sleep_until_some(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
@@ -223,6 +225,7 @@ async fn sleep_until_some(at: Option<Instant>) {
 impl<H: Host + 'static> Agent<H> {
     fn new(host: Arc<H>, client: Client, nodes: Api<BootcNode>, options: RunOptions) -> Self {
         Agent {
+            progress_rx: host.progress(),
             host,
             client,
             nodes,
@@ -243,6 +246,7 @@ impl<H: Host + 'static> Agent<H> {
             retry_at: None,
             ready: false,
             progress: progress::Shown::default(),
+            progress_open: true,
         }
     }
 

@@ -2,6 +2,7 @@
 //! it; the status shows it at most once per [`INTERVAL`], and a report that arrives
 //! sooner waits for its turn (the latest one wins).
 
+use std::future::Future;
 use std::time::Duration;
 
 use bootc_crds::node::BootcNode;
@@ -41,8 +42,13 @@ impl Shown {
         Some(self.shown_at.map_or_else(Instant::now, |t| t + INTERVAL))
     }
 
+    /// Puts the latest report's turn off by one interval (the status cannot show it yet).
+    fn defer(&mut self) {
+        self.shown_at = Some(Instant::now());
+    }
+
     /// Makes the latest report the one shown.
-    fn take(&mut self, now: DateTime<Utc>) {
+    pub(super) fn take(&mut self, now: DateTime<Utc>) {
         if let Some(latest) = &self.latest {
             self.shown = Some((latest.clone(), now));
             self.shown_at = Some(Instant::now());
@@ -56,6 +62,31 @@ impl Shown {
 }
 
 impl<H: Host + 'static> Agent<H> {
+    /// Takes in the report the host just published (`open`: false when it will publish
+    /// no more) and shows it if its turn has come.
+    pub(super) async fn progress_arrived(&mut self, open: bool) {
+        self.progress_open = open;
+        let latest = self.progress_rx.borrow_and_update().clone();
+        self.progress.offer(latest);
+        self.show_progress().await;
+    }
+
+    /// Awaits `work` while still showing bootc's reports as they come: a host read can
+    /// wait for a whole pull (bootc's status waits for the lock the pull holds).
+    pub(super) async fn with_progress<T>(&mut self, work: impl Future<Output = T>) -> T {
+        tokio::pin!(work);
+        loop {
+            let due = self.progress.due();
+            tokio::select! {
+                done = &mut work => return done,
+                changed = self.progress_rx.changed(), if self.progress_open => {
+                    self.progress_arrived(changed.is_ok()).await;
+                }
+                () = super::sleep_until_some(due) => self.show_progress().await,
+            }
+        }
+    }
+
     /// Shows the latest report, when its turn has come, in `status.progress` alone, and
     /// only while the status says the node is staging.
     pub(super) async fn show_progress(&mut self) {
@@ -63,11 +94,14 @@ impl<H: Host + 'static> Agent<H> {
             return;
         }
         let now = Utc::now();
-        self.progress.take(now);
-        let Some(node) = self.node.clone() else {
+        let Some(node) = self.node.clone().filter(staging) else {
+            // The status does not say Staging yet: the write that says it carries the
+            // latest report (`status.rs`); until then, no progress write of its own.
+            self.progress.defer();
             return;
         };
-        if !staging(&node) || self.api_retry.wait(now).is_some() {
+        self.progress.take(now);
+        if self.api_retry.wait(now).is_some() {
             return;
         }
         let shown = self

@@ -117,12 +117,13 @@ impl<H: Host + 'static> Agent<H> {
 
     /// Reads the host; `None` (and a retry) when it cannot be read.
     async fn read_host(&mut self) -> Option<(BootcHost, BootIdentity)> {
-        let read = async {
-            let status = self.host.status().await?;
-            let identity = self.host.identity().await?;
+        let host = std::sync::Arc::clone(&self.host);
+        let read = async move {
+            let status = host.status().await?;
+            let identity = host.identity().await?;
             Ok::<_, HostError>((status, identity))
         };
-        match read.await {
+        match self.with_progress(read).await {
             Ok(read) => {
                 self.host_retry.clear();
                 Some(read)

@@ -60,6 +60,31 @@ impl<H: Host + 'static> Agent<H> {
         self.write_status(node, Some(host), write).await
     }
 
+    /// The status to report, from the object last seen (or `node`) and the host.
+    fn compose(
+        &self,
+        node: &BootcNode,
+        host: Option<&BootcHost>,
+        phase: Phase,
+        degraded: Option<(&str, String)>,
+        now: DateTime<Utc>,
+    ) -> BootcNodeStatus {
+        let held = self.node.as_ref().unwrap_or(node);
+        report::compose(&Inputs {
+            previous: held.status.as_ref(),
+            generation: held.metadata.generation,
+            host,
+            desired: &node.spec.desired_image,
+            phase,
+            degraded,
+            last_reboot: self.memory.last_reboot.as_ref(),
+            agent_version: &self.options.agent_version,
+            bootc_version: self.bootc_version.as_deref(),
+            progress: self.progress.current(),
+            now,
+        })
+    }
+
     async fn write_status(
         &mut self,
         node: &BootcNode,
@@ -72,21 +97,17 @@ impl<H: Host + 'static> Agent<H> {
             now,
             on_version,
         } = write;
-        let held = self.node.as_ref().unwrap_or(node);
-        let previous = held.status.as_ref();
-        let status = report::compose(&Inputs {
-            previous,
-            generation: held.metadata.generation,
-            host,
-            desired: &node.spec.desired_image,
-            phase,
-            degraded,
-            last_reboot: self.memory.last_reboot.as_ref(),
-            agent_version: &self.options.agent_version,
-            bootc_version: self.bootc_version.as_deref(),
-            progress: self.progress.current(),
-            now,
-        });
+        let mut status = self.compose(node, host, phase, degraded.clone(), now);
+        let previous = self.node.as_ref().unwrap_or(node).status.clone();
+        // A write that happens anyway carries bootc's latest progress report.
+        if phase == Phase::Staging
+            && previous.as_ref() != Some(&status)
+            && self.progress.due().is_some()
+        {
+            self.progress.take(now);
+            status = self.compose(node, host, phase, degraded, now);
+        }
+        let previous = previous.as_ref();
         if previous == Some(&status) && on_version.is_none() {
             self.mark_ready();
             return true;

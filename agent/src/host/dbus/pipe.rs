@@ -139,11 +139,16 @@ pub(super) async fn read_progress(
     progress.send_replace(Some(current.clone()));
     let mut reader = tokio::io::BufReader::new(receiver);
     let mut line = Vec::new();
+    let mut lines = 0u64;
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line).await {
-            Ok(0) => return,
+            Ok(0) => {
+                tracing::debug!(lines, path = %path.display(), "bootc's progress stream ended");
+                return;
+            }
             Ok(_) => {
+                lines += 1;
                 if let Some(event) = parse_line(&String::from_utf8_lossy(&line)) {
                     current.apply(event);
                     progress.send_replace(Some(current.clone()));
