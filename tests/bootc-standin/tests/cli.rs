@@ -365,10 +365,13 @@ fn process_cli_basics() {
     assert_eq!(State::load(&host.state_dir()).unwrap(), before);
 }
 
-/// The kinds of `(type, task)` in a stream of progress lines, each run of equal ones
-/// once, and the keys each kind carries.
-fn shape(lines: &[Value]) -> (Vec<(String, String)>, Vec<(String, Vec<String>)>) {
-    let mut kinds: Vec<(String, String)> = Vec::new();
+/// `(type, task)` of a progress line.
+type Kind = (String, String);
+
+/// The kinds in a stream of progress lines, each run of equal ones once, and the keys
+/// each event type carries.
+fn shape(lines: &[Value]) -> (Vec<Kind>, Vec<(String, Vec<String>)>) {
+    let mut kinds: Vec<Kind> = Vec::new();
     let mut keys: Vec<(String, Vec<String>)> = Vec::new();
     for line in lines {
         let kind = (
