@@ -181,8 +181,9 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
             .or_else(|| previous.and_then(|p| p.bootc_version.clone())),
         agent_version: Some(truncate(inputs.agent_version.to_owned(), VERSION_MAX_LEN)),
         conditions: idle.into_iter().chain(degraded).collect(),
-        // The controller's field: left out of the agent's merge patch, so never touched.
+        // The controller's fields: left out of the agent's merge patch, so never touched.
         drain_blocked: None,
+        held: None,
         progress: inputs
             .progress
             .filter(|_| inputs.phase == Phase::Staging)

@@ -57,6 +57,9 @@ pub mod progressing {
     pub const COMPLETE: &str = "Complete";
     /// False: the spec is invalid, so nothing can advance until it is fixed.
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// True: every node that is not held runs the target; the held nodes (label
+    /// `node.bootc.dev/hold=true`) wait for their hold to be lifted. Not a stall.
+    pub const HELD_NODES_LEFT: &str = "HeldNodesLeft";
 }
 
 /// Reasons of the node's `Idle` condition.

@@ -169,6 +169,12 @@ pub struct BootcNodeStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_blocked: Option<DrainBlocked>,
 
+    /// Set (true) by the controller while an admin holds the node with the label
+    /// node.bootc.dev/hold=true: it is not moved to a new target nor given a reboot slot.
+    /// Removed when the hold is lifted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<bool>,
+
     /// How far the current staging has got, from bootc's progress reports; written at
     /// most every few seconds while staging, removed when staging ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -442,6 +442,13 @@ pub struct BootcNodePoolStatus {
     #[serde(default)]
     pub degraded_count: i32,
 
+    /// Nodes an admin holds with the label node.bootc.dev/hold=true (`kubectl bootc hold
+    /// NODE`): while held, a node is not moved to a new target nor given a reboot slot (one
+    /// that already holds a slot finishes its update). Held nodes count neither as
+    /// unavailable nor as degraded; one that lacks the target keeps UpToDate False.
+    #[serde(default)]
+    pub held_count: i32,
+
     /// One entry per digest the pool's nodes have booted, newest lastDeployed first, at
     /// most spec.history.limit entries. Recomputed from what the agents report, so it is
     /// the same however often the controller runs.

@@ -362,6 +362,7 @@ fn the_longest_node_status_is_admitted() {
             message: "m".repeat(DRAIN_MESSAGE_MAX_LEN),
             since: Some(time.clone()),
         }),
+        held: Some(true),
         progress: Some(StagingProgress {
             image_digest: digest(2),
             bytes_done: i64::MAX,
@@ -401,6 +402,7 @@ fn condition_types_and_reasons_fit_the_condition_schema() {
         progressing::STALLED,
         progressing::COMPLETE,
         progressing::INVALID_SPEC,
+        progressing::HELD_NODES_LEFT,
         idle::IDLE,
         idle::STAGING,
         idle::STAGED,

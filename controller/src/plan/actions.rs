@@ -81,6 +81,13 @@ pub enum Action {
         /// The pod and what refuses its eviction, and since when.
         blocked: Option<DrainBlocked>,
     },
+    /// Write (`true`) or remove (`false`) the BootcNode's `status.held`.
+    SetHeld {
+        /// Node name.
+        node: String,
+        /// An admin holds the node.
+        held: bool,
+    },
     /// Record a Kubernetes Event on the pool.
     Event(PlannedEvent),
     /// Put the controller's finalizer on the pool, so that deleting it waits for the
@@ -104,7 +111,8 @@ impl Action {
             | Action::CancelDrain { node }
             | Action::ForgetDrain { node }
             | Action::Delete { node }
-            | Action::SetDrainBlocked { node, .. } => Some(node),
+            | Action::SetDrainBlocked { node, .. }
+            | Action::SetHeld { node, .. } => Some(node),
             Action::Event(e) => e.node.as_deref(),
             Action::AddFinalizer | Action::RemoveFinalizer => None,
         }
@@ -124,6 +132,7 @@ impl Action {
             Action::ForgetDrain { .. } => "forget_drain",
             Action::Delete { .. } => "delete",
             Action::SetDrainBlocked { .. } => "set_drain_blocked",
+            Action::SetHeld { .. } => "set_held",
             Action::Event(_) => "event",
             Action::AddFinalizer => "add_finalizer",
             Action::RemoveFinalizer => "remove_finalizer",
@@ -132,7 +141,7 @@ impl Action {
 }
 
 /// Every [`Action::kind`], for metrics series that are removed with their pool.
-pub const ACTION_KINDS: [&str; 14] = [
+pub const ACTION_KINDS: [&str; 15] = [
     "create",
     "label",
     "unlabel",
@@ -144,6 +153,7 @@ pub const ACTION_KINDS: [&str; 14] = [
     "forget_drain",
     "delete",
     "set_drain_blocked",
+    "set_held",
     "event",
     "add_finalizer",
     "remove_finalizer",

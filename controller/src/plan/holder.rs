@@ -75,12 +75,17 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     let mid_reboot = node.bootc.spec.desired_image_state == DesiredImageState::Booted
         && (node.agent.rebooting() || !node.info.ready);
     if mid_reboot {
-        holder.update(p);
+        // A held node kept its spec: there may be nothing to write.
+        if holder.spec != node.bootc.spec || !holder.annotations.is_empty() {
+            holder.update(p);
+        }
         p.states.insert(name, NodeState::Rebooting);
         return;
     }
     holder.uncordon(p);
     holder.annotations.extend(release());
+    // Without a slot nothing is approved (a held node kept its old spec).
+    holder.spec.desired_image_state = DesiredImageState::Staged;
     holder.update(p);
     p.states.insert(name, NodeState::Pending);
 }

@@ -20,6 +20,8 @@ pub(super) struct Member<'n, 'a> {
     pub target: &'n Target,
     /// Its BootcNode asks for another image than the target.
     pub retargeted: bool,
+    /// An admin holds it: it keeps the image it asks for now and gets no slot.
+    pub held: bool,
 }
 
 /// The BootcNode spec a member should have: the target (staged, when it changes), the

@@ -13,6 +13,7 @@
 //! - [`limits`]: the spec's numbers and windows, each read to fail closed;
 //! - `membership`: members, conflicts with other pools, nodes leaving;
 //! - `member`: a member as the plan sees it, the BootcNode spec it should have;
+//! - `hold`: members an admin holds: not retargeted, never granted a slot;
 //! - `staging`: members without a slot: `maxStaging`, node states, slot candidates;
 //! - [`agent`]: what an agent and a kubelet report, read for decisions;
 //! - `holder`: slot holders: cordon, drain, approval, return, release;
@@ -41,6 +42,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 pub mod actions;
 pub mod agent;
 mod cleanup;
+mod hold;
 mod holder;
 pub mod limits;
 mod member;
@@ -118,6 +120,8 @@ struct Planner<'a> {
     /// Nodes selected by more than one pool, as messages, and their names.
     conflicts: Vec<String>,
     conflicted: BTreeSet<String>,
+    /// Members an admin holds (see `hold`).
+    held: BTreeSet<String>,
     /// Drains held up, with the pod and what refuses it.
     blocked: Vec<String>,
     holders: usize,
@@ -148,6 +152,7 @@ impl<'a> Planner<'a> {
             degraded: Vec::new(),
             conflicts: Vec::new(),
             conflicted: BTreeSet::new(),
+            held: BTreeSet::new(),
             blocked: Vec::new(),
             holders: 0,
             unavailable: 0,
@@ -222,6 +227,7 @@ pub fn plan(snap: &Snapshot) -> Plan {
     }
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let members = membership::members(&mut p, invalid);
+    p.held = hold::held(&members);
     match &decision.target {
         Ok(target) => {
             staging::count_staging(&mut p, &members, target);
@@ -237,6 +243,7 @@ pub fn plan(snap: &Snapshot) -> Plan {
         }
     }
     holder::report_drains(&mut p, &members);
+    hold::report(&mut p, &members);
     let progress = progress::advance(snap.progress, &p.states, snap.now);
     let status = status::status(&mut p, &members, &decision, progress);
     Plan {

@@ -1,6 +1,7 @@
 //! Stall detection: the rollout advanced when any member's state changed since the last
 //! plan; no advance for [`STALL_AFTER`] while work remains is a stall (`Progressing`
-//! `False`, reason `Stalled`).
+//! `False`, reason `Stalled`). Work left only on held nodes is no stall
+//! (`True/HeldNodesLeft`).
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -62,6 +63,19 @@ pub(super) fn condition(
             true,
             progressing::COMPLETE,
             "every node runs the target".to_owned(),
+        );
+    }
+    if let Some(held) = super::hold::only_held_left(p) {
+        // Done but for the held nodes: nothing is stuck, and nothing to wait for but
+        // the admin lifting the holds.
+        return (
+            true,
+            progressing::HELD_NODES_LEFT,
+            format!(
+                "every node that is not held runs the target; held: {}; remove their {} label to update them",
+                super::list(&held),
+                bootc_crds::HOLD_LABEL
+            ),
         );
     }
     if let Some(stalled_for) = stalled_for.filter(|d| *d >= STALL_AFTER)

@@ -9,6 +9,7 @@ use bootc_crds::{DRAIN_FAILED_ANNOTATION, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION}
 use super::Planner;
 use super::actions::{Action, NodeState};
 use super::agent::AgentReport;
+use super::hold;
 use super::holder::{self, Holder};
 use super::member::{Member, wanted_spec};
 use super::target::Target;
@@ -41,9 +42,11 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         // NotReady nodes are unavailable whether or not they hold a slot.
         p.unavailable += 1;
     }
+    let held = p.held.contains(&name);
     let Some(bootc) = &view.bootc else {
-        // A new node pulls the target: it needs a staging place.
-        if p.staging_limit.is_none_or(|limit| p.staging < limit) {
+        // A new node pulls the target: it needs a staging place. A held one gets no
+        // BootcNode until the hold is lifted.
+        if !held && p.staging_limit.is_none_or(|limit| p.staging < limit) {
             p.staging += 1;
             let spec = wanted_spec(
                 &p.snap.pool.spec,
@@ -64,7 +67,7 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         return;
     }
     let agent = AgentReport::of(bootc);
-    let spec = wanted_spec(
+    let mut spec = wanted_spec(
         &p.snap.pool.spec,
         p.snap.pull_secret.hash.as_deref(),
         target,
@@ -72,7 +75,9 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
     );
     let mut annotations: BTreeMap<String, Option<String>> = BTreeMap::new();
     let retargeted = bootc.spec.desired_image != target.image;
-    if retargeted && bootc.annotations.contains_key(DRAIN_FAILED_ANNOTATION) {
+    if retargeted && held {
+        hold::keep_image(&mut spec, bootc);
+    } else if retargeted && bootc.annotations.contains_key(DRAIN_FAILED_ANNOTATION) {
         annotations.insert(DRAIN_FAILED_ANNOTATION.to_owned(), None);
     }
     let node = Member {
@@ -82,6 +87,7 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         agent: &agent,
         target,
         retargeted,
+        held,
     };
     if bootc.annotations.contains_key(REBOOT_SLOT_ANNOTATION) {
         p.holders += 1;
@@ -117,6 +123,7 @@ fn waiting<'a>(
         agent,
         target,
         retargeted,
+        held,
     } = *node;
     let name = view.name.clone();
     if spec.desired_image_state == DesiredImageState::Booted {
@@ -124,8 +131,8 @@ fn waiting<'a>(
         spec.desired_image_state = DesiredImageState::Staged;
     }
     // maxStaging: a node that would start pulling waits, its desiredImage unchanged,
-    // until a staging place frees.
-    if retargeted && !agent.needs_no_pull(&target.digest) {
+    // until a staging place frees. A held node kept its image and pulls nothing.
+    if retargeted && !held && !agent.needs_no_pull(&target.digest) {
         if p.staging_limit.is_some_and(|limit| p.staging >= limit) {
             spec.desired_image = bootc.spec.desired_image.clone();
             spec.desired_image_state = bootc.spec.desired_image_state;
@@ -163,7 +170,7 @@ fn waiting<'a>(
     } else if agent.booted(&target.digest) {
         NodeState::UpToDate
     } else if agent.ready_to_boot(&target.digest) {
-        if info.ready && !p.conflicted.contains(&name) {
+        if info.ready && !held && !p.conflicted.contains(&name) {
             p.candidates.push(view);
         }
         NodeState::Staged

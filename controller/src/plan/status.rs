@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::actions::{NodeState, events};
 use super::target::{Target, TargetDecision, TargetProblem};
 use super::world::{NodeView, Progress};
-use super::{Planner, list, progress, slots, stamp};
+use super::{Planner, hold, list, progress, slots, stamp};
 use crate::history::{self, BootedReport, TargetImage};
 
 fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option<&'a str> {
@@ -30,20 +30,40 @@ struct StateCounts {
     staging: usize,
     pending: usize,
     degraded: usize,
+    /// Held members that wait for their hold to be lifted (`hold::waits`), when they are
+    /// counted apart from their state.
+    held: usize,
 }
 
 impl StateCounts {
-    fn of(p: &Planner<'_>, members: &[&NodeView]) -> Self {
-        let count = |s: NodeState| p.states.values().filter(|v| **v == s).count();
-        StateCounts {
+    /// The members by state; with `held_apart`, the held members that wait are counted
+    /// as held instead of by their state.
+    fn of(p: &Planner<'_>, members: &[&NodeView], held_apart: bool) -> Self {
+        let mut c = StateCounts {
             nodes: members.len(),
-            updated: count(NodeState::UpToDate),
-            updating: count(NodeState::Rebooting),
-            staged: count(NodeState::Staged),
-            staging: count(NodeState::Staging),
-            pending: count(NodeState::Pending),
-            degraded: count(NodeState::Degraded),
+            updated: 0,
+            updating: 0,
+            staged: 0,
+            staging: 0,
+            pending: 0,
+            degraded: 0,
+            held: 0,
+        };
+        for (name, state) in &p.states {
+            if held_apart && hold::waits(p, name) {
+                c.held += 1;
+                continue;
+            }
+            *match state {
+                NodeState::UpToDate => &mut c.updated,
+                NodeState::Rebooting => &mut c.updating,
+                NodeState::Staged => &mut c.staged,
+                NodeState::Staging => &mut c.staging,
+                NodeState::Pending => &mut c.pending,
+                NodeState::Degraded => &mut c.degraded,
+            } += 1;
         }
+        c
     }
 
     /// `3/10 updated; 2 staged, 1 rebooting, …`.
@@ -55,6 +75,7 @@ impl StateCounts {
             (self.staging, "staging"),
             (self.pending, "pending"),
             (self.degraded, "degraded"),
+            (self.held, "held"),
         ] {
             if n > 0 {
                 parts.push(format!("{n} {what}"));
@@ -78,7 +99,7 @@ pub(super) fn status(
 ) -> BootcNodePoolStatus {
     let snap = p.snap;
     let previous = snap.pool.status.as_ref();
-    let counts = StateCounts::of(p, members);
+    let counts = StateCounts::of(p, members, false);
     let as_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
     let mut status = previous.cloned().unwrap_or_default();
     status.observed_generation = snap.pool.generation;
@@ -89,12 +110,13 @@ pub(super) fn status(
     status.staging_count = as_i32(counts.staging);
     status.staging_percent = staging_percent(p, members, decision);
     status.degraded_count = as_i32(counts.degraded);
+    status.held_count = as_i32(p.held.len());
     target_fields(&mut status, snap, decision);
     status.deploy_history = deploy_history(&status, p, decision);
 
     let all_updated = decision.target.is_ok() && counts.updated == counts.nodes;
     let degraded = degraded(p, decision);
-    let up = up_to_date(p, &counts, all_updated);
+    let up = up_to_date(p, &StateCounts::of(p, members, true), all_updated);
     transition_events(p, &degraded, decision, all_updated, counts.nodes);
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let (ok, reason, message) = progress::condition(p, progress, all_updated, invalid);

@@ -115,6 +115,8 @@ struct N {
     role: &'static str,
     ready: bool,
     unschedulable: bool,
+    /// Carries the hold label.
+    held: bool,
     bootc: Option<BootcView>,
 }
 
@@ -124,6 +126,7 @@ fn node(name: &'static str) -> N {
         role: "worker",
         ready: true,
         unschedulable: false,
+        held: false,
         bootc: None,
     }
 }
@@ -175,10 +178,14 @@ impl N {
     }
 
     fn view(&self) -> NodeView {
+        let mut labels = labels(self.role, self.bootc.is_some());
+        if self.held {
+            labels.insert(bootc_crds::HOLD_LABEL.to_owned(), "true".to_owned());
+        }
         NodeView {
             name: self.name.into(),
             node: Some(NodeInfo {
-                labels: labels(self.role, self.bootc.is_some()),
+                labels,
                 ready: self.ready,
                 unschedulable: self.unschedulable,
                 boot_id: None,
@@ -1286,6 +1293,7 @@ fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
 }
 
 mod fail_closed;
+mod hold;
 
 fn deleting(snap: &mut Snapshot) {
     snap.pool.deleting = true;

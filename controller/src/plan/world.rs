@@ -65,6 +65,16 @@ pub struct NodeInfo {
     pub heartbeat: Option<DateTime<Utc>>,
 }
 
+impl NodeInfo {
+    /// An admin holds the node: its [`bootc_crds::HOLD_LABEL`] label is `true`. A held
+    /// node is not moved to a new target nor given a reboot slot.
+    pub fn held(&self) -> bool {
+        self.labels
+            .get(bootc_crds::HOLD_LABEL)
+            .is_some_and(|v| v == "true")
+    }
+}
+
 /// What the plan needs of a BootcNode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BootcView {

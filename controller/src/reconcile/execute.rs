@@ -217,14 +217,12 @@ async fn execute(
         }
         Action::Delete { node } => delete(ctx, pool, node).await,
         Action::SetDrainBlocked { node, blocked } => {
-            let api: Api<BootcNode> = Api::all(ctx.client.clone());
-            let patch = Patch::Merge(json!({ "status": { "drainBlocked": blocked } }));
-            let updated = api
-                .patch_status(node, &params(), &patch)
-                .await
-                .map_err(api_error(format!("BootcNode {node} status")))?;
-            lock(&ctx.bootc_overlay).wrote(node, updated);
-            Ok(())
+            patch_status(ctx, node, json!({ "drainBlocked": blocked })).await
+        }
+        Action::SetHeld { node, held } => {
+            // `null` removes the field: it is there only while the node is held.
+            let held = held.then_some(true);
+            patch_status(ctx, node, json!({ "held": held })).await
         }
         Action::Event(event) => {
             publish(ctx, pool, event).await;
@@ -239,6 +237,23 @@ async fn execute(
             Ok(())
         }
     }
+}
+
+/// Merges `fields` into the BootcNode's status: the controller's own fields only, which
+/// the agent's merge patches never name.
+async fn patch_status(
+    ctx: &Context,
+    node: &str,
+    fields: serde_json::Value,
+) -> Result<(), ReconcileError> {
+    let api: Api<BootcNode> = Api::all(ctx.client.clone());
+    let patch = Patch::Merge(json!({ "status": fields }));
+    let updated = api
+        .patch_status(node, &params(), &patch)
+        .await
+        .map_err(api_error(format!("BootcNode {node} status")))?;
+    lock(&ctx.bootc_overlay).wrote(node, updated);
+    Ok(())
 }
 
 async fn create(
