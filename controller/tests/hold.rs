@@ -44,7 +44,14 @@ fn held_mark(b: &BootcNode) -> Option<bool> {
 }
 
 fn booted(cluster: &SimCluster, node: &str) -> String {
-    cluster.host(node).unwrap().state().booted.unwrap().info.digest
+    cluster
+        .host(node)
+        .unwrap()
+        .state()
+        .booted
+        .unwrap()
+        .info
+        .digest
 }
 
 fn held_count(p: &BootcNodePool) -> Option<i32> {
@@ -98,10 +105,17 @@ async fn a_held_node_stays_on_its_image_until_the_hold_is_lifted() {
     }
     assert_eq!(booted(&cluster, "n2"), digest('1'));
     let n2 = bootc_node(&client, "n2").await;
-    assert_eq!(n2.spec.desired_image, v1, "n2 is not moved to the new image");
+    assert_eq!(
+        n2.spec.desired_image, v1,
+        "n2 is not moved to the new image"
+    );
     assert_eq!(held_mark(&n2), Some(true));
     let counters = cluster.host("n2").unwrap().counters();
-    assert_eq!((counters.stages, counters.reboots), (0, 0), "n2 pulled nothing");
+    assert_eq!(
+        (counters.stages, counters.reboots),
+        (0, 0),
+        "n2 pulled nothing"
+    );
 
     // The hold is lifted: n2 rolls too and its mark goes.
     label_hold(&client, "n2", Value::Null).await;
