@@ -118,6 +118,8 @@ struct Agent<H> {
     progress_rx: tokio::sync::watch::Receiver<Option<crate::host::StageProgress>>,
     /// False once the host can send no more reports.
     progress_open: bool,
+    /// A host call found the host's bus gone: the host is going down.
+    host_lost: bool,
 }
 
 impl<H> std::fmt::Debug for Agent<H> {
@@ -211,6 +213,11 @@ pub async fn run<H: Host + 'static>(
         if reconcile {
             agent.reconcile().await;
         }
+        if agent.host_lost {
+            info!("the host's bus went away under a call; the host is going down");
+            agent.cancel_staging().await;
+            return Err(RunError::HostLost);
+        }
     }
 }
 
@@ -247,6 +254,7 @@ impl<H: Host + 'static> Agent<H> {
             ready: false,
             progress: progress::Shown::default(),
             progress_open: true,
+            host_lost: false,
         }
     }
 

@@ -171,6 +171,18 @@ pub enum HostError {
     },
 }
 
+impl HostError {
+    /// Whether the host's bus went away under the call: the host is rebooting (or its
+    /// bus restarting), which is no failure of the command or of the host.
+    pub fn connection_lost(&self) -> bool {
+        match self {
+            HostError::Call { source, .. } => dbus::connection_lost(source),
+            HostError::SignalStreamEnded { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 /// What the agent needs from the host. [`DbusHost`] talks to a real host; tests and scale
 /// runs can provide their own.
 pub trait Host: Send + Sync {
@@ -225,4 +237,38 @@ pub trait Host: Send + Sync {
     /// How far the staging in flight has got, as bootc reports it (`None` before the
     /// first report). Hosts that cannot tell keep it `None`.
     fn progress(&self) -> tokio::sync::watch::Receiver<Option<StageProgress>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HostError;
+
+    #[test]
+    fn a_broken_bus_reads_as_the_host_going_down_and_nothing_else_does() {
+        let broken = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let lost = HostError::Call {
+            call: "Manager.Subscribe",
+            source: zbus::Error::InputOutput(std::sync::Arc::new(broken)),
+        };
+        assert!(lost.connection_lost());
+        assert!(
+            HostError::SignalStreamEnded {
+                command: "x".into()
+            }
+            .connection_lost()
+        );
+        let failed = HostError::CommandFailed {
+            command: "bootc switch".into(),
+            job_result: "failed".into(),
+            result: "exit-code".into(),
+            exit_status: 1,
+            stderr: "error: pull".into(),
+        };
+        assert!(!failed.connection_lost());
+        let refused = HostError::Call {
+            call: "Manager.StartTransientUnit",
+            source: zbus::Error::Failure("Access denied".into()),
+        };
+        assert!(!refused.connection_lost());
+    }
 }

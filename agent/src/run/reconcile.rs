@@ -37,6 +37,10 @@ impl<H: Host + 'static> Agent<H> {
             return;
         }
         let Some((status, identity)) = self.read_host().await else {
+            if self.host_lost {
+                // Going down: nothing to report, and nothing wrong with the node.
+                return;
+            }
             // Report what is known, marked degraded; decide again after the backoff.
             let message = self.host_retry.message().unwrap_or_default().to_owned();
             let phase = current_phase(node.status.as_ref());
@@ -127,6 +131,10 @@ impl<H: Host + 'static> Agent<H> {
             Ok(read) => {
                 self.host_retry.clear();
                 Some(read)
+            }
+            Err(e) if e.connection_lost() => {
+                self.host_lost = true;
+                None
             }
             Err(e) => {
                 let message = format!("cannot read the host: {}", error_chain(&e));

@@ -74,6 +74,11 @@ impl<H: Host + 'static> Agent<H> {
                     self.memory.failure = None;
                 }
             }
+            Ok(Err(e)) if e.connection_lost() => {
+                // The host is going down under the pull: not the pull's failure.
+                info!(%image, "the host's bus went away during staging");
+                self.host_lost = true;
+            }
             Ok(Err(e)) => {
                 let message = error_chain(&e);
                 warn!(%image, error = %message, "staging failed");

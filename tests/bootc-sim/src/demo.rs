@@ -20,6 +20,7 @@
 
 mod api;
 mod display;
+mod health;
 mod nodes;
 mod processes;
 mod real;
@@ -145,6 +146,7 @@ async fn demo(
     let setup = set_up(args, parts, started, dir).await?;
     let api = &setup.api;
 
+    let degraded = health::DegradedWatch::start(&api.handle);
     // The pool, converged on v1.
     apply_pool(&api.client, &setup.image_ref, max_unavailable, started).await?;
     let mut watch = Watch {
@@ -181,11 +183,14 @@ async fn demo(
     if let Some((name, boots)) = &rebooted {
         real::check_one_approved_reboot(parts, name, *boots)?;
     }
+    degraded.check()?;
+    step(started, "no node reported Degraded");
     print_summary(&api.handle, watch.display.max_slots);
 
     if args.rollback {
         roll_back(parts, &setup, &mut watch, started, phase_timeout).await?;
     }
+    degraded.check()?;
 
     if args.keep_running {
         println!(

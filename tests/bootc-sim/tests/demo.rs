@@ -80,6 +80,10 @@ fn the_demo_rolls_v2_out_to_ten_nodes_and_exits_zero() {
     assert_eq!(field("nodeCount"), "10");
     assert_eq!(field("updatedCount"), "10");
     assert_eq!(field("degradedCount"), "0");
+    assert!(
+        stdout.contains("no node reported Degraded"),
+        "the demo checks every stored BootcNode version for Degraded"
+    );
     let slots: u32 = field("most reboot slots held at once:").parse().unwrap();
     assert!(
         (1..=3).contains(&slots),
