@@ -296,24 +296,47 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
         )
         .await
         .unwrap();
-    // n1 gets the slot, reboots and never comes back.
-    let p = wait_pool(&env.client, "workers", "n1 down and halting", |p| {
-        condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+    // n1 gets the slot, reboots and never comes back. Down in the reboot it was
+    // approved for, it is not unhealthy: rebootTimeoutSeconds bounds that.
+    let bootc: Api<BootcNode> = Api::all(env.client.clone());
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
+    wait_for("n1 rebooted and NotReady", async || {
+        let recorded = bootc.get("n1").await.ok()?.status?.last_reboot.is_some();
+        let ready = nodes
+            .get("n1")
+            .await
+            .ok()?
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status);
+        (recorded && ready.as_deref() != Some("True")).then_some(())
     })
     .await;
+    nudge(&env.client, "workers", 1).await;
+    // Before the fix this halted within a reconcile of the Node going NotReady.
+    let halted = tokio::time::timeout(
+        Duration::from_secs(3),
+        wait_pool(&env.client, "workers", "a halt", |p| {
+            condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+        }),
+    )
+    .await;
     assert!(
-        condition(&p, "Degraded")
-            .unwrap()
-            .2
-            .contains("n1: NotReady")
+        halted.is_err(),
+        "halted while n1 is in its own reboot: {halted:?}"
     );
+    let p = pools.get("workers").await.unwrap();
     assert_eq!(condition(&p, "Progressing").unwrap().1, "Advancing");
 
-    // Eleven minutes later: past the reboot timeout, and no node has advanced: a stall.
+    // Eleven minutes later: past the reboot timeout (unhealthy: halted), and no node has
+    // advanced: a stall.
     clock.advance(chrono::Duration::minutes(11));
-    nudge(&env.client, "workers", 1).await;
+    nudge(&env.client, "workers", 2).await;
     let p = wait_pool(&env.client, "workers", "RebootTimeout and Stalled", |p| {
-        condition(p, "Degraded").is_some_and(|c| c.2.contains("RebootTimeout"))
+        condition(p, "Degraded")
+            .is_some_and(|c| c.1 == "RolloutHalted" && c.2.contains("RebootTimeout"))
             && condition(p, "Progressing").is_some_and(|c| c.1 == "Stalled")
     })
     .await;

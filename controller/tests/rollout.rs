@@ -371,7 +371,13 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     for n in ["n1", "n2"] {
         env.cluster.host(n).unwrap().set_next_boot(NextBoot::Never);
     }
-    let controller = start(&env.emulator, Dependencies::default());
+    // The controller's clock stands still until the test moves it past the reboot
+    // timeout.
+    let clock = Arc::new(std::sync::Mutex::new(chrono::Utc::now()));
+    let mut options = Dependencies::default();
+    let now = Arc::clone(&clock);
+    options.clock = Arc::new(move || *now.lock().unwrap());
+    let controller = start(&env.emulator, options);
     let pools = env
         .apply_workers(json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}))
         .await;
@@ -389,21 +395,60 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
         )
         .await
         .unwrap();
+    // Slots go to n1, n2 and n3; then no new approvals while the test looks.
+    let bootc: Api<BootcNode> = Api::all(env.client.clone());
+    wait_for("n1, n2 and n3 approved", async || {
+        for n in ["n1", "n2", "n3"] {
+            let b = bootc.get(n).await.ok()?;
+            b.annotations()
+                .contains_key(REBOOT_SLOT_ANNOTATION)
+                .then_some(())?;
+        }
+        Some(())
+    })
+    .await;
+    let pause = |paused: bool| json!({"spec": {"rollout": {"paused": paused}}});
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(pause(true)),
+        )
+        .await
+        .unwrap();
+    // n3 finishes. n1 and n2 are down in the reboots they were approved for: not yet
+    // unhealthy (rebootTimeoutSeconds bounds that), so no halt.
+    let p = wait_pool(&env.client, "workers", "n3 updated and released", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 1)
+    })
+    .await;
+    assert_eq!(booted(&env, "n3"), digest('2'));
+    assert_ne!(
+        condition(&p, "Degraded").unwrap().1,
+        "RolloutHalted",
+        "{p:?}"
+    );
+
+    // Past the reboot timeout (default 1800 s) both are unhealthy: halted, and n4 gets
+    // no slot although one is free.
+    *clock.lock().unwrap() += chrono::Duration::minutes(31);
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(pause(false)),
+        )
+        .await
+        .unwrap();
     let halted = wait_pool(&env.client, "workers", "RolloutHalted", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
     })
     .await;
     let message = condition(&halted, "Degraded").unwrap().2;
     assert!(
-        message.contains("n1: NotReady") && message.contains("n2: NotReady"),
+        message.contains("n1: RebootTimeout") && message.contains("n2: RebootTimeout"),
         "{message}"
     );
-    // n3 finishes (it was in flight); n4 gets no slot while halted.
-    wait_for("n3 on v2", async || {
-        (booted(&env, "n3") == digest('2')).then_some(())
-    })
-    .await;
-    let bootc: Api<BootcNode> = Api::all(env.client.clone());
     let quiet = Instant::now() + Duration::from_secs(1);
     while Instant::now() < quiet {
         let n4 = bootc.get("n4").await.unwrap();

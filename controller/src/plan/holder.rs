@@ -9,11 +9,13 @@ use std::time::Duration;
 use bootc_crds::bounds::{DRAIN_MESSAGE_MAX_LEN, truncate};
 use bootc_crds::conditions::to_time;
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState, DrainBlocked};
-use bootc_crds::{APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, WAS_CORDONED_ANNOTATION};
+use bootc_crds::{
+    APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest, WAS_CORDONED_ANNOTATION,
+};
 use chrono::{DateTime, Utc};
 
 use super::actions::{Action, NodeState, events};
-use super::agent::{KUBELET_RECHECK, kubelet_reported_since_reboot};
+use super::agent::{AgentReport, KUBELET_RECHECK, kubelet_reported_since_reboot};
 use super::member::{Member, release};
 use super::world::{DrainView, NodeView};
 use super::{Planner, parse_stamp, stamp};
@@ -171,6 +173,18 @@ impl Deadline {
     }
 }
 
+/// Whether the holder is in the reboot it was approved for: its agent recorded a reboot
+/// for the target, and the host does not yet run the target with its kubelet reporting
+/// from that boot. NotReady then (on the way down, while down, while the kubelet starts
+/// again) is the update itself, bounded by rebootTimeoutSeconds; NotReady at any other
+/// time makes the holder unhealthy.
+fn in_own_reboot(agent: &AgentReport<'_>, digest: &Digest, kubelet_back: bool) -> bool {
+    let recorded = agent
+        .last_reboot()
+        .is_some_and(|r| r.digest == digest.to_string());
+    recorded && !(kubelet_back && agent.current && agent.booted(digest))
+}
+
 /// Approved: wait for the node to come back on the target, healthy, Ready and heard from
 /// by its kubelet since the reboot; after the soak the slot is released.
 fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
@@ -191,7 +205,7 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
         );
         p.unhealthy.push(problem.clone());
         p.degraded.push(problem);
-    } else if !info.ready {
+    } else if !info.ready && !in_own_reboot(&agent, digest, kubelet_back) {
         p.unhealthy.push(format!("node {name}: NotReady"));
     }
     if let Some(t) = deadline.approved_at

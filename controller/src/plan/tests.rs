@@ -1509,3 +1509,88 @@ fn the_new_slots_come_after_everything_that_frees_one() {
         "{after:?}"
     );
 }
+
+/// An approved holder whose agent recorded its reboot for the target from boot `0123`
+/// `ago` seconds ago, approved as long ago, and reports the target booted when `back`;
+/// the Node NotReady.
+fn rebooting(name: &'static str, ago: i64, back: bool) -> N {
+    let mut status = if back {
+        agent('b', None, "Rebooting", None)
+    } else {
+        agent('a', Some('b'), "Rebooting", None)
+    };
+    let at = now() - chrono::Duration::seconds(ago);
+    status.last_reboot = Some(bootc_crds::node::LastReboot {
+        digest: digest('b').to_string(),
+        boot_id: "0123".into(),
+        soft_reboots: 0,
+        time: to_time(at).unwrap(),
+    });
+    let mut n = node(name)
+        .with('b', DesiredImageState::Booted, status)
+        .slot()
+        .annotate(
+            APPROVED_AT_ANNOTATION,
+            &at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        )
+        .cordoned();
+    n.ready = false;
+    n
+}
+
+/// The pool's plan with `nodes`, the Nodes of the first two showing boot ID `boot`.
+fn plan_with_boot(nodes: &[N], boot: &str) -> Plan {
+    let mut snap = snapshot(pool_spec(IntOrString::Int(2)), nodes);
+    for n in snap.nodes.iter_mut().take(2) {
+        n.node.as_mut().unwrap().boot_id = Some(boot.into());
+    }
+    super::plan(&snap)
+}
+
+#[test]
+fn holders_down_in_their_own_reboot_do_not_halt_the_rollout() {
+    let halted = |plan: &Plan| condition_of(plan, "Degraded").reason == "RolloutHalted";
+    // Two holders (haltAfterUnhealthy 2) down in the reboots they were approved for: the
+    // Node still shows the boot the agent recorded before rebooting.
+    let nodes = [
+        rebooting("n1", 20, false),
+        rebooting("n2", 20, false),
+        node("n3").staged(),
+    ];
+    let plan = plan_with_boot(&nodes, "0123");
+    assert!(!halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+    assert!(granted(&plan).is_empty(), "the budget is full");
+    // Their kubelets report NotReady from the new boot while the agents do not yet
+    // report the target: still the update.
+    let plan = plan_with_boot(&nodes, "4567");
+    assert!(!halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+
+    // Both run the target, their kubelets report from the new boot, NotReady: that is
+    // unhealthy, and it halts.
+    let nodes = [
+        rebooting("n1", 20, true),
+        rebooting("n2", 20, true),
+        node("n3").staged(),
+    ];
+    let plan = plan_with_boot(&nodes, "4567");
+    assert!(halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+    let message = &condition_of(&plan, "Degraded").message;
+    assert!(
+        message.contains("n1: NotReady") && message.contains("n2: NotReady"),
+        "{message}"
+    );
+
+    // Still down past rebootTimeoutSeconds (default 1800 s): that halts too.
+    let late = [
+        rebooting("n1", 4000, false),
+        rebooting("n2", 4000, false),
+        node("n3").staged(),
+    ];
+    let plan = plan_with_boot(&late, "0123");
+    assert!(halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+    assert!(
+        condition_of(&plan, "Degraded")
+            .message
+            .contains("RebootTimeout")
+    );
+}

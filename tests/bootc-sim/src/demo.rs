@@ -184,7 +184,7 @@ async fn demo(
         real::check_one_approved_reboot(parts, name, *boots)?;
     }
     degraded.check()?;
-    step(started, "no node reported Degraded");
+    step(started, "no node or pool reported Degraded");
     print_summary(&api.handle, watch.display.max_slots);
 
     if args.rollback {

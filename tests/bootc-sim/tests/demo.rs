@@ -81,8 +81,8 @@ fn the_demo_rolls_v2_out_to_ten_nodes_and_exits_zero() {
     assert_eq!(field("updatedCount"), "10");
     assert_eq!(field("degradedCount"), "0");
     assert!(
-        stdout.contains("no node reported Degraded"),
-        "the demo checks every stored BootcNode version for Degraded"
+        stdout.contains("no node or pool reported Degraded"),
+        "the demo checks every stored BootcNode and pool version for Degraded"
     );
     let slots: u32 = field("most reboot slots held at once:").parse().unwrap();
     assert!(

@@ -1,5 +1,6 @@
-//! Every BootcNode version the API stores, read for `Degraded=True`: the demo injects no
-//! fault, so a node that reports one (a reboot read as an error, say) fails the demo.
+//! Every BootcNode and BootcNodePool version the API stores, read for `Degraded=True`:
+//! the demo injects no fault, so a node that reports one (a reboot read as an error, say)
+//! or a pool that halts (nodes down in their own reboots counted unhealthy) fails it.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -27,7 +28,7 @@ impl DegradedWatch {
                     Err(RecvError::Lagged(_)) => continue,
                     Err(RecvError::Closed) => return,
                 };
-                if event.key.plural != "bootcnodes" {
+                if !matches!(event.key.plural.as_str(), "bootcnodes" | "bootcnodepools") {
                     continue;
                 }
                 if let Some(report) = degraded(&event.object) {
@@ -49,7 +50,7 @@ impl DegradedWatch {
         let mut reports = seen.clone();
         reports.dedup();
         Err(format!(
-            "a node reported Degraded during a rollout without faults:\n  {}",
+            "Degraded reported during a rollout without faults:\n  {}",
             reports.join("\n  ")
         ))
     }
