@@ -1148,12 +1148,14 @@ fn report_conversion() {
             "booted": {
                 "image": "quay.io/example/os:1",
                 "imageDigest": C,
+                "shortDigest": "cccccccccccc",
                 "softRebootCapable": false,
                 "incompatible": true,
             },
             "staged": {
                 "image": format!("quay.io/example/os@{L}"),
                 "imageDigest": A,
+                "shortDigest": "aaaaaaaaaaaa",
                 "version": "42.1",
                 "timestamp": "2026-01-02T03:04:05Z",
                 "architecture": "amd64",
@@ -1164,6 +1166,7 @@ fn report_conversion() {
             "rollback": {
                 "image": "quay.io/example/os:0",
                 "imageDigest": L,
+                "shortDigest": &L[7..19],
                 "version": "42.1",
                 "architecture": "amd64",
                 "softRebootCapable": true,
@@ -1219,6 +1222,7 @@ fn report_of_fixtures() {
             "booted": {
                 "image": "quay.io/example/someimage:latest",
                 "imageDigest": "sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34",
+                "shortDigest": "736b359467c9",
                 "version": "nightly",
                 "timestamp": "2023-09-30T19:22:16Z",
                 "architecture": "arm64",
@@ -1228,6 +1232,7 @@ fn report_of_fixtures() {
             "staged": {
                 "image": "quay.io/example/someimage:latest",
                 "imageDigest": "sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566",
+                "shortDigest": "16dc2b6256b4",
                 "version": "nightly",
                 "timestamp": "2023-10-14T19:22:15Z",
                 "architecture": "arm64",

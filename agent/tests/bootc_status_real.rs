@@ -317,6 +317,7 @@ fn what_the_agent_reports_and_decides_on() {
         json!({
             "image": image.reference(),
             "imageDigest": image.digest(),
+            "shortDigest": &image.digest()["sha256:".len()..][..12],
             "timestamp": image.reported_timestamp(),
             "architecture": "amd64",
             "softRebootCapable": false,

@@ -101,6 +101,13 @@ struct Record {
     /// run), as right after a daemon reload.
     spawn_failures: u32,
     kills: HashMap<String, tokio::sync::oneshot::Sender<()>>,
+    /// Services created beside a socket unit, started by `StartUnit`: their properties and
+    /// their socket's FIFO.
+    pending: HashMap<String, (HashMap<String, OwnedVariant>, String)>,
+    /// The FIFOs of listening sockets, held open read-write as systemd holds them.
+    fifos: HashMap<String, (String, std::fs::File)>,
+    /// Every progress socket created: (socket unit, FIFO path).
+    sockets: Vec<(String, String)>,
 }
 
 type Shared = Arc<Mutex<Record>>;
@@ -132,21 +139,15 @@ fn output_file(spec: &str) -> std::fs::File {
     std::fs::File::create(spec).unwrap()
 }
 
-#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
 impl FakeManager {
-    fn subscribe(&self) {
-        self.record.lock().unwrap().calls.push("Subscribe".into());
-    }
-
-    async fn start_transient_unit(
+    /// Runs a service's commands as systemd would, fd 3 the FIFO when `fifo` is given.
+    fn run_service(
         &mut self,
         name: String,
-        _mode: String,
-        properties: Vec<(String, OwnedVariant)>,
-        _aux: Vec<(String, Vec<(String, OwnedVariant)>)>,
-        #[zbus(connection)] conn: &Connection,
+        props: HashMap<String, OwnedVariant>,
+        fifo: Option<String>,
+        conn: &Connection,
     ) -> fdo::Result<OwnedObjectPath> {
-        let props: HashMap<String, OwnedVariant> = properties.into_iter().collect();
         let exec: Vec<(String, Vec<String>, bool)> =
             Vec::try_from(props["ExecStart"].try_clone().unwrap()).unwrap();
         let commands: Vec<Vec<String>> = exec.iter().map(|(_, argv, _)| argv.clone()).collect();
@@ -183,8 +184,21 @@ impl FakeManager {
         drop((output_file(&stdout), output_file(&stderr)));
         let append = |path: &str| std::fs::OpenOptions::new().append(true).open(path).unwrap();
         let spawn = move |argv: &Vec<String>| {
-            tokio::process::Command::new(&argv[0])
-                .args(&argv[1..])
+            let mut command = match &fifo {
+                // As systemd passes a socket's descriptors: the FIFO, read-write, as fd 3.
+                Some(fifo) => {
+                    let mut c = tokio::process::Command::new("/bin/sh");
+                    c.args(["-c", "f=$1; shift; exec \"$@\" 3<>\"$f\"", "sh", fifo]);
+                    c.args(argv);
+                    c
+                }
+                None => {
+                    let mut c = tokio::process::Command::new(&argv[0]);
+                    c.args(&argv[1..]);
+                    c
+                }
+            };
+            command
                 .stdout(append(&stdout))
                 .stderr(append(&stderr))
                 .kill_on_drop(true)
@@ -260,12 +274,111 @@ impl FakeManager {
         Ok(job)
     }
 
+    /// A progress socket: its FIFO made and held open, its service kept for `StartUnit`,
+    /// its start job done at once.
+    async fn start_socket(
+        &mut self,
+        name: String,
+        props: &HashMap<String, OwnedVariant>,
+        aux: Vec<(String, Vec<(String, OwnedVariant)>)>,
+        conn: &Connection,
+    ) -> OwnedObjectPath {
+        let listen: Vec<(String, String)> =
+            Vec::try_from(props["Listen"].try_clone().unwrap()).unwrap();
+        let (kind, fifo) = listen.into_iter().next().unwrap();
+        assert_eq!(kind, "FIFO");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo {fifo}");
+        let held = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)
+            .unwrap();
+        let (service, service_props) = aux.into_iter().next().unwrap();
+        let service_props: HashMap<String, OwnedVariant> = service_props.into_iter().collect();
+        assert_eq!(
+            u32::try_from(service_props["StartLimitBurst"].try_clone().unwrap()).unwrap(),
+            1,
+            "the service may start once"
+        );
+        self.jobs += 1;
+        let id = self.jobs;
+        let job = OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/job/{id}")).unwrap();
+        {
+            let mut record = self.record.lock().unwrap();
+            record.calls.push("StartTransientUnit(socket)".into());
+            record.sockets.push((name.clone(), fifo.clone()));
+            record
+                .pending
+                .insert(service, (service_props, fifo.clone()));
+            record.fifos.insert(name.clone(), (fifo, held));
+        }
+        let conn = conn.clone();
+        let job_path = job.clone();
+        tokio::spawn(async move {
+            conn.emit_signal(
+                None::<&str>,
+                "/org/freedesktop/systemd1",
+                "org.freedesktop.systemd1.Manager",
+                "JobRemoved",
+                &(id, job_path, name, "done"),
+            )
+            .await
+            .unwrap();
+        });
+        job
+    }
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
+impl FakeManager {
+    fn subscribe(&self) {
+        self.record.lock().unwrap().calls.push("Subscribe".into());
+    }
+
+    async fn start_transient_unit(
+        &mut self,
+        name: String,
+        _mode: String,
+        properties: Vec<(String, OwnedVariant)>,
+        aux: Vec<(String, Vec<(String, OwnedVariant)>)>,
+        #[zbus(connection)] conn: &Connection,
+    ) -> fdo::Result<OwnedObjectPath> {
+        let props: HashMap<String, OwnedVariant> = properties.into_iter().collect();
+        if name.ends_with(".socket") {
+            return Ok(self.start_socket(name, &props, aux, conn).await);
+        }
+        self.run_service(name, props, None, conn)
+    }
+
+    /// Starts a service created beside a socket: its ExecStart gets the FIFO as fd 3.
+    async fn start_unit(
+        &mut self,
+        name: String,
+        _mode: String,
+        #[zbus(connection)] conn: &Connection,
+    ) -> fdo::Result<OwnedObjectPath> {
+        let pending = self.record.lock().unwrap().pending.remove(&name);
+        let Some((props, fifo)) = pending else {
+            return Err(fdo::Error::Failed(format!("no unit {name}")));
+        };
+        self.record.lock().unwrap().calls.push("StartUnit".into());
+        self.run_service(name, props, Some(fifo), conn)
+    }
+
     fn stop_unit(&self, name: String, _mode: String) -> OwnedObjectPath {
         let mut record = self.record.lock().unwrap();
         record.calls.push("StopUnit".into());
         record.stopped.push(name.clone());
         if let Some(kill) = record.kills.remove(&name) {
             let _ = kill.send(());
+        }
+        if let Some((fifo, held)) = record.fifos.remove(&name) {
+            drop(held);
+            let _ = std::fs::remove_file(fifo);
         }
         OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/0").unwrap()
     }
@@ -353,6 +466,20 @@ impl FakeHostname {
 
 const FAKE_BOOTC: &str = r#"#!/bin/sh
 d=$(dirname "$0")
+# `--progress-fd N` comes last: report on N, and leave it out of the recorded call.
+progress=
+if [ $# -ge 2 ]; then
+  eval "pen=\${$(($# - 1))}"; eval "fd=\${$#}"
+  if [ "$pen" = "--progress-fd" ]; then
+    progress=$fd; n=$(($# - 2)); args=; i=0
+    for a in "$@"; do i=$((i + 1)); [ $i -le $n ] && args="$args $a"; done
+    set -- $args
+  fi
+fi
+if [ -n "$progress" ]; then
+  printf '%s\n' '{"type":"Start","version":"0.1.0"}' \
+    '{"type":"ProgressBytes","task":"pulling","description":"Pulling Image","id":"i","bytesCached":0,"bytes":5,"bytesTotal":10,"stepsCached":0,"steps":0,"stepsTotal":1,"subtasks":[]}' >&"$progress"
+fi
 echo "$*" >> "$d/calls"
 case "$*" in
   "status --format=json --format-version=1") cat "$d/status.json"; exit 0;;
@@ -490,7 +617,11 @@ fn bootc_path(f: &Fixture) -> PathBuf {
 async fn stage_uses_switch_download_only_when_supported() {
     let f = fixture(Some(0), Duration::from_secs(30)).await;
     f.flag("download-only", "");
+    let progress = f.host.progress();
     f.host.stage(&pin()).await.unwrap();
+    let seen = progress.borrow().clone().expect("bootc's report");
+    assert_eq!((seen.bytes_done, seen.bytes_total), (5, 10), "{seen:?}");
+    assert_eq!(seen.digest, PIN.rsplit_once('@').unwrap().1);
     assert_eq!(
         f.bootc_calls(),
         vec![
@@ -508,8 +639,23 @@ async fn stage_uses_switch_download_only_when_supported() {
     assert_eq!(started.exec_path, bootc);
     assert_eq!(
         started.argv,
-        vec![bootc, "switch".into(), "--download-only".into(), PIN.into()]
+        vec![
+            bootc,
+            "switch".into(),
+            "--download-only".into(),
+            PIN.into(),
+            "--progress-fd".into(),
+            "3".into()
+        ]
     );
+    // The staging got its FIFO from a socket unit of its own name, created beside it and
+    // stopped first when it ended.
+    let (socket, fifo) = record.sockets[0].clone();
+    assert_eq!(socket, started.name.replace(".service", ".socket"));
+    assert!(fifo.ends_with(".progress"), "{fifo}");
+    assert!(!Path::new(&fifo).exists(), "the FIFO is removed");
+    let stop = |unit: &str| record.stopped.iter().position(|u| u == unit).unwrap();
+    assert!(stop(&socket) < stop(&started.name), "{:?}", record.stopped);
     assert_eq!(started.service_type, "oneshot");
     assert_eq!(started.timeout_usec, 30_000_000);
     let work = f.dir.path().join("work").display().to_string();

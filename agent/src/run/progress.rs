@@ -8,11 +8,10 @@ use std::time::Duration;
 use bootc_crds::node::BootcNode;
 use bootc_pool_common::error_chain;
 use chrono::{DateTime, Utc};
-use kube::api::{Patch, PatchParams};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::{Agent, FIELD_MANAGER};
+use super::Agent;
 use crate::host::{Host, StageProgress};
 use crate::report;
 
@@ -113,20 +112,11 @@ impl<H: Host + 'static> Agent<H> {
         {
             return;
         }
-        let patch = Patch::Merge(serde_json::json!({ "status": { "progress": shown } }));
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        match self
-            .nodes
-            .patch_status(&self.options.node_name, &params, &patch)
-            .await
-        {
+        let body = serde_json::json!({ "status": { "progress": shown } });
+        match self.patch_own_status(body).await {
             Ok(updated) => {
                 debug!("progress written");
-                self.versions.wrote(&updated);
-                self.node = Some(updated);
+                self.keep_answer(updated);
             }
             Err(e) => {
                 // Not a failure of the node: the next report, or the next status write,

@@ -119,29 +119,11 @@ impl<H: Host + 'static> Agent<H> {
         if let Some(version) = on_version {
             body["metadata"] = serde_json::json!({ "resourceVersion": version });
         }
-        let patch = Patch::Merge(body);
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        match self
-            .nodes
-            .patch_status(&self.options.node_name, &params, &patch)
-            .await
-        {
+        match self.patch_own_status(body).await {
             Ok(updated) => {
                 debug!(phase = ?phase, "status written");
                 self.api_retry.clear();
-                self.versions.wrote(&updated);
-                // The answer can carry a change made since the decision (an approval
-                // written between our read and this write). The watch will deliver it
-                // only as an older version than this one, or as this very one, neither
-                // of which wakes us: decide again now, from this object.
-                if self.node.as_ref().is_some_and(|old| moved(old, &updated)) {
-                    debug!("the BootcNode changed since it was read; deciding again");
-                    self.retry_at = Some(Instant::now());
-                }
-                self.node = Some(updated);
+                self.keep_answer(updated);
                 self.mark_ready();
                 true
             }
@@ -160,6 +142,35 @@ impl<H: Host + 'static> Agent<H> {
                 false
             }
         }
+    }
+}
+
+impl<H: Host + 'static> Agent<H> {
+    /// Merge-patches the BootcNode's status with `body`, as the agent's field manager.
+    pub(super) async fn patch_own_status(
+        &self,
+        body: serde_json::Value,
+    ) -> Result<BootcNode, kube::Error> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        self.nodes
+            .patch_status(&self.options.node_name, &params, &Patch::Merge(body))
+            .await
+    }
+
+    /// Keeps the answer to one of the agent's own status writes. It can carry a change
+    /// made since the decision (an approval written between our read and this write).
+    /// The watch will deliver it only as an older version than this one, or as this very
+    /// one, neither of which wakes us: decide again now, from this object.
+    pub(super) fn keep_answer(&mut self, updated: BootcNode) {
+        self.versions.wrote(&updated);
+        if self.node.as_ref().is_some_and(|old| moved(old, &updated)) {
+            debug!("the BootcNode changed since it was read; deciding again");
+            self.retry_at = Some(Instant::now());
+        }
+        self.node = Some(updated);
     }
 }
 

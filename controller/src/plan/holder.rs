@@ -205,7 +205,7 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
         );
         p.unhealthy.push(problem.clone());
         p.degraded.push(problem);
-    } else if !info.ready && !in_own_reboot(&agent, digest, kubelet_back) {
+    } else if !info.ready && !in_own_reboot(agent, digest, kubelet_back) {
         p.unhealthy.push(format!("node {name}: NotReady"));
     }
     if let Some(t) = deadline.approved_at

@@ -184,27 +184,29 @@ fn pool_rows() {
         "nodeCount": 3,
         "updatedCount": 2,
         "updatingCount": 1,
+        "stagingCount": 4,
+        "stagingPercent": 55,
         "degradedCount": 0,
         "conditions": [{"type": "UpToDate", "status": "False"}, {"type": "Degraded", "status": "False"}],
     })));
     let cases = [
         (
             full,
-            json!(["workers", "abc123", 3, 2, 1, 0, "False", "5m"]),
+            json!(["workers", "abc123", 3, 2, 1, 4, 55, 0, "False", "5m"]),
         ),
         (
             pool(None),
-            json!(["workers", null, null, null, null, null, null, "5m"]),
+            json!(["workers", null, null, null, null, null, null, null, null, "5m"]),
         ),
         (
             pool(Some(
                 json!({"nodeCount": 2.0, "targetShortDigest": 7, "conditions": null}),
             )),
-            json!(["workers", "7", 2, null, null, null, null, "5m"]),
+            json!(["workers", "7", 2, null, null, null, null, null, null, "5m"]),
         ),
         (
             pool(Some(json!({"nodeCount": "3", "targetShortDigest": null}))),
-            json!(["workers", "<no value>", null, null, null, null, null, "5m"]),
+            json!(["workers", "<no value>", null, null, null, null, null, null, null, "5m"]),
         ),
     ];
     for (obj, want) in cases {
@@ -259,7 +261,7 @@ fn table_document() {
     assert_eq!(table["kind"], "Table");
     assert_eq!(table["apiVersion"], "meta.k8s.io/v1");
     assert_eq!(table["metadata"], json!({"resourceVersion": "42"}));
-    assert_eq!(table["columnDefinitions"].as_array().unwrap().len(), 8);
+    assert_eq!(table["columnDefinitions"].as_array().unwrap().len(), 10);
     assert_eq!(
         table["columnDefinitions"][2],
         json!({"name": "Nodes", "type": "integer", "format": "", "description": "Nodes in the pool", "priority": 0})
