@@ -196,7 +196,9 @@ fn pool_rows() {
         ),
         (
             pool(None),
-            json!(["workers", null, null, null, null, null, null, null, null, "5m"]),
+            json!([
+                "workers", null, null, null, null, null, null, null, null, "5m"
+            ]),
         ),
         (
             pool(Some(
@@ -206,7 +208,18 @@ fn pool_rows() {
         ),
         (
             pool(Some(json!({"nodeCount": "3", "targetShortDigest": null}))),
-            json!(["workers", "<no value>", null, null, null, null, null, null, null, "5m"]),
+            json!([
+                "workers",
+                "<no value>",
+                null,
+                null,
+                null,
+                null,
+                null,
+                null,
+                null,
+                "5m"
+            ]),
         ),
     ];
     for (obj, want) in cases {
