@@ -188,6 +188,7 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
             .progress
             .filter(|_| inputs.phase == Phase::Staging)
             .and_then(|(p, at)| progress_status(p, at, inputs.desired)),
+        health: None,
     }
 }
 

@@ -241,6 +241,10 @@ impl DigestSeen {
             node_count: self.count,
             first_deployed: first,
             last_deployed: last,
+            failed: false,
+            failed_reason: None,
+            failed_time: None,
+            failed_generation: None,
         })
     }
 }

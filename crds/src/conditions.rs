@@ -21,6 +21,15 @@ pub mod up_to_date {
     pub const PAUSED: &str = "Paused";
     /// False: work is left but no maintenance window is open.
     pub const OUTSIDE_MAINTENANCE_WINDOW: &str = "OutsideMaintenanceWindow";
+    /// False: work is left but the alert gate is closed (matching alerts fire, or the
+    /// gate cannot be asked and fails closed).
+    pub const ALERT_GATE_CLOSED: &str = "AlertGateClosed";
+    /// False: the canary nodes are updating or soaking; the rest of the pool waits.
+    pub const CANARY: &str = "Canary";
+    /// False: work is left but pools named in `rollout.after` are not up to date yet.
+    pub const WAITING_FOR_POOLS: &str = "WaitingForPools";
+    /// False: the target failed and the pool rolls back to the image it ran before.
+    pub const ROLLING_BACK: &str = "RollingBack";
 }
 
 /// Reasons of the pool's `Degraded` condition, in order of precedence (first wins).
@@ -31,6 +40,13 @@ pub mod pool_degraded {
     pub const NODE_CONFLICT: &str = "NodeConflict";
     /// Too many unhealthy nodes hold reboot slots; no new approvals.
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// `rollout.after` names pools that wait on this one: nothing is approved.
+    pub const ORDERING_CYCLE: &str = "OrderingCycle";
+    /// The target reached `haltAfterUnhealthy` with `onFailure: Rollback`: it is marked
+    /// failed in `deployHistory` and the pool rolls back (or stays) on the image before.
+    pub const TARGET_FAILED: &str = "TargetFailed";
+    /// The alert gate cannot be asked (and fails closed): nothing is approved.
+    pub const ALERT_GATE_UNREACHABLE: &str = "AlertGateUnreachable";
     /// The tag could not be resolved; the last good target is kept.
     pub const TAG_RESOLUTION_ERROR: &str = "TagResolutionError";
     /// One or more nodes report Degraded.
@@ -38,10 +54,13 @@ pub mod pool_degraded {
     /// False: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
     /// Every reason that sets `Degraded=True`, highest precedence first.
-    pub const PRECEDENCE: [&str; 5] = [
+    pub const PRECEDENCE: [&str; 8] = [
         INVALID_SPEC,
         NODE_CONFLICT,
+        ORDERING_CYCLE,
         ROLLOUT_HALTED,
+        TARGET_FAILED,
+        ALERT_GATE_UNREACHABLE,
         TAG_RESOLUTION_ERROR,
         NODE_DEGRADED,
     ];

@@ -108,6 +108,26 @@ pub struct BootcNodeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub pull_secret_hash: Option<String>,
+
+    /// systemd units whose state the agent reports in status.health (copied from the
+    /// pool's spec.health.units).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = crate::pool::MAX_HEALTH_UNITS), transform = unit_items)]
+    pub health_units: Vec<String>,
+}
+
+/// Longest systemd unit name.
+pub const UNIT_NAME_MAX_LEN: usize = 256;
+/// What a systemd unit name looks like: a name and one of the unit types.
+pub const UNIT_NAME_PATTERN: &str = r"^[A-Za-z0-9:_.\\@-]+\.(service|socket|target|device|mount|automount|swap|timer|path|slice|scope)$";
+
+/// Bounds and pattern of each unit name in a list.
+pub fn unit_items(schema: &mut schemars::Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
+        items.insert("minLength".into(), 1.into());
+        items.insert("maxLength".into(), UNIT_NAME_MAX_LEN.into());
+        items.insert("pattern".into(), UNIT_NAME_PATTERN.into());
+    }
 }
 
 /// How far the node should go with desiredImage.
@@ -179,6 +199,51 @@ pub struct BootcNodeStatus {
     /// most every few seconds while staging, removed when staging ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<StagingProgress>,
+
+    /// The state of spec.healthUnits in the running boot, as the agent last read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<NodeHealth>,
+}
+
+/// The named units' states in one boot.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeHealth {
+    /// The boot these states are from: the host's boot ID.
+    #[serde(rename = "bootID")]
+    #[schemars(length(max = BOOT_ID_MAX_LEN))]
+    pub boot_id: String,
+
+    /// systemd's SoftRebootsCount in that boot (a soft reboot keeps the boot ID).
+    #[serde(default)]
+    pub soft_reboots: i64,
+
+    /// True when every unit is active.
+    pub healthy: bool,
+
+    /// Each unit of spec.healthUnits, in its order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = crate::pool::MAX_HEALTH_UNITS))]
+    pub units: Vec<UnitHealth>,
+}
+
+/// One unit's state.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnitHealth {
+    /// The unit's name.
+    #[schemars(length(max = UNIT_NAME_MAX_LEN))]
+    pub name: String,
+
+    /// systemd's ActiveState: active, activating, inactive, failed, deactivating,
+    /// reloading; not-found when no such unit is loaded.
+    #[schemars(length(max = 32))]
+    pub active_state: String,
+
+    /// systemd's SubState (e.g. running, exited, dead, failed).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 32))]
+    pub sub_state: String,
 }
 
 /// How far a staging has got, as bootc reported it.

@@ -120,6 +120,12 @@ pub struct BootcNodePoolSpec {
     /// RolloutCompleted) are sent. Unset sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notifications: Option<NotificationsSpec>,
+
+    /// What must hold for the rollout to go on: no matching alert firing, and each updated
+    /// node's named systemd units active after its reboot. Unset checks only that updated
+    /// nodes come back Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthSpec>,
 }
 
 /// The image a pool runs.
@@ -191,6 +197,142 @@ pub struct RolloutSpec {
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub post_reboot_delay_seconds: i64,
+
+    /// When set, each new target first goes to a few nodes (the canary), then the pool
+    /// waits soakSeconds with all of them healthy and no alert gate closed before the
+    /// other nodes get reboot slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanarySpec>,
+
+    /// What happens when haltAfterUnhealthy is reached. Halt: no new reboots are approved
+    /// until an admin acts. Rollback: the target digest is marked failed in deployHistory
+    /// and every node that booted it is rolled back, through bootc's rollback deployment
+    /// (no pull) and under the same maxUnavailable, to the image the pool ran before; the
+    /// failed digest is not tried again until the spec changes.
+    #[serde(default)]
+    pub on_failure: FailurePolicy,
+
+    /// Pools that must be up to date (every node on their target) and not halted before
+    /// this pool approves reboots for its target; staging goes on meanwhile. A pool that
+    /// waits on itself through a cycle approves nothing and reports OrderingCycle.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_AFTER),
+        extend("x-kubernetes-list-type" = "set"),
+        transform = after_items
+    )]
+    pub after: Vec<String>,
+}
+
+/// Most pools one pool may wait for (`rollout.after`).
+pub const MAX_AFTER: usize = 16;
+
+/// Bounds of each `rollout.after` item: a pool's name.
+fn after_items(schema: &mut schemars::Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
+        items.insert("minLength".into(), 1.into());
+        items.insert("maxLength".into(), NAME_MAX_LEN.into());
+    }
+}
+
+/// The first nodes of each rollout, and how long the pool watches them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanarySpec {
+    /// How many nodes update first: an integer (at least 1) or a percentage of the pool
+    /// ("10%", rounded down, but at least one node).
+    #[schemars(transform = crate::budget::schema)]
+    pub nodes: IntOrString,
+
+    /// Seconds the canary nodes must stay healthy (and every alert gate open) after the
+    /// last of them came back, before the rest of the pool goes on. A problem meanwhile
+    /// starts the count again.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 604800))]
+    pub soak_seconds: i64,
+}
+
+/// What reaching haltAfterUnhealthy does.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum FailurePolicy {
+    /// Approve no new reboots; the admin decides.
+    #[default]
+    Halt,
+    /// Mark the target failed and roll the nodes that booted it back.
+    Rollback,
+}
+
+/// Health checks on a rollout.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthSpec {
+    /// An Alertmanager or Prometheus asked before each approval: while an alert matching
+    /// every matcher fires, no new node is approved (nodes mid-reboot finish).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<AlertGateSpec>,
+
+    /// systemd units on the host that must be active after a reboot, within
+    /// timeoutSeconds, for the node to count healthy (`boot-complete.target` is the usual
+    /// choice). A unit that fails, or is not active in time, makes the node unhealthy:
+    /// it keeps its slot and counts toward haltAfterUnhealthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_HEALTH_UNITS),
+        extend("x-kubernetes-list-type" = "set"),
+        transform = crate::node::unit_items
+    )]
+    pub units: Vec<String>,
+
+    /// Seconds after a node came back on the target within which its units must be
+    /// active.
+    #[serde(default = "default_health_timeout")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub timeout_seconds: i64,
+}
+
+/// Most units in `health.units`.
+pub const MAX_HEALTH_UNITS: usize = 16;
+/// Most matchers in `health.alerts.matchers`.
+pub const MAX_MATCHERS: usize = 32;
+/// Longest matcher.
+pub const MATCHER_MAX_LEN: usize = 1024;
+/// Longest alert gate URL.
+pub const URL_MAX_LEN: usize = 2048;
+
+/// An alert source that gates approvals.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertGateSpec {
+    /// Base URL of an Alertmanager (its v2 API, /api/v2/alerts, is asked for active,
+    /// unsilenced, uninhibited alerts) or of a Prometheus (/api/v1/alerts, firing alerts),
+    /// e.g. http://alertmanager.monitoring:9093. Which one is found out from its answers.
+    #[schemars(length(min = 1, max = URL_MAX_LEN), regex(pattern = r"^https?://[^\s]+$"))]
+    pub url: String,
+
+    /// Alertmanager matchers, every one of which an alert's labels must match for it to
+    /// close the gate: `severity="critical"`, `alertname=~"Node.*"`, `team!="dev"`,
+    /// `env!~"test|dev"`. Empty: every firing alert closes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_MATCHERS), transform = matcher_items)]
+    pub matchers: Vec<String>,
+
+    /// When the URL cannot be asked (or answers nonsense), approve nothing (true, the
+    /// default) or go on as if no alert fired (false).
+    #[serde(default = "default_true")]
+    pub fail_closed: bool,
+
+    /// How often, in seconds, the URL is asked while the pool has something to approve.
+    #[serde(default = "default_alert_interval")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub interval_seconds: i64,
+}
+
+/// Bounds of each matcher.
+fn matcher_items(schema: &mut schemars::Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
+        items.insert("minLength".into(), 1.into());
+        items.insert("maxLength".into(), MATCHER_MAX_LEN.into());
+    }
 }
 
 /// Schema pattern for `start`.
@@ -265,7 +407,7 @@ impl From<Weekday> for chrono::Weekday {
 }
 
 /// How nodes are disrupted.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DisruptionSpec {
     /// RebootOnly always reboots fully; AllowSoftReboot uses a systemd soft reboot
@@ -277,6 +419,12 @@ pub struct DisruptionSpec {
     /// How a node is drained before its reboot.
     #[serde(default)]
     pub drain: DrainSpec,
+
+    /// Leave alone a node someone else cordoned: it is not given a reboot slot while it
+    /// is unschedulable (it may still stage), and it is never uncordoned by the
+    /// controller. False: such a node is updated too, and stays cordoned afterwards.
+    #[serde(default = "default_true")]
+    pub respect_cordon: bool,
 }
 
 /// How a node reboots into a new image.
@@ -449,6 +597,18 @@ pub struct BootcNodePoolStatus {
     #[serde(default)]
     pub held_count: i32,
 
+    /// Nodes someone else cordoned, left alone while spec.disruption.respectCordon is true.
+    #[serde(default)]
+    pub cordoned_count: i32,
+
+    /// Where the canary of the current target is (with spec.rollout.canary only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryStatus>,
+
+    /// The alert gate as last asked (with spec.health.alerts only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_gate: Option<AlertGateStatus>,
+
     /// One entry per digest the pool's nodes have booted, newest lastDeployed first, at
     /// most spec.history.limit entries. Recomputed from what the agents report, so it is
     /// the same however often the controller runs.
@@ -490,6 +650,88 @@ pub struct DeployHistoryEntry {
 
     /// When the last node was seen booted on this digest.
     pub last_deployed: Time,
+
+    /// True when a rollout of this digest reached haltAfterUnhealthy with
+    /// onFailure: Rollback: the pool rolled back and does not target this digest again
+    /// until its spec changes (metadata.generation passes failedGeneration).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+
+    /// Why the digest failed: the unhealthy nodes and what was wrong with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = FAILED_REASON_MAX_LEN))]
+    pub failed_reason: Option<String>,
+
+    /// When the digest was marked failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_time: Option<Time>,
+
+    /// The pool's metadata.generation when the digest was marked failed; a later spec
+    /// clears the mark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_generation: Option<i64>,
+}
+
+/// Longest `failedReason`.
+pub const FAILED_REASON_MAX_LEN: usize = 4096;
+
+/// Where a canary is.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStatus {
+    /// The target digest this canary is for.
+    #[schemars(length(max = DIGEST_MAX_LEN))]
+    pub digest: String,
+
+    /// Updating: the canary nodes are updating. Soaking: they all run the target and are
+    /// watched for soakSeconds. Complete: the rest of the pool may go on.
+    pub phase: CanaryPhase,
+
+    /// How many nodes the canary has.
+    pub nodes: i32,
+
+    /// When the current soak began (phase Soaking and Complete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak_started_time: Option<Time>,
+}
+
+/// The phases of a canary.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum CanaryPhase {
+    /// The canary nodes update.
+    Updating,
+    /// The canary nodes run the target and are watched.
+    Soaking,
+    /// The soak passed: the rest of the pool goes on.
+    Complete,
+}
+
+/// What the alert gate last said.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertGateStatus {
+    /// Open (no matching alert), Firing (matching alerts fire) or Unreachable.
+    pub state: AlertGateState,
+
+    /// The matching alerts (up to five, by name and labels), or the error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = FAILED_REASON_MAX_LEN))]
+    pub message: Option<String>,
+
+    /// When the URL was last asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_time: Option<Time>,
+}
+
+/// The states of an alert gate.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum AlertGateState {
+    /// No matching alert fires.
+    Open,
+    /// Matching alerts fire: no approvals.
+    Firing,
+    /// The URL could not be asked.
+    Unreachable,
 }
 
 fn default_resolve_interval() -> i64 {
@@ -520,6 +762,14 @@ fn default_history_limit() -> i32 {
     5
 }
 
+fn default_health_timeout() -> i64 {
+    600
+}
+
+fn default_alert_interval() -> i64 {
+    30
+}
+
 fn default_secret_key() -> String {
     "url".into()
 }
@@ -535,6 +785,9 @@ impl Default for RolloutSpec {
             halt_after_unhealthy: default_halt_after_unhealthy(),
             maintenance_windows: Vec::new(),
             post_reboot_delay_seconds: 0,
+            canary: None,
+            on_failure: FailurePolicy::Halt,
+            after: Vec::new(),
         }
     }
 }
@@ -546,6 +799,16 @@ impl Default for DrainSpec {
             delete_empty_dir_data: true,
             force: false,
             pod_selector: None,
+        }
+    }
+}
+
+impl Default for DisruptionSpec {
+    fn default() -> Self {
+        DisruptionSpec {
+            reboot_policy: RebootPolicy::default(),
+            drain: DrainSpec::default(),
+            respect_cordon: true,
         }
     }
 }

@@ -12,9 +12,11 @@ use crate::budget::Budget;
 pub use crate::field_error::{FieldError, FieldErrors};
 use crate::image_ref::ImageRef;
 use crate::node::BootcNodeSpec;
+use crate::node::UNIT_NAME_MAX_LEN;
 use crate::pool::{
-    BootcNodePoolSpec, DrainSpec, MAX_HISTORY, MAX_MAINTENANCE_WINDOWS, MaintenanceWindow,
-    RolloutSpec, SecretKeyRef, SecretRef,
+    AlertGateSpec, BootcNodePoolSpec, DrainSpec, HealthSpec, MAX_AFTER, MAX_HEALTH_UNITS,
+    MAX_HISTORY, MAX_MAINTENANCE_WINDOWS, MAX_MATCHERS, MaintenanceWindow, RolloutSpec,
+    SecretKeyRef, SecretRef, URL_MAX_LEN,
 };
 use crate::selector::{check_dns_label, check_dns_subdomain, check_selector, mentions_key};
 use crate::window::{parse_duration, parse_start, parse_time_zone};
@@ -66,6 +68,9 @@ impl BootcNodePoolSpec {
             ));
         }
         check_rollout(&self.rollout, &mut errors);
+        if let Some(health) = &self.health {
+            check_health(health, &mut errors);
+        }
         check_drain(&self.disruption.drain, &mut errors);
         if let Some(secret) = &self.pull_secret_ref {
             check_secret_ref(secret, "spec.pullSecretRef", &mut errors);
@@ -124,6 +129,43 @@ fn check_rollout(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
             ));
         }
     }
+    if let Some(canary) = &rollout.canary {
+        if let Err(e) = Budget::parse(&canary.nodes) {
+            errors.push(FieldError::new("spec.rollout.canary.nodes", e.to_string()));
+        }
+        if !(0..=MAX_SOAK_SECONDS).contains(&canary.soak_seconds) {
+            errors.push(FieldError::new(
+                "spec.rollout.canary.soakSeconds",
+                format!(
+                    "{} is out of range: from 0 to {MAX_SOAK_SECONDS} (a week)",
+                    canary.soak_seconds
+                ),
+            ));
+        }
+    }
+    if rollout.after.len() > MAX_AFTER {
+        errors.push(FieldError::new(
+            "spec.rollout.after",
+            format!(
+                "names {} pools, more than the limit of {MAX_AFTER}",
+                rollout.after.len()
+            ),
+        ));
+    }
+    let mut named = BTreeSet::new();
+    for (i, pool) in rollout.after.iter().enumerate() {
+        if let Err(m) = check_dns_subdomain(pool) {
+            errors.push(FieldError::new(
+                format!("spec.rollout.after[{i}]"),
+                format!("{pool:?} {m}"),
+            ));
+        } else if !named.insert(pool) {
+            errors.push(FieldError::new(
+                format!("spec.rollout.after[{i}]"),
+                format!("{pool:?} is listed twice"),
+            ));
+        }
+    }
     let windows = rollout.maintenance_windows.len();
     if windows > MAX_MAINTENANCE_WINDOWS {
         errors.push(FieldError::new(
@@ -138,6 +180,118 @@ fn check_rollout(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
             errors,
         );
     }
+}
+
+/// Longest canary soak: a week.
+pub const MAX_SOAK_SECONDS: i64 = 604_800;
+
+fn check_health(health: &HealthSpec, errors: &mut Vec<FieldError>) {
+    if health.units.len() > MAX_HEALTH_UNITS {
+        errors.push(FieldError::new(
+            "spec.health.units",
+            format!(
+                "names {} units, more than the limit of {MAX_HEALTH_UNITS}",
+                health.units.len()
+            ),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, unit) in health.units.iter().enumerate() {
+        if let Err(m) = check_unit_name(unit) {
+            errors.push(FieldError::new(
+                format!("spec.health.units[{i}]"),
+                format!("{unit:?} {m}"),
+            ));
+        } else if !seen.insert(unit) {
+            errors.push(FieldError::new(
+                format!("spec.health.units[{i}]"),
+                format!("{unit:?} is listed twice"),
+            ));
+        }
+    }
+    if !(1..=86_400).contains(&health.timeout_seconds) {
+        errors.push(FieldError::new(
+            "spec.health.timeoutSeconds",
+            format!(
+                "{} is out of range: from 1 to 86400",
+                health.timeout_seconds
+            ),
+        ));
+    }
+    if let Some(alerts) = &health.alerts {
+        check_alert_gate(alerts, errors);
+    }
+}
+
+fn check_alert_gate(alerts: &AlertGateSpec, errors: &mut Vec<FieldError>) {
+    let url = &alerts.url;
+    let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+    let rest = url.split_once("://").map_or("", |(_, r)| r);
+    if !scheme_ok
+        || rest.is_empty()
+        || url.len() > URL_MAX_LEN
+        || url.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        errors.push(FieldError::new(
+            "spec.health.alerts.url",
+            format!("{url:?} must be an http:// or https:// URL of at most {URL_MAX_LEN} characters without spaces"),
+        ));
+    }
+    if alerts.matchers.len() > MAX_MATCHERS {
+        errors.push(FieldError::new(
+            "spec.health.alerts.matchers",
+            format!(
+                "has {} matchers, more than the limit of {MAX_MATCHERS}",
+                alerts.matchers.len()
+            ),
+        ));
+    }
+    if !(1..=3600).contains(&alerts.interval_seconds) {
+        errors.push(FieldError::new(
+            "spec.health.alerts.intervalSeconds",
+            format!(
+                "{} is out of range: from 1 to 3600",
+                alerts.interval_seconds
+            ),
+        ));
+    }
+}
+
+/// Whether `unit` is a systemd unit name: letters, digits and `:_.\@-`, then one of the
+/// unit types.
+pub fn check_unit_name(unit: &str) -> Result<(), String> {
+    const TYPES: [&str; 11] = [
+        "service",
+        "socket",
+        "target",
+        "device",
+        "mount",
+        "automount",
+        "swap",
+        "timer",
+        "path",
+        "slice",
+        "scope",
+    ];
+    if unit.is_empty() || unit.len() > UNIT_NAME_MAX_LEN {
+        return Err(format!("must have 1 to {UNIT_NAME_MAX_LEN} characters"));
+    }
+    let Some((name, kind)) = unit.rsplit_once('.') else {
+        return Err("is not a unit name: it needs a type such as .service or .target".into());
+    };
+    if !TYPES.contains(&kind) {
+        return Err(format!(
+            "has unit type {kind:?}, which systemd does not know"
+        ));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || ":_.\\@-".contains(c);
+    if name.is_empty() || !name.chars().all(allowed) {
+        return Err(
+            "must consist of letters, digits and ':', '_', '.', '\\', '@' or '-' before its type"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 fn check_window(window: &MaintenanceWindow, path: &str, errors: &mut Vec<FieldError>) {
@@ -245,6 +399,14 @@ impl BootcNodeSpec {
         }
         if let Some(secret) = &self.pull_secret_ref {
             check_secret_ref(secret, "spec.pullSecretRef", &mut errors);
+        }
+        for (i, unit) in self.health_units.iter().enumerate() {
+            if let Err(m) = check_unit_name(unit) {
+                errors.push(FieldError::new(
+                    format!("spec.healthUnits[{i}]"),
+                    format!("{unit:?} {m}"),
+                ));
+            }
         }
         finish(errors)
     }

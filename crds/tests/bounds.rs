@@ -18,9 +18,13 @@ use bootc_crds::conditions::{
 };
 use bootc_crds::image_ref::{NAME_MAX_LEN, REF_MAX_LEN, TAG_MAX_LEN};
 use bootc_crds::node::{
-    BootedImage, DrainBlocked, ImageStatus, LastReboot, StagedImage, StagingProgress,
+    BootedImage, DrainBlocked, ImageStatus, LastReboot, NodeHealth, StagedImage, StagingProgress,
+    UNIT_NAME_MAX_LEN, UnitHealth,
 };
-use bootc_crds::pool::{DeployHistoryEntry, MAX_HISTORY};
+use bootc_crds::pool::{
+    AlertGateState, AlertGateStatus, CanaryPhase, CanaryStatus, DeployHistoryEntry,
+    FAILED_REASON_MAX_LEN, MAX_HEALTH_UNITS, MAX_HISTORY,
+};
 use bootc_crds::{BootcNodePoolStatus, BootcNodeStatus, ImageRef};
 use common::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -295,6 +299,10 @@ fn the_longest_pool_status_is_admitted() {
                 node_count: 3,
                 first_deployed: time.clone(),
                 last_deployed: time.clone(),
+                failed: true,
+                failed_reason: Some("r".repeat(FAILED_REASON_MAX_LEN)),
+                failed_time: Some(time.clone()),
+                failed_generation: Some(i64::MAX),
             })
             .collect(),
         conditions: vec![
@@ -306,6 +314,17 @@ fn the_longest_pool_status_is_admitted() {
             ),
             condition(PROGRESSING, progressing::ADVANCING, "advancing".into()),
         ],
+        canary: Some(CanaryStatus {
+            digest: digest(0),
+            phase: CanaryPhase::Soaking,
+            nodes: i32::MAX,
+            soak_started_time: Some(time.clone()),
+        }),
+        alert_gate: Some(AlertGateStatus {
+            state: AlertGateState::Firing,
+            message: Some("a".repeat(FAILED_REASON_MAX_LEN)),
+            checked_time: Some(time.clone()),
+        }),
         ..Default::default()
     };
     let mut object = load_yaml("samples/pool-minimal.yaml");
@@ -372,6 +391,18 @@ fn the_longest_node_status_is_admitted() {
             steps_total: 3,
             summary: "p".repeat(PROGRESS_STEP_MAX_LEN),
             updated: Some(time.clone()),
+        }),
+        health: Some(NodeHealth {
+            boot_id: "b".repeat(BOOT_ID_MAX_LEN),
+            soft_reboots: i64::MAX,
+            healthy: false,
+            units: (0..MAX_HEALTH_UNITS)
+                .map(|i| UnitHealth {
+                    name: format!("{}{i:02}.service", "u".repeat(UNIT_NAME_MAX_LEN - 10)),
+                    active_state: "deactivating".into(),
+                    sub_state: "stop-sigterm".into(),
+                })
+                .collect(),
         }),
     };
     let mut object = load_yaml("samples/bootcnode.yaml");

@@ -52,6 +52,10 @@ fn entry(
         node_count: count,
         first_deployed: at(first),
         last_deployed: at(last),
+        failed: false,
+        failed_reason: None,
+        failed_time: None,
+        failed_generation: None,
     }
 }
 
@@ -627,6 +631,10 @@ fn arb_previous() -> impl Strategy<Value = Vec<DeployHistoryEntry>> {
                 node_count: count,
                 first_deployed: minutes(first),
                 last_deployed: minutes(first + span),
+                failed: false,
+                failed_reason: None,
+                failed_time: None,
+                failed_generation: None,
             });
         }
         by_digest.into_values().collect()

@@ -102,6 +102,8 @@ mod health {
             lookup: Lookup::NotAsked,
             pull_secret: PullSecretView::default(),
             other_pools: Vec::new(),
+            pools: std::collections::BTreeMap::new(),
+            gate: crate::plan::GateView::NotConfigured,
             nodes,
             drains: BTreeMap::new(),
             progress: None,

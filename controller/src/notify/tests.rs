@@ -76,6 +76,10 @@ fn status(
                 node_count: 3,
                 first_deployed: time(),
                 last_deployed: time(),
+                failed: false,
+                failed_reason: None,
+                failed_time: None,
+                failed_generation: None,
             })
             .collect(),
         conditions,

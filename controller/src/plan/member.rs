@@ -38,12 +38,18 @@ pub(super) fn wanted_spec(
         reboot_policy: pool.disruption.reboot_policy,
         pull_secret_ref: None,
         pull_secret_hash: None,
+        health_units: Vec::new(),
     });
     if spec.desired_image != target.image {
         spec.desired_image = target.image.clone();
         spec.desired_image_state = DesiredImageState::Staged;
     }
     spec.reboot_policy = pool.disruption.reboot_policy;
+    spec.health_units = pool
+        .health
+        .as_ref()
+        .map(|h| h.units.clone())
+        .unwrap_or_default();
     spec.pull_secret_ref = pool.pull_secret_ref.clone();
     if spec.pull_secret_ref.is_none() {
         spec.pull_secret_hash = None;

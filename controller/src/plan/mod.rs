@@ -47,6 +47,7 @@ mod holder;
 pub mod limits;
 mod member;
 mod membership;
+pub mod ordering;
 pub mod progress;
 pub mod slots;
 mod staging;
@@ -60,7 +61,8 @@ pub use progress::STALL_AFTER;
 pub use slots::{ZONE_LABEL, approval_order};
 pub use target::{Target, TargetDecision, TargetProblem};
 pub use world::{
-    BootcView, DrainView, Lookup, NodeInfo, NodeView, PoolView, Progress, PullSecretView, Snapshot,
+    BootcView, DrainView, GateView, Lookup, NodeInfo, NodeView, PoolSummary, PoolView, Progress,
+    PullSecretView, Snapshot,
 };
 
 /// The finalizer the controller puts on every pool: deleting a pool waits until the

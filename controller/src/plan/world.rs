@@ -167,6 +167,46 @@ pub struct Progress {
     pub since: DateTime<Utc>,
 }
 
+/// What the pool's alert gate (`spec.health.alerts`) said for this plan.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum GateView {
+    /// The pool has no alert gate, or it was not asked.
+    #[default]
+    NotConfigured,
+    /// No matching alert fires.
+    Open {
+        /// When the answer was obtained.
+        checked: DateTime<Utc>,
+    },
+    /// Matching alerts fire.
+    Firing {
+        /// The alerts, each as `name{label="value", …}`, at most a few.
+        alerts: Vec<String>,
+        /// How many matched in all.
+        count: usize,
+        /// When the answer was obtained.
+        checked: DateTime<Utc>,
+    },
+    /// The URL could not be asked, or its answer could not be read.
+    Unreachable {
+        /// Why, naming the URL.
+        error: String,
+        /// When it was tried.
+        checked: DateTime<Utc>,
+    },
+}
+
+/// Another pool, as far as `spec.rollout.after` needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PoolSummary {
+    /// Its `spec.rollout.after`.
+    pub after: Vec<String>,
+    /// Its status says every node runs its target (`UpToDate=True`) for its current spec.
+    pub up_to_date: bool,
+    /// Its status says its rollout is halted (`Degraded`, `RolloutHalted`).
+    pub halted: bool,
+}
+
 /// Everything one plan looks at.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -178,6 +218,10 @@ pub struct Snapshot {
     pub pull_secret: PullSecretView,
     /// The other pools' selectors, by name (for conflicts).
     pub other_pools: Vec<(String, LabelSelector)>,
+    /// Every other pool by name, for `spec.rollout.after` (waiting and cycles).
+    pub pools: BTreeMap<String, PoolSummary>,
+    /// What the alert gate said.
+    pub gate: GateView,
     /// Every Node this pool's selector matches and every BootcNode it owns (with its
     /// Node), by name.
     pub nodes: Vec<NodeView>,

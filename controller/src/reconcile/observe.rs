@@ -65,11 +65,26 @@ impl Context {
             lookup,
             pull_secret,
             other_pools,
+            pools: self.pool_summaries(&name),
+            gate: crate::plan::GateView::NotConfigured,
             nodes,
             drains,
             progress: super::cache::lock(&self.progress).get(&name).copied(),
             now: (self.deps.clock)(),
         }
+    }
+
+    /// Every other pool, as `spec.rollout.after` needs it.
+    fn pool_summaries(
+        &self,
+        except: &str,
+    ) -> std::collections::BTreeMap<String, crate::plan::PoolSummary> {
+        self.pools
+            .state()
+            .iter()
+            .filter(|p| p.name_any() != except)
+            .map(|p| (p.name_any(), crate::plan::ordering::summary(p)))
+            .collect()
     }
 
     /// Every node the pool's selector matches or whose BootcNode it owns, by name.

@@ -63,6 +63,7 @@ fn node(name: &str, image: &str) -> BootcNode {
             reboot_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
+            health_units: Vec::new(),
         },
     )
 }

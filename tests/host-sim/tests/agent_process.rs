@@ -163,6 +163,7 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
                 namespace: "default".into(),
             }),
             pull_secret_hash: Some("h1".into()),
+            health_units: Vec::new(),
         },
     );
     api.create(&PostParams::default(), &bn).await.unwrap();

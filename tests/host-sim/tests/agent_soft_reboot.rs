@@ -111,6 +111,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
             reboot_policy: RebootPolicy::AllowSoftReboot,
             pull_secret_ref: None,
             pull_secret_hash: None,
+            health_units: Vec::new(),
         },
     );
     api.create(&PostParams::default(), &bn).await.unwrap();

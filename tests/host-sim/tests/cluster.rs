@@ -78,6 +78,7 @@ fn bootc_node(name: &str, image: &str) -> BootcNode {
             reboot_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
+            health_units: Vec::new(),
         },
     )
 }

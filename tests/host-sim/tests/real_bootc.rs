@@ -141,6 +141,7 @@ fn staged_spec(image: &str) -> BootcNodeSpec {
         reboot_policy: Default::default(),
         pull_secret_ref: None,
         pull_secret_hash: None,
+        health_units: Vec::new(),
     }
 }
 
@@ -817,6 +818,7 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
             namespace: "default".into(),
         }),
         pull_secret_hash: Some("first".into()),
+        health_units: Vec::new(),
         ..staged_spec(&target)
     };
     api.create(&PostParams::default(), &BootcNode::new(name, spec))

@@ -13,6 +13,7 @@ fn at(rv: &str) -> BootcNode {
             reboot_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
+            health_units: Vec::new(),
         },
     );
     b.metadata.resource_version = Some(rv.into());
