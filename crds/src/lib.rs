@@ -8,6 +8,7 @@
 //! - [`bounds`]: the declared bounds of the schemas' strings, lists and maps;
 //! - [`window`]: maintenance windows in their time zones;
 //! - [`selector`]: label selectors, matched and checked;
+//! - [`matcher`]: Alertmanager's label matchers, as alert gates hold them;
 //! - [`validate`]: every check the schema cannot express, with field paths;
 //! - [`field_error`]: a problem with the path of its field;
 //! - [`conditions`]: condition types, reasons and their transition times;
@@ -19,6 +20,7 @@ pub mod conditions;
 pub mod crdgen;
 pub mod field_error;
 pub mod image_ref;
+pub mod matcher;
 pub mod node;
 pub mod pool;
 pub mod selector;

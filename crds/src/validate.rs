@@ -246,6 +246,14 @@ fn check_alert_gate(alerts: &AlertGateSpec, errors: &mut Vec<FieldError>) {
             ),
         ));
     }
+    for (i, m) in alerts.matchers.iter().enumerate() {
+        if let Err(problem) = crate::matcher::Matcher::parse(m) {
+            errors.push(FieldError::new(
+                format!("spec.health.alerts.matchers[{i}]"),
+                problem,
+            ));
+        }
+    }
     if !(1..=3600).contains(&alerts.interval_seconds) {
         errors.push(FieldError::new(
             "spec.health.alerts.intervalSeconds",
