@@ -31,7 +31,7 @@ pub fn when(t: &Time, now: DateTime<Utc>) -> String {
 }
 
 /// The history table, newest first as the status keeps it; the current target is
-/// marked with `*` after its digest.
+/// marked with `*` after its digest, a digest marked failed with `!`.
 pub fn table(pool: &BootcNodePool, now: DateTime<Utc>) -> Table {
     let mut table = Table::new(&HEADERS);
     let status = pool.status.clone().unwrap_or_default();
@@ -39,6 +39,9 @@ pub fn table(pool: &BootcNodePool, now: DateTime<Utc>) -> Table {
         let mut digest = short_digest(&entry.digest);
         if status.target_digest.as_deref() == Some(entry.digest.as_str()) {
             digest.push('*');
+        }
+        if entry.failed {
+            digest.push('!');
         }
         table.rows.push(vec![
             digest,
@@ -61,12 +64,46 @@ pub fn render(pool: &BootcNodePool, now: DateTime<Utc>) -> String {
             kube::ResourceExt::name_any(pool)
         );
     }
-    let marked = table.rows.iter().any(|r| r[0].ends_with('*'));
+    let marked = table.rows.iter().any(|r| r[0].contains('*'));
     let mut out = table.render();
     if marked {
         out.push_str("* the current target\n");
     }
+    for line in failed_lines(pool, now) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
+}
+
+/// One line per digest marked failed: when, why, and until when the mark holds.
+pub fn failed_lines(pool: &BootcNodePool, now: DateTime<Utc>) -> Vec<String> {
+    let Some(status) = &pool.status else {
+        return Vec::new();
+    };
+    status
+        .deploy_history
+        .iter()
+        .filter(|e| e.failed)
+        .map(|e| {
+            let at = e
+                .failed_time
+                .as_ref()
+                .map(|t| format!(" at {}", when(t, now)))
+                .unwrap_or_default();
+            let reason = e.failed_reason.as_deref().unwrap_or("no reason recorded");
+            let until = match e.failed_generation {
+                Some(g) if pool.metadata.generation.is_some_and(|now| now > g) => {
+                    " (the spec changed since: the mark no longer holds)".to_owned()
+                }
+                Some(g) => {
+                    format!(" (not targeted again until the spec changes past generation {g})")
+                }
+                None => String::new(),
+            };
+            format!("! {} failed{at}: {reason}{until}", short_digest(&e.digest))
+        })
+        .collect()
 }
 
 #[cfg(test)]

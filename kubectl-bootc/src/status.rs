@@ -5,7 +5,7 @@ use bootc_crds::budget::Budget;
 use bootc_crds::conditions::{self, idle, up_to_date};
 use bootc_crds::image_ref::digest_in;
 use bootc_crds::node::{BootcNode, ImageStatus};
-use bootc_crds::pool::BootcNodePool;
+use bootc_crds::pool::{AlertGateState, BootcNodePool, CanaryPhase};
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde_json::Value;
@@ -61,10 +61,40 @@ impl Slots {
     }
 }
 
-/// One word for where a pool stands: `Pending` before the controller reported, the
-/// `Degraded` reason when it is degraded, `Stalled`, `Paused`, `OutsideMaintenanceWindow`,
-/// `UpToDate`, or `RollingOut`.
+/// Where a pool stands: one word, then, comma-separated, what a health-gated rollout
+/// adds (`canary:updating`, `canary:soaking`, `gate:firing`, `gate:unreachable`) and the
+/// nodes left alone (`held:N`, `cordoned:N`). The word is `Pending` before the controller
+/// reported, the `Degraded` reason when it is degraded, `UpToDate`, `Paused`,
+/// `OutsideMaintenanceWindow`, `WaitingForPools`, `RollingBack`, `Stalled`, or
+/// `RollingOut`; a bare `RollingOut` is left out when a canary or gate says more.
 pub fn pool_state(pool: &BootcNodePool) -> String {
+    let Some(status) = &pool.status else {
+        return "Pending".to_owned();
+    };
+    let up_to_date =
+        condition(&status.conditions, conditions::UP_TO_DATE).is_some_and(|c| c.status == "True");
+    let mut tags = Vec::new();
+    if !up_to_date {
+        tags.extend(canary_tag(pool));
+        tags.extend(gate_tag(pool));
+    }
+    let word = state_word(pool);
+    let mut parts = Vec::new();
+    if word != "RollingOut" || tags.is_empty() {
+        parts.push(word);
+    }
+    parts.append(&mut tags);
+    if status.held_count > 0 {
+        parts.push(format!("held:{}", status.held_count));
+    }
+    if status.cordoned_count > 0 {
+        parts.push(format!("cordoned:{}", status.cordoned_count));
+    }
+    parts.join(",")
+}
+
+/// The one word of [`pool_state`].
+fn state_word(pool: &BootcNodePool) -> String {
     let Some(status) = &pool.status else {
         return "Pending".to_owned();
     };
@@ -79,7 +109,19 @@ pub fn pool_state(pool: &BootcNodePool) -> String {
     if pool.spec.rollout.paused || up.is_some_and(|c| c.reason == up_to_date::PAUSED) {
         return "Paused".to_owned();
     }
-    if let Some(c) = up.filter(|c| c.reason == up_to_date::OUTSIDE_MAINTENANCE_WINDOW) {
+    let worded = [
+        up_to_date::OUTSIDE_MAINTENANCE_WINDOW,
+        up_to_date::WAITING_FOR_POOLS,
+        up_to_date::ROLLING_BACK,
+    ];
+    if let Some(c) = up.filter(|c| worded.contains(&c.reason.as_str())) {
+        return c.reason.clone();
+    }
+    // Said by the tags when the status carries them; else by the reason.
+    if let Some(c) = up.filter(|c| {
+        (c.reason == up_to_date::CANARY && canary_tag(pool).is_none())
+            || (c.reason == up_to_date::ALERT_GATE_CLOSED && gate_tag(pool).is_none())
+    }) {
         return c.reason.clone();
     }
     if find(conditions::PROGRESSING).is_some_and(|c| c.status == "False") {
@@ -90,6 +132,31 @@ pub fn pool_state(pool: &BootcNodePool) -> String {
     match up {
         Some(_) => "RollingOut".to_owned(),
         None => "Pending".to_owned(),
+    }
+}
+
+/// `canary:updating` or `canary:soaking` while the canary of the current target is not
+/// complete.
+pub fn canary_tag(pool: &BootcNodePool) -> Option<String> {
+    let status = pool.status.as_ref()?;
+    let canary = status.canary.as_ref()?;
+    let current = status.target_digest.as_deref() == Some(canary.digest.as_str());
+    let phase = match canary.phase {
+        CanaryPhase::Updating => "updating",
+        CanaryPhase::Soaking => "soaking",
+        CanaryPhase::Complete => return None,
+    };
+    current.then(|| format!("canary:{phase}"))
+}
+
+/// `gate:firing` or `gate:unreachable` while the pool's alert gate is closed.
+pub fn gate_tag(pool: &BootcNodePool) -> Option<String> {
+    pool.spec.health.as_ref()?.alerts.as_ref()?;
+    let gate = pool.status.as_ref()?.alert_gate.as_ref()?;
+    match gate.state {
+        AlertGateState::Open => None,
+        AlertGateState::Firing => Some("gate:firing".to_owned()),
+        AlertGateState::Unreachable => Some("gate:unreachable".to_owned()),
     }
 }
 

@@ -24,7 +24,21 @@ pub enum GateKind {
     Window,
     /// Every slot of `maxUnavailable` is taken.
     Budget,
+    /// Matching alerts fire, or the gate cannot be asked and fails closed.
+    AlertGate,
+    /// Pools named in `rollout.after` are not up to date.
+    Ordering,
+    /// The canary goes first (not a problem: the rollout goes on by itself).
+    Canary,
 }
+
+/// `Degraded` reasons that keep every new reboot back (said as gates).
+pub const BLOCKING: [&str; 4] = [
+    pool_degraded::ROLLOUT_HALTED,
+    pool_degraded::INVALID_SPEC,
+    pool_degraded::ORDERING_CYCLE,
+    pool_degraded::ALERT_GATE_UNREACHABLE,
+];
 
 /// One thing that keeps a pool's staged nodes from getting a reboot slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +63,9 @@ pub fn paused(pool: &BootcNodePool) -> Option<String> {
 pub fn degraded(pool: &BootcNodePool) -> Option<String> {
     let status = pool.status.as_ref()?;
     let c = condition(&status.conditions, conditions::DEGRADED).filter(|c| c.status == "True")?;
+    if let Some(what) = super::health::degraded_text(pool, &c.reason) {
+        return Some(format!("{what} (Degraded/{}): {}", c.reason, c.message));
+    }
     let what = match c.reason.as_str() {
         pool_degraded::ROLLOUT_HALTED => {
             "rollout halted: too many nodes holding reboot slots are unhealthy, so no new reboot is approved"
@@ -195,11 +212,8 @@ pub fn budget_gate(cluster: &Cluster, pool: &BootcNodePool) -> BudgetGate {
 pub fn pool_gates(cluster: &Cluster, pool: &BootcNodePool) -> Vec<Gate> {
     let mut gates = Vec::new();
     let halted = pool.status.as_ref().is_some_and(|s| {
-        condition(&s.conditions, conditions::DEGRADED).is_some_and(|c| {
-            c.status == "True"
-                && [pool_degraded::ROLLOUT_HALTED, pool_degraded::INVALID_SPEC]
-                    .contains(&c.reason.as_str())
-        })
+        condition(&s.conditions, conditions::DEGRADED)
+            .is_some_and(|c| c.status == "True" && BLOCKING.contains(&c.reason.as_str()))
     });
     if halted && let Some(text) = degraded(pool) {
         gates.push(Gate {
@@ -219,6 +233,7 @@ pub fn pool_gates(cluster: &Cluster, pool: &BootcNodePool) -> Vec<Gate> {
             text,
         });
     }
+    gates.extend(health_gates(cluster, pool));
     let budget = budget_gate(cluster, pool);
     if budget.full() {
         let text = match &budget.budget {
@@ -227,6 +242,30 @@ pub fn pool_gates(cluster: &Cluster, pool: &BootcNodePool) -> Vec<Gate> {
         };
         gates.push(Gate {
             kind: GateKind::Budget,
+            text,
+        });
+    }
+    gates
+}
+
+/// The alert gate, the pools waited for and the canary.
+fn health_gates(cluster: &Cluster, pool: &BootcNodePool) -> Vec<Gate> {
+    let mut gates = Vec::new();
+    if let Some(Err(text)) = super::health::alert_gate(pool, cluster.now) {
+        gates.push(Gate {
+            kind: GateKind::AlertGate,
+            text,
+        });
+    }
+    if let Some(text) = super::health::waiting_for_pools(cluster, pool) {
+        gates.push(Gate {
+            kind: GateKind::Ordering,
+            text,
+        });
+    }
+    if let Some((_, text)) = super::health::canary(pool, cluster.now) {
+        gates.push(Gate {
+            kind: GateKind::Canary,
             text,
         });
     }

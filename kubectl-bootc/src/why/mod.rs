@@ -2,7 +2,10 @@
 //! the controller and the agents wrote (conditions, annotations, `drainBlocked`) and the
 //! pool's spec (pause, windows, budget).
 //!
-//! - `gates`: what holds back every staged node of a pool (pause, halt, windows, budget);
+//! - `gates`: what holds back every staged node of a pool (pause, halt, windows, budget,
+//!   the alert gate, the pools waited for, the canary);
+//! - `health`: the health-gated rollout's findings (alert gate, canary, `rollout.after`,
+//!   a failed target, a node cordoned by someone else, health units);
 //! - `pool`: a pool's reasons;
 //! - `node`: a node's reasons.
 
@@ -12,6 +15,7 @@ use crate::error::{CliError, Result};
 use crate::objects::Cluster;
 
 mod gates;
+mod health;
 mod node;
 mod pool;
 

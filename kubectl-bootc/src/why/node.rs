@@ -7,13 +7,14 @@ use bootc_crds::node::{BootcNode, DesiredImageState};
 use kube::ResourceExt;
 
 use super::Why;
-use super::gates::{degraded, pool_gates};
+use super::gates::{GateKind, degraded, pool_gates};
 use crate::objects::{Cluster, condition, held, holds_slot, ready_condition};
 use crate::status::progress;
 use crate::table::{age, short_digest};
 
 /// The node's reasons: membership, a hold, the Node's readiness, the agent's
-/// `Degraded`, its drain, and, for a staged node without a slot, its pool's gates.
+/// `Degraded`, its health units, a cordon by someone else, its drain, and, for a staged
+/// node without a slot, its pool's gates.
 pub fn why_node(cluster: &Cluster, name: &str) -> Why {
     let mut why = Why::new(format!("node/{name}"));
     let node = cluster.node(name);
@@ -53,6 +54,14 @@ pub fn why_node(cluster: &Cluster, name: &str) -> Why {
         ));
     }
     agent_findings(cluster, bootc, &mut why);
+    why.blocked.extend(
+        [
+            super::health::unit_health(cluster, bootc),
+            super::health::cordoned_by_others(cluster, bootc),
+        ]
+        .into_iter()
+        .flatten(),
+    );
     drain_findings(cluster, bootc, &mut why);
     progress_findings(cluster, &object_raw(cluster, name), bootc, &mut why);
     why
@@ -183,22 +192,7 @@ fn progress_findings(cluster: &Cluster, raw: &serde_json::Value, bootc: &BootcNo
             }
         )),
         idle::REBOOTING => why.progressing.push(format!("rebooting into {short}")),
-        idle::STAGED if !slot => {
-            let gates = pool
-                .map(|p| pool_gates(cluster, &p.typed))
-                .unwrap_or_default();
-            if gates.is_empty() {
-                why.progressing.push(format!(
-                    "staged {short}, waiting for a reboot slot: one is free, the controller grants it on its next plan"
-                ));
-            }
-            for g in gates {
-                why.blocked.push(format!(
-                    "staged {short}, waiting for a reboot slot: {}",
-                    g.text
-                ));
-            }
-        }
+        idle::STAGED if !slot => staged_findings(cluster, pool.map(|p| &p.typed), &short, why),
         _ if slot && bootc.spec.desired_image_state == DesiredImageState::Staged => {
             why.progressing.push(format!(
                 "holds a reboot slot: being cordoned and drained before its reboot into {short}"
@@ -215,5 +209,28 @@ fn progress_findings(cluster: &Cluster, raw: &serde_json::Value, bootc: &BootcNo
                 &reason
             }
         )),
+    }
+}
+
+/// A staged node without a slot: its pool's gates (a canary is progress, the rest holds
+/// it up), or a free slot the controller grants on its next plan.
+fn staged_findings(
+    cluster: &Cluster,
+    pool: Option<&bootc_crds::pool::BootcNodePool>,
+    short: &str,
+    why: &mut Why,
+) {
+    let gates = pool.map(|p| pool_gates(cluster, p)).unwrap_or_default();
+    if gates.is_empty() {
+        why.progressing.push(format!(
+            "staged {short}, waiting for a reboot slot: one is free, the controller grants it on its next plan"
+        ));
+    }
+    for g in gates {
+        let text = format!("staged {short}, waiting for a reboot slot: {}", g.text);
+        match g.kind {
+            GateKind::Canary => why.progressing.push(text),
+            _ => why.blocked.push(text),
+        }
     }
 }

@@ -1,18 +1,20 @@
 //! Why a pool is not progressing.
 
 use bootc_crds::DRAIN_FAILED_ANNOTATION;
-use bootc_crds::conditions::{self, from_time, pool_degraded, progressing};
+use bootc_crds::conditions::{self, from_time, progressing, up_to_date};
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use kube::ResourceExt;
 
 use super::Why;
-use super::gates::{GateKind, degraded, pool_gates};
+use super::gates::{BLOCKING, GateKind, degraded, pool_gates};
+use super::health;
 use crate::objects::{Cluster, condition, held};
 use crate::table::age;
 
 /// The pool's reasons: the controller's silence, a `Degraded` reason, the gates of its
-/// staged nodes, and what holds up single nodes (drains, holds); else its progress.
+/// staged nodes, and what holds up single nodes (drains, holds, a cordon by someone else,
+/// health units); else its progress (a canary among it).
 pub fn why_pool(cluster: &Cluster, pool: &BootcNodePool) -> Why {
     let name = pool.name_any();
     let mut why = Why::new(format!("bootcnodepool/{name}"));
@@ -34,12 +36,11 @@ pub fn why_pool(cluster: &Cluster, pool: &BootcNodePool) -> Why {
     let degraded_reason = condition(&status.conditions, conditions::DEGRADED)
         .filter(|c| c.status == "True")
         .map(|c| c.reason.clone());
-    // The halt and an invalid spec are gates too; said once, there.
-    let gated = [pool_degraded::ROLLOUT_HALTED, pool_degraded::INVALID_SPEC];
+    // The reasons that keep every reboot back are gates too; said once, there.
     if let Some(text) = degraded(pool)
         && !degraded_reason
             .as_deref()
-            .is_some_and(|r| gated.contains(&r))
+            .is_some_and(|r| BLOCKING.contains(&r))
     {
         why.blocked.push(text);
     }
@@ -59,18 +60,7 @@ pub fn why_pool(cluster: &Cluster, pool: &BootcNodePool) -> Why {
         );
         return why;
     }
-    let members = cluster.members(&name);
-    let staged_waiting = members.iter().any(|m| waiting_for_slot(&m.typed));
-    // A full budget holds up only staged nodes; the other gates hold up the rollout.
-    why.blocked.extend(
-        pool_gates(cluster, pool)
-            .into_iter()
-            .filter(|g| g.kind != GateKind::Budget || staged_waiting)
-            .map(|g| g.text),
-    );
-    for member in &members {
-        why.blocked.extend(node_holdups(cluster, &member.typed));
-    }
+    gate_findings(cluster, pool, &mut why);
     if let Some(c) = condition(&status.conditions, conditions::PROGRESSING)
         .filter(|c| c.status == "False" && c.reason == progressing::STALLED)
     {
@@ -78,11 +68,37 @@ pub fn why_pool(cluster: &Cluster, pool: &BootcNodePool) -> Why {
             .push(format!("stalled (Progressing/Stalled): {}", c.message));
     }
     let message = up.map(|c| c.message.clone()).unwrap_or_default();
+    let doing = if up.is_some_and(|c| c.reason == up_to_date::ROLLING_BACK) {
+        "rolling back to"
+    } else {
+        "rolling out"
+    };
     why.progressing.push(format!(
-        "rolling out {target}{version}: {}",
+        "{doing} {target}{version}: {}",
         if message.is_empty() { "-" } else { &message }
     ));
     why
+}
+
+/// The gates of the pool's staged nodes (a canary is progress, the rest holds it up; a
+/// full budget only when a staged node waits), the alert gate failing open, and what
+/// holds up single members.
+fn gate_findings(cluster: &Cluster, pool: &BootcNodePool, why: &mut Why) {
+    let members = cluster.members(&pool.name_any());
+    let staged_waiting = members.iter().any(|m| waiting_for_slot(&m.typed));
+    for gate in pool_gates(cluster, pool) {
+        match gate.kind {
+            GateKind::Canary => why.progressing.push(gate.text),
+            GateKind::Budget if !staged_waiting => {}
+            _ => why.blocked.push(gate.text),
+        }
+    }
+    if let Some(Ok(note)) = health::alert_gate(pool, cluster.now) {
+        why.progressing.push(note);
+    }
+    for member in &members {
+        why.blocked.extend(node_holdups(cluster, &member.typed));
+    }
 }
 
 /// A member staged on its target and waiting for a slot (agent `Idle=False/Staged`, no
@@ -95,7 +111,8 @@ pub fn waiting_for_slot(bootc: &BootcNode) -> bool {
     staged && !crate::objects::holds_slot(bootc)
 }
 
-/// What holds up one member by itself: a hold, a blocked or failed drain.
+/// What holds up one member by itself: a hold, a blocked drain, a cordon by someone else,
+/// health units not active, a failed drain.
 fn node_holdups(cluster: &Cluster, bootc: &BootcNode) -> Vec<String> {
     let name = bootc.name_any();
     let mut out = Vec::new();
@@ -116,6 +133,15 @@ fn node_holdups(cluster: &Cluster, bootc: &BootcNode) -> Vec<String> {
             "node {name}: drain blocked{since}: {}",
             blocked.message
         ));
+    }
+    for finding in [
+        health::cordoned_by_others(cluster, bootc),
+        health::unit_health(cluster, bootc),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        out.push(format!("node {name}: {finding}"));
     }
     if let Some(digest) = bootc.annotations().get(DRAIN_FAILED_ANNOTATION) {
         out.push(format!(

@@ -3,7 +3,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::tests::fixtures::*;
 
-fn in_progress() -> Value {
+pub(super) fn in_progress() -> Value {
     json!([
         cond(
             "UpToDate",
@@ -18,7 +18,7 @@ fn in_progress() -> Value {
 
 /// Pool `workers` (target 2, `rollout`, `conditions`): w1 on the target, w2 holding a
 /// slot and rebooting, w3 staged without a slot.
-fn workers(rollout: Value, conditions: Value) -> Cluster {
+pub(super) fn workers(rollout: Value, conditions: Value) -> Cluster {
     let p = pool(
         "workers",
         rollout,
@@ -59,11 +59,11 @@ fn workers(rollout: Value, conditions: Value) -> Cluster {
     )
 }
 
-fn pool_why(c: &Cluster) -> Why {
+pub(super) fn pool_why(c: &Cluster) -> Why {
     why_pool(c, &c.pools[0].typed)
 }
 
-fn has(items: &[String], needle: &str) -> bool {
+pub(super) fn has(items: &[String], needle: &str) -> bool {
     items.iter().any(|i| i.contains(needle))
 }
 
