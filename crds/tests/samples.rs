@@ -11,11 +11,12 @@ use bootc_crds::{BootcNode, BootcNodePool};
 use common::*;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-const POOL_SAMPLES: [&str; 4] = [
+const POOL_SAMPLES: [&str; 5] = [
     "samples/pool-minimal.yaml",
     "samples/pool-pinned.yaml",
     "samples/pool-full.yaml",
     "samples/pool-bootc-operator.yaml",
+    "samples/pool-health-gated.yaml",
 ];
 
 #[test]

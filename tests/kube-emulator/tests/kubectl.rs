@@ -150,7 +150,7 @@ fn apply_get_explain_patch_and_watch() {
     );
     let samples = repo_root().join("crds/samples");
     let out = server.ok(&["apply", "-f", &samples.to_string_lossy()]);
-    for name in ["workers", "databases", "edge", "workers-classic"] {
+    for name in ["workers", "databases", "edge", "workers-classic", "apps"] {
         assert!(
             out.contains(&format!("bootcnodepool.node.bootc.dev/{name} created")),
             "{out}"
@@ -178,7 +178,7 @@ fn apply_get_explain_patch_and_watch() {
         ],
         "{out}"
     );
-    assert_eq!(out.lines().count(), 5, "{out}");
+    assert_eq!(out.lines().count(), 6, "{out}");
     let out = server.ok(&["get", "bn"]);
     let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
