@@ -3,13 +3,13 @@
 
 use bootc_crds::bounds::{PROGRESS_STEP_MAX_LEN, VERSION_MAX_LEN, truncate};
 use bootc_crds::conditions::{DEGRADED, IDLE, node_degraded};
-use bootc_crds::node::{BootcNodeStatus, LastReboot, StagingProgress};
+use bootc_crds::node::{BootcNodeStatus, LastReboot, NodeHealth, StagingProgress, UnitHealth};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Map, Value};
 
 use crate::bootc_status::BootcHost;
-use crate::host::StageProgress;
+use crate::host::{BootIdentity, StageProgress};
 use crate::machine::{Phase, RebootRecord};
 
 /// Everything a status is made of.
@@ -38,8 +38,74 @@ pub struct Inputs<'a> {
     /// The staging's progress as last shown, and when it was taken; reported only while
     /// staging the desired digest.
     pub progress: Option<(&'a StageProgress, DateTime<Utc>)>,
+    /// `spec.healthUnits`: no `status.health` when empty.
+    pub health_units: &'a [String],
+    /// Their states as last read in this boot; `None` when not read (the previous
+    /// `status.health` is kept while it is about the same units).
+    pub health: Option<&'a NodeHealth>,
     /// The time of this report.
     pub now: DateTime<Utc>,
+}
+
+/// Longest `activeState` and `subState` reported (systemd's are far shorter).
+const UNIT_STATE_MAX_LEN: usize = 32;
+
+/// What a unit whose state could not be read reports as its `activeState`.
+pub const UNKNOWN: &str = "unknown";
+
+/// `status.health` for `units` as read in the boot `identity`: healthy when every unit
+/// is `active`.
+pub fn node_health(identity: &BootIdentity, units: Vec<UnitHealth>) -> NodeHealth {
+    let units: Vec<UnitHealth> = units
+        .into_iter()
+        .map(|u| UnitHealth {
+            name: u.name,
+            active_state: truncate(u.active_state, UNIT_STATE_MAX_LEN),
+            sub_state: truncate(u.sub_state, UNIT_STATE_MAX_LEN),
+        })
+        .collect();
+    NodeHealth {
+        boot_id: identity.boot_id.clone(),
+        soft_reboots: i64::try_from(identity.soft_reboots).unwrap_or(i64::MAX),
+        healthy: units.iter().all(|u| u.active_state == "active"),
+        units,
+    }
+}
+
+/// Every unit of `names` as [`UNKNOWN`]: what is reported when the host could not say.
+pub fn unknown_units(names: &[String]) -> Vec<UnitHealth> {
+    names
+        .iter()
+        .map(|name| UnitHealth {
+            name: name.clone(),
+            active_state: UNKNOWN.to_owned(),
+            sub_state: String::new(),
+        })
+        .collect()
+}
+
+/// Whether `health` is about exactly `names`, in that order.
+fn same_units(health: &NodeHealth, names: &[String]) -> bool {
+    health.units.len() == names.len() && health.units.iter().zip(names).all(|(u, n)| u.name == *n)
+}
+
+/// `status.health`: none without units; else what was read, or the previous report while
+/// it is about the same units.
+fn health_status(inputs: &Inputs<'_>) -> Option<NodeHealth> {
+    if inputs.health_units.is_empty() {
+        return None;
+    }
+    let about_units = |h: &&NodeHealth| same_units(h, inputs.health_units);
+    inputs
+        .health
+        .filter(about_units)
+        .or_else(|| {
+            inputs
+                .previous
+                .and_then(|p| p.health.as_ref())
+                .filter(about_units)
+        })
+        .cloned()
 }
 
 /// `status.progress` for `progress`, taken at `at`; `None` unless it is for the digest
@@ -188,7 +254,7 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
             .progress
             .filter(|_| inputs.phase == Phase::Staging)
             .and_then(|(p, at)| progress_status(p, at, inputs.desired)),
-        health: None,
+        health: health_status(inputs),
     }
 }
 
@@ -209,6 +275,7 @@ pub fn merge_patch(status: &BootcNodeStatus) -> Value {
         "agentVersion",
         "conditions",
         "progress",
+        "health",
     ] {
         body.entry(key).or_insert(Value::Null);
     }

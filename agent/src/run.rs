@@ -3,9 +3,10 @@
 //!
 //! Inputs that wake the loop: a change of the BootcNode (a watch on that one object,
 //! selected by name), the host signalling that bootc's status changed, the end of a
-//! staging command, the poll interval, and a retry time from the decision. The loop
-//! runs one staging command at a time, in a task of its own so that a new
-//! `desiredImage` can cancel it.
+//! staging command, the poll interval, and a retry time from the decision; besides
+//! those full passes, bootc's progress reports and, while the health units settle after
+//! boot, their next read. The loop runs one staging command at a time, in a task of its
+//! own so that a new `desiredImage` can cancel it.
 //!
 //! - this module: the loop, and what wakes it;
 //! - `node`: the BootcNode as the watch delivers it;
@@ -13,6 +14,8 @@
 //! - `staging`: the staging command in flight;
 //! - `pull_secret`: the pool's pull secret, written to the host;
 //! - `status`: the status writes;
+//! - `health`: the states of `spec.healthUnits` in `status.health`, read more often
+//!   while they settle after boot;
 //! - `retry`: failures in a row, and the backoff they earn.
 //!
 //! A failure to mask the host's update timer does not stop the agent: it is reported in
@@ -20,6 +23,7 @@
 //! with the same backoff until the timer is masked.
 
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +40,7 @@ use tracing::{debug, info, warn};
 use crate::host::{Host, UPDATE_TIMER};
 use crate::machine::Memory;
 
+mod health;
 mod node;
 mod progress;
 mod pull_secret;
@@ -120,6 +125,8 @@ struct Agent<H> {
     progress_open: bool,
     /// A host call found the host's bus gone: the host is going down.
     host_lost: bool,
+    /// The health units' states in this boot, and when to read them again.
+    health: health::Tracker,
 }
 
 impl<H> std::fmt::Debug for Agent<H> {
@@ -140,6 +147,8 @@ enum Wake {
     Progress(bool),
     /// A progress report's turn to be shown has come.
     ProgressDue,
+    /// The health units, still settling, are due to be read again.
+    HealthDue,
     Timer,
 }
 
@@ -164,6 +173,7 @@ pub async fn run<H: Host + 'static>(
     loop {
         let deadline = agent.next_wake();
         let progress_due = agent.progress.due();
+        let health_due = agent.health.next_read();
         let wake = tokio::select! {
             () = &mut shutdown => Wake::Shutdown,
             event = stream.next() => Wake::Watch(Box::new(event)),
@@ -173,36 +183,12 @@ pub async fn run<H: Host + 'static>(
                 Wake::Progress(changed.is_ok())
             }
             () = sleep_until_some(progress_due) => Wake::ProgressDue,
+            () = sleep_until_some(health_due) => Wake::HealthDue,
             () = tokio::time::sleep_until(deadline) => Wake::Timer,
         };
-        let reconcile = match wake {
-            Wake::Progress(open) => {
-                agent.progress_arrived(open).await;
-                false
-            }
-            Wake::ProgressDue => {
-                agent.show_progress().await;
-                false
-            }
-            Wake::Shutdown => {
-                info!("shutting down");
-                agent.cancel_staging().await;
-                return Ok(());
-            }
-            Wake::Watch(event) => agent.watched(*event, &mut listing)?,
-            Wake::HostChanged(true) => {
-                debug!("the host signalled a bootc status change");
-                true
-            }
-            Wake::HostChanged(false) => {
-                agent.cancel_staging().await;
-                return Err(RunError::HostLost);
-            }
-            Wake::Staged(image, result) => {
-                agent.staging_finished(image, result);
-                true
-            }
-            Wake::Timer => true,
+        let reconcile = match agent.woke(wake, &mut listing).await {
+            ControlFlow::Continue(reconcile) => reconcile,
+            ControlFlow::Break(end) => return end,
         };
         // A host whose bus is gone is rebooting (or its bus restarted): reading it now
         // would only report a misleading error. Exit for the supervisor to restart us.
@@ -218,6 +204,52 @@ pub async fn run<H: Host + 'static>(
             agent.cancel_staging().await;
             return Err(RunError::HostLost);
         }
+    }
+}
+
+impl<H: Host + 'static> Agent<H> {
+    /// Handles what woke the loop: whether a full pass is due now, or how the loop ends.
+    async fn woke(
+        &mut self,
+        wake: Wake,
+        listing: &mut Option<Option<BootcNode>>,
+    ) -> ControlFlow<Result<(), RunError>, bool> {
+        ControlFlow::Continue(match wake {
+            Wake::Progress(open) => {
+                self.progress_arrived(open).await;
+                false
+            }
+            Wake::ProgressDue => {
+                self.show_progress().await;
+                false
+            }
+            Wake::HealthDue => {
+                self.poll_health().await;
+                false
+            }
+            Wake::Shutdown => {
+                info!("shutting down");
+                self.cancel_staging().await;
+                return ControlFlow::Break(Ok(()));
+            }
+            Wake::Watch(event) => match self.watched(*event, listing) {
+                Ok(reconcile) => reconcile,
+                Err(e) => return ControlFlow::Break(Err(e)),
+            },
+            Wake::HostChanged(true) => {
+                debug!("the host signalled a bootc status change");
+                true
+            }
+            Wake::HostChanged(false) => {
+                self.cancel_staging().await;
+                return ControlFlow::Break(Err(RunError::HostLost));
+            }
+            Wake::Staged(image, result) => {
+                self.staging_finished(image, result);
+                true
+            }
+            Wake::Timer => true,
+        })
     }
 }
 
@@ -255,6 +287,7 @@ impl<H: Host + 'static> Agent<H> {
             progress: progress::Shown::default(),
             progress_open: true,
             host_lost: false,
+            health: health::Tracker::default(),
         }
     }
 

@@ -108,6 +108,9 @@ struct Record {
     fifos: HashMap<String, (String, std::fs::File)>,
     /// Every progress socket created: (socket unit, FIFO path).
     sockets: Vec<(String, String)>,
+    /// Units `LoadUnit` finds: name → (LoadState, ActiveState, SubState); any other
+    /// name loads as `not-found`, as systemd loads a unit without a file.
+    units: HashMap<String, (String, String, String)>,
 }
 
 type Shared = Arc<Mutex<Record>>;
@@ -389,6 +392,30 @@ impl FakeManager {
             .unwrap()
     }
 
+    /// Loads a unit without starting it: its object, with the Unit interface.
+    async fn load_unit(
+        &self,
+        name: String,
+        #[zbus(connection)] conn: &Connection,
+    ) -> fdo::Result<OwnedObjectPath> {
+        self.record
+            .lock()
+            .unwrap()
+            .calls
+            .push(format!("LoadUnit {name}"));
+        let path = format!("/org/freedesktop/systemd1/unit/{}", escape(&name));
+        let unit = FakeUnit {
+            name,
+            record: self.record.clone(),
+        };
+        // Already served for an earlier load: that object answers from the record too.
+        conn.object_server()
+            .at(path.as_str(), unit)
+            .await
+            .map_err(|e| fdo::Error::Failed(e.to_string()))?;
+        Ok(OwnedObjectPath::try_from(path).unwrap())
+    }
+
     fn reset_failed_unit(&self, _name: String) {
         self.record
             .lock()
@@ -435,6 +462,48 @@ impl FakeService {
     #[zbus(property)]
     fn exec_main_status(&self) -> i32 {
         self.status
+    }
+}
+
+/// A unit object, answering its states from the record.
+struct FakeUnit {
+    name: String,
+    record: Shared,
+}
+
+impl FakeUnit {
+    fn states(&self) -> (String, String, String) {
+        let record = self.record.lock().unwrap();
+        record.units.get(&self.name).cloned().unwrap_or_else(|| {
+            (
+                "not-found".to_owned(),
+                "inactive".to_owned(),
+                "dead".to_owned(),
+            )
+        })
+    }
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Unit")]
+impl FakeUnit {
+    #[zbus(property)]
+    fn load_state(&self) -> String {
+        self.record
+            .lock()
+            .unwrap()
+            .calls
+            .push(format!("Get LoadState {}", self.name));
+        self.states().0
+    }
+
+    #[zbus(property)]
+    fn active_state(&self) -> String {
+        self.states().1
+    }
+
+    #[zbus(property)]
+    fn sub_state(&self) -> String {
+        self.states().2
     }
 }
 
@@ -975,4 +1044,98 @@ async fn credentials_are_written_private_atomically_and_removed() {
     host.write_credentials(None).await.unwrap();
     assert!(!file.exists());
     host.write_credentials(None).await.unwrap();
+}
+
+fn set_unit(f: &Fixture, name: &str, states: (&str, &str, &str)) {
+    let (load, active, sub) = states;
+    f.record.lock().unwrap().units.insert(
+        name.to_owned(),
+        (load.to_owned(), active.to_owned(), sub.to_owned()),
+    );
+}
+
+#[tokio::test]
+async fn unit_states_load_each_unit_and_read_its_states_in_order() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    set_unit(&f, "kubelet.service", ("loaded", "active", "running"));
+    set_unit(&f, "boot-complete.target", ("loaded", "inactive", "dead"));
+    set_unit(&f, "broken.service", ("loaded", "failed", "failed"));
+    set_unit(&f, "starting.service", ("loaded", "activating", "start"));
+    set_unit(&f, "masked.service", ("masked", "inactive", "dead"));
+    set_unit(&f, "typo.service", ("bad-setting", "inactive", "dead"));
+    let names: Vec<String> = [
+        "kubelet.service",
+        "broken.service",
+        "missing.service",
+        "starting.service",
+        "masked.service",
+        "typo.service",
+        "boot-complete.target",
+    ]
+    .iter()
+    .map(|n| (*n).to_owned())
+    .collect();
+    let units = f.host.unit_states(&names).await.unwrap();
+    let got: Vec<(&str, &str, &str)> = units
+        .iter()
+        .map(|u| {
+            (
+                u.name.as_str(),
+                u.active_state.as_str(),
+                u.sub_state.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("kubelet.service", "active", "running"),
+            ("broken.service", "failed", "failed"),
+            ("missing.service", "not-found", "dead"),
+            ("starting.service", "activating", "start"),
+            ("masked.service", "masked", "dead"),
+            ("typo.service", "bad-setting", "dead"),
+            ("boot-complete.target", "inactive", "dead"),
+        ]
+    );
+    // Loaded, never started: LoadUnit then the properties, one unit after the other.
+    let calls = f.record.lock().unwrap().calls.clone();
+    let expected: Vec<String> = names
+        .iter()
+        .flat_map(|n| [format!("LoadUnit {n}"), format!("Get LoadState {n}")])
+        .collect();
+    assert_eq!(calls, expected);
+
+    // Read again later: the states as they are now.
+    set_unit(&f, "starting.service", ("loaded", "active", "exited"));
+    let again = f.host.unit_states(&names[3..4]).await.unwrap();
+    assert_eq!(again[0].active_state, "active");
+    assert_eq!(again[0].sub_state, "exited");
+    assert!(f.host.unit_states(&[]).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn unit_names_that_are_not_unit_names_are_refused_before_any_bus_call() {
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    for bad in [
+        "kubelet",
+        "../../etc/shadow.service",
+        "a b.service",
+        "x.conf",
+        "",
+        "getty@.service",
+        "--help.service\n",
+    ] {
+        let names = vec!["kubelet.service".to_owned(), bad.to_owned()];
+        let err = f.host.unit_states(&names).await.unwrap_err();
+        assert!(
+            matches!(&err, HostError::BadUnitName { name, .. } if name == bad),
+            "{bad:?}: {err:?}"
+        );
+        assert!(
+            err.to_string().contains(&format!("{bad:?}")),
+            "the error names the unit: {err}"
+        );
+    }
+    assert!(f.record.lock().unwrap().calls.is_empty(), "nothing sent");
 }

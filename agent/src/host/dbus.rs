@@ -10,7 +10,8 @@
 //! - `unit`: one command as a transient unit, from start to result;
 //! - `bus`: failed calls, a lost connection, and bootc's status-change signal;
 //! - `proxies`: the systemd, logind and hostname1 interfaces called;
-//! - `files`: files written on the host (the registry credentials).
+//! - `files`: files written on the host (the registry credentials);
+//! - `units`: the states of named units, for `status.health`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -29,6 +30,7 @@ mod files;
 mod pipe;
 mod proxies;
 mod unit;
+mod units;
 
 pub use bus::connection_lost;
 use bus::{call_error, follow_status_updates, is_unknown_property, stop_if_loaded};
@@ -367,6 +369,15 @@ impl Host for DbusHost {
             }
         }
         Ok(())
+    }
+
+    async fn unit_states(
+        &self,
+        names: &[String],
+    ) -> Result<Vec<bootc_crds::node::UnitHealth>, HostError> {
+        crate::host::check_unit_names(names)?;
+        let manager = self.manager().await?;
+        units::read(&self.connection, &manager, names).await
     }
 
     async fn reboot(&self, soft: bool) -> Result<(), HostError> {

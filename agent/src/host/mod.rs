@@ -9,6 +9,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use bootc_crds::node::UnitHealth;
+
 use crate::bootc_status::BootcHost;
 
 pub mod dbus;
@@ -169,6 +171,46 @@ pub enum HostError {
         /// The number of bytes received.
         len: usize,
     },
+    /// A unit name to read is not a systemd unit name; nothing was sent to the host.
+    #[error("refusing to read unit {name:?}: it {reason}")]
+    BadUnitName {
+        /// The name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// The states a unit whose `LoadState` is one of these reports as its `ActiveState`: the
+/// unit is not there to be active (`not-found`), cannot be (`bad-setting`, `error`) or
+/// must not be (`masked`), which says more than its `inactive`.
+pub const NOT_LOADED: [&str; 4] = ["not-found", "bad-setting", "error", "masked"];
+
+/// Refuses, before any call, a list holding a name that is not a systemd unit name (see
+/// `bootc_crds::validate::check_unit_name`) or that names a template (`name@.service`),
+/// which systemd refuses to load.
+pub fn check_unit_names(names: &[String]) -> Result<(), HostError> {
+    for name in names {
+        let template = name
+            .rsplit_once('.')
+            .is_some_and(|(stem, _)| stem.ends_with('@'));
+        let checked = bootc_crds::validate::check_unit_name(name).and_then(|()| {
+            if template {
+                Err(
+                    "is a template, which has no state of its own: name an instance \
+                     (`name@instance.service`)"
+                        .to_owned(),
+                )
+            } else {
+                Ok(())
+            }
+        });
+        checked.map_err(|reason| HostError::BadUnitName {
+            name: name.clone(),
+            reason,
+        })?;
+    }
+    Ok(())
 }
 
 impl HostError {
@@ -208,6 +250,16 @@ pub trait Host: Send + Sync {
         how: crate::machine::Unlock,
     ) -> impl Future<Output = Result<(), HostError>> + Send;
 
+    /// The named units' states in the running boot, in the order given: systemd's
+    /// `ActiveState` and `SubState` of each, loading (never starting) a unit that is not
+    /// loaded; a unit whose `LoadState` is one of [`NOT_LOADED`] reports that state as
+    /// its `ActiveState`. Names that are not unit names are refused before any call
+    /// ([`check_unit_names`]).
+    fn unit_states(
+        &self,
+        names: &[String],
+    ) -> impl Future<Output = Result<Vec<UnitHealth>, HostError>> + Send;
+
     /// Reboots the host (`soft`: userspace only).
     fn reboot(&self, soft: bool) -> impl Future<Output = Result<(), HostError>> + Send;
 
@@ -241,7 +293,36 @@ pub trait Host: Send + Sync {
 
 #[cfg(test)]
 mod tests {
-    use super::HostError;
+    use super::{HostError, check_unit_names};
+
+    #[test]
+    fn only_unit_names_of_loadable_units_pass() {
+        let names = |list: &[&str]| list.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        check_unit_names(&names(&[
+            "boot-complete.target",
+            "getty@tty1.service",
+            "dev-disk-by\\x2dlabel-root.device",
+        ]))
+        .unwrap();
+        for bad in [
+            "",
+            "sshd",
+            "x.conf",
+            "../etc/passwd.service",
+            "a b.service",
+            "getty@.service",
+        ] {
+            let err = check_unit_names(&names(&["ok.service", bad])).unwrap_err();
+            assert!(
+                matches!(&err, HostError::BadUnitName { name, .. } if name == bad),
+                "{bad:?}: {err:?}"
+            );
+            assert!(
+                err.to_string().starts_with("refusing to read unit"),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn a_broken_bus_reads_as_the_host_going_down_and_nothing_else_does() {

@@ -43,6 +43,8 @@ fn inputs<'a>(
         agent_version: "0.1.0",
         bootc_version: Some("1.1.4"),
         progress: None,
+        health_units: &[],
+        health: None,
         now,
     }
 }
@@ -222,4 +224,128 @@ fn progress_is_reported_only_while_staging_the_desired_digest() {
 
     let patch = merge_patch(&compose(&i));
     assert!(patch["status"]["progress"].is_null(), "a merge removes it");
+}
+
+fn unit(name: &str, active: &str, sub: &str) -> bootc_crds::node::UnitHealth {
+    bootc_crds::node::UnitHealth {
+        name: name.to_owned(),
+        active_state: active.to_owned(),
+        sub_state: sub.to_owned(),
+    }
+}
+
+fn boot(boot_id: &str, soft_reboots: u64) -> crate::host::BootIdentity {
+    crate::host::BootIdentity {
+        boot_id: boot_id.to_owned(),
+        soft_reboots,
+        can_soft_reboot: true,
+    }
+}
+
+#[test]
+fn health_reports_each_unit_in_order_with_the_boot_it_was_read_in() {
+    let names = ["b.service".to_owned(), "a.target".to_owned()];
+    let read = node_health(
+        &boot("0123456789abcdef0123456789abcdef", 2),
+        vec![
+            unit("b.service", "active", "running"),
+            unit("a.target", "active", "active"),
+        ],
+    );
+    assert!(read.healthy, "every unit active");
+    assert_eq!(
+        (read.boot_id.as_str(), read.soft_reboots),
+        ("0123456789abcdef0123456789abcdef", 2)
+    );
+    let h = host(A, None);
+    let mut i = inputs(None, Some(&h), Phase::Idle, at(0));
+    i.health_units = &names;
+    i.health = Some(&read);
+    let status = compose(&i);
+    let health = status.health.as_ref().expect("health with units");
+    let order: Vec<&str> = health.units.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(order, ["b.service", "a.target"], "the spec's order");
+    assert_eq!(compose(&i), status, "the same read gives the same status");
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["health"]["bootID"], "0123456789abcdef0123456789abcdef");
+    assert_eq!(json["health"]["units"][0]["activeState"], "active");
+    assert_eq!(json["health"]["units"][0]["subState"], "running");
+
+    // One unit not active, whatever the reason: not healthy.
+    for state in ["activating", "failed", "not-found", "inactive", UNKNOWN] {
+        let read = node_health(
+            &boot("b1", 0),
+            vec![
+                unit("b.service", "active", "running"),
+                unit("a.target", state, ""),
+            ],
+        );
+        assert!(!read.healthy, "{state}");
+    }
+}
+
+#[test]
+fn no_health_without_units_and_a_merge_removes_it() {
+    let names = ["x.service".to_owned()];
+    let read = node_health(&boot("b1", 0), vec![unit("x.service", "failed", "failed")]);
+    let h = host(A, None);
+    let mut with = inputs(None, Some(&h), Phase::Idle, at(0));
+    with.health_units = &names;
+    with.health = Some(&read);
+    let first = compose(&with);
+    assert!(first.health.is_some());
+    // The pool's units were dropped: the read (of the old list) is not reported.
+    let mut without = inputs(Some(&first), Some(&h), Phase::Idle, at(1));
+    without.health = Some(&read);
+    let status = compose(&without);
+    assert_eq!(status.health, None);
+    let patch = merge_patch(&status);
+    assert!(
+        patch["status"].get("health").is_some() && patch["status"]["health"].is_null(),
+        "a merge removes it"
+    );
+}
+
+#[test]
+fn health_not_read_keeps_the_previous_report_only_for_the_same_units() {
+    let names = ["x.service".to_owned(), "y.service".to_owned()];
+    let read = node_health(
+        &boot("b1", 0),
+        vec![
+            unit("x.service", "active", "running"),
+            unit("y.service", "activating", "start"),
+        ],
+    );
+    let h = host(A, None);
+    let mut first = inputs(None, Some(&h), Phase::Idle, at(0));
+    first.health_units = &names;
+    first.health = Some(&read);
+    let first = compose(&first);
+    // The host could not be read: the previous health stays, like the images.
+    let mut unread = inputs(Some(&first), None, Phase::Idle, at(1));
+    unread.health_units = &names;
+    assert_eq!(compose(&unread).health, first.health);
+    // Other units (or another order): nothing is known about them yet.
+    let reordered = ["y.service".to_owned(), "x.service".to_owned()];
+    unread.health_units = &reordered;
+    assert_eq!(compose(&unread).health, None);
+}
+
+#[test]
+fn units_the_host_could_not_read_are_unknown_and_long_states_are_cut() {
+    let names = ["x.service".to_owned(), "y.service".to_owned()];
+    let unknown = unknown_units(&names);
+    assert_eq!(
+        unknown,
+        vec![
+            unit("x.service", UNKNOWN, ""),
+            unit("y.service", UNKNOWN, "")
+        ]
+    );
+    assert!(!node_health(&boot("b1", 0), unknown).healthy);
+    let long = "a".repeat(100);
+    let read = node_health(&boot("b1", 0), vec![unit("x.service", &long, &long)]);
+    assert_eq!(read.units[0].active_state.chars().count(), 32);
+    assert_eq!(read.units[0].sub_state.chars().count(), 32);
+    assert!(!read.healthy);
 }

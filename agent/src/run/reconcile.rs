@@ -36,7 +36,7 @@ impl<H: Host + 'static> Agent<H> {
         if self.host_retry.wait(now).is_some() {
             return;
         }
-        let Some((status, identity)) = self.read_host().await else {
+        let Some((status, identity)) = self.read_host(&node.spec.health_units).await else {
             if self.host_lost {
                 // Going down: nothing to report, and nothing wrong with the node.
                 return;
@@ -119,8 +119,9 @@ impl<H: Host + 'static> Agent<H> {
         }
     }
 
-    /// Reads the host; `None` (and a retry) when it cannot be read.
-    async fn read_host(&mut self) -> Option<(BootcHost, BootIdentity)> {
+    /// Reads the host, and the health `units` in its boot; `None` (and a retry) when
+    /// the host cannot be read (its units' states alone do not stop the pass).
+    async fn read_host(&mut self, units: &[String]) -> Option<(BootcHost, BootIdentity)> {
         let host = std::sync::Arc::clone(&self.host);
         let read = async move {
             let status = host.status().await?;
@@ -130,7 +131,8 @@ impl<H: Host + 'static> Agent<H> {
         match self.with_progress(read).await {
             Ok(read) => {
                 self.host_retry.clear();
-                Some(read)
+                self.read_health(units, &read.1).await;
+                (!self.host_lost).then_some(read)
             }
             Err(e) if e.connection_lost() => {
                 self.host_lost = true;

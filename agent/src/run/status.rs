@@ -81,6 +81,8 @@ impl<H: Host + 'static> Agent<H> {
             agent_version: &self.options.agent_version,
             bootc_version: self.bootc_version.as_deref(),
             progress: self.progress.current(),
+            health_units: &node.spec.health_units,
+            health: self.health.current(),
             now,
         })
     }

@@ -1,4 +1,4 @@
-//! The D-Bus interfaces the agent calls: systemd's Manager and Service, logind's
+//! The D-Bus interfaces the agent calls: systemd's Manager, Unit and Service, logind's
 //! Manager, and hostname1.
 
 use zbus::{OwnedObjectPath, Variant};
@@ -24,6 +24,8 @@ pub(super) trait SystemdManager {
     fn stop_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
 
     fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
+
+    fn load_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
 
     fn reset_failed_unit(&self, name: &str) -> zbus::Result<()>;
 
@@ -79,6 +81,21 @@ pub(super) trait SystemdService {
 
     #[zbus(property)]
     fn exec_main_status(&self) -> zbus::Result<i32>;
+}
+
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Unit",
+    default_service = "org.freedesktop.systemd1"
+)]
+pub(super) trait SystemdUnit {
+    #[zbus(property)]
+    fn load_state(&self) -> zbus::Result<String>;
+
+    #[zbus(property)]
+    fn active_state(&self) -> zbus::Result<String>;
+
+    #[zbus(property)]
+    fn sub_state(&self) -> zbus::Result<String>;
 }
 
 #[zbus::proxy(
