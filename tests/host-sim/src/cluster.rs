@@ -11,7 +11,8 @@
 //! each change of a Node or a BootcNode, that no more nodes are unavailable than the
 //! rollout's budget allows.
 //!
-//! - this file: [`SimCluster`] and its nodes (add, remove, kill an agent, stop);
+//! - this file: [`SimCluster`] and its nodes (add, remove, kill an agent, stop), and
+//!   the health units' states per image ([`SimCluster::set_boot_units`]);
 //! - `tasks`: each node's tasks, the supervised agent and the kubelet's part;
 //! - `pods`: pods bound to nodes, with their owners and namespaces;
 //! - `invariants`: [`Invariants`], the availability checker.
@@ -220,6 +221,14 @@ impl SimCluster {
     /// The image catalog every host pulls from.
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
+    }
+
+    /// From now on, hosts running the image `digest` report these units in these states
+    /// (`("kubelet.service", "failed")`, `("x.service", "activating")` then later
+    /// `("x.service", "active")`); units not named are `active`. The catalog's table,
+    /// shared by every host: see [`Catalog::set_boot_units`].
+    pub fn set_boot_units(&self, digest: &str, units: &[(&str, &str)]) {
+        self.catalog.set_boot_units(digest, units);
     }
 
     /// The names of the nodes, sorted.

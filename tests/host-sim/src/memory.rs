@@ -9,18 +9,23 @@
 //! agent's run loop returns, and whoever plays the supervisor starts a new agent.
 //!
 //! Every call is traced as step points, and a halt at one of them stands in for killing
-//! the agent there (`steps`).
+//! the agent there (`steps`). The states of the units `status.health` names are set per
+//! image by the test (`units`: [`Catalog::set_boot_units`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use bootc_crds::node::UnitHealth;
 use bootc_node_agent::host::{BootIdentity, Host, HostError, StageProgress};
 use bootc_node_agent::machine::Unlock;
 use bootc_standin::{ImageInfo, ImageResolver, State};
 use tokio::sync::{Notify, watch};
 
 mod steps;
+mod units;
+
+pub use units::parse_state;
 
 /// The images a simulated registry holds: by digest, and tags pointing at digests.
 #[derive(Debug, Default)]
@@ -32,6 +37,7 @@ pub struct Catalog {
 struct CatalogInner {
     by_digest: HashMap<String, ImageInfo>,
     tags: HashMap<String, String>,
+    boot_units: units::BootUnits,
 }
 
 impl Catalog {
@@ -512,6 +518,13 @@ impl Host for MemoryHost {
         }
         self.step("unlock", true).await;
         Ok(())
+    }
+
+    async fn unit_states(&self, names: &[String]) -> Result<Vec<UnitHealth>, HostError> {
+        self.step("unit_states", false).await;
+        let units = self.read_units(names)?;
+        self.step("unit_states", true).await;
+        Ok(units)
     }
 
     async fn reboot(&self, soft: bool) -> Result<(), HostError> {

@@ -1,0 +1,337 @@
+//! `status.health` from the agent's run loop on in-process hosts, against the API
+//! emulator, the test playing the controller by hand: the units' states per image
+//! (`SimCluster::set_boot_units`), a unit that becomes active some time after the reboot
+//! (read again every 2 s while it settles, with a poll interval of 5 minutes), failed and
+//! missing units (no fast reads once one has a final answer), the list following the
+//! spec, and names the agent refuses (reported `unknown`, the rest of the status intact).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
+use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState, NodeHealth};
+use host_sim::cluster::{SimCluster, SimOptions};
+use host_sim::memory::{Catalog, MemoryHost};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube_emulator::Emulator;
+use serde_json::json;
+use tokio::time::Instant;
+
+const REPO: &str = "registry.test/os";
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+/// A poll interval long enough that only the fast reads of settling units (and events)
+/// explain a change seen within a test.
+fn options() -> SimOptions {
+    SimOptions {
+        poll_interval: Duration::from_secs(300),
+        node_labels: BTreeMap::new(),
+        ..SimOptions::default()
+    }
+}
+
+struct Setup {
+    _emulator: Emulator,
+    api: Api<BootcNode>,
+    cluster: SimCluster,
+    v1: String,
+    v2: String,
+}
+
+async fn setup() -> Setup {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let catalog = Catalog::new();
+    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
+    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
+    let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
+    cluster.add_node("n1", &v1, &options()).await.unwrap();
+    Setup {
+        _emulator: emulator,
+        api: Api::all(client),
+        cluster,
+        v1,
+        v2,
+    }
+}
+
+async fn create(api: &Api<BootcNode>, image: &str, units: &[&str]) {
+    let node = BootcNode::new(
+        "n1",
+        BootcNodeSpec {
+            desired_image: image.to_owned(),
+            desired_image_state: DesiredImageState::Staged,
+            reboot_policy: Default::default(),
+            pull_secret_ref: None,
+            pull_secret_hash: None,
+            health_units: units.iter().map(|u| (*u).to_owned()).collect(),
+        },
+    );
+    api.create(&PostParams::default(), &node).await.unwrap();
+}
+
+async fn patch(api: &Api<BootcNode>, body: serde_json::Value) {
+    api.patch("n1", &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap();
+}
+
+async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(t) = check().await {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits for `status.health` to be read in the host's current boot and to satisfy
+/// `check`.
+async fn wait_health(
+    what: &str,
+    api: &Api<BootcNode>,
+    host: &MemoryHost,
+    check: impl Fn(&NodeHealth) -> bool,
+) -> NodeHealth {
+    wait_for(what, async || {
+        let node = api.get("n1").await.ok()?;
+        let health = node.status?.health?;
+        (health.boot_id == host.boot_id() && check(&health)).then_some(health)
+    })
+    .await
+}
+
+fn states(health: &NodeHealth) -> Vec<(&str, &str, &str)> {
+    health
+        .units
+        .iter()
+        .map(|u| {
+            (
+                u.name.as_str(),
+                u.active_state.as_str(),
+                u.sub_state.as_str(),
+            )
+        })
+        .collect()
+}
+
+/// How many times the host's units were read so far.
+fn unit_reads(host: &MemoryHost) -> usize {
+    host.steps()
+        .iter()
+        .filter(|s| *s == "before unit_states")
+        .count()
+}
+
+#[tokio::test]
+async fn a_unit_that_becomes_active_after_the_reboot_is_seen_within_seconds() {
+    let Setup {
+        _emulator,
+        api,
+        cluster,
+        v2,
+        ..
+    } = setup().await;
+    let host = cluster.host("n1").unwrap();
+    // After booting v2, kubelet.service is still starting.
+    cluster.set_boot_units(&digest('2'), &[("kubelet.service", "activating")]);
+    create(&api, &v2, &["kubelet.service", "boot-complete.target"]).await;
+
+    // On v1 every unit is active (the default).
+    let before = wait_health("health on v1", &api, &host, |h| h.healthy).await;
+    assert_eq!(
+        states(&before),
+        [
+            ("kubelet.service", "active", "running"),
+            ("boot-complete.target", "active", "running"),
+        ]
+    );
+    assert_eq!(before.soft_reboots, 0);
+
+    wait_for("Staged", async || {
+        let n = api.get("n1").await.ok()?;
+        n.status?.staged.map(|_| ())
+    })
+    .await;
+    let old_boot = host.boot_id();
+    patch(
+        &api,
+        json!({
+            "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
+            "spec": {"desiredImageState": "Booted"},
+        }),
+    )
+    .await;
+    wait_for("the reboot", async || {
+        (host.counters().boots == 1 && host.is_up()).then_some(())
+    })
+    .await;
+    assert_ne!(host.boot_id(), old_boot);
+    let settling = wait_health("health in the new boot", &api, &host, |_| true).await;
+    assert!(!settling.healthy);
+    assert_eq!(
+        states(&settling),
+        [
+            ("kubelet.service", "activating", "start"),
+            ("boot-complete.target", "active", "running"),
+        ]
+    );
+
+    // It comes up: seen at the next fast read, well before the 5-minute poll.
+    let reads = unit_reads(&host);
+    let flipped = Instant::now();
+    cluster.set_boot_units(&digest('2'), &[("kubelet.service", "active")]);
+    let healthy = wait_health("kubelet active", &api, &host, |h| h.healthy).await;
+    let took = flipped.elapsed();
+    assert!(took < Duration::from_secs(5), "seen after {took:?}");
+    assert!(unit_reads(&host) > reads, "read again on its own");
+    assert_eq!(
+        states(&healthy)[0],
+        ("kubelet.service", "active", "running")
+    );
+
+    // Settled: no more fast reads.
+    let reads = unit_reads(&host);
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(unit_reads(&host), reads, "read again after settling");
+    }
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn failed_and_missing_units_are_reported_and_the_list_follows_the_spec() {
+    let Setup {
+        _emulator,
+        api,
+        cluster,
+        v1,
+        ..
+    } = setup().await;
+    let host = cluster.host("n1").unwrap();
+    cluster.set_boot_units(
+        &digest('1'),
+        &[
+            ("broken.service", "failed"),
+            ("gone.service", "not-found"),
+            ("late.service", "activating"),
+        ],
+    );
+    create(
+        &api,
+        &v1,
+        &[
+            "ok.service",
+            "broken.service",
+            "gone.service",
+            "late.service",
+        ],
+    )
+    .await;
+    let health = wait_health("health", &api, &host, |_| true).await;
+    assert!(!health.healthy);
+    assert_eq!(
+        states(&health),
+        [
+            ("ok.service", "active", "running"),
+            ("broken.service", "failed", "failed"),
+            ("gone.service", "not-found", "dead"),
+            ("late.service", "activating", "start"),
+        ]
+    );
+    // A unit has failed: the answer is final, no fast reads although one still starts.
+    let reads = unit_reads(&host);
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(unit_reads(&host), reads, "read again with a final answer");
+    }
+
+    // The spec's list changes: read again at once, in the new order.
+    patch(
+        &api,
+        json!({"spec": {"healthUnits": ["late.service", "ok.service"]}}),
+    )
+    .await;
+    let health = wait_health("the new list", &api, &host, |h| h.units.len() == 2).await;
+    assert_eq!(
+        states(&health),
+        [
+            ("late.service", "activating", "start"),
+            ("ok.service", "active", "running"),
+        ]
+    );
+    cluster
+        .catalog()
+        .set_boot_units(&digest('1'), &[("late.service", "active/exited")]);
+    let health = wait_health("late.service active", &api, &host, |h| h.healthy).await;
+    assert_eq!(states(&health)[0], ("late.service", "active", "exited"));
+
+    // No units: no health.
+    patch(&api, json!({"spec": {"healthUnits": null}})).await;
+    wait_for("health removed", async || {
+        let n = api.get("n1").await.ok()?;
+        n.status?.health.is_none().then_some(())
+    })
+    .await;
+    cluster.stop().await;
+}
+
+#[tokio::test]
+async fn names_the_agent_refuses_are_reported_unknown_and_the_rest_of_the_status_stands() {
+    let Setup {
+        _emulator,
+        api,
+        cluster,
+        v1,
+        ..
+    } = setup().await;
+    let host = cluster.host("n1").unwrap();
+    // A template passes the CRD's pattern, but has no state of its own.
+    create(&api, &v1, &["ok.service", "getty@.service"]).await;
+    let health = wait_health("health", &api, &host, |_| true).await;
+    assert!(!health.healthy);
+    assert_eq!(
+        states(&health),
+        [
+            ("ok.service", "unknown", ""),
+            ("getty@.service", "unknown", "")
+        ]
+    );
+    let node = api.get("n1").await.unwrap();
+    let status = node.status.unwrap();
+    assert_eq!(status.booted.unwrap().image.image_digest, digest('1'));
+    let condition = |t: &str| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .map(|c| (c.status.clone(), c.reason.clone()))
+            .unwrap()
+    };
+    assert_eq!(condition("Idle").0, "True");
+    assert_eq!(
+        condition("Degraded").0,
+        "False",
+        "a health read is no agent failure"
+    );
+
+    // Once the spec names loadable units, they are read.
+    patch(
+        &api,
+        json!({"spec": {"healthUnits": ["ok.service", "getty@tty1.service"]}}),
+    )
+    .await;
+    wait_health("the instance", &api, &host, |h| h.healthy).await;
+    cluster.stop().await;
+}
