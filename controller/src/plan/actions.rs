@@ -188,6 +188,9 @@ pub mod events {
     pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
     /// Too many slot holders are unhealthy; no new approvals.
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    /// The target reached the halt threshold with `onFailure: Rollback`: marked failed,
+    /// the pool rolls back.
+    pub const TARGET_FAILED: &str = "TargetFailed";
     /// A drain timed out.
     pub const DRAIN_FAILED: &str = "DrainFailed";
     /// A drain is held up: a disruption budget (or a drain setting) refuses an eviction.

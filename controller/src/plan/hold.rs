@@ -34,7 +34,7 @@ pub(super) fn keep_image(spec: &mut BootcNodeSpec, bootc: &BootcView) {
 /// The member is held and waits for its hold to be lifted before it goes on: it holds no
 /// slot, lacks the target and is not degraded.
 pub(super) fn waits(p: &Planner<'_>, name: &str) -> bool {
-    p.held.contains(name)
+    (p.held.contains(name) || p.cordoned.contains(name))
         && matches!(
             p.states.get(name),
             Some(NodeState::Pending | NodeState::Staging | NodeState::Staged)

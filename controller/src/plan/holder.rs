@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 
 use super::actions::{Action, NodeState, events};
 use super::agent::{AgentReport, KUBELET_RECHECK, kubelet_reported_since_reboot};
+use super::health::{self, BootHealth};
 use super::member::{Member, release};
 use super::world::{DrainView, NodeView};
 use super::{Planner, parse_stamp, stamp};
@@ -221,11 +222,41 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
         // plan; a soft reboot's heartbeat does not, so look again shortly.
         p.requeue_in(KUBELET_RECHECK);
     }
-    if back && kubelet_back && soaked(p, &holder) {
-        release_slot(p, holder);
-        return;
+    let mut sick = false;
+    if back && kubelet_back {
+        match health::judge(health::units(&p.snap.pool.spec), agent) {
+            BootHealth::Healthy => {
+                if soaked(p, &holder) {
+                    release_slot(p, holder);
+                    return;
+                }
+            }
+            BootHealth::Failed(why) => {
+                let problem = format!("node {name}: UnhealthyUnits: {why}");
+                p.unhealthy.push(problem.clone());
+                p.degraded.push(problem);
+                sick = true;
+            }
+            BootHealth::Waiting(why) => {
+                let limit = health::timeout(&p.snap.pool.spec);
+                let back_for = (now - back_since(&holder, now))
+                    .to_std()
+                    .unwrap_or(Duration::ZERO);
+                if back_for >= limit {
+                    let problem = format!(
+                        "node {name}: BootHealthTimeout: its units were not all active within {}s of its return: {why}",
+                        limit.as_secs()
+                    );
+                    p.unhealthy.push(problem.clone());
+                    p.degraded.push(problem);
+                    sick = true;
+                } else {
+                    p.requeue_in(limit - back_for + Duration::from_millis(10));
+                }
+            }
+        }
     }
-    let state = if degraded.is_some() {
+    let state = if degraded.is_some() || sick {
         NodeState::Degraded
     } else {
         NodeState::Rebooting
@@ -238,23 +269,27 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
 fn soaked(p: &mut Planner<'_>, holder: &Holder<'_, '_>) -> bool {
     let delay = p.read(super::limits::soak(&p.snap.pool.spec.rollout));
     let now = p.snap.now;
-    // Back since the later of booting the target and turning Ready; both are kept at
-    // second precision by the API, so a second is added rather than soak too little.
-    let since = holder
-        .node
-        .agent
-        .booted_since()
-        .into_iter()
-        .chain(holder.node.info.ready_since)
-        .max()
-        .unwrap_or(now)
-        + chrono::Duration::seconds(1);
+    let since = back_since(holder, now);
     let soaked = (now - since).to_std().unwrap_or(Duration::ZERO);
     if soaked >= delay {
         return true;
     }
     p.requeue_in(delay - soaked);
     false
+}
+
+/// Since when the node has been back: the later of booting the target and turning
+/// Ready; both are kept at second precision by the API, so a second is added rather than
+/// count too much. Without either, now.
+fn back_since(holder: &Holder<'_, '_>, now: DateTime<Utc>) -> DateTime<Utc> {
+    holder
+        .node
+        .agent
+        .booted_since()
+        .into_iter()
+        .chain(holder.node.info.ready_since)
+        .max()
+        .map_or(now, |t| t + chrono::Duration::seconds(1))
 }
 
 /// The node runs the target and has soaked: uncordon, release the slot, say so.

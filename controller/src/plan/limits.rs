@@ -105,3 +105,32 @@ pub fn window(rollout: &RolloutSpec, now: DateTime<Utc>) -> Read<Option<Option<D
         ),
     }
 }
+
+/// How many nodes the canary has (`canary.nodes` of `pool_size`, at least one); the
+/// whole pool when it cannot be resolved (no node goes before the canary is through).
+pub fn canary(canary: &bootc_crds::pool::CanarySpec, pool_size: usize) -> Read<usize> {
+    let size = u32::try_from(pool_size).unwrap_or(u32::MAX);
+    match bootc_crds::budget::resolve_budget(Some(&canary.nodes), size, 1) {
+        Ok(n) => (n as usize, None),
+        Err(e) => (
+            pool_size,
+            Some(format!(
+                "spec.rollout.canary.nodes: {e}; the whole pool is the canary"
+            )),
+        ),
+    }
+}
+
+/// How long the canary soaks; a negative value soaks a week.
+pub fn canary_soak(canary: &bootc_crds::pool::CanarySpec) -> Read<Duration> {
+    match u64::try_from(canary.soak_seconds) {
+        Ok(s) => (Duration::from_secs(s), None),
+        Err(_) => (
+            Duration::from_secs(604_800),
+            Some(format!(
+                "spec.rollout.canary.soakSeconds: {} is negative; soaking a week",
+                canary.soak_seconds
+            )),
+        ),
+    }
+}

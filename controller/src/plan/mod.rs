@@ -42,6 +42,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 pub mod actions;
 pub mod agent;
 mod cleanup;
+pub mod failure;
+mod gates;
+mod health;
 mod hold;
 mod holder;
 pub mod limits;
@@ -139,6 +142,25 @@ struct Planner<'a> {
     /// Slots this plan frees (their holders are uncordoned and released before the new
     /// grants start, so the grants may use them).
     releases: usize,
+    /// Members someone else cordoned, left alone (`disruption.respectCordon`).
+    cordoned: BTreeSet<String>,
+    /// Members that booted the target and report Degraded.
+    on_target_degraded: Vec<String>,
+    /// Why the alert gate is closed, when it is.
+    gate_closed: Option<String>,
+    /// The alert gate cannot be asked and fails closed: why.
+    gate_unreachable: Option<String>,
+    /// The pool's `status.alertGate`.
+    alert_gate: Option<bootc_crds::pool::AlertGateStatus>,
+    /// The pools this one waits for.
+    order: ordering::Wait,
+    /// The pool's `status.canary`, the slots the canary lets through (`None`: any) and
+    /// what it waits for.
+    canary: Option<bootc_crds::pool::CanaryStatus>,
+    canary_room: Option<usize>,
+    canary_note: Option<String>,
+    /// The target is marked failed: the pool rolls back.
+    rolling_back: Option<failure::RollingBack>,
 }
 
 impl<'a> Planner<'a> {
@@ -165,6 +187,16 @@ impl<'a> Planner<'a> {
             staging_limit: None,
             grants_from: None,
             releases: 0,
+            cordoned: BTreeSet::new(),
+            on_target_degraded: Vec::new(),
+            gate_closed: None,
+            gate_unreachable: None,
+            alert_gate: None,
+            order: ordering::Wait::Clear,
+            canary: None,
+            canary_room: None,
+            canary_note: None,
+            rolling_back: None,
         }
     }
 
@@ -206,8 +238,15 @@ impl<'a> Planner<'a> {
 /// Plans one pool: every action, and the complete status.
 pub fn plan(snap: &Snapshot) -> Plan {
     PLANS.fetch_add(1, Ordering::Relaxed);
-    let decision = target::decide(snap);
+    plan_once(snap, true)
+}
+
+/// One plan; with `may_fail`, a halt that fails the target (`onFailure: Rollback`) marks
+/// it and plans again with the mark, once.
+fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
+    let mut decision = target::decide(snap);
     let mut p = Planner::new(snap);
+    p.rolling_back = failure::apply(snap, &mut decision);
     if snap.pool.deleting {
         cleanup::plan(&mut p);
         return Plan {
@@ -230,11 +269,19 @@ pub fn plan(snap: &Snapshot) -> Plan {
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let members = membership::members(&mut p, invalid);
     p.held = hold::held(&members);
+    gates::alert(&mut p);
     match &decision.target {
         Ok(target) => {
             staging::count_staging(&mut p, &members, target);
             for view in &members {
                 staging::member(&mut p, view, target);
+            }
+            gates::order(&mut p);
+            gates::canary(&mut p, members.len(), target);
+            let halted = slots::halted(&mut p).1;
+            if may_fail && failure::fails(snap, halted, p.rolling_back.is_some()) {
+                let marked = failure::marked(snap, target, list(&p.unhealthy));
+                return plan_once(&marked, false);
             }
             slots::grant(&mut p, members.len(), target);
         }

@@ -68,14 +68,42 @@ pub(super) fn condition(
     if let Some(held) = super::hold::only_held_left(p) {
         // Done but for the held nodes: nothing is stuck, and nothing to wait for but
         // the admin lifting the holds.
+        let (cordoned, held): (Vec<String>, Vec<String>) = held
+            .into_iter()
+            .partition(|n| p.cordoned.contains(n) && !p.held.contains(n));
+        let mut parts = Vec::new();
+        if !held.is_empty() {
+            parts.push(format!(
+                "held: {}; remove their {} label to update them",
+                super::list(&held),
+                bootc_crds::HOLD_LABEL
+            ));
+        }
+        if !cordoned.is_empty() {
+            parts.push(format!(
+                "cordoned by someone else: {}; uncordon them (or set disruption.respectCordon to false) to update them",
+                super::list(&cordoned)
+            ));
+        }
         return (
             true,
             progressing::HELD_NODES_LEFT,
             format!(
-                "every node that is not held runs the target; held: {}; remove their {} label to update them",
-                super::list(&held),
-                bootc_crds::HOLD_LABEL
+                "every node that is not held or cordoned runs the target; {}",
+                parts.join("; ")
             ),
+        );
+    }
+    let soaking = p
+        .canary
+        .as_ref()
+        .is_some_and(|c| c.phase == bootc_crds::pool::CanaryPhase::Soaking);
+    if soaking {
+        // Waiting on purpose, for at most soakSeconds: no stall.
+        return (
+            true,
+            progressing::ADVANCING,
+            "the canary nodes are soaking".to_owned(),
         );
     }
     if let Some(stalled_for) = stalled_for.filter(|d| *d >= STALL_AFTER)

@@ -65,7 +65,13 @@ pub(super) fn grant(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
         }
         return;
     }
-    let free = budget.saturating_sub(p.holders + p.unavailable);
+    if super::gates::closed(p) || p.rolling_back.as_ref().is_some_and(|r| r.to.is_none()) {
+        return;
+    }
+    let mut free = budget.saturating_sub(p.holders + p.unavailable);
+    if let Some(room) = p.canary_room {
+        free = free.min(room);
+    }
     let candidates = approval_order(&p.candidates);
     for view in candidates.into_iter().take(free) {
         grant_one(p, view, target);

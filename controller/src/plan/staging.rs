@@ -170,12 +170,23 @@ fn waiting<'a>(
     } else if agent.booted(&target.digest) {
         NodeState::UpToDate
     } else if agent.ready_to_boot(&target.digest) {
-        if info.ready && !held && !p.conflicted.contains(&name) {
+        let cordoned = info.unschedulable && p.snap.pool.spec.disruption.respect_cordon;
+        if info.ready && !held && !cordoned && !p.conflicted.contains(&name) {
             p.candidates.push(view);
         }
         NodeState::Staged
     } else {
         NodeState::Staging
     };
+    if state != NodeState::UpToDate
+        && info.unschedulable
+        && p.snap.pool.spec.disruption.respect_cordon
+    {
+        // Someone else cordoned it: it is left alone (it may stage) until uncordoned.
+        p.cordoned.insert(name.clone());
+    }
+    if state == NodeState::Degraded && !retargeted && agent.booted(&target.digest) {
+        p.on_target_degraded.push(name.clone());
+    }
     p.states.insert(name, state);
 }

@@ -111,8 +111,14 @@ pub(super) fn status(
     status.staging_percent = staging_percent(p, members, decision);
     status.degraded_count = as_i32(counts.degraded);
     status.held_count = as_i32(p.held.len());
+    status.cordoned_count = as_i32(p.cordoned.len());
+    if decision.target.is_ok() || snap.pool.spec.rollout.canary.is_none() {
+        status.canary = p.canary.clone();
+    }
+    status.alert_gate = p.alert_gate.clone();
     target_fields(&mut status, snap, decision);
     status.deploy_history = deploy_history(&status, p, decision);
+    super::failure::clear_stale(&mut status.deploy_history, snap.pool.generation);
 
     let all_updated = decision.target.is_ok() && counts.updated == counts.nodes;
     let degraded = degraded(p, decision);
@@ -228,12 +234,47 @@ fn degraded(p: &mut Planner<'_>, d: &TargetDecision) -> NewCondition<'static> {
                 list(&p.conflicts)
             ),
         ),
+        _ if matches!(p.order, super::ordering::Wait::Cycle(_)) => {
+            let super::ordering::Wait::Cycle(path) = &p.order else {
+                unreachable!()
+            };
+            (
+                pool_degraded::ORDERING_CYCLE,
+                format!(
+                    "rollout.after forms a cycle ({}); no reboots are approved until it is broken",
+                    path.join(" -> ")
+                ),
+            )
+        }
+        _ if p.rolling_back.is_some() => {
+            let Some(r) = &p.rolling_back else {
+                unreachable!()
+            };
+            let after = match &r.to {
+                Some(to) => format!("rolled back to {to}"),
+                None => "the pool ran no other image before, so nothing is rolled back and no reboots are approved".to_owned(),
+            };
+            (
+                pool_degraded::TARGET_FAILED,
+                format!(
+                    "{} failed: {}; {after}; it is not tried again until the spec changes",
+                    r.failed, r.reason
+                ),
+            )
+        }
         _ if halted => (
             pool_degraded::ROLLOUT_HALTED,
             format!(
                 "{} slot holders are unhealthy (haltAfterUnhealthy {halt_at}): {}; no new reboots are approved",
                 p.unhealthy.len(),
                 list(&p.unhealthy)
+            ),
+        ),
+        _ if p.gate_unreachable.is_some() => (
+            pool_degraded::ALERT_GATE_UNREACHABLE,
+            format!(
+                "{}; no reboots are approved while the alert gate cannot be asked (failClosed)",
+                p.gate_unreachable.clone().unwrap_or_default()
             ),
         ),
         Err(TargetProblem::Resolution(message)) => {
@@ -274,6 +315,14 @@ fn up_to_date(p: &Planner<'_>, counts: &StateCounts, all_updated: bool) -> NewCo
         (
             up_to_date::OUTSIDE_MAINTENANCE_WINDOW,
             format!("outside the maintenance windows, {when}: {breakdown}"),
+        )
+    } else if let Some((reason, why)) = super::gates::why_waiting(p) {
+        (reason, format!("{why}: {breakdown}"))
+    } else if let Some(r) = &p.rolling_back {
+        let to = r.to.as_deref().unwrap_or("nothing");
+        (
+            up_to_date::ROLLING_BACK,
+            format!("{} failed; rolling back to {to}: {breakdown}", r.failed),
         )
     } else {
         (up_to_date::ROLLOUT_IN_PROGRESS, breakdown)
@@ -327,6 +376,9 @@ fn transition_events(
     if degraded.reason != old_degraded.unwrap_or(pool_degraded::HEALTHY) {
         if degraded.reason == pool_degraded::ROLLOUT_HALTED {
             p.event(true, events::ROLLOUT_HALTED, degraded.message.clone());
+        }
+        if degraded.reason == pool_degraded::TARGET_FAILED {
+            p.event(true, events::TARGET_FAILED, degraded.message.clone());
         }
         if degraded.reason == pool_degraded::NODE_CONFLICT {
             p.event(true, events::NODE_CONFLICT, degraded.message.clone());

@@ -19,6 +19,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 
 use super::*;
 
+mod gates;
+
 const POOL: &str = "workers";
 
 fn digest(c: char) -> Digest {
@@ -325,10 +327,9 @@ fn slots_go_to_staged_healthy_nodes_in_name_order_up_to_the_budget() {
 
 #[test]
 fn the_grant_records_an_admin_cordon_and_does_not_cordon_again() {
-    let snap = snapshot(
-        pool_spec(IntOrString::Int(1)),
-        &[node("n1").staged().cordoned()],
-    );
+    let mut spec = pool_spec(IntOrString::Int(1));
+    spec.disruption.respect_cordon = false;
+    let snap = snapshot(spec, &[node("n1").staged().cordoned()]);
     let plan = super::plan(&snap);
     let n1 = actions_for(&plan, "n1");
     let Action::Update { annotations, .. } = n1[0] else {

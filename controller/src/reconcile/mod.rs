@@ -16,7 +16,8 @@
 //! Watches: pools (the controller's own), BootcNodes (owned by pools), Nodes (mapped to
 //! every pool whose selector matches and to the pool owning the node's BootcNode; only
 //! label, Ready, `spec.unschedulable` and boot ID changes pass), Secrets (metadata only,
-//! mapped to the pools naming them), and the drainer's completions.
+//! mapped to the pools naming them), the drainer's completions, and each pool's changes
+//! again for the pools that follow it (`rollout.after`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -274,6 +275,16 @@ fn pools_of_node(
     names.iter().map(|p| ObjectRef::new(p)).collect()
 }
 
+/// The pools whose `rollout.after` names `pool`.
+fn followers(pools: &Store<BootcNodePool>, pool: &str) -> Vec<ObjectRef<BootcNodePool>> {
+    pools
+        .state()
+        .iter()
+        .filter(|p| p.spec.rollout.after.iter().any(|a| a == pool))
+        .map(|p| ObjectRef::new(&p.name_any()))
+        .collect()
+}
+
 /// The pools naming a Secret as their pull Secret.
 fn pools_of_secret(
     pools: &Store<BootcNodePool>,
@@ -371,6 +382,19 @@ pub async fn run(
     let recorder = Recorder::new(client.clone(), reporter);
     let (pool_store, pool_writer) = reflector::store();
     let pool_stream = pools::pool_changes(client.clone(), pool_writer, recorder.clone());
+    // A pool's change is also a change for the pools that follow it (`rollout.after`).
+    let (after_tx, after_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
+    let follower_store = pool_store.clone();
+    let pool_stream = pool_stream.inspect(move |changed| {
+        if let Ok(pool) = changed {
+            for follower in followers(&follower_store, &pool.name_any()) {
+                // The receiver lives as long as the controller; a send after it is gone
+                // has nobody left to tell.
+                let _ = after_tx.send(follower);
+            }
+        }
+    });
+    let followed = tokio_stream::wrappers::UnboundedReceiverStream::new(after_rx);
     let controller = Controller::for_stream(pool_stream, pool_store.clone());
     let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
     let ctx = Arc::new(Context {
@@ -398,6 +422,7 @@ pub async fn run(
             pools_of_secret(&secret_pools, &secret)
         })
         .reconcile_on(drained)
+        .reconcile_on(followed)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

@@ -1,0 +1,300 @@
+//! Health-gated rollouts against the API emulator and simulated nodes: a canary that goes
+//! first and soaks, a node someone else cordoned left alone, and pools that wait for
+//! others (`rollout.after`), including a cycle.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::{BootcNodePool, CanaryPhase};
+use bootc_pool_controller::reconcile::Dependencies;
+use common::*;
+use host_sim::cluster::{Invariants, SimCluster, SimOptions};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use kube_emulator::Emulator;
+use serde_json::json;
+use tokio::time::Instant;
+
+async fn set_image(client: &Client, pool: &str, image: &str) {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .patch(
+            pool,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"image": {"ref": image}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Nodes holding a reboot slot.
+async fn slot_holders(client: &Client) -> BTreeSet<String> {
+    let api: Api<BootcNode> = Api::all(client.clone());
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|b| b.annotations().contains_key(REBOOT_SLOT_ANNOTATION))
+        .map(|b| b.name_any())
+        .collect()
+}
+
+fn booted(cluster: &SimCluster, node: &str) -> String {
+    cluster
+        .host(node)
+        .unwrap()
+        .state()
+        .booted
+        .unwrap()
+        .info
+        .digest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_canary_updates_first_and_soaks_before_the_rest_go() {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let names = ["n1", "n2", "n3", "n4", "n5"];
+    let (cluster, v1, v2) = workers_cluster(&emulator, &names, Default::default()).await;
+    let invariants = Invariants::follow(emulator.handle(), 5, BTreeSet::new());
+    let controller = start(&emulator, Dependencies::default());
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let pool = workers_pool(
+        &v1,
+        json!({"maxUnavailable": 5, "canary": {"nodes": "40%", "soakSeconds": 3}}),
+    );
+    pools.create(&PostParams::default(), &pool).await.unwrap();
+    wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 5)).await;
+
+    set_image(&client, "workers", &v2).await;
+    // Watch until all run v2: while the canary is not complete, at most its two nodes
+    // hold slots or run v2; the third node goes only after the soak.
+    let deadline = Instant::now() + DEADLINE;
+    let mut soaking_seen: Option<Instant> = None;
+    let mut third_at: Option<Instant> = None;
+    let mut phases = Vec::new();
+    loop {
+        // What moved is read before the pool's phase: a phase read later that still
+        // is not Complete covers it.
+        let mut moved: BTreeSet<String> = slot_holders(&client).await;
+        moved.extend(
+            names
+                .iter()
+                .filter(|n| booted(&cluster, n) == digest('2'))
+                .map(|n| (*n).to_owned()),
+        );
+        let p = pools.get("workers").await.unwrap();
+        let canary = p
+            .status
+            .as_ref()
+            .and_then(|s| s.canary.clone())
+            .filter(|c| c.digest == digest('2'));
+        if let Some(c) = &canary
+            && phases.last() != Some(&c.phase)
+        {
+            phases.push(c.phase);
+        }
+        let phase = canary.as_ref().map(|c| c.phase);
+        if phase == Some(CanaryPhase::Soaking) && soaking_seen.is_none() {
+            soaking_seen = Some(Instant::now());
+        }
+        if phase != Some(CanaryPhase::Complete) {
+            assert!(
+                moved.len() <= 2,
+                "{phase:?}: {moved:?} moved before the canary was through"
+            );
+        }
+        if moved.len() > 2 && third_at.is_none() {
+            third_at = Some(Instant::now());
+        }
+        if all_updated(&p, 5)
+            && p.status.as_ref().unwrap().target_digest.as_deref() == Some(digest('2').as_str())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out; status {:#?}",
+            p.status
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        phases,
+        vec![
+            CanaryPhase::Updating,
+            CanaryPhase::Soaking,
+            CanaryPhase::Complete
+        ]
+    );
+    let soaked = third_at.unwrap() - soaking_seen.unwrap();
+    assert!(
+        soaked >= Duration::from_millis(2900),
+        "the rest went after {soaked:?}"
+    );
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.is_clean(), "{report:?}");
+    controller.stop().await;
+}
+
+async fn cordon(client: &Client, node: &str, on: bool) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": on}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_someone_else_cordoned_is_skipped_and_stays_cordoned() {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let names = ["n1", "n2", "n3"];
+    let (cluster, v1, v2) = workers_cluster(&emulator, &names, Default::default()).await;
+    let invariants = Invariants::follow(emulator.handle(), 2, ["n2".to_owned()].into());
+    let controller = start(&emulator, Dependencies::default());
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let pool = workers_pool(&v1, json!({"maxUnavailable": 2}));
+    pools.create(&PostParams::default(), &pool).await.unwrap();
+    wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 3)).await;
+    cordon(&client, "n2", true).await;
+
+    set_image(&client, "workers", &v2).await;
+    let p = wait_pool(&client, "workers", "all but the cordoned node on v2", |p| {
+        p.status.as_ref().is_some_and(|s| s.updated_count == 2)
+            && condition(p, "Progressing").is_some_and(|c| c.1 == "HeldNodesLeft")
+    })
+    .await;
+    assert_eq!(p.status.as_ref().unwrap().cordoned_count, 1);
+    assert_eq!(booted(&cluster, "n2"), digest('1'));
+    assert_eq!(cluster.host("n2").unwrap().counters().reboots, 0);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n2 = nodes.get("n2").await.unwrap();
+    assert_eq!(
+        n2.spec.unwrap().unschedulable,
+        Some(true),
+        "never uncordoned by us"
+    );
+
+    // Uncordoned by its owner: it updates too.
+    cordon(&client, "n2", false).await;
+    let p = wait_pool(&client, "workers", "all on v2", |p| all_updated(p, 3)).await;
+    assert_eq!(p.status.as_ref().unwrap().cordoned_count, 0);
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.is_clean(), "{report:?}");
+    controller.stop().await;
+}
+
+fn role_pool(name: &str, role: &str, image: &str, after: &[&str]) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"role": role}},
+            "image": {"ref": image},
+            "rollout": {"maxUnavailable": 2, "after": after},
+        }
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_waits_for_the_pools_it_follows_and_a_cycle_is_refused() {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let catalog = host_sim::memory::Catalog::new();
+    let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
+    let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
+    let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
+    for (n, role) in [
+        ("i1", "infra"),
+        ("i2", "infra"),
+        ("w1", "worker"),
+        ("w2", "worker"),
+    ] {
+        let options = SimOptions {
+            node_labels: [("role".to_owned(), role.to_owned())].into(),
+            ..SimOptions::default()
+        };
+        cluster.add_node(n, &v1, &options).await.unwrap();
+    }
+    let invariants = Invariants::follow(emulator.handle(), 2, BTreeSet::new());
+    let controller = start(&emulator, Dependencies::default());
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    for pool in [
+        role_pool("infra", "infra", &v1, &[]),
+        role_pool("workers", "worker", &v1, &["infra"]),
+    ] {
+        pools.create(&PostParams::default(), &pool).await.unwrap();
+    }
+    wait_pool(&client, "infra", "infra on v1", |p| all_updated(p, 2)).await;
+    wait_pool(&client, "workers", "workers on v1", |p| all_updated(p, 2)).await;
+
+    // Both move to v2 at once: no worker gets a slot before infra runs v2 everywhere.
+    set_image(&client, "workers", &v2).await;
+    set_image(&client, "infra", &v2).await;
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let holders = slot_holders(&client).await;
+        let infra = pools.get("infra").await.unwrap();
+        let infra_done = ["i1", "i2"]
+            .iter()
+            .all(|n| booted(&cluster, n) == digest('2'));
+        if holders.iter().any(|h| h.starts_with('w')) {
+            assert!(
+                infra_done,
+                "a worker got a slot before infra was done: {holders:?}"
+            );
+        }
+        let workers = pools.get("workers").await.unwrap();
+        if all_updated(&workers, 2)
+            && workers.status.as_ref().unwrap().target_digest.as_deref()
+                == Some(digest('2').as_str())
+        {
+            assert!(all_updated(&infra, 2) || infra_done);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out; workers {:#?}",
+            workers.status
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // While infra was rolling, workers said why it waited.
+    // A cycle: infra now follows workers too.
+    pools
+        .patch(
+            "infra",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"rollout": {"after": ["workers"]}}})),
+        )
+        .await
+        .unwrap();
+    let p = wait_pool(&client, "workers", "the cycle reported", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.1 == "OrderingCycle")
+    })
+    .await;
+    let message = condition(&p, "Degraded").unwrap().2;
+    assert!(message.contains("workers -> infra -> workers"), "{message}");
+    wait_pool(&client, "infra", "the cycle reported", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.1 == "OrderingCycle")
+    })
+    .await;
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.is_clean(), "{report:?}");
+    controller.stop().await;
+}
