@@ -21,6 +21,8 @@
 //! - `chaos`: under `--chaos`, the registry, the watch cuts, the node replaced, the image
 //!   edited and the pool deleted and created again, with the check that a deleted pool
 //!   leaves no trace;
+//! - `gate`: under `--alert-gate`, the loopback Alertmanager the pool's alert gate asks;
+//! - `gated`: what a canary and an alert gate must show in the slot grants;
 //! - `end_state`: what the store and the hosts show at the end;
 //! - `report`: the numbers, the failures, the JSON result and the picture.
 //!
@@ -31,6 +33,8 @@ mod child;
 mod controller;
 mod disturb;
 mod end_state;
+mod gate;
+mod gated;
 mod report;
 mod rollout;
 mod setup;
@@ -98,6 +102,23 @@ pub struct BenchArgs {
     /// result, with `.controller.log`.
     #[arg(long)]
     pub controller_process: bool,
+    /// Give the pool a canary (`spec.rollout.canary.nodes`): this many nodes ("2") or
+    /// this share of them ("10%", rounded down, at least one) take the target first.
+    #[arg(long)]
+    pub canary: Option<String>,
+    /// With --canary: the seconds the canary soaks before the rest of the pool goes on
+    /// (`spec.rollout.canary.soakSeconds`).
+    #[arg(long, default_value_t = 0, requires = "canary")]
+    pub canary_soak: u32,
+    /// Give the pool an alert gate (`spec.health.alerts`, `intervalSeconds: 1`): a tiny
+    /// Alertmanager on loopback that this process serves, answering `[]`; no reboot slot
+    /// may be granted before it first answered so.
+    #[arg(long)]
+    pub alert_gate: bool,
+    /// With --alert-gate: for this many seconds from the pool's creation the gate's
+    /// Alertmanager answers one firing `severity="critical"` alert, holding the rollout.
+    #[arg(long, default_value_t = 0.0, requires = "alert_gate")]
+    pub alert_firing_s: f64,
 }
 
 /// Whose writes the injected faults hit.

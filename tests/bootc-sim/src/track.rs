@@ -285,6 +285,11 @@ impl SlotLog {
         self.changes.iter().find(|c| c.2).map(|c| c.0)
     }
 
+    /// When each slot was granted, in order.
+    pub fn grants(&self) -> Vec<Instant> {
+        self.changes.iter().filter(|c| c.2).map(|c| c.0).collect()
+    }
+
     /// The time-weighted mean of the slots held from the first grant to the last one,
     /// over `budget`; with every grant at one instant, the slots held just after it.
     pub fn utilisation(&self, budget: usize) -> Option<f64> {

@@ -1,8 +1,8 @@
 //! `bootc-sim bench` as CI runs it: 50 in-process nodes with short timings, once
 //! undisturbed, once with injected API faults and the controller killed every 2 s, and
 //! once with faults on every client and agents killed,
-//! and once under `--chaos`; each must complete with every node on the target and no
-//! invariant violated.
+//! and once under `--chaos`; 20 nodes once with a canary and an alert gate that fires at
+//! first; each must complete with every node on the target and no invariant violated.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -290,5 +290,65 @@ fn fifty_nodes_come_through_the_chaos_soak() {
     assert!(
         result["api_faults_injected"].as_u64().unwrap() > 0,
         "{result:#}"
+    );
+}
+
+/// `--canary 10% --canary-soak 2 --alert-gate --alert-firing-s 1`: 20 nodes, the gate's
+/// Alertmanager answers a firing alert for the first second, then none. No reboot slot
+/// before the gate answered open, the third grant at least the soak after the canary's
+/// two (both checked by the bench, which fails otherwise), and the report says so.
+#[test]
+fn twenty_nodes_wait_for_the_alert_gate_and_the_canary_soak() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gated.json");
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+        .args(["bench", "--nodes", "20", "--max-unavailable", "5"])
+        .args(["--canary", "10%", "--canary-soak", "2"])
+        .args(["--alert-gate", "--alert-firing-s", "1"])
+        .args(["--deadline-s", "45", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let result = std::fs::read_to_string(&json).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "bootc-sim bench with a canary and an alert gate failed ({}); stderr:\n{}\nresult: {result}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(60), "{took:?}");
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(result["ok"], true, "{result:#}");
+    assert_eq!(result["invariant_violations"], 0, "{result:#}");
+    assert_eq!(result["nodes_on_target"], 20, "{result:#}");
+    assert_eq!(result["nodes_left_cordoned"], 0, "{result:#}");
+    assert_eq!(result["reboots_per_node_max"], 1, "{result:#}");
+    let canary = &result["canary"];
+    assert_eq!(
+        (&canary["nodes"], &canary["resolved"], &canary["soak_s"]),
+        (&Value::from("10%"), &Value::from(2), &Value::from(2)),
+        "{result:#}"
+    );
+    assert!(
+        canary["gap_after_canary_s"].as_f64().unwrap() >= 2.0,
+        "{result:#}"
+    );
+    let gate = &result["alert_gate"];
+    assert_eq!(gate["firing_s"], 1.0, "{result:#}");
+    assert!(gate["answered_open"].as_u64().unwrap() > 0, "{result:#}");
+    let first_open = gate["first_open_s"].as_f64().unwrap();
+    let first_reboot = result["first_reboot_s"].as_f64().unwrap();
+    assert!(
+        first_open >= 1.0 && first_reboot >= first_open,
+        "{result:#}"
+    );
+    // The soak and the alert are in the makespan.
+    assert!(result["makespan_s"].as_f64().unwrap() >= 3.0, "{result:#}");
+    println!(
+        "bench with a canary and an alert gate: {took:?}, first reboot {first_reboot} s, \
+         makespan {} s",
+        result["makespan_s"]
     );
 }

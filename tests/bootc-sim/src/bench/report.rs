@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::end_state::EndState;
 use super::rollout::Measured;
 use super::setup::Settings;
-use super::{BenchArgs, round, secs};
+use super::{BenchArgs, gated, round, secs};
 use crate::stats::{self, Histogram};
 use crate::svg;
 
@@ -39,6 +39,10 @@ struct Numbers {
     first_reboot_s: Option<f64>,
     /// Mean slots held ÷ budget, from the first grant to the last.
     slot_utilisation: Option<f64>,
+    /// Under `--canary`: the gap after its last grant, and whether it was short.
+    canary: Option<gated::CanaryCheck>,
+    /// Under `--alert-gate`: what is wrong with the gate's part.
+    gate_problems: Vec<String>,
 }
 
 impl Run<'_> {
@@ -47,7 +51,7 @@ impl Run<'_> {
     pub(super) fn finish(&self) -> Result<bool, String> {
         let (args, budget) = (self.args, self.settings.budget);
         let numbers = self.numbers();
-        let failures = self.failures();
+        let failures = self.failures(&numbers);
         let result = self.json(&numbers, &failures);
         let makespan = numbers
             .makespan_s
@@ -116,12 +120,25 @@ impl Run<'_> {
                 .first_grant()
                 .map(|t| secs(t.saturating_duration_since(m.t0))),
             slot_utilisation: slots.utilisation(slots_budget),
+            canary: self.settings.canary.as_ref().map(|(canary, _)| {
+                let soak = std::time::Duration::from_secs(u64::from(self.settings.canary_soak));
+                match m.chaos {
+                    // The pool deleted and created again starts a second canary.
+                    Some(_) => gated::CanaryCheck::default(),
+                    None => gated::canary_check(&slots.grants(), *canary, soak),
+                }
+            }),
+            gate_problems: m
+                .gate
+                .as_ref()
+                .map(|g| gated::gate_problems(slots.first_grant(), &g.answers(), m.t0))
+                .unwrap_or_default(),
         }
     }
 
     /// What went wrong: no completion, availability violations, a node rebooted twice,
     /// nodes off target, cordoned or holding a slot, a bad deployHistory.
-    fn failures(&self) -> Vec<String> {
+    fn failures(&self, numbers: &Numbers) -> Vec<String> {
         let (n, report, end) = (self.args.nodes, &self.measured.report, self.end);
         let mut failures: Vec<String> = Vec::new();
         if self.measured.done_at.is_none() {
@@ -183,6 +200,10 @@ impl Run<'_> {
             failures.push(format!("reboot slots still held: {:?}", end.slots_held));
         }
         failures.extend(end.history_problems.iter().cloned());
+        if let Some(f) = numbers.canary.as_ref().and_then(|c| c.failure.clone()) {
+            failures.push(f);
+        }
+        failures.extend(numbers.gate_problems.iter().cloned());
         failures
     }
 
@@ -235,6 +256,13 @@ impl Run<'_> {
              rollout's completion: controller, agents and the simulated kubelets"
                 .to_owned(),
         ];
+        if self.settings.canary.is_some() || self.settings.alert_firing.is_some() {
+            notes.push(
+                "ideal_s leaves out the canary's soak and the time the alert gate held the \
+                 rollout; makespan_s and first_reboot_s include them"
+                    .to_owned(),
+            );
+        }
         let lagged = self.measured.tracker.lagged();
         if lagged > 0 {
             notes.push(format!(
@@ -242,6 +270,18 @@ impl Run<'_> {
             ));
         }
         notes
+    }
+
+    /// The report's `canary` object, under `--canary`.
+    fn canary_json(&self, numbers: &Numbers) -> Option<Value> {
+        let (resolved, nodes) = self.settings.canary.as_ref()?;
+        let gap = numbers.canary.as_ref().and_then(|c| c.gap_s);
+        Some(json!({
+            "nodes": nodes,
+            "resolved": resolved,
+            "soak_s": self.settings.canary_soak,
+            "gap_after_canary_s": gap.map(|g| round(g, 3)),
+        }))
     }
 
     /// The JSON result.
@@ -307,6 +347,10 @@ impl Run<'_> {
             "controller_kills": m.controller_kills,
             "agents_killed": m.agents_killed,
             "chaos": m.chaos.as_ref().map(|c| c.json()),
+            "canary": self.canary_json(numbers),
+            "alert_gate": m.gate.as_ref().zip(self.settings.alert_firing).map(|(g, firing)| {
+                gated::gate_json(&g.answers(), firing, m.t0)
+            }),
             "samples": m.samples.len(),
             "svg": self.settings.svg_path.file_name().map(|f| f.to_string_lossy().into_owned()),
             "notes": self.notes(),

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use super::child::Usage;
 use super::disturb::agent_killer;
+use super::gate::{self, AlertServer};
 use super::setup::{Settings, World};
 use super::{BenchArgs, FaultScope, POOL, secs};
 use super::{chaos, controller};
@@ -52,6 +53,8 @@ pub(super) struct Measured {
     pub(super) tracker: RolloutTracker,
     /// What the `--chaos` script did and found.
     pub(super) chaos: Option<chaos::Tally>,
+    /// Under `--alert-gate`: the gate's Alertmanager (stopped), with what it answered.
+    pub(super) gate: Option<AlertServer>,
     /// Kept following until the report is written.
     _invariants: Invariants,
 }
@@ -69,9 +72,11 @@ pub(super) async fn measure(
     let (stop_tx, stop_rx) = watch::channel(false);
     let requests_before = handle.requests().len();
 
+    let gate = AlertServer::start_if(settings.alert_firing).await?;
     let t0 = Instant::now();
     let controller = controller::start(settings, world, stop_rx.clone());
-    apply_pool(&world.client, &world.v2, &settings.spec_budget).await?;
+    let spec = pool_spec(&world.v2, settings, gate.as_ref().map(|g| g.url.as_str()));
+    apply_pool(&world.client, spec).await?;
     if args.api_fault_rate > 0.0 {
         handle.set_faults(fault_config(args));
     }
@@ -112,6 +117,9 @@ pub(super) async fn measure(
     if let (Some(tally), Some(cutter)) = (&mut chaos, cutter) {
         tally.watch_cuts = cutter.await.unwrap_or(0);
     }
+    if let Some(gate) = &gate {
+        gate.stop();
+    }
     let report = invariants.settled(SETTLE).await;
     Ok(Measured {
         t0,
@@ -125,6 +133,7 @@ pub(super) async fn measure(
         controller_usage: controller.usage,
         tracker,
         chaos,
+        gate,
         _invariants: invariants,
     })
 }
@@ -150,19 +159,41 @@ async fn sample_beside_script(
     tokio::join!(sample(tracker, t0, deadline, &script_over), script)
 }
 
-/// Creates the pool: every worker, pinned to `v2`, `maxUnavailable` as given.
-async fn apply_pool(client: &Client, v2: &str, spec_budget: &Value) -> Result<(), String> {
+/// The pool's spec: every worker, pinned to `v2`, `maxUnavailable` as given; the
+/// canary under `--canary`, and under `--alert-gate` a gate on `gate_url` asked every
+/// second, which fails closed.
+pub(super) fn pool_spec(v2: &str, settings: &Settings, gate_url: Option<&str>) -> Value {
+    let mut spec = json!({
+        "nodeSelector": {"matchLabels": {"role": "worker"}},
+        "image": {"ref": v2},
+        "rollout": {"maxUnavailable": settings.spec_budget, "postRebootDelaySeconds": 0},
+    });
+    if let Some((_, nodes)) = &settings.canary {
+        spec["rollout"]["canary"] = json!({"nodes": nodes, "soakSeconds": settings.canary_soak});
+    }
+    if let Some(url) = gate_url {
+        spec["health"] = json!({"alerts": {
+            "url": url,
+            "matchers": [gate::MATCHER],
+            "failClosed": true,
+            "intervalSeconds": 1,
+        }});
+    }
+    spec
+}
+
+/// Creates the pool with `spec`.
+async fn apply_pool(client: &Client, spec: Value) -> Result<(), String> {
     let pool: BootcNodePool = serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",
         "kind": "BootcNodePool",
         "metadata": {"name": POOL},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"role": "worker"}},
-            "image": {"ref": v2},
-            "rollout": {"maxUnavailable": spec_budget, "postRebootDelaySeconds": 0},
-        }
+        "spec": spec,
     }))
     .map_err(|e| format!("the pool: {e}"))?;
+    pool.spec
+        .validate()
+        .map_err(|e| format!("the pool's spec: {e}"))?;
     Api::<BootcNodePool>::all(client.clone())
         .create(&PostParams::default(), &pool)
         .await

@@ -33,6 +33,12 @@ pub(super) struct Settings {
     pub(super) controller_binary: Option<PathBuf>,
     /// Where the controller child's output goes.
     pub(super) controller_log: PathBuf,
+    /// Under `--canary`: the canary resolved against the node count, and the spec value.
+    pub(super) canary: Option<(usize, Value)>,
+    /// Under `--canary`: its soak, seconds.
+    pub(super) canary_soak: u32,
+    /// Under `--alert-gate`: how long its alert fires from the pool's creation.
+    pub(super) alert_firing: Option<Duration>,
 }
 
 impl Settings {
@@ -54,7 +60,21 @@ impl Settings {
             Some(s) => Some(Duration::from_secs_f64(s)),
             None => None,
         };
-        let (budget, spec_budget) = budget(&args.max_unavailable, args.nodes)?;
+        let (budget, spec_budget) = budget(&args.max_unavailable, args.nodes)
+            .map_err(|e| format!("--max-unavailable {e}"))?;
+        let canary = match &args.canary {
+            Some(c) => Some(self::budget(c, args.nodes).map_err(|e| format!("--canary {e}"))?),
+            None => None,
+        };
+        if args.canary_soak > 604_800 {
+            return Err("--canary-soak must be at most 604800 seconds (a week)".to_owned());
+        }
+        let alert_firing = match args.alert_firing_s {
+            s if !(s >= 0.0 && s.is_finite()) => {
+                return Err("--alert-firing-s must be a number of seconds, 0 or more".into());
+            }
+            s => args.alert_gate.then(|| Duration::from_secs_f64(s)),
+        };
         let controller_binary = if args.controller_process {
             Some(super::child::controller_binary()?)
         } else {
@@ -67,28 +87,32 @@ impl Settings {
             svg_path: args.json.with_extension("svg"),
             controller_binary,
             controller_log: args.json.with_extension("controller.log"),
+            canary,
+            canary_soak: args.canary_soak,
+            alert_firing,
         })
     }
 }
 
-/// The pool's budget: `maxUnavailable` resolved against `nodes` (a percentage rounds
-/// down, but is at least one node), and the spec value for it.
-pub(super) fn budget(max_unavailable: &str, nodes: usize) -> Result<(usize, Value), String> {
-    let text = max_unavailable.trim();
+/// A count ("5") or a share ("10%") of `nodes` resolved (a percentage rounds down, but
+/// is at least one node), and the spec value for it: `maxUnavailable` and the canary's
+/// `nodes`. The error says what is wrong with the value, after the flag's name.
+pub(super) fn budget(value: &str, nodes: usize) -> Result<(usize, Value), String> {
+    let text = value.trim();
     if let Some(percent) = text.strip_suffix('%') {
         let p: usize = percent
             .parse()
-            .map_err(|_| format!("--max-unavailable `{text}`: not a percentage"))?;
+            .map_err(|_| format!("`{text}`: not a percentage"))?;
         if p == 0 || p > 100 {
-            return Err(format!("--max-unavailable `{text}`: must be 1% to 100%"));
+            return Err(format!("`{text}`: must be 1% to 100%"));
         }
         Ok(((nodes * p / 100).max(1), json!(text)))
     } else {
         let n: usize = text
             .parse()
-            .map_err(|_| format!("--max-unavailable `{text}`: not a count or a percentage"))?;
+            .map_err(|_| format!("`{text}`: not a count or a percentage"))?;
         if n == 0 {
-            return Err("--max-unavailable must be at least 1".to_owned());
+            return Err(format!("`{text}`: must be at least 1"));
         }
         Ok((n, json!(n)))
     }

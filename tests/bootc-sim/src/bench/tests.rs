@@ -1,8 +1,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::time::Duration;
+
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
 
 use super::child::{cpu_ticks, status_kib};
 use super::end_state::history_problems;
+use super::gate::{AlertServer, Answers, firing_alerts, request_target};
+use super::gated::{canary_check, gate_problems};
+use super::rollout::pool_spec;
 use super::setup::budget;
 
 fn entry(digest: char, last: &str) -> Value {
@@ -77,4 +84,171 @@ fn the_childs_cpu_time_and_peak_are_read_from_proc() {
     assert_eq!(status_kib(status, "VmSwap"), None);
     let own = std::fs::read_to_string("/proc/self/stat").unwrap();
     assert!(cpu_ticks(&own).is_some());
+}
+
+#[test]
+fn a_canary_count_or_share_is_checked_like_the_budget() {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: super::BenchArgs,
+    }
+    let parse = |extra: &[&str]| {
+        let mut argv = vec!["bench", "--json", "x.json", "--nodes", "20"];
+        argv.extend_from_slice(extra);
+        super::setup::Settings::check(&Cli::try_parse_from(argv).unwrap().args)
+    };
+    let settings = parse(&["--canary", "10%", "--canary-soak", "3"]).unwrap();
+    assert_eq!(settings.canary, Some((2, json!("10%"))));
+    assert_eq!(settings.canary_soak, 3);
+    assert_eq!(settings.alert_firing, None);
+    let e = parse(&["--canary", "0"]).err().unwrap();
+    assert_eq!(e, "--canary `0`: must be at least 1");
+    let e = parse(&["--canary", "many"]).err().unwrap();
+    assert_eq!(e, "--canary `many`: not a count or a percentage");
+    let e = parse(&["--alert-gate", "--alert-firing-s=-1"])
+        .err()
+        .unwrap();
+    assert!(e.starts_with("--alert-firing-s must be"), "{e}");
+    let gate = parse(&["--alert-gate", "--alert-firing-s", "1.5"]).unwrap();
+    assert_eq!(gate.alert_firing, Some(Duration::from_millis(1500)));
+    // The flags that configure them need them.
+    let mut argv = vec!["bench", "--json", "x.json", "--canary-soak", "3"];
+    assert!(Cli::try_parse_from(&argv).is_err());
+    argv[3] = "--alert-firing-s";
+    assert!(Cli::try_parse_from(&argv).is_err());
+}
+
+#[test]
+fn the_pool_gets_the_canary_and_the_gate_and_passes_validation() {
+    let settings = |canary: Option<(usize, Value)>| super::setup::Settings {
+        kill_every: None,
+        budget: 5,
+        spec_budget: json!(5),
+        svg_path: "x.svg".into(),
+        controller_binary: None,
+        controller_log: "x.log".into(),
+        canary,
+        canary_soak: 2,
+        alert_firing: Some(Duration::from_secs(1)),
+    };
+    let plain = pool_spec("registry.test/os@sha256:2", &settings(None), None);
+    assert!(plain["rollout"].get("canary").is_none() && plain.get("health").is_none());
+    let spec = pool_spec(
+        "registry.test/os@sha256:2",
+        &settings(Some((2, json!("10%")))),
+        Some("http://127.0.0.1:9"),
+    );
+    assert_eq!(
+        spec["rollout"]["canary"],
+        json!({"nodes": "10%", "soakSeconds": 2})
+    );
+    assert_eq!(
+        spec["health"]["alerts"],
+        json!({"url": "http://127.0.0.1:9", "matchers": ["severity=\"critical\""],
+               "failClosed": true, "intervalSeconds": 1})
+    );
+    let mut spec = spec;
+    spec["image"]["ref"] = json!(format!("registry.test/os@sha256:{}", "2".repeat(64)));
+    let spec: bootc_crds::pool::BootcNodePoolSpec = serde_json::from_value(spec).unwrap();
+    spec.validate().unwrap();
+}
+
+#[test]
+fn the_canary_check_wants_the_soak_between_the_canary_and_the_rest() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let grants = [at(0), at(100), at(2300), at(2300), at(2400)];
+    let ok = canary_check(&grants, 2, Duration::from_secs(2));
+    assert_eq!(ok.failure, None);
+    assert!((ok.gap_s.unwrap() - 2.2).abs() < 1e-9);
+    let short = canary_check(&grants, 2, Duration::from_secs(3));
+    assert_eq!(
+        short.failure.as_deref(),
+        Some(
+            "the first node after the canary of 2 got its reboot slot 2.20 s after the canary's last, sooner than the 3 s soak"
+        )
+    );
+    // A canary of the whole pool, or a rollout that never got past it: nothing to check.
+    assert_eq!(
+        canary_check(&grants, 5, Duration::from_secs(9)),
+        Default::default()
+    );
+    assert_eq!(
+        canary_check(&[], 1, Duration::from_secs(9)),
+        Default::default()
+    );
+}
+
+#[test]
+fn the_gate_check_wants_an_open_answer_before_the_first_grant() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let answers = |firing, open, first_open: Option<Instant>| Answers {
+        firing,
+        open,
+        other: 0,
+        first_open,
+    };
+    assert!(gate_problems(Some(at(1500)), &answers(3, 2, Some(at(1200))), t0).is_empty());
+    assert_eq!(
+        gate_problems(Some(at(500)), &answers(1, 2, Some(at(1200))), t0),
+        [
+            "a reboot slot was granted 0.50 s after the pool's creation, before the alert gate first answered that no alert fires (1.20 s)"
+        ]
+    );
+    assert_eq!(
+        gate_problems(None, &answers(0, 0, None), t0),
+        ["the alert gate's Alertmanager was never asked for its alerts"]
+    );
+    assert_eq!(
+        gate_problems(Some(at(9)), &answers(4, 0, None), t0).len(),
+        1
+    );
+}
+
+/// The loopback Alertmanager: a firing alert first, `[]` after the window, 404 on other
+/// paths, each answer counted.
+#[tokio::test]
+async fn the_alert_server_fires_for_its_window_then_answers_no_alerts() {
+    let server = AlertServer::start(Duration::from_millis(300))
+        .await
+        .unwrap();
+    let url = server.url.trim_start_matches("http://").to_owned();
+    let get = |path: &'static str| {
+        let url = url.clone();
+        async move {
+            let mut stream = tokio::net::TcpStream::connect(&url).await.unwrap();
+            let request = format!("GET {path} HTTP/1.1\r\nHost: {url}\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut out = String::new();
+            stream.read_to_string(&mut out).await.unwrap();
+            out
+        }
+    };
+    let firing = get("/api/v2/alerts?active=true&silenced=false").await;
+    assert!(firing.starts_with("HTTP/1.1 200 OK\r\n"), "{firing}");
+    let body: Value = serde_json::from_str(firing.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body, firing_alerts());
+    assert_eq!(body[0]["labels"]["severity"], "critical");
+    assert!(get("/api/v1/alerts").await.starts_with("HTTP/1.1 404 "));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let open = loop {
+        let answer = get("/api/v2/alerts").await;
+        if answer.ends_with("\r\n\r\n[]") || Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(open.ends_with("\r\n\r\n[]"), "{open}");
+    let answers = server.answers();
+    assert!(
+        answers.firing >= 1 && answers.open == 1 && answers.other == 1,
+        "{answers:?}"
+    );
+    assert!(answers.first_open.is_some());
+    assert_eq!(request_target("GET /a?b HTTP/1.1\r\n"), Some("/a"));
+    assert_eq!(request_target("POST /a HTTP/1.1\r\n"), None);
+    assert_eq!(request_target(""), None);
 }
