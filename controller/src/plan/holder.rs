@@ -176,14 +176,26 @@ impl Deadline {
 
 /// Whether the holder is in the reboot it was approved for: its agent recorded a reboot
 /// for the target, and the host does not yet run the target with its kubelet reporting
-/// from that boot. NotReady then (on the way down, while down, while the kubelet starts
-/// again) is the update itself, bounded by rebootTimeoutSeconds; NotReady at any other
-/// time makes the holder unhealthy.
-fn in_own_reboot(agent: &AgentReport<'_>, digest: &Digest, kubelet_back: bool) -> bool {
+/// from that boot, or it does but its Node has not turned NotReady since the agent saw
+/// the target booted (a kubelet starting reports NotReady before Ready). NotReady then
+/// (on the way down, while down, while the kubelet starts again) is the update itself,
+/// bounded by rebootTimeoutSeconds; NotReady at any other time makes the holder
+/// unhealthy.
+fn in_own_reboot(
+    agent: &AgentReport<'_>,
+    info: &super::world::NodeInfo,
+    digest: &Digest,
+    kubelet_back: bool,
+) -> bool {
     let recorded = agent
         .last_reboot()
         .is_some_and(|r| r.digest == digest.to_string());
-    recorded && !(kubelet_back && agent.current && agent.booted(digest))
+    let back = kubelet_back && agent.current && agent.booted(digest);
+    let down_since_back = info
+        .ready_since
+        .zip(agent.booted_since())
+        .is_some_and(|(down, booted)| down > booted);
+    recorded && !(back && down_since_back)
 }
 
 /// Approved: wait for the node to come back on the target, healthy, Ready and heard from
@@ -206,7 +218,7 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
         );
         p.unhealthy.push(problem.clone());
         p.degraded.push(problem);
-    } else if !info.ready && !in_own_reboot(agent, digest, kubelet_back) {
+    } else if !info.ready && !in_own_reboot(agent, info, digest, kubelet_back) {
         p.unhealthy.push(format!("node {name}: NotReady"));
     }
     if let Some(t) = deadline.approved_at

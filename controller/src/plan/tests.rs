@@ -1569,14 +1569,30 @@ fn holders_down_in_their_own_reboot_do_not_halt_the_rollout() {
     let plan = plan_with_boot(&nodes, "4567");
     assert!(!halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
 
-    // Both run the target, their kubelets report from the new boot, NotReady: that is
-    // unhealthy, and it halts.
-    let nodes = [
-        rebooting("n1", 20, true),
-        rebooting("n2", 20, true),
-        node("n3").staged(),
-    ];
-    let plan = plan_with_boot(&nodes, "4567");
+    // Both run the target (seen 10 s ago), their kubelets report from the new boot,
+    // NotReady since before that: a kubelet starting, still the update.
+    let back_down_since = |down_ago: i64| {
+        let mut snap = snapshot(
+            pool_spec(IntOrString::Int(2)),
+            &[
+                rebooting("n1", 20, true),
+                rebooting("n2", 20, true),
+                node("n3").staged(),
+            ],
+        );
+        for n in snap.nodes.iter_mut().take(2) {
+            let info = n.node.as_mut().unwrap();
+            info.boot_id = Some("4567".into());
+            info.ready_since = Some(now() - chrono::Duration::seconds(down_ago));
+            let status = n.bootc.as_mut().unwrap().status.as_mut().unwrap();
+            status.booted.as_mut().unwrap().since = to_time(now() - chrono::Duration::seconds(10));
+        }
+        super::plan(&snap)
+    };
+    let plan = back_down_since(15);
+    assert!(!halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+    // NotReady again after they were back: that is unhealthy, and it halts.
+    let plan = back_down_since(5);
     assert!(halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
     let message = &condition_of(&plan, "Degraded").message;
     assert!(

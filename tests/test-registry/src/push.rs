@@ -120,6 +120,40 @@ impl Registry {
         )
     }
 
+    /// Points `REPO:TO` at the manifest `REPO:FROM` points at, byte for byte (so the
+    /// digest is the same); returns that digest.
+    pub fn retag(&self, repo: &str, from: &str, to: &str) -> Result<String, Error> {
+        const OCI: &str = "application/vnd.oci.image.manifest.v1+json";
+        let accept = format!("{OCI}, application/vnd.docker.distribution.manifest.v2+json");
+        let got = http(
+            &self.host(),
+            "GET",
+            &format!("/v2/{repo}/manifests/{from}"),
+            &[("Accept", accept.as_str())],
+            self.credentials(),
+        )
+        .map_err(|e| Error::Http(format!("reading {repo}:{from}: {e}")))?;
+        if got.status != 200 {
+            return Err(Error::Http(format!("reading {repo}:{from}: HTTP {}", got.status)));
+        }
+        let media = got.header("content-type").unwrap_or(OCI).to_owned();
+        let put = http_with_body(
+            &self.host(),
+            "PUT",
+            &format!("/v2/{repo}/manifests/{to}"),
+            &[("Content-Type", media.as_str())],
+            self.credentials(),
+            &got.body,
+        )
+        .map_err(|e| Error::Http(format!("tagging {repo}:{to}: {e}")))?;
+        if put.status != 201 {
+            return Err(Error::Http(format!("tagging {repo}:{to}: HTTP {}", put.status)));
+        }
+        put.header("docker-content-digest")
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Http(format!("tagging {repo}:{to}: no digest in the answer")))
+    }
+
     /// Pushes a linux/amd64 and a linux/arm64 image (both with `labels`) and an OCI image
     /// index over them as `REPO:TAG`; returns the three digests.
     pub fn push_index(

@@ -1,0 +1,292 @@
+//! Boot health and automatic rollback against the API emulator, simulated nodes whose
+//! units a test sets per image, and (for tags) Debian's docker-registry: a unit that
+//! comes up late is waited for, one that fails halts the rollout, and with
+//! `onFailure: Rollback` the failing image is marked failed and undone; a tag that flips
+//! back to it does not start it again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use bootc_pool_controller::reconcile::Dependencies;
+use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
+use common::*;
+use host_sim::cluster::{Invariants, SimCluster, SimOptions};
+use host_sim::memory::Catalog;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use kube_emulator::Emulator;
+use serde_json::json;
+use test_registry::Registry;
+
+const UNIT: &str = "boot-complete.target";
+
+fn booted(cluster: &SimCluster, node: &str) -> String {
+    cluster
+        .host(node)
+        .unwrap()
+        .state()
+        .booted
+        .unwrap()
+        .info
+        .digest
+}
+
+fn health_pool(image: &str, on_failure: &str) -> BootcNodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNodePool",
+        "metadata": {"name": "workers"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "image": {"ref": image, "resolveIntervalSeconds": 30},
+            "rollout": {"maxUnavailable": 1, "haltAfterUnhealthy": 1, "onFailure": on_failure},
+            "health": {"units": [UNIT], "timeoutSeconds": 60},
+        }
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_unit_is_waited_for_and_a_failed_one_halts() {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let names = ["n1", "n2", "n3"];
+    let (cluster, v1, v2) = workers_cluster(&emulator, &names, Default::default()).await;
+    let invariants = Invariants::follow(emulator.handle(), 1, BTreeSet::new());
+    let controller = start(&emulator, Dependencies::default());
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .create(&PostParams::default(), &health_pool(&v1, "Halt"))
+        .await
+        .unwrap();
+    wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 3)).await;
+
+    // v2's unit is still starting when a node comes back: it keeps its slot.
+    cluster.set_boot_units(&digest('2'), &[(UNIT, "activating")]);
+    let patch = json!({"spec": {"image": {"ref": v2}}});
+    pools
+        .patch("workers", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    wait_for("n1 back on v2", async || {
+        (booted(&cluster, "n1") == digest('2')).then_some(())
+    })
+    .await;
+    let p = wait_pool(&client, "workers", "n1 waited for", |p| {
+        condition(p, "UpToDate").is_some_and(|c| c.2.contains("1 rebooting"))
+    })
+    .await;
+    assert_eq!(
+        p.status.as_ref().unwrap().updated_count,
+        0,
+        "not released yet"
+    );
+    assert_eq!(booted(&cluster, "n2"), digest('1'), "nobody else went");
+    // The unit comes up: the rollout goes on.
+    cluster.set_boot_units(&digest('2'), &[(UNIT, "active")]);
+    wait_pool(&client, "workers", "all on v2", |p| all_updated(p, 3)).await;
+
+    // A v3 whose unit fails: the first node is unhealthy and the rollout halts there.
+    let catalog_v3 = cluster
+        .catalog()
+        .push("registry.test/os", "v3", &digest('3'), Some("k3"));
+    cluster.set_boot_units(&digest('3'), &[(UNIT, "failed")]);
+    let patch = json!({"spec": {"image": {"ref": catalog_v3}}});
+    pools
+        .patch("workers", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    let p = wait_pool(&client, "workers", "halted", |p| {
+        condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
+    })
+    .await;
+    let message = condition(&p, "Degraded").unwrap().2;
+    assert!(
+        message.contains("boot-complete.target is failed"),
+        "{message}"
+    );
+    let on_v3 = names
+        .iter()
+        .filter(|n| booted(&cluster, n) == digest('3'))
+        .count();
+    assert_eq!(on_v3, 1, "only the first node went");
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.violations.is_empty(), "{report:?}");
+    assert_eq!(report.left_cordoned, vec!["n1".to_owned()], "{report:?}");
+    controller.stop().await;
+}
+
+fn total_reboots(cluster: &SimCluster, names: &[&str]) -> u64 {
+    names
+        .iter()
+        .map(|n| cluster.host(n).unwrap().counters().reboots)
+        .sum()
+}
+
+/// The pool's tag was resolved after `t` (the status keeps whole seconds).
+fn resolved_since(p: &BootcNodePool, t: chrono::DateTime<chrono::Utc>) -> bool {
+    let last = p
+        .status
+        .as_ref()
+        .and_then(|s| s.last_resolved_time.as_ref());
+    last.and_then(bootc_crds::conditions::from_time)
+        .is_some_and(|last| last > t)
+}
+
+fn push(registry: &Registry, catalog: &Catalog, tag: &str, version: &str) -> String {
+    let digest = registry
+        .push("os", tag, &[("org.opencontainers.image.version", version)])
+        .unwrap();
+    catalog.push(&format!("{}/os", registry.host()), tag, &digest, Some("k1"));
+    digest
+}
+
+/// Points `stable` at `tag` in the registry and the catalog.
+fn flip(registry: &Registry, catalog: &Catalog, tag: &str) -> String {
+    let digest = registry.retag("os", tag, "stable").unwrap();
+    catalog.push(
+        &format!("{}/os", registry.host()),
+        "stable",
+        &digest,
+        Some("k1"),
+    );
+    digest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_image_is_rolled_back_and_not_tried_again_when_the_tag_flips_back() {
+    let registry = Registry::start().unwrap();
+    let catalog = Catalog::new();
+    let good = push(&registry, &catalog, "good", "1.0");
+    let bad = push(&registry, &catalog, "bad", "2.0");
+    catalog.set_boot_units(&bad, &[(UNIT, "failed")]);
+    flip(&registry, &catalog, "good");
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let cluster = SimCluster::start(emulator.config(), Arc::clone(&catalog))
+        .await
+        .unwrap();
+    let options = SimOptions {
+        node_labels: [("role".to_owned(), "worker".to_owned())].into(),
+        ..SimOptions::default()
+    };
+    let names = ["n1", "n2", "n3"];
+    let pinned_good = format!("{}/os@{good}", registry.host());
+    for n in names {
+        cluster.add_node(n, &pinned_good, &options).await.unwrap();
+    }
+    let invariants = Invariants::follow(emulator.handle(), 1, BTreeSet::new());
+    let deps = Dependencies {
+        resolver: Resolver::new(ResolverOptions {
+            insecure_registries: vec![registry.host()],
+            ..ResolverOptions::default()
+        }),
+        ..Dependencies::default()
+    };
+    let controller = start(&emulator, deps);
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let pool = health_pool(&registry.image("os", "stable"), "Rollback");
+    pools.create(&PostParams::default(), &pool).await.unwrap();
+    wait_pool(&client, "workers", "all on good", |p| {
+        all_updated(p, 3) && p.status.as_ref().unwrap().target_digest.as_deref() == Some(&good)
+    })
+    .await;
+
+    // The tag moves to the bad image: one node boots it, fails, and everything is
+    // rolled back to the good one.
+    flip(&registry, &catalog, "bad");
+    let p = wait_pool(&client, "workers", "the bad image marked failed", |p| {
+        p.status
+            .as_ref()
+            .is_some_and(|s| s.deploy_history.iter().any(|e| e.digest == bad && e.failed))
+    })
+    .await;
+    let entry = p
+        .status
+        .as_ref()
+        .unwrap()
+        .deploy_history
+        .iter()
+        .find(|e| e.digest == bad)
+        .cloned()
+        .unwrap();
+    assert!(
+        entry
+            .failed_reason
+            .as_deref()
+            .unwrap()
+            .contains("boot-complete.target is failed"),
+        "{entry:?}"
+    );
+    let p = wait_pool(&client, "workers", "all back on good", |p| {
+        all_updated(p, 3) && p.status.as_ref().unwrap().target_digest.as_deref() == Some(&good)
+    })
+    .await;
+    assert_eq!(condition(&p, "Degraded").unwrap().1, "TargetFailed");
+    let went_bad: Vec<String> = names
+        .iter()
+        .filter(|n| cluster.host(n).unwrap().counters().reboots > 0)
+        .map(|n| (*n).to_owned())
+        .collect();
+    assert_eq!(
+        went_bad.len(),
+        1,
+        "one node tried the bad image: {went_bad:?}"
+    );
+    let reboots_after_rollback = total_reboots(&cluster, &names);
+
+    // The tag flips back to good, then to bad again: bad is not tried again.
+    for (tag, digest) in [("good", &good), ("bad", &bad)] {
+        let flipped_at = chrono::Utc::now();
+        assert_eq!(&flip(&registry, &catalog, tag), digest);
+        let p = wait_pool(
+            &client,
+            "workers",
+            &format!("the tag resolved after it moved to {tag}"),
+            |p| resolved_since(p, flipped_at),
+        )
+        .await;
+        // Whatever the plan that wrote this status did to the nodes is done by now.
+        assert_eq!(
+            p.status.as_ref().unwrap().target_digest.as_deref(),
+            Some(good.as_str())
+        );
+        // The mark stays; it says so while the tag points at the failed image.
+        let status = p.status.as_ref().unwrap();
+        assert!(
+            status
+                .deploy_history
+                .iter()
+                .any(|e| e.digest == bad && e.failed)
+        );
+        let degraded = condition(&p, "Degraded").unwrap().1;
+        let expected = if tag == "bad" {
+            "TargetFailed"
+        } else {
+            "Healthy"
+        };
+        assert_eq!(degraded, expected, "after the move to {tag}");
+        let bootc: Api<BootcNode> = Api::all(client.clone());
+        for b in bootc.list(&Default::default()).await.unwrap() {
+            assert_eq!(b.spec.desired_image, pinned_good, "{}", b.name_any());
+        }
+    }
+    assert_eq!(
+        total_reboots(&cluster, &names),
+        reboots_after_rollback,
+        "no node rebooted again"
+    );
+    for n in names {
+        assert_eq!(booted(&cluster, n), good, "{n}");
+    }
+    let report = invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.is_clean(), "{report:?}");
+    controller.stop().await;
+}
