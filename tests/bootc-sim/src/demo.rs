@@ -80,6 +80,14 @@ pub struct DemoArgs {
     /// --real-bootc, also checks that the rollback fetched no blob).
     #[arg(long)]
     pub rollback: bool,
+    /// Give the pool a canary of this many nodes: each new image goes to them first, and
+    /// the rest of the pool waits until they have run it for --canary-soak seconds (the
+    /// live view's header shows the canary's phase). Off by default.
+    #[arg(long)]
+    pub canary: Option<u32>,
+    /// With --canary: the seconds the canary soaks.
+    #[arg(long, default_value_t = 10, requires = "canary")]
+    pub canary_soak: u32,
     /// After the rollout, keep everything running until Ctrl-C.
     #[arg(long)]
     pub keep_running: bool,
@@ -93,8 +101,11 @@ pub async fn run(mut args: DemoArgs) -> Result<bool, String> {
     let (nodes, budget) = if args.real_bootc { (3, 1) } else { (10, 3) };
     args.nodes = Some(args.nodes.unwrap_or(nodes));
     args.max_unavailable = Some(args.max_unavailable.unwrap_or(budget));
-    if args.nodes == Some(0) || args.max_unavailable == Some(0) {
-        return Err("--nodes and --max-unavailable must be at least 1".to_owned());
+    if args.nodes == Some(0) || args.max_unavailable == Some(0) || args.canary == Some(0) {
+        return Err("--nodes, --max-unavailable and --canary must be at least 1".to_owned());
+    }
+    if args.canary_soak > 604_800 {
+        return Err("--canary-soak must be at most 604800 seconds (a week)".to_owned());
     }
     host_sim::image::require_root().map_err(|e| {
         format!(
@@ -148,7 +159,15 @@ async fn demo(
 
     let degraded = health::DegradedWatch::start(&api.handle);
     // The pool, converged on v1.
-    apply_pool(&api.client, &setup.image_ref, max_unavailable, started).await?;
+    let canary = args.canary.map(|n| (n, args.canary_soak));
+    apply_pool(
+        &api.client,
+        &setup.image_ref,
+        max_unavailable,
+        canary,
+        started,
+    )
+    .await?;
     let mut watch = Watch {
         handle: &api.handle,
         display: Display::new(max_unavailable as usize, started),
@@ -302,13 +321,19 @@ async fn roll_back(
     Ok(())
 }
 
-/// Applies the pool following `image_ref` (a tag), every node, `max_unavailable`.
+/// Applies the pool following `image_ref` (a tag), every node, `max_unavailable`, and
+/// with `canary` (nodes, soak seconds) a canary.
 async fn apply_pool(
     client: &Client,
     image_ref: &str,
     max_unavailable: u32,
+    canary: Option<(u32, u32)>,
     started: Instant,
 ) -> Result<(), String> {
+    let mut rollout = json!({"maxUnavailable": max_unavailable});
+    if let Some((nodes, soak)) = canary {
+        rollout["canary"] = json!({"nodes": nodes, "soakSeconds": soak});
+    }
     let pool: BootcNodePool = serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",
         "kind": "BootcNodePool",
@@ -316,7 +341,7 @@ async fn apply_pool(
         "spec": {
             "nodeSelector": {"matchLabels": {"kubernetes.io/os": "linux"}},
             "image": {"ref": image_ref, "resolveIntervalSeconds": 30},
-            "rollout": {"maxUnavailable": max_unavailable},
+            "rollout": rollout,
         }
     }))
     .map_err(|e| format!("the pool: {e}"))?;
@@ -324,9 +349,14 @@ async fn apply_pool(
         .create(&PostParams::default(), &pool)
         .await
         .map_err(|e| format!("cannot create the pool: {e}"))?;
+    let with_canary = canary
+        .map(|(n, soak)| format!(", a canary of {n} soaking {soak} s"))
+        .unwrap_or_default();
     step(
         started,
-        &format!("pool `{POOL}` applied: follows {image_ref}, maxUnavailable {max_unavailable}"),
+        &format!(
+            "pool `{POOL}` applied: follows {image_ref}, maxUnavailable {max_unavailable}{with_canary}"
+        ),
     );
     Ok(())
 }

@@ -129,9 +129,10 @@ impl Display {
             .and_then(Value::as_u64)
             .unwrap_or(0);
         let header = format!(
-            "{phase}: target {target} ({version}), {updated}/{} updated, slots in use {slots}/{}",
+            "{phase}: target {target} ({version}), {updated}/{} updated, slots in use {slots}/{}{}",
             rows.len(),
-            self.budget
+            self.budget,
+            health_note(pool)
         );
         let elapsed = self.started.elapsed().as_secs_f64();
         let mut out = std::io::stdout().lock();
@@ -181,6 +182,37 @@ impl Display {
         self.last_header = header;
         self.last = rows;
     }
+}
+
+/// What a health-gated rollout adds to the header: the canary of the current target
+/// while it is not complete (`, canary soaking: 2 nodes, soak 10 s`), and an alert gate
+/// that is not open (`, alert gate Firing`); nothing otherwise.
+pub(super) fn health_note(pool: &Value) -> String {
+    let status = pool.get("status");
+    let mut out = String::new();
+    let target = status.and_then(|s| s.get("targetDigest"));
+    if let Some(canary) = status.and_then(|s| s.get("canary"))
+        && canary.get("digest") == target
+        && let Some(phase) = canary["phase"].as_str().filter(|p| *p != "Complete")
+    {
+        let soak = pool
+            .pointer("/spec/rollout/canary/soakSeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        out.push_str(&format!(
+            ", canary {}: {} nodes, soak {soak} s",
+            phase.to_lowercase(),
+            canary["nodes"].as_u64().unwrap_or(0)
+        ));
+    }
+    if let Some(state) = status
+        .and_then(|s| s.pointer("/alertGate/state"))
+        .and_then(Value::as_str)
+        .filter(|s| *s != "Open")
+    {
+        out.push_str(&format!(", alert gate {state}"));
+    }
+    out
 }
 
 fn yes(b: bool) -> &'static str {

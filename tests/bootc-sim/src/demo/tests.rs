@@ -1,7 +1,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use super::api::CRDS;
-use super::display::short;
+use super::display::{health_note, short};
 use super::processes::controller_binary;
 
 #[test]
@@ -25,4 +25,31 @@ fn the_controller_is_looked_up_beside_this_executable() {
     if let Err(e) = controller_binary() {
         assert!(e.contains("cargo build -p bootc-pool-controller"), "{e}");
     }
+}
+
+#[test]
+fn the_header_shows_a_canary_not_yet_complete_and_a_closed_gate() {
+    let digest = format!("sha256:{}", "2".repeat(64));
+    let pool = |phase: &str, canary_digest: &str, gate: &str| {
+        serde_json::json!({
+            "spec": {"rollout": {"canary": {"nodes": 2, "soakSeconds": 10}}},
+            "status": {
+                "targetDigest": digest,
+                "canary": {"digest": canary_digest, "phase": phase, "nodes": 2},
+                "alertGate": {"state": gate},
+            },
+        })
+    };
+    assert_eq!(
+        health_note(&pool("Soaking", &digest, "Open")),
+        ", canary soaking: 2 nodes, soak 10 s"
+    );
+    assert_eq!(
+        health_note(&pool("Updating", &digest, "Firing")),
+        ", canary updating: 2 nodes, soak 10 s, alert gate Firing"
+    );
+    assert_eq!(health_note(&pool("Complete", &digest, "Open")), "");
+    // The canary of an earlier target is not shown.
+    assert_eq!(health_note(&pool("Soaking", "sha256:1", "Open")), "");
+    assert_eq!(health_note(&serde_json::Value::Null), "");
 }
