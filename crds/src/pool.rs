@@ -718,7 +718,8 @@ pub struct AlertGateStatus {
     #[schemars(length(max = FAILED_REASON_MAX_LEN))]
     pub message: Option<String>,
 
-    /// When the URL was last asked.
+    /// When the gate was first seen in this state with this message (asking again and
+    /// hearing the same writes nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked_time: Option<Time>,
 }
