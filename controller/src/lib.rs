@@ -7,12 +7,15 @@
 //! - [`history`]: the pool's `deployHistory`, a pure merge;
 //! - [`resolve`]: tags to digests, one resolver for all pools;
 //! - [`drain`]: draining a node through the Eviction API, as `kubectl drain` does;
+//! - [`gate`]: the alert gate's Alertmanager or Prometheus, asked once per URL and
+//!   interval for all pools;
 //! - [`leader`]: the Lease that decides which replica leads;
 //! - [`metrics`]: the Prometheus families and their registry;
 //! - [`notify`]: a pool's rollout events sent to its webhook;
 //! - [`server`]: `/metrics`, `/healthz` and `/readyz`.
 
 pub mod drain;
+pub mod gate;
 pub mod history;
 pub mod leader;
 pub mod metrics;

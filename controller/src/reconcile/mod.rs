@@ -88,6 +88,8 @@ pub struct Dependencies {
     pub health: Health,
     /// How the pools' rollout events are delivered to their webhooks.
     pub notifications: crate::notify::NotifyOptions,
+    /// The alert gates' sources, shared by all pools.
+    pub alert_gate: crate::gate::AlertGate,
 }
 
 impl std::fmt::Debug for Dependencies {
@@ -107,6 +109,7 @@ impl Default for Dependencies {
             metrics: Metrics::new(),
             health: Health::new(),
             notifications: crate::notify::NotifyOptions::default(),
+            alert_gate: crate::gate::AlertGate::default(),
         }
     }
 }
@@ -492,7 +495,11 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     }
     let name = pool.name_any();
     let (lookup, pull_secret) = ctx.look_up(pool).await;
-    let snapshot = ctx.snapshot(pool, lookup, pull_secret);
+    let gate = match pool.spec.health.as_ref().and_then(|h| h.alerts.as_ref()) {
+        Some(alerts) => ctx.deps.alert_gate.check(alerts, (ctx.deps.clock)()).await,
+        None => plan::GateView::NotConfigured,
+    };
+    let snapshot = ctx.snapshot(pool, lookup, pull_secret, gate);
     let plan = plan::plan(&snapshot);
     lock(&ctx.progress).insert(name.clone(), plan.progress);
     debug!(pool = %name, actions = plan.actions.len(), "planned");

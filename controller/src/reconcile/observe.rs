@@ -36,6 +36,7 @@ impl Context {
         pool: &BootcNodePool,
         lookup: Lookup,
         pull_secret: PullSecretView,
+        gate: crate::plan::GateView,
     ) -> Snapshot {
         let name = pool.name_any();
         let nodes = self.members(pool);
@@ -66,7 +67,7 @@ impl Context {
             pull_secret,
             other_pools,
             pools: self.pool_summaries(&name),
-            gate: crate::plan::GateView::NotConfigured,
+            gate,
             nodes,
             drains,
             progress: super::cache::lock(&self.progress).get(&name).copied(),

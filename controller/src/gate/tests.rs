@@ -1,0 +1,566 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::*;
+
+/// What the fake source answers on one path: status, body, delay.
+#[derive(Clone)]
+struct Route {
+    status: u16,
+    body: Vec<u8>,
+    delay: Duration,
+}
+
+#[derive(Default)]
+struct Fake {
+    routes: Mutex<HashMap<String, Route>>,
+    /// Every request, as path and query.
+    hits: Mutex<Vec<String>>,
+}
+
+/// A loopback HTTP server answering as told; stopped on drop.
+struct Server {
+    addr: SocketAddr,
+    fake: Arc<Fake>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn handle(State(fake): State<Arc<Fake>>, uri: Uri) -> Response {
+    let path = uri.path().to_owned();
+    fake.hits
+        .lock()
+        .unwrap()
+        .push(uri.path_and_query().map_or(path.clone(), |p| p.to_string()));
+    let route = fake.routes.lock().unwrap().get(&path).cloned();
+    let Some(route) = route else {
+        return (StatusCode::NOT_FOUND, "404 page not found").into_response();
+    };
+    tokio::time::sleep(route.delay).await;
+    let status = StatusCode::from_u16(route.status).unwrap();
+    (
+        status,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        route.body,
+    )
+        .into_response()
+}
+
+impl Server {
+    async fn start() -> Server {
+        let fake = Arc::new(Fake::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = Router::new().fallback(handle).with_state(Arc::clone(&fake));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Server { addr, fake, task }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn answer(&self, path: &str, status: u16, body: impl Into<Vec<u8>>) {
+        self.answer_after(path, status, body, Duration::ZERO);
+    }
+
+    fn answer_after(&self, path: &str, status: u16, body: impl Into<Vec<u8>>, delay: Duration) {
+        let route = Route {
+            status,
+            body: body.into(),
+            delay,
+        };
+        self.fake
+            .routes
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), route);
+    }
+
+    fn forget(&self, path: &str) {
+        self.fake.routes.lock().unwrap().remove(path);
+    }
+
+    fn hits(&self) -> Vec<String> {
+        self.fake.hits.lock().unwrap().clone()
+    }
+}
+
+fn spec(url: &str, matchers: &[&str]) -> AlertGateSpec {
+    serde_json::from_value(json!({"url": url, "matchers": matchers})).unwrap()
+}
+
+fn now() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-05-01T10:00:00Z")
+        .unwrap()
+        .to_utc()
+}
+
+fn am_alert(name: &str, severity: &str, state: &str) -> Value {
+    json!({
+        "labels": {"alertname": name, "severity": severity, "instance": "n1:9100"},
+        "status": {"state": state, "silencedBy": [], "inhibitedBy": []},
+        "annotations": {"summary": "something"},
+        "fingerprint": "abc",
+    })
+}
+
+fn prom_alert(name: &str, severity: &str, state: &str) -> Value {
+    json!({
+        "labels": {"alertname": name, "severity": severity},
+        "annotations": {},
+        "state": state,
+        "activeAt": "2026-05-01T09:59:00Z",
+        "value": "1e+00",
+    })
+}
+
+fn prom_answer(alerts: &[Value]) -> Vec<u8> {
+    json!({"status": "success", "data": {"alerts": alerts}})
+        .to_string()
+        .into_bytes()
+}
+
+/// The error of an Unreachable view; panics on any other.
+fn error_of(view: GateView) -> String {
+    match view {
+        GateView::Unreachable { error, checked } => {
+            assert_eq!(checked, now());
+            error
+        }
+        other => panic!("not Unreachable: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn alertmanager_alerts_are_matched() {
+    let server = Server::start().await;
+    let alerts = json!([
+        am_alert("NodeTrouble", "critical", "active"),
+        am_alert("DiskFull", "warning", "active"),
+        am_alert("Silenced", "critical", "suppressed"),
+    ]);
+    server.answer("/api/v2/alerts", 200, alerts.to_string());
+    let gate = AlertGate::default();
+    let cases: &[(&[&str], GateView)] = &[
+        (
+            &[],
+            GateView::Firing {
+                alerts: vec![
+                    r#"DiskFull{instance="n1:9100",severity="warning"}"#.into(),
+                    r#"NodeTrouble{instance="n1:9100",severity="critical"}"#.into(),
+                ],
+                count: 2,
+                checked: now(),
+            },
+        ),
+        (
+            &[r#"severity="critical""#],
+            GateView::Firing {
+                alerts: vec![r#"NodeTrouble{instance="n1:9100",severity="critical"}"#.into()],
+                count: 1,
+                checked: now(),
+            },
+        ),
+        (&[r#"severity="page""#], GateView::Open { checked: now() }),
+        (
+            &[r#"alertname=~"Node.*""#, r#"severity!="critical""#],
+            GateView::Open { checked: now() },
+        ),
+    ];
+    for (matchers, expected) in cases {
+        let view = gate.check(&spec(&server.url(), matchers), now()).await;
+        assert_eq!(&view, expected, "{matchers:?}");
+    }
+    assert_eq!(
+        server.hits(),
+        ["/api/v2/alerts?active=true&silenced=false&inhibited=false"],
+        "one request for all four, with the filters"
+    );
+}
+
+#[tokio::test]
+async fn prometheus_is_asked_when_v2_is_not_found_and_the_choice_is_kept() {
+    let server = Server::start().await;
+    let alerts = [
+        prom_alert("NodeTrouble", "critical", "firing"),
+        prom_alert("Pending", "critical", "pending"),
+        prom_alert("Old", "critical", "inactive"),
+    ];
+    server.answer("/api/v1/alerts", 200, prom_answer(&alerts));
+    let gate = AlertGate::default();
+    // A trailing slash in the URL changes nothing.
+    let url = format!("{}/", server.url());
+    let view = gate.check(&spec(&url, &[]), now()).await;
+    let expected = GateView::Firing {
+        alerts: vec![r#"NodeTrouble{severity="critical"}"#.into()],
+        count: 1,
+        checked: now(),
+    };
+    assert_eq!(view, expected);
+    assert_eq!(
+        server.hits(),
+        [
+            "/api/v2/alerts?active=true&silenced=false&inhibited=false",
+            "/api/v1/alerts"
+        ]
+    );
+    // Asked again past its interval: straight to the v1 API.
+    let answer = gate.answer(&url, Duration::ZERO, now()).await;
+    assert_eq!(answer.alerts.unwrap().len(), 1);
+    assert_eq!(server.hits().len(), 3);
+    assert_eq!(server.hits()[2], "/api/v1/alerts");
+}
+
+#[tokio::test]
+async fn a_prometheus_envelope_on_v2_means_prometheus() {
+    let server = Server::start().await;
+    server.answer(
+        "/api/v2/alerts",
+        200,
+        json!({"status": "error", "errorType": "bad_data", "error": "unknown"}).to_string(),
+    );
+    server.answer("/api/v1/alerts", 200, prom_answer(&[]));
+    let view = AlertGate::default()
+        .check(&spec(&server.url(), &[]), now())
+        .await;
+    assert_eq!(view, GateView::Open { checked: now() });
+}
+
+#[tokio::test]
+async fn a_url_that_changes_kind_is_found_out_again() {
+    let server = Server::start().await;
+    server.answer("/api/v1/alerts", 200, prom_answer(&[]));
+    let gate = AlertGate::default();
+    let url = server.url();
+    assert!(
+        gate.answer(&url, Duration::ZERO, now())
+            .await
+            .alerts
+            .is_ok()
+    );
+    server.forget("/api/v1/alerts");
+    let alerts = json!([am_alert("NodeTrouble", "critical", "active")]);
+    server.answer("/api/v2/alerts", 200, alerts.to_string());
+    let answer = gate.answer(&url, Duration::ZERO, now()).await;
+    assert_eq!(answer.alerts.unwrap().len(), 1);
+    // Now known as an Alertmanager: v1 is not asked any more.
+    let before = server.hits().len();
+    assert!(
+        gate.answer(&url, Duration::ZERO, now())
+            .await
+            .alerts
+            .is_ok()
+    );
+    assert_eq!(
+        server.hits()[before..],
+        ["/api/v2/alerts?active=true&silenced=false&inhibited=false"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_pools_on_one_url_make_one_request_per_interval() {
+    let server = Server::start().await;
+    let alerts = json!([am_alert("NodeTrouble", "critical", "active")]);
+    // Slow enough that the callers overlap the request.
+    server.answer_after(
+        "/api/v2/alerts",
+        200,
+        alerts.to_string(),
+        Duration::from_millis(300),
+    );
+    let gate = AlertGate::default();
+    let url = server.url();
+    let specs: Vec<AlertGateSpec> = (0..20)
+        .map(|i| {
+            let matchers: &[&str] = if i % 2 == 0 {
+                &[r#"severity="critical""#]
+            } else {
+                &[r#"severity="page""#]
+            };
+            spec(&url, matchers)
+        })
+        .collect();
+    let views =
+        futures::future::join_all(specs.iter().map(|s| gate.clone().check_owned(s.clone()))).await;
+    assert_eq!(server.hits().len(), 1, "{:?}", server.hits());
+    for (i, view) in views.iter().enumerate() {
+        let firing = matches!(view, GateView::Firing { count: 1, .. });
+        assert_eq!(firing, i % 2 == 0, "{i}: {view:?}");
+    }
+    // Later calls within the interval are answered from the cache.
+    for s in &specs {
+        gate.check(s, now()).await;
+    }
+    assert_eq!(server.hits().len(), 1);
+    // Another URL is asked on its own.
+    let other = format!("{url}/other");
+    server.answer("/other/api/v2/alerts", 200, "[]");
+    assert_eq!(
+        gate.check(&spec(&other, &[]), now()).await,
+        GateView::Open { checked: now() }
+    );
+    assert_eq!(server.hits().len(), 2);
+    // Once the interval is over, the URL is asked again.
+    gate.answer(&url, Duration::ZERO, now()).await;
+    assert_eq!(server.hits().len(), 3);
+}
+
+impl AlertGate {
+    /// `check` of an owned spec, for joining many.
+    async fn check_owned(self, spec: AlertGateSpec) -> GateView {
+        self.check(&spec, now()).await
+    }
+}
+
+/// A path, the status and body it answers, a path no longer answered, and the start of
+/// the error expected.
+type ErrorCase<'a> = (&'a str, u16, Vec<u8>, Option<&'a str>, String);
+
+#[tokio::test]
+async fn errors_name_the_url_and_the_cause() {
+    let server = Server::start().await;
+    let url = server.url();
+    let gate = AlertGate::new(AlertGateOptions {
+        timeout: Duration::from_millis(300),
+    });
+    let v2 = format!("{url}/api/v2/alerts");
+    let v1 = format!("{url}/api/v1/alerts");
+    let cases: Vec<ErrorCase<'_>> = vec![
+        (
+            "/api/v2/alerts",
+            500,
+            b"boom".to_vec(),
+            None,
+            format!("{v2} answered 500 Internal Server Error"),
+        ),
+        (
+            "/api/v2/alerts",
+            403,
+            b"no".to_vec(),
+            None,
+            format!("{v2} answered 403 Forbidden"),
+        ),
+        (
+            "/api/v2/alerts",
+            200,
+            b"<html>".to_vec(),
+            None,
+            format!("{v2} answered what is not Alertmanager's list of alerts"),
+        ),
+        (
+            "/api/v2/alerts",
+            200,
+            br#"[{"labels":{"a":1}}]"#.to_vec(),
+            None,
+            format!("{v2} answered what is not Alertmanager's list"),
+        ),
+        (
+            "/api/v2/alerts",
+            200,
+            b"null".to_vec(),
+            None,
+            format!("{v2} answered what is not"),
+        ),
+        (
+            "/api/v2/alerts",
+            200,
+            vec![0xff, 0xfe, b'['],
+            None,
+            format!("{v2} answered what is not"),
+        ),
+        (
+            "/api/v1/alerts",
+            200,
+            br#"{"status":"error","error":"rule manager down"}"#.to_vec(),
+            Some("/api/v2/alerts"),
+            format!(r#"{v1} answered status "error": rule manager down"#),
+        ),
+        (
+            "/api/v1/alerts",
+            200,
+            br#"{"status":"success","data":{"alerts":null}}"#.to_vec(),
+            Some("/api/v2/alerts"),
+            format!("{v1} answered what is not Prometheus's answer"),
+        ),
+        (
+            "/api/v1/alerts",
+            200,
+            br#"{"status":"success"}"#.to_vec(),
+            Some("/api/v2/alerts"),
+            format!("{v1} answered no data"),
+        ),
+        (
+            "/api/v1/alerts",
+            502,
+            b"".to_vec(),
+            Some("/api/v2/alerts"),
+            format!("{v1} answered 502 Bad Gateway"),
+        ),
+        (
+            "/nothing",
+            200,
+            b"".to_vec(),
+            Some("/api/v2/alerts"),
+            format!(
+                "{url} is neither an Alertmanager nor a Prometheus: both /api/v2/alerts and /api/v1/alerts answered 404 Not Found"
+            ),
+        ),
+    ];
+    for (path, status, body, forget, expected) in cases {
+        server.forget("/api/v1/alerts");
+        if let Some(f) = forget {
+            server.forget(f);
+        }
+        server.answer(path, status, body);
+        let fresh = AlertGate::new(AlertGateOptions {
+            timeout: Duration::from_millis(300),
+        });
+        let error = error_of(fresh.check(&spec(&url, &[]), now()).await);
+        assert!(
+            error.starts_with(&expected),
+            "{error:?} does not start with {expected:?}"
+        );
+    }
+    // No answer in time.
+    server.forget("/api/v1/alerts");
+    server.answer_after("/api/v2/alerts", 200, "[]", Duration::from_secs(5));
+    let error = error_of(gate.check(&spec(&url, &[]), now()).await);
+    assert_eq!(error, format!("{v2} did not answer within 300ms"));
+    // Nobody listening.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let error = error_of(
+        gate.check(&spec(&format!("http://{closed}"), &[]), now())
+            .await,
+    );
+    let expected = format!("cannot connect to http://{closed}/api/v2/alerts: ");
+    assert!(error.starts_with(&expected), "{error}");
+    assert!(error.to_lowercase().contains("refused"), "{error}");
+}
+
+#[tokio::test]
+async fn an_answer_too_large_is_refused() {
+    let server = Server::start().await;
+    let mut body = b"[".to_vec();
+    body.resize(MAX_BODY + 10, b' ');
+    body.push(b']');
+    server.answer("/api/v2/alerts", 200, body);
+    let error = error_of(
+        AlertGate::default()
+            .check(&spec(&server.url(), &[]), now())
+            .await,
+    );
+    assert_eq!(
+        error,
+        format!("{}/api/v2/alerts answered more than 16 MiB", server.url())
+    );
+}
+
+#[tokio::test]
+async fn failures_are_kept_for_the_interval_too() {
+    let server = Server::start().await;
+    server.answer("/api/v2/alerts", 500, "down");
+    let gate = AlertGate::default();
+    for _ in 0..3 {
+        error_of(gate.check(&spec(&server.url(), &[]), now()).await);
+    }
+    assert_eq!(server.hits().len(), 1);
+}
+
+#[tokio::test]
+async fn user_and_password_are_not_shown() {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let url = format!("http://alice:s3cret@{closed}");
+    let error = error_of(AlertGate::default().check(&spec(&url, &[]), now()).await);
+    assert!(
+        !error.contains("s3cret") && !error.contains("alice"),
+        "{error}"
+    );
+    assert!(error.contains(&closed.to_string()), "{error}");
+}
+
+#[tokio::test]
+async fn bad_matchers_are_reported_not_asked() {
+    let server = Server::start().await;
+    let error = error_of(
+        AlertGate::default()
+            .check(&spec(&server.url(), &["bad matcher"]), now())
+            .await,
+    );
+    assert!(error.contains("matcher 0"), "{error}");
+    assert!(server.hits().is_empty());
+}
+
+#[tokio::test]
+async fn firing_names_five_alerts_and_counts_all() {
+    let server = Server::start().await;
+    let alerts: Vec<Value> = (0..8)
+        .map(|i| am_alert(&format!("A{i}"), "critical", "active"))
+        .collect();
+    server.answer("/api/v2/alerts", 200, Value::from(alerts).to_string());
+    let view = AlertGate::default()
+        .check(&spec(&server.url(), &[]), now())
+        .await;
+    let GateView::Firing { alerts, count, .. } = view else {
+        panic!("{view:?}");
+    };
+    assert_eq!(count, 8);
+    let names: Vec<&str> = alerts
+        .iter()
+        .map(|a| a.split('{').next().unwrap())
+        .collect();
+    assert_eq!(names, ["A0", "A1", "A2", "A3", "A4"]);
+}
+
+#[test]
+fn alerts_are_described_by_name_and_labels() {
+    let labels = |pairs: &[(&str, &str)]| -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let cases = [
+        (
+            labels(&[("alertname", "NodeTrouble"), ("severity", "critical")]),
+            r#"NodeTrouble{severity="critical"}"#.to_owned(),
+        ),
+        (labels(&[("alertname", "X")]), "X{}".to_owned()),
+        (
+            labels(&[("b", "2"), ("a", "1")]),
+            r#"{a="1",b="2"}"#.to_owned(),
+        ),
+        (
+            labels(&[("alertname", "Q"), ("m", "say \"hi\"\\\n")]),
+            r#"Q{m="say \"hi\"\\\n"}"#.to_owned(),
+        ),
+    ];
+    for (l, expected) in cases {
+        assert_eq!(describe(&l), expected);
+    }
+    let long = describe(&labels(&[("alertname", "L"), ("v", &"x".repeat(1000))]));
+    assert_eq!(long.chars().count(), ALERT_TEXT_MAX);
+    assert!(long.ends_with('…'));
+}
