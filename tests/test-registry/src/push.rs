@@ -134,7 +134,10 @@ impl Registry {
         )
         .map_err(|e| Error::Http(format!("reading {repo}:{from}: {e}")))?;
         if got.status != 200 {
-            return Err(Error::Http(format!("reading {repo}:{from}: HTTP {}", got.status)));
+            return Err(Error::Http(format!(
+                "reading {repo}:{from}: HTTP {}",
+                got.status
+            )));
         }
         let media = got.header("content-type").unwrap_or(OCI).to_owned();
         let put = http_with_body(
@@ -147,7 +150,10 @@ impl Registry {
         )
         .map_err(|e| Error::Http(format!("tagging {repo}:{to}: {e}")))?;
         if put.status != 201 {
-            return Err(Error::Http(format!("tagging {repo}:{to}: HTTP {}", put.status)));
+            return Err(Error::Http(format!(
+                "tagging {repo}:{to}: HTTP {}",
+                put.status
+            )));
         }
         put.header("docker-content-digest")
             .map(str::to_owned)

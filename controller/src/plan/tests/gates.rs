@@ -177,7 +177,13 @@ fn summary(after: &[&str], up_to_date: bool, halted: bool) -> PoolSummary {
 #[test]
 fn a_pool_approves_only_once_the_pools_it_follows_are_up_to_date() {
     let nodes = [node("n1").staged()];
-    let cases: [(Vec<(&str, PoolSummary)>, usize, &str, &str); 5] = [
+    type Case = (
+        Vec<(&'static str, PoolSummary)>,
+        usize,
+        &'static str,
+        &'static str,
+    );
+    let cases: [Case; 5] = [
         (vec![], 0, "WaitingForPools", "pool infra does not exist"),
         (
             vec![("infra", summary(&[], false, false))],
