@@ -129,6 +129,24 @@ fn check_rollout(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
             ));
         }
     }
+    check_canary_and_after(rollout, errors);
+    let windows = rollout.maintenance_windows.len();
+    if windows > MAX_MAINTENANCE_WINDOWS {
+        errors.push(FieldError::new(
+            "spec.rollout.maintenanceWindows",
+            format!("has {windows} windows, more than the limit of {MAX_MAINTENANCE_WINDOWS}"),
+        ));
+    }
+    for (i, window) in rollout.maintenance_windows.iter().enumerate() {
+        check_window(
+            window,
+            &format!("spec.rollout.maintenanceWindows[{i}]"),
+            errors,
+        );
+    }
+}
+
+fn check_canary_and_after(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
     if let Some(canary) = &rollout.canary {
         if let Err(e) = Budget::parse(&canary.nodes) {
             errors.push(FieldError::new("spec.rollout.canary.nodes", e.to_string()));
@@ -165,20 +183,6 @@ fn check_rollout(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
                 format!("{pool:?} is listed twice"),
             ));
         }
-    }
-    let windows = rollout.maintenance_windows.len();
-    if windows > MAX_MAINTENANCE_WINDOWS {
-        errors.push(FieldError::new(
-            "spec.rollout.maintenanceWindows",
-            format!("has {windows} windows, more than the limit of {MAX_MAINTENANCE_WINDOWS}"),
-        ));
-    }
-    for (i, window) in rollout.maintenance_windows.iter().enumerate() {
-        check_window(
-            window,
-            &format!("spec.rollout.maintenanceWindows[{i}]"),
-            errors,
-        );
     }
 }
 

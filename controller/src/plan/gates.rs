@@ -36,7 +36,44 @@ pub(super) fn alert(p: &mut Planner<'_>) {
     let interval = Duration::from_secs(u64::try_from(spec.interval_seconds.max(1)).unwrap_or(30));
     let url = spec.url.clone();
     let now = p.snap.now;
-    let (state, message, checked) = match &p.snap.gate {
+    let (state, message, checked) = read_gate(&p.snap.gate, &url, now);
+    match state {
+        AlertGateState::Open => {}
+        AlertGateState::Firing => p.gate_closed = Some(message.clone()),
+        AlertGateState::Unreachable if fail_closed => {
+            p.gate_closed = Some(format!("the alert gate cannot be asked: {message}"));
+            p.gate_unreachable = Some(message.clone());
+        }
+        AlertGateState::Unreachable => {}
+    }
+    // The time kept is when the gate was first seen in this state with this message, so
+    // that asking again and hearing the same writes nothing.
+    let previous = p
+        .snap
+        .pool
+        .status
+        .as_ref()
+        .and_then(|s| s.alert_gate.as_ref());
+    let message = (!message.is_empty()).then_some(message);
+    let checked_time = match previous {
+        Some(prev) if prev.state == state && prev.message == message => prev.checked_time.clone(),
+        _ => to_time(checked),
+    };
+    p.alert_gate = Some(AlertGateStatus {
+        state,
+        message,
+        checked_time,
+    });
+    p.requeue_in(interval);
+}
+
+/// What the gate said, as `(state, message, when)`.
+fn read_gate(
+    gate: &GateView,
+    url: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> (AlertGateState, String, chrono::DateTime<chrono::Utc>) {
+    match gate {
         GateView::NotConfigured => (
             AlertGateState::Unreachable,
             format!("{url} has not been asked yet"),
@@ -69,35 +106,7 @@ pub(super) fn alert(p: &mut Planner<'_>) {
         GateView::Unreachable { error, checked } => {
             (AlertGateState::Unreachable, error.clone(), *checked)
         }
-    };
-    match state {
-        AlertGateState::Open => {}
-        AlertGateState::Firing => p.gate_closed = Some(message.clone()),
-        AlertGateState::Unreachable if fail_closed => {
-            p.gate_closed = Some(format!("the alert gate cannot be asked: {message}"));
-            p.gate_unreachable = Some(message.clone());
-        }
-        AlertGateState::Unreachable => {}
     }
-    // The time kept is when the gate was first seen in this state with this message, so
-    // that asking again and hearing the same writes nothing.
-    let previous = p
-        .snap
-        .pool
-        .status
-        .as_ref()
-        .and_then(|s| s.alert_gate.as_ref());
-    let message = (!message.is_empty()).then_some(message);
-    let checked_time = match previous {
-        Some(prev) if prev.state == state && prev.message == message => prev.checked_time.clone(),
-        _ => to_time(checked),
-    };
-    p.alert_gate = Some(AlertGateStatus {
-        state,
-        message,
-        checked_time,
-    });
-    p.requeue_in(interval);
 }
 
 /// The pools this one waits for: closed while any is not up to date or halted; a
@@ -176,21 +185,31 @@ pub(super) fn canary(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
         nodes: i32::try_from(count).unwrap_or(i32::MAX),
         soak_started_time: started,
     });
-    if phase != CanaryPhase::Complete {
-        p.canary_note = Some(match phase {
-            CanaryPhase::Updating => format!(
-                "canary: {done}/{count} canary nodes run the target; the rest of the pool waits"
-            ),
-            _ => format!(
-                "canary: {count} nodes run the target, soaking for {}s{}; the rest of the pool waits",
-                soak.as_secs(),
-                if troubled {
-                    ", restarted because of a problem"
-                } else {
-                    ""
-                }
-            ),
-        });
+    p.canary_note = note(phase, done, count, soak, troubled);
+}
+
+/// What a canary that is not complete waits for.
+fn note(
+    phase: CanaryPhase,
+    done: usize,
+    count: usize,
+    soak: Duration,
+    troubled: bool,
+) -> Option<String> {
+    match phase {
+        CanaryPhase::Complete => None,
+        CanaryPhase::Updating => Some(format!(
+            "canary: {done}/{count} canary nodes run the target; the rest of the pool waits"
+        )),
+        CanaryPhase::Soaking => Some(format!(
+            "canary: {count} nodes run the target, soaking for {}s{}; the rest of the pool waits",
+            soak.as_secs(),
+            if troubled {
+                ", restarted because of a problem"
+            } else {
+                ""
+            }
+        )),
     }
 }
 

@@ -68,31 +68,7 @@ pub(super) fn condition(
     if let Some(held) = super::hold::only_held_left(p) {
         // Done but for the held nodes: nothing is stuck, and nothing to wait for but
         // the admin lifting the holds.
-        let (cordoned, held): (Vec<String>, Vec<String>) = held
-            .into_iter()
-            .partition(|n| p.cordoned.contains(n) && !p.held.contains(n));
-        let mut parts = Vec::new();
-        if !held.is_empty() {
-            parts.push(format!(
-                "held: {}; remove their {} label to update them",
-                super::list(&held),
-                bootc_crds::HOLD_LABEL
-            ));
-        }
-        if !cordoned.is_empty() {
-            parts.push(format!(
-                "cordoned by someone else: {}; uncordon them (or set disruption.respectCordon to false) to update them",
-                super::list(&cordoned)
-            ));
-        }
-        return (
-            true,
-            progressing::HELD_NODES_LEFT,
-            format!(
-                "every node that is not held or cordoned runs the target; {}",
-                parts.join("; ")
-            ),
-        );
+        return (true, progressing::HELD_NODES_LEFT, held_message(p, held));
     }
     let soaking = p
         .canary
@@ -132,5 +108,30 @@ pub(super) fn condition(
         true,
         progressing::ADVANCING,
         "nodes are advancing".to_owned(),
+    )
+}
+
+/// Who is left, held or cordoned by someone else, and how to let them go on.
+fn held_message(p: &Planner<'_>, left: Vec<String>) -> String {
+    let (cordoned, held): (Vec<String>, Vec<String>) = left
+        .into_iter()
+        .partition(|n| p.cordoned.contains(n) && !p.held.contains(n));
+    let mut parts = Vec::new();
+    if !held.is_empty() {
+        parts.push(format!(
+            "held: {}; remove their {} label to update them",
+            super::list(&held),
+            bootc_crds::HOLD_LABEL
+        ));
+    }
+    if !cordoned.is_empty() {
+        parts.push(format!(
+            "cordoned by someone else: {}; uncordon them (or set disruption.respectCordon to false) to update them",
+            super::list(&cordoned)
+        ));
+    }
+    format!(
+        "every node that is not held or cordoned runs the target; {}",
+        parts.join("; ")
     )
 }

@@ -178,15 +178,21 @@ fn waiting<'a>(
     } else {
         NodeState::Staging
     };
+    note(p, node, state);
+    p.states.insert(name, state);
+}
+
+/// What the gates need of a member without a slot: someone else cordoned it (it is left
+/// alone, though it may stage, until uncordoned), or it runs the target and is degraded.
+fn note(p: &mut Planner<'_>, node: &Member<'_, '_>, state: NodeState) {
+    let name = &node.view.name;
     if state != NodeState::UpToDate
-        && info.unschedulable
+        && node.info.unschedulable
         && p.snap.pool.spec.disruption.respect_cordon
     {
-        // Someone else cordoned it: it is left alone (it may stage) until uncordoned.
         p.cordoned.insert(name.clone());
     }
-    if state == NodeState::Degraded && !retargeted && agent.booted(&target.digest) {
+    if state == NodeState::Degraded && !node.retargeted && node.agent.booted(&node.target.digest) {
         p.on_target_degraded.push(name.clone());
     }
-    p.states.insert(name, state);
 }

@@ -278,6 +278,31 @@ fn pools_of_node(
     names.iter().map(|p| ObjectRef::new(p)).collect()
 }
 
+/// The pools' changes, passed on, and a stream of the pools that follow each changed pool
+/// (`rollout.after`): a pool's change is also a change for them.
+fn with_followers(
+    pools: impl Stream<Item = Result<BootcNodePool, watcher::Error>> + Send + 'static,
+    store: Store<BootcNodePool>,
+) -> (
+    impl Stream<Item = Result<BootcNodePool, watcher::Error>> + Send + 'static,
+    impl Stream<Item = ObjectRef<BootcNodePool>> + Send + 'static,
+) {
+    let (tx, rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
+    let pools = pools.inspect(move |changed| {
+        if let Ok(pool) = changed {
+            for follower in followers(&store, &pool.name_any()) {
+                // The receiver lives as long as the controller; a send after it is gone
+                // has nobody left to tell.
+                let _ = tx.send(follower);
+            }
+        }
+    });
+    (
+        pools,
+        tokio_stream::wrappers::UnboundedReceiverStream::new(rx),
+    )
+}
+
 /// The pools whose `rollout.after` names `pool`.
 fn followers(pools: &Store<BootcNodePool>, pool: &str) -> Vec<ObjectRef<BootcNodePool>> {
     pools
@@ -344,6 +369,15 @@ fn secret_changes(
     .touched_objects()
 }
 
+/// What records the controller's Events, naming this instance.
+fn recorder(client: &Client, deps: &Dependencies) -> Recorder {
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.to_owned(),
+        instance: Some(deps.instance.clone()),
+    };
+    Recorder::new(client.clone(), reporter)
+}
+
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
     client: Client,
@@ -378,26 +412,10 @@ pub async fn run(
     let secret_stream = secret_changes(&client);
     let health = deps.health.clone();
     health.set_not_ready("leading: caches not synced yet");
-    let reporter = Reporter {
-        controller: FIELD_MANAGER.to_owned(),
-        instance: Some(deps.instance.clone()),
-    };
-    let recorder = Recorder::new(client.clone(), reporter);
+    let recorder = recorder(&client, &deps);
     let (pool_store, pool_writer) = reflector::store();
     let pool_stream = pools::pool_changes(client.clone(), pool_writer, recorder.clone());
-    // A pool's change is also a change for the pools that follow it (`rollout.after`).
-    let (after_tx, after_rx) = mpsc::unbounded_channel::<ObjectRef<BootcNodePool>>();
-    let follower_store = pool_store.clone();
-    let pool_stream = pool_stream.inspect(move |changed| {
-        if let Ok(pool) = changed {
-            for follower in followers(&follower_store, &pool.name_any()) {
-                // The receiver lives as long as the controller; a send after it is gone
-                // has nobody left to tell.
-                let _ = after_tx.send(follower);
-            }
-        }
-    });
-    let followed = tokio_stream::wrappers::UnboundedReceiverStream::new(after_rx);
+    let (pool_stream, followed) = with_followers(pool_stream, pool_store.clone());
     let controller = Controller::for_stream(pool_stream, pool_store.clone());
     let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
     let ctx = Arc::new(Context {

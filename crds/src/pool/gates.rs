@@ -1,0 +1,195 @@
+//! The parts of a pool's spec and status that gate a rollout on health: the alert gate,
+//! boot health units, the canary, what a failure does, and the pools it follows.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::bounds::{DIGEST_MAX_LEN, NAME_MAX_LEN};
+
+/// Most pools one pool may wait for (`rollout.after`).
+pub const MAX_AFTER: usize = 16;
+
+/// Bounds of each `rollout.after` item: a pool's name.
+pub(crate) fn after_items(schema: &mut schemars::Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
+        items.insert("minLength".into(), 1.into());
+        items.insert("maxLength".into(), NAME_MAX_LEN.into());
+    }
+}
+
+/// The first nodes of each rollout, and how long the pool watches them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanarySpec {
+    /// How many nodes update first: an integer (at least 1) or a percentage of the pool
+    /// ("10%", rounded down, but at least one node).
+    #[schemars(transform = crate::budget::schema)]
+    pub nodes: IntOrString,
+
+    /// Seconds the canary nodes must stay healthy (and every alert gate open) after the
+    /// last of them came back, before the rest of the pool goes on. A problem meanwhile
+    /// starts the count again.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 604800))]
+    pub soak_seconds: i64,
+}
+
+/// What reaching haltAfterUnhealthy does.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum FailurePolicy {
+    /// Approve no new reboots; the admin decides.
+    #[default]
+    Halt,
+    /// Mark the target failed and roll the nodes that booted it back.
+    Rollback,
+}
+
+/// Health checks on a rollout.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthSpec {
+    /// An Alertmanager or Prometheus asked before each approval: while an alert matching
+    /// every matcher fires, no new node is approved (nodes mid-reboot finish).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<AlertGateSpec>,
+
+    /// systemd units on the host that must be active after a reboot, within
+    /// timeoutSeconds, for the node to count healthy (`boot-complete.target` is the usual
+    /// choice). A unit that fails, or is not active in time, makes the node unhealthy:
+    /// it keeps its slot and counts toward haltAfterUnhealthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_HEALTH_UNITS),
+        extend("x-kubernetes-list-type" = "set"),
+        transform = crate::node::unit_items
+    )]
+    pub units: Vec<String>,
+
+    /// Seconds after a node came back on the target within which its units must be
+    /// active.
+    #[serde(default = "default_health_timeout")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub timeout_seconds: i64,
+}
+
+/// Most units in `health.units`.
+pub const MAX_HEALTH_UNITS: usize = 16;
+/// Most matchers in `health.alerts.matchers`.
+pub const MAX_MATCHERS: usize = 32;
+/// Longest matcher.
+pub const MATCHER_MAX_LEN: usize = 1024;
+/// Longest alert gate URL.
+pub const URL_MAX_LEN: usize = 2048;
+
+/// An alert source that gates approvals.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertGateSpec {
+    /// Base URL of an Alertmanager (its v2 API, /api/v2/alerts, is asked for active,
+    /// unsilenced, uninhibited alerts) or of a Prometheus (/api/v1/alerts, firing alerts),
+    /// e.g. http://alertmanager.monitoring:9093. Which one is found out from its answers.
+    #[schemars(length(min = 1, max = URL_MAX_LEN), regex(pattern = r"^https?://[^\s]+$"))]
+    pub url: String,
+
+    /// Alertmanager matchers, every one of which an alert's labels must match for it to
+    /// close the gate: `severity="critical"`, `alertname=~"Node.*"`, `team!="dev"`,
+    /// `env!~"test|dev"`. Empty: every firing alert closes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_MATCHERS), transform = matcher_items)]
+    pub matchers: Vec<String>,
+
+    /// When the URL cannot be asked (or answers nonsense), approve nothing (true, the
+    /// default) or go on as if no alert fired (false).
+    #[serde(default = "default_true")]
+    pub fail_closed: bool,
+
+    /// How often, in seconds, the URL is asked while the pool has something to approve.
+    #[serde(default = "default_alert_interval")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub interval_seconds: i64,
+}
+
+/// Bounds of each matcher.
+fn matcher_items(schema: &mut schemars::Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
+        items.insert("minLength".into(), 1.into());
+        items.insert("maxLength".into(), MATCHER_MAX_LEN.into());
+    }
+}
+
+/// Longest `failedReason`.
+pub const FAILED_REASON_MAX_LEN: usize = 4096;
+
+/// Where a canary is.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStatus {
+    /// The target digest this canary is for.
+    #[schemars(length(max = DIGEST_MAX_LEN))]
+    pub digest: String,
+
+    /// Updating: the canary nodes are updating. Soaking: they all run the target and are
+    /// watched for soakSeconds. Complete: the rest of the pool may go on.
+    pub phase: CanaryPhase,
+
+    /// How many nodes the canary has.
+    pub nodes: i32,
+
+    /// When the current soak began (phase Soaking and Complete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak_started_time: Option<Time>,
+}
+
+/// The phases of a canary.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum CanaryPhase {
+    /// The canary nodes update.
+    Updating,
+    /// The canary nodes run the target and are watched.
+    Soaking,
+    /// The soak passed: the rest of the pool goes on.
+    Complete,
+}
+
+/// What the alert gate last said.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertGateStatus {
+    /// Open (no matching alert), Firing (matching alerts fire) or Unreachable.
+    pub state: AlertGateState,
+
+    /// The matching alerts (up to five, by name and labels), or the error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = FAILED_REASON_MAX_LEN))]
+    pub message: Option<String>,
+
+    /// When the gate was first seen in this state with this message (asking again and
+    /// hearing the same writes nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_time: Option<Time>,
+}
+
+/// The states of an alert gate.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum AlertGateState {
+    /// No matching alert fires.
+    Open,
+    /// Matching alerts fire: no approvals.
+    Firing,
+    /// The URL could not be asked.
+    Unreachable,
+}
+
+fn default_health_timeout() -> i64 {
+    600
+}
+
+fn default_alert_interval() -> i64 {
+    30
+}
+
+fn default_true() -> bool {
+    true
+}
