@@ -14,15 +14,13 @@ mod monitoring;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::BootcNode;
 use bootc_crds::pool::{AlertGateState, BootcNodePool};
 use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
 use host_sim::cluster::{Invariants, SimCluster};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use kube_emulator::Emulator;
 use monitoring::{Monitoring, free_port};
 use serde_json::{Value, json};
@@ -125,15 +123,7 @@ impl Env {
 
     /// The BootcNodes holding a reboot slot now.
     async fn slot_holders(&self) -> BTreeSet<String> {
-        let api: Api<BootcNode> = Api::all(self.client.clone());
-        api.list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|b| b.annotations().contains_key(REBOOT_SLOT_ANNOTATION))
-            .map(|b| b.name_any())
-            .collect()
+        slot_holders(&self.client).await
     }
 
     /// Shows that, once the pool targets `digest`, the gate (in `state`) keeps it from

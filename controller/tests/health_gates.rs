@@ -9,15 +9,13 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::BootcNode;
 use bootc_crds::pool::{BootcNodePool, CanaryPhase};
 use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
 use host_sim::cluster::{Invariants, SimCluster, SimOptions};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::json;
 use tokio::time::Instant;
@@ -32,30 +30,6 @@ async fn set_image(client: &Client, pool: &str, image: &str) {
         )
         .await
         .unwrap();
-}
-
-/// Nodes holding a reboot slot.
-async fn slot_holders(client: &Client) -> BTreeSet<String> {
-    let api: Api<BootcNode> = Api::all(client.clone());
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|b| b.annotations().contains_key(REBOOT_SLOT_ANNOTATION))
-        .map(|b| b.name_any())
-        .collect()
-}
-
-fn booted(cluster: &SimCluster, node: &str) -> String {
-    cluster
-        .host(node)
-        .unwrap()
-        .state()
-        .booted
-        .unwrap()
-        .info
-        .digest
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,18 +119,6 @@ async fn the_canary_updates_first_and_soaks_before_the_rest_go() {
     controller.stop().await;
 }
 
-async fn cordon(client: &Client, node: &str, on: bool) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .patch(
-            node,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"unschedulable": on}})),
-        )
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_someone_else_cordoned_is_skipped_and_stays_cordoned() {
     let emulator = Emulator::start().await.unwrap();
@@ -169,7 +131,7 @@ async fn a_node_someone_else_cordoned_is_skipped_and_stays_cordoned() {
     let pool = workers_pool(&v1, json!({"maxUnavailable": 2}));
     pools.create(&PostParams::default(), &pool).await.unwrap();
     wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 3)).await;
-    cordon(&client, "n2", true).await;
+    set_unschedulable(&client, "n2", true).await;
 
     set_image(&client, "workers", &v2).await;
     let p = wait_pool(&client, "workers", "all but the cordoned node on v2", |p| {
@@ -189,7 +151,7 @@ async fn a_node_someone_else_cordoned_is_skipped_and_stays_cordoned() {
     );
 
     // Uncordoned by its owner: it updates too.
-    cordon(&client, "n2", false).await;
+    set_unschedulable(&client, "n2", false).await;
     let p = wait_pool(&client, "workers", "all on v2", |p| all_updated(p, 3)).await;
     assert_eq!(p.status.as_ref().unwrap().cordoned_count, 0);
     let report = invariants.settled(Duration::from_secs(10)).await;

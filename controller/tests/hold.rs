@@ -15,7 +15,7 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
-use host_sim::cluster::{Invariants, SimCluster};
+use host_sim::cluster::Invariants;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -41,17 +41,6 @@ async fn bootc_node(client: &Client, node: &str) -> BootcNode {
 
 fn held_mark(b: &BootcNode) -> Option<bool> {
     b.status.as_ref().and_then(|s| s.held)
-}
-
-fn booted(cluster: &SimCluster, node: &str) -> String {
-    cluster
-        .host(node)
-        .unwrap()
-        .state()
-        .booted
-        .unwrap()
-        .info
-        .digest
 }
 
 fn held_count(p: &BootcNodePool) -> Option<i32> {

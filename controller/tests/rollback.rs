@@ -27,17 +27,6 @@ use test_registry::Registry;
 
 const UNIT: &str = "boot-complete.target";
 
-fn booted(cluster: &SimCluster, node: &str) -> String {
-    cluster
-        .host(node)
-        .unwrap()
-        .state()
-        .booted
-        .unwrap()
-        .info
-        .digest
-}
-
 fn health_pool(image: &str, on_failure: &str) -> BootcNodePool {
     serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",

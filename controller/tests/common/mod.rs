@@ -6,9 +6,13 @@
 
 use std::time::Duration;
 
+use std::collections::BTreeSet;
+
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::reconcile::{self, Dependencies};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
@@ -186,4 +190,42 @@ pub async fn workers_cluster(
         cluster.add_node(n, &v1, &options).await.unwrap();
     }
     (cluster, v1, v2)
+}
+
+/// The digest the simulated host `node` runs.
+pub fn booted(cluster: &host_sim::cluster::SimCluster, node: &str) -> String {
+    cluster
+        .host(node)
+        .unwrap()
+        .state()
+        .booted
+        .unwrap()
+        .info
+        .digest
+}
+
+/// The BootcNodes holding a reboot slot now.
+pub async fn slot_holders(client: &Client) -> BTreeSet<String> {
+    let api: Api<BootcNode> = Api::all(client.clone());
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|b| b.annotations().contains_key(REBOOT_SLOT_ANNOTATION))
+        .map(|b| b.name_any())
+        .collect()
+}
+
+/// Cordons (`true`) or uncordons `node`, as an admin would.
+pub async fn set_unschedulable(client: &Client, node: &str, value: bool) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": value}})),
+        )
+        .await
+        .unwrap();
 }
