@@ -16,9 +16,19 @@ pub(super) fn call_error(call: &'static str) -> impl FnOnce(zbus::Error) -> Host
     move |source| HostError::Call { call, source }
 }
 
-/// True when `error` means the bus connection itself went away (the peer closed it or
-/// the socket broke) rather than a method answering with an error. During a reboot
-/// request this is the host going down before its reply could be delivered.
+/// systemd's answers to a job while the host shuts down: the shutdown's queued stop of
+/// `sysinit.target` makes any new start "destructive", and newer systemd says so by name.
+const SHUTTING_DOWN: [&str; 2] = [
+    "org.freedesktop.systemd1.TransactionIsDestructive",
+    "org.freedesktop.systemd1.ShuttingDown",
+];
+
+/// True when `error` means the host is going away under the call: the bus connection
+/// itself went away (the peer closed it or the socket broke), or systemd refused a new
+/// job because it is shutting down, rather than a method answering with an error of its
+/// own. During a reboot request this is the host going down before its reply could be
+/// delivered; at any other time it is a reboot the agent did not start (or its own), and
+/// the agent's supervisor starts it again in the next boot.
 pub fn connection_lost(error: &zbus::Error) -> bool {
     use std::io::ErrorKind;
     match error {
@@ -37,6 +47,7 @@ pub fn connection_lost(error: &zbus::Error) -> bool {
         _ => {
             is_error(error, "org.freedesktop.DBus.Error.Disconnected")
                 || is_error(error, "org.freedesktop.DBus.Error.NoReply")
+                || SHUTTING_DOWN.iter().any(|name| is_error(error, name))
         }
     }
 }
@@ -115,5 +126,40 @@ pub(super) fn is_unknown_property(error: &zbus::Error) -> bool {
             "org.freedesktop.DBus.Error.UnknownProperty" | "org.freedesktop.DBus.Error.InvalidArgs"
         ),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A method error named `name`, as a call's answer brings it.
+    fn answered(name: &str) -> zbus::Error {
+        let message =
+            zbus::message::Message::method_call("/org/freedesktop/systemd1", "StartTransientUnit")
+                .build(&())
+                .unwrap_or_else(|e| panic!("a message: {e}"));
+        let name = zbus::names::OwnedErrorName::try_from(name)
+            .unwrap_or_else(|e| panic!("an error name: {e}"));
+        zbus::Error::MethodError(name, Some("refused".into()), message)
+    }
+
+    #[test]
+    fn a_shutdown_refusing_new_jobs_is_the_host_going_away() {
+        assert!(connection_lost(&answered(
+            "org.freedesktop.systemd1.TransactionIsDestructive"
+        )));
+        assert!(connection_lost(&answered(
+            "org.freedesktop.systemd1.ShuttingDown"
+        )));
+        assert!(connection_lost(&answered(
+            "org.freedesktop.DBus.Error.NoReply"
+        )));
+        assert!(!connection_lost(&answered(
+            "org.freedesktop.systemd1.NoSuchUnit"
+        )));
+        assert!(!connection_lost(&answered(
+            "org.freedesktop.DBus.Error.AccessDenied"
+        )));
     }
 }
