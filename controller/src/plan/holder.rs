@@ -106,6 +106,10 @@ fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     match p.snap.drains.get(&name) {
         None => p.actions.push(Action::StartDrain { node: name.clone() }),
         Some(DrainView::Running { .. }) => {}
+        // Drained while matching alerts fire: it waits, cordoned and drained, for the
+        // alert gate to open before it is approved (a reboot not yet begun is not
+        // started under a firing alert).
+        Some(DrainView::Drained) if p.gate_closed.is_some() => {}
         Some(DrainView::Drained) => {
             let image = holder.node.target.image.clone();
             holder.spec.desired_image_state = DesiredImageState::Booted;

@@ -127,6 +127,41 @@ fn the_alert_gate_closes_on_firing_alerts_and_when_it_cannot_be_asked() {
 }
 
 #[test]
+fn a_drained_node_waits_for_the_alert_gate_before_its_approval() {
+    let drained = node("n1").staged().slot().cordoned();
+    let approved = |plan: &Plan| {
+        plan.actions.iter().any(|a| {
+            matches!(a, Action::Update { node, spec, .. }
+                if node == "n1" && spec.desired_image_state == DesiredImageState::Booted)
+        })
+    };
+    for (gate, approves) in [
+        (GateView::Open { checked: now() }, true),
+        (
+            GateView::Firing {
+                alerts: vec!["X".into()],
+                count: 1,
+                checked: now(),
+            },
+            false,
+        ),
+    ] {
+        let mut snap = snapshot(gated(true), std::slice::from_ref(&drained));
+        snap.drains.insert("n1".into(), DrainView::Drained);
+        snap.gate = gate.clone();
+        let plan = super::plan(&snap);
+        assert_eq!(approved(&plan), approves, "{gate:?}");
+        // Either way it keeps its slot and its cordon.
+        assert!(
+            !plan
+                .actions
+                .contains(&Action::Uncordon { node: "n1".into() })
+        );
+        assert_eq!(plan.states.get("n1"), Some(&NodeState::Rebooting));
+    }
+}
+
+#[test]
 fn a_node_someone_else_cordoned_is_left_alone_unless_told_otherwise() {
     let nodes = [
         node("n1").staged().cordoned(),
