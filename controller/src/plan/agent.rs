@@ -122,11 +122,15 @@ pub(super) const KUBELET_RECHECK: Duration = Duration::from_secs(2);
 /// heartbeat is no older than the reboot (a soft reboot keeps the boot ID; both times
 /// come from the node's own clock). Without the agent's record of a reboot for this
 /// digest there is nothing to wait for, and a Node that reports neither a boot ID nor a
-/// heartbeat gives nothing to judge by.
+/// heartbeat gives nothing to judge by. When only full reboots are allowed
+/// (`soft_possible` false) and the Node reports a boot ID, only a new boot ID counts: a
+/// heartbeat is kept at whole seconds, and one left over from before a reboot in the same
+/// second would otherwise pass for the new boot's.
 pub(super) fn kubelet_reported_since_reboot(
     info: &NodeInfo,
     last: Option<&LastReboot>,
     digest: &Digest,
+    soft_possible: bool,
 ) -> bool {
     let Some(last) = last.filter(|r| r.digest == digest.to_string()) else {
         return true;
@@ -141,5 +145,5 @@ pub(super) fn kubelet_reported_since_reboot(
         .heartbeat
         .zip(from_time(&last.time))
         .is_some_and(|(heartbeat, rebooted)| heartbeat >= rebooted);
-    new_boot || heartbeat_since
+    new_boot || (heartbeat_since && (soft_possible || boot_id.is_none()))
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use bootc_crds::bounds::{DRAIN_MESSAGE_MAX_LEN, truncate};
 use bootc_crds::conditions::to_time;
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState, DrainBlocked};
+use bootc_crds::pool::RebootPolicy;
 use bootc_crds::{
     APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest, WAS_CORDONED_ANNOTATION,
 };
@@ -211,7 +212,9 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
     let now = p.snap.now;
     let degraded = agent.degraded();
     let deadline = Deadline::of(p, &holder);
-    let kubelet_back = kubelet_reported_since_reboot(info, agent.last_reboot(), digest);
+    let soft_possible = node.bootc.spec.reboot_policy == RebootPolicy::AllowSoftReboot;
+    let kubelet_back =
+        kubelet_reported_since_reboot(info, agent.last_reboot(), digest, soft_possible);
     if let Some(message) = &degraded {
         p.unhealthy.push(format!("node {name}: {message}"));
         p.degraded.push(format!("node {name}: {message}"));

@@ -1182,7 +1182,10 @@ fn no_progress_for_ten_minutes_is_a_stall_and_progress_clears_it() {
 #[test]
 fn the_update_event_says_whether_the_reboot_was_soft() {
     for (node_boot, want) in [("0123", "after a soft reboot"), ("4567", "after a reboot")] {
-        let plan = super::plan(&back_after_reboot(node_boot, Some(now())));
+        let mut snap = back_after_reboot(node_boot, Some(now()));
+        snap.nodes[0].bootc.as_mut().unwrap().spec.reboot_policy =
+            bootc_crds::pool::RebootPolicy::AllowSoftReboot;
+        let plan = super::plan(&snap);
         let message = plan
             .actions
             .iter()
@@ -1246,16 +1249,33 @@ fn a_ready_left_over_from_before_the_reboot_does_not_free_the_slot() {
         let full = super::plan(&back_after_reboot("89ab", heartbeat));
         assert!(released(&full), "{heartbeat:?}: {:?}", full.actions);
     }
-    // The same boot ID (a soft reboot) with a heartbeat since the reboot; the Node's
-    // boot ID may carry dashes.
-    let soft = super::plan(&back_after_reboot("0-1-2-3", Some(now())));
+    // With soft reboots allowed: the same boot ID (a soft reboot) with a heartbeat since
+    // the reboot; the Node's boot ID may carry dashes.
+    let soft_allowed = |node_boot: &str, heartbeat| {
+        let mut snap = back_after_reboot(node_boot, Some(heartbeat));
+        snap.nodes[0].bootc.as_mut().unwrap().spec.reboot_policy =
+            bootc_crds::pool::RebootPolicy::AllowSoftReboot;
+        super::plan(&snap)
+    };
+    let soft = soft_allowed("0-1-2-3", now());
     assert!(released(&soft), "{:?}", soft.actions);
     // A heartbeat in the very second of the reboot counts (both at second precision).
-    let same_second = super::plan(&back_after_reboot(
-        "0123",
-        Some(now() - chrono::Duration::seconds(10)),
-    ));
+    let same_second = soft_allowed("0123", now() - chrono::Duration::seconds(10));
     assert!(released(&same_second), "{:?}", same_second.actions);
+    // Full reboots only: the boot ID unchanged is the old boot whatever the heartbeat
+    // says (a heartbeat from before the reboot, in its very second, looked like one
+    // after it).
+    for heartbeat in [now(), now() - chrono::Duration::seconds(10)] {
+        let full_only = super::plan(&back_after_reboot("0123", Some(heartbeat)));
+        assert!(
+            !released(&full_only),
+            "{heartbeat:?}: {:?}",
+            full_only.actions
+        );
+    }
+    // A Node without a boot ID: the heartbeat is all there is.
+    let no_boot_id = super::plan(&back_after_reboot("", Some(now())));
+    assert!(released(&no_boot_id), "{:?}", no_boot_id.actions);
 }
 
 #[test]
