@@ -120,14 +120,7 @@ fn workers() -> Value {
 }
 
 fn booted(env: &Env, node: &str) -> String {
-    env.cluster
-        .host(node)
-        .unwrap()
-        .state()
-        .booted
-        .unwrap()
-        .info
-        .digest
+    common::booted(&env.cluster, node)
 }
 
 async fn unschedulable(client: &Client, node: &str) -> bool {
