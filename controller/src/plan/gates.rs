@@ -172,7 +172,12 @@ pub(super) fn canary(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
             let start = kept.unwrap_or_else(|| ceil_second(now));
             let soaked = (now - start).to_std().unwrap_or(Duration::ZERO);
             if !troubled && soaked >= soak {
-                (CanaryPhase::Complete, to_time(start), None)
+                // The plan that ends the soak only says so: the rest of the pool goes in
+                // the next plan, once the status reads `Complete`, so that nobody sees a
+                // node beyond the canary move while the status still says `Soaking`. The
+                // status write wakes the pool; the requeue is in case it does not.
+                p.requeue_in(Duration::from_secs(1));
+                (CanaryPhase::Complete, to_time(start), Some(0))
             } else {
                 p.requeue_in(soak.saturating_sub(soaked) + Duration::from_millis(10));
                 (CanaryPhase::Soaking, to_time(start), Some(0))

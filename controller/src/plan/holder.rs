@@ -181,11 +181,12 @@ impl Deadline {
 
 /// Whether the holder is in the reboot it was approved for: its agent recorded a reboot
 /// for the target, and the host does not yet run the target with its kubelet reporting
-/// from that boot, or it does but its Node has not turned NotReady since the agent saw
-/// the target booted (a kubelet starting reports NotReady before Ready). NotReady then
-/// (on the way down, while down, while the kubelet starts again) is the update itself,
-/// bounded by rebootTimeoutSeconds; NotReady at any other time makes the holder
-/// unhealthy.
+/// from that boot, or it does but its Node turned NotReady no later than
+/// [`KUBELET_START_GRACE`] after the agent saw the target booted (a kubelet starting
+/// reports NotReady before Ready, and may start after the agent). NotReady then (on the
+/// way down, while down, while the kubelet starts again) is the update itself, bounded by
+/// rebootTimeoutSeconds, and the holder keeps its slot; NotReady at any other time makes
+/// the holder unhealthy.
 fn in_own_reboot(
     agent: &AgentReport<'_>,
     info: &super::world::NodeInfo,
@@ -199,9 +200,14 @@ fn in_own_reboot(
     let down_since_back = info
         .ready_since
         .zip(agent.booted_since())
-        .is_some_and(|(down, booted)| down > booted);
+        .is_some_and(|(down, booted)| down > booted + KUBELET_START_GRACE);
     recorded && !(back && down_since_back)
 }
+
+/// How long after the agent saw the target booted a NotReady is still taken for the
+/// kubelet starting: the two start independently, and a Node's conditions keep whole
+/// seconds.
+const KUBELET_START_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
 /// Approved: wait for the node to come back on the target, healthy, Ready and heard from
 /// by its kubelet since the reboot; after the soak the slot is released.

@@ -1589,9 +1589,10 @@ fn holders_down_in_their_own_reboot_do_not_halt_the_rollout() {
     let plan = plan_with_boot(&nodes, "4567");
     assert!(!halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
 
-    // Both run the target (seen 10 s ago), their kubelets report from the new boot,
-    // NotReady since before that: a kubelet starting, still the update.
-    let back_down_since = |down_ago: i64| {
+    // Both run the target (seen `booted_ago` s ago), their kubelets report from the new
+    // boot, NotReady since before that or shortly after: a kubelet starting, still the
+    // update.
+    let back_down_since = |booted_ago: i64, down_ago: i64| {
         let mut snap = snapshot(
             pool_spec(IntOrString::Int(2)),
             &[
@@ -1605,14 +1606,19 @@ fn holders_down_in_their_own_reboot_do_not_halt_the_rollout() {
             info.boot_id = Some("4567".into());
             info.ready_since = Some(now() - chrono::Duration::seconds(down_ago));
             let status = n.bootc.as_mut().unwrap().status.as_mut().unwrap();
-            status.booted.as_mut().unwrap().since = to_time(now() - chrono::Duration::seconds(10));
+            status.booted.as_mut().unwrap().since =
+                to_time(now() - chrono::Duration::seconds(booted_ago));
         }
         super::plan(&snap)
     };
-    let plan = back_down_since(15);
+    let plan = back_down_since(10, 15);
     assert!(!halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
-    // NotReady again after they were back: that is unhealthy, and it halts.
-    let plan = back_down_since(5);
+    let plan = back_down_since(10, 5);
+    assert!(!halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+    let plan = back_down_since(100, 41);
+    assert!(!halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+    // NotReady again a minute after they were back: that is unhealthy, and it halts.
+    let plan = back_down_since(100, 39);
     assert!(halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
     let message = &condition_of(&plan, "Degraded").message;
     assert!(

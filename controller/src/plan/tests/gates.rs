@@ -374,19 +374,26 @@ fn the_canary_goes_first_then_soaks_then_lets_the_rest_go() {
         to_time(alerted.now)
     );
 
-    // 300 s on, all well: complete, the rest go (budget 5).
+    // 300 s on, all well: complete, written before anyone else goes; at once again.
     snap.pool.status = Some(mid.status.clone());
     snap.now = now() + chrono::Duration::seconds(300);
     let done = super::plan(&snap);
-    assert_eq!(granted(&done), vec!["n3", "n4", "n5"]);
+    assert!(granted(&done).is_empty(), "{:?}", granted(&done));
     assert_eq!(
         done.status.canary.as_ref().unwrap().phase,
         CanaryPhase::Complete
     );
-    // And stays complete for this digest.
+    assert!(done.requeue_after.unwrap() <= Duration::from_secs(1));
+    // Once the status says so, the rest go (budget 5), and it stays complete.
     snap.pool.status = Some(done.status.clone());
-    snap.now = now() + chrono::Duration::seconds(301);
     assert_eq!(granted(&super::plan(&snap)), vec!["n3", "n4", "n5"]);
+    snap.now = now() + chrono::Duration::seconds(301);
+    let after = super::plan(&snap);
+    assert_eq!(granted(&after), vec!["n3", "n4", "n5"]);
+    assert_eq!(
+        after.status.canary.as_ref().unwrap().phase,
+        CanaryPhase::Complete
+    );
 }
 
 #[test]
