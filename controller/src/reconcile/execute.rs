@@ -46,6 +46,7 @@ pub(super) async fn execute_all<'p>(
     let (before, grants) = actions.split_at(plan.grants_from.min(actions.len()));
     let mut first_error: Option<ReconcileError> = None;
     let mut pool_events = Vec::new();
+    let mut node_events = Vec::new();
     for (i, segment) in [before, grants].into_iter().enumerate() {
         if i == 1 && first_error.is_some() && plan.releases > 0 {
             info!(pool = %pool.name_any(), "an action before the new slots failed; they wait for the next plan");
@@ -64,24 +65,45 @@ pub(super) async fn execute_all<'p>(
                     None => groups.push((node, vec![action])),
                 },
                 (_, None) => {
-                    let done = run_groups(ctx, pool, std::mem::take(&mut groups)).await;
+                    let taken = std::mem::take(&mut groups);
+                    let done = run_groups(ctx, pool, taken, &mut node_events).await;
                     first_error = first_error.or(done);
-                    let done = run_group(ctx, pool, vec![action]).await;
+                    let (done, _) = run_group(ctx, pool, vec![action]).await;
                     first_error = first_error.or(done);
                 }
             }
         }
-        let done = run_groups(ctx, pool, groups).await;
+        let done = run_groups(ctx, pool, groups, &mut node_events).await;
         first_error = first_error.or(done);
     }
+    publish_nodes(ctx, pool, &node_events).await;
     (first_error, pool_events)
 }
 
-/// Runs each node's actions (in order), the nodes side by side; the first error.
-async fn run_groups(
+/// Records the node events of a plan whose writes succeeded, those alike merged (see
+/// [`super::batch`]); each approval is counted in the metrics.
+async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEvent]) {
+    let name = pool.name_any();
+    for event in events {
+        if event.reason == plan::events::REBOOT_APPROVED {
+            ctx.deps.metrics.record_reboot_approved(&name);
+        }
+    }
+    for event in super::batch::merge(events) {
+        let started = std::time::Instant::now();
+        publish(ctx, pool, &event).await;
+        let took = started.elapsed();
+        ctx.deps.metrics.observe_action(&name, "event", "ok", took);
+    }
+}
+
+/// Runs each node's actions (in order), the nodes side by side; the first error. The
+/// node events whose writes succeeded go to `said`.
+async fn run_groups<'p>(
     ctx: &Context,
     pool: &BootcNodePool,
-    groups: Vec<(&str, Vec<&Action>)>,
+    groups: Vec<(&str, Vec<&'p Action>)>,
+    said: &mut Vec<&'p PlannedEvent>,
 ) -> Option<ReconcileError> {
     use futures::StreamExt;
     let mut waiting = groups.into_iter().map(|(_, list)| list);
@@ -90,8 +112,9 @@ async fn run_groups(
         running.push(run_group(ctx, pool, list));
     }
     let mut first_error = None;
-    while let Some(result) = running.next().await {
+    while let Some((result, events)) = running.next().await {
         first_error = first_error.or(result);
+        said.extend(events);
         if let Some(list) = waiting.next() {
             running.push(run_group(ctx, pool, list));
         }
@@ -100,14 +123,19 @@ async fn run_groups(
 }
 
 /// Runs `list` in order; the first failure stops the rest (its events included, so an
-/// event never reports a write that failed) and is returned.
-async fn run_group(
+/// event never reports a write that failed) and is returned, with the events reached.
+async fn run_group<'p>(
     ctx: &Context,
     pool: &BootcNodePool,
-    list: Vec<&Action>,
-) -> Option<ReconcileError> {
+    list: Vec<&'p Action>,
+) -> (Option<ReconcileError>, Vec<&'p PlannedEvent>) {
     let name = pool.name_any();
+    let mut said = Vec::new();
     for action in list {
+        if let Action::Event(event) = action {
+            said.push(event);
+            continue;
+        }
         let started = std::time::Instant::now();
         let result = execute(ctx, pool, action).await;
         let outcome = match &result {
@@ -120,10 +148,10 @@ async fn run_group(
         if let Err(e) = result {
             warn!(pool = %name, action = action.kind(), node = action.node(), error = %e, "action failed");
             surface(ctx, pool, action, &e).await;
-            return Some(e);
+            return (Some(e), said);
         }
     }
-    None
+    (None, said)
 }
 
 /// Records a failed action as an `ActionFailed` event on the pool (a lost race, which the
@@ -406,7 +434,4 @@ async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
         warn!(pool = %pool_name, error = %e, reason = event.reason, "cannot record an event");
     }
     info!(pool = %pool_name, reason = event.reason, "{}", event.message);
-    if event.reason == plan::events::REBOOT_APPROVED {
-        ctx.deps.metrics.record_reboot_approved(&pool_name);
-    }
 }

@@ -30,7 +30,6 @@ use bootc_pool_common::backoff::Backoff;
 use chrono::{DateTime, Utc};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::{Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Controller};
@@ -38,15 +37,16 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
-use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
 
+mod batch;
 pub mod cache;
 pub mod elect;
 pub mod execute;
 pub mod lookup;
 pub mod observe;
+mod pacing;
 pub mod pools;
 
 pub use cache::owner_pool;
@@ -170,6 +170,8 @@ pub struct Context {
     node_overlay: Arc<Mutex<Overlay<Node>>>,
     /// Failed reconciles in a row, by pool (for the backoff).
     failures: Mutex<HashMap<String, u32>>,
+    /// When each pool's status was last written (see [`pacing`]).
+    pacing: pacing::StatusPacing,
     /// Whether the BootcNode and Node caches have been filled.
     synced: Synced,
     /// By pool: the progress the last plan returned (for stall detection; restarts begin
@@ -184,6 +186,7 @@ impl Context {
     fn forget(&self, pool: &str) {
         lock(&self.progress).remove(pool);
         lock(&self.failures).remove(pool);
+        self.pacing.forget(pool);
         self.deps.metrics.forget_pool(pool);
         self.notifier.forget(pool);
     }
@@ -430,6 +433,7 @@ pub async fn run(
         bootc_overlay,
         node_overlay,
         failures: Mutex::new(HashMap::new()),
+        pacing: pacing::StatusPacing::default(),
         synced,
         progress: Mutex::new(HashMap::new()),
     });
@@ -524,18 +528,10 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
 
     let (failed, pool_events) = execute::execute_all(ctx, pool, &plan).await;
     // A pool being deleted keeps the status it had; it may be gone once its finalizer is.
-    if !snapshot.pool.deleting && pool.status.as_ref() != Some(&plan.status) {
-        let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
-        let patch = json!({ "status": plan.status });
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        api.patch_status(&name, &params, &Patch::Merge(&patch))
-            .await
-            .map_err(api_error(format!("status of pool {name}")))?;
-        ctx.notifier.status_written(pool, &plan.status);
-    }
+    let paced = match snapshot.pool.deleting {
+        true => None,
+        false => pacing::write_status(ctx, pool, &plan.status).await?,
+    };
     // What the status now says, the metrics say too.
     let metrics = &ctx.deps.metrics;
     metrics.set_node_states(&name, &plan.states);
@@ -554,6 +550,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
         return Err(e);
     }
     let wait = plan.requeue_after.map_or(RESYNC, |d| d.min(RESYNC));
+    let wait = paced.map_or(wait, |d| d.min(wait));
     Ok(Requeue::requeue(wait))
 }
 

@@ -1,0 +1,191 @@
+//! Pacing of pool status writes. A status that moved only in what changes with every
+//! node (the counts, each history entry's node count and `lastDeployed`, the conditions'
+//! messages) is written at most once per [`COUNTS_INTERVAL`] per pool; anything else (a
+//! condition's status or reason, the target, the canary, the alert gate, the history's
+//! digests or failure marks) is written at once. A rollout of N nodes would otherwise
+//! write the pool's status about once per node; paced, a large pool's status costs a few
+//! writes a second whatever its size, and the counts an admin reads lag by at most the
+//! interval.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bootc_crds::pool::{BootcNodePool, BootcNodePoolStatus};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use super::cache::lock;
+use super::{Context, FIELD_MANAGER, ReconcileError, api_error};
+
+/// How often a pool's status may be written for its counts alone.
+pub(super) const COUNTS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// When each pool's status was last written.
+#[derive(Default)]
+pub(super) struct StatusPacing {
+    written: Mutex<HashMap<String, Instant>>,
+}
+
+impl StatusPacing {
+    /// How long the write of `new` over `old` should wait (`None`: write now).
+    pub(super) fn wait(
+        &self,
+        pool: &str,
+        old: Option<&BootcNodePoolStatus>,
+        new: &BootcNodePoolStatus,
+        now: Instant,
+    ) -> Option<Duration> {
+        let old = old?;
+        if !counts_only(old, new) {
+            return None;
+        }
+        let last = *lock(&self.written).get(pool)?;
+        let since = now.saturating_duration_since(last);
+        (since < COUNTS_INTERVAL).then(|| COUNTS_INTERVAL - since)
+    }
+
+    /// Records that `pool`'s status was written at `now`.
+    pub(super) fn written(&self, pool: &str, now: Instant) {
+        lock(&self.written).insert(pool.to_owned(), now);
+    }
+
+    /// Forgets a pool that is gone.
+    pub(super) fn forget(&self, pool: &str) {
+        lock(&self.written).remove(pool);
+    }
+}
+
+/// Writes `status` as the pool's unless it is what the pool has, or it moved only in its
+/// counts and the last write was less than [`COUNTS_INTERVAL`] ago: then returns how long
+/// until it may be written (the reconcile comes back by then).
+pub(super) async fn write_status(
+    ctx: &Context,
+    pool: &BootcNodePool,
+    status: &BootcNodePoolStatus,
+) -> Result<Option<Duration>, ReconcileError> {
+    let name = pool.name_any();
+    let old = pool.status.as_ref();
+    if old == Some(status) {
+        return Ok(None);
+    }
+    if let Some(wait) = ctx.pacing.wait(&name, old, status, Instant::now()) {
+        return Ok(Some(wait));
+    }
+    let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
+    let patch = json!({ "status": status });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch_status(&name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(api_error(format!("status of pool {name}")))?;
+    ctx.pacing.written(&name, Instant::now());
+    ctx.notifier.status_written(pool, status);
+    Ok(None)
+}
+
+/// Whether `new` differs from `old` only in what moves with every node.
+pub(super) fn counts_only(old: &BootcNodePoolStatus, new: &BootcNodePoolStatus) -> bool {
+    shape(old) == shape(new)
+}
+
+/// `status` without what moves with every node.
+fn shape(status: &BootcNodePoolStatus) -> BootcNodePoolStatus {
+    let mut s = status.clone();
+    s.node_count = 0;
+    s.updated_count = 0;
+    s.updating_count = 0;
+    s.staged_count = 0;
+    s.staging_count = 0;
+    s.staging_percent = None;
+    s.degraded_count = 0;
+    s.held_count = 0;
+    s.cordoned_count = 0;
+    for entry in &mut s.deploy_history {
+        entry.node_count = 0;
+        entry.last_deployed = entry.first_deployed.clone();
+    }
+    for condition in &mut s.conditions {
+        condition.message.clear();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bootc_crds::pool::{CanaryPhase, CanaryStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    fn status() -> BootcNodePoolStatus {
+        BootcNodePoolStatus {
+            target_digest: Some("sha256:aa".into()),
+            node_count: 10,
+            updated_count: 3,
+            conditions: vec![Condition {
+                type_: "UpToDate".into(),
+                status: "False".into(),
+                reason: "RollingOut".into(),
+                message: "3/10 nodes run the target".into(),
+                last_transition_time: bootc_crds::conditions::to_time(chrono::DateTime::UNIX_EPOCH)
+                    .unwrap(),
+                observed_generation: Some(1),
+            }],
+            ..BootcNodePoolStatus::default()
+        }
+    }
+
+    #[test]
+    fn counts_and_messages_alone_are_paced() {
+        let old = status();
+        let mut new = status();
+        new.updated_count = 4;
+        new.updating_count = 2;
+        new.conditions[0].message = "4/10 nodes run the target".into();
+        assert!(counts_only(&old, &new));
+        let pacing = StatusPacing::default();
+        let t0 = Instant::now();
+        // Never written by this controller: at once.
+        assert_eq!(pacing.wait("p", Some(&old), &new, t0), None);
+        pacing.written("p", t0);
+        let wait = pacing.wait("p", Some(&old), &new, t0 + Duration::from_millis(300));
+        assert_eq!(wait, Some(Duration::from_millis(700)));
+        assert_eq!(pacing.wait("p", Some(&old), &new, t0 + COUNTS_INTERVAL), None);
+        // Another pool is paced on its own.
+        assert_eq!(pacing.wait("q", Some(&old), &new, t0), None);
+        pacing.forget("p");
+        assert_eq!(pacing.wait("p", Some(&old), &new, t0), None);
+    }
+
+    #[test]
+    fn anything_else_is_written_at_once() {
+        let pacing = StatusPacing::default();
+        let t0 = Instant::now();
+        pacing.written("p", t0);
+        let old = status();
+        let changes: [fn(&mut BootcNodePoolStatus); 4] = [
+            |s| s.conditions[0].status = "True".into(),
+            |s| s.conditions[0].reason = "Complete".into(),
+            |s| s.target_digest = Some("sha256:bb".into()),
+            |s| {
+                s.canary = Some(CanaryStatus {
+                    digest: "sha256:aa".into(),
+                    phase: CanaryPhase::Soaking,
+                    nodes: 1,
+                    soak_started_time: None,
+                });
+            },
+        ];
+        for change in changes {
+            let mut new = status();
+            change(&mut new);
+            assert!(!counts_only(&old, &new), "{new:?}");
+            assert_eq!(pacing.wait("p", Some(&old), &new, t0), None);
+        }
+        // A pool without a status yet is written at once.
+        assert_eq!(pacing.wait("p", None, &status(), t0), None);
+    }
+}
