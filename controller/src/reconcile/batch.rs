@@ -77,9 +77,9 @@ fn several(nodes: &[&str], rest: &str) -> String {
     for (i, node) in nodes.iter().enumerate() {
         let more = format!(" and {} more", nodes.len() - i);
         let separator = if i == 0 { "" } else { ", " };
-        let fits = "nodes ".len() + listed.len() + separator.len() + node.len() + rest.len()
-            + more.len()
-            <= NOTE_MAX;
+        let fits =
+            "nodes ".len() + listed.len() + separator.len() + node.len() + rest.len() + more.len()
+                <= NOTE_MAX;
         if !fits {
             listed.push_str(&more);
             break;
@@ -109,9 +109,17 @@ mod tests {
         let approved = " drained; approved to reboot into reg/os@sha256:aa";
         let events = [
             event("n1", REBOOT_APPROVED, approved),
-            event("n2", NODE_UPDATED, " runs reg/os@sha256:aa after a reboot; slot freed"),
+            event(
+                "n2",
+                NODE_UPDATED,
+                " runs reg/os@sha256:aa after a reboot; slot freed",
+            ),
             event("n3", REBOOT_APPROVED, approved),
-            event("n4", NODE_UPDATED, " runs reg/os@sha256:aa after a soft reboot; slot freed"),
+            event(
+                "n4",
+                NODE_UPDATED,
+                " runs reg/os@sha256:aa after a soft reboot; slot freed",
+            ),
             event("n5", REBOOT_APPROVED, approved),
         ];
         let refs: Vec<&PlannedEvent> = events.iter().collect();
@@ -168,10 +176,8 @@ mod tests {
     fn a_long_list_is_cut_to_fit_the_note() {
         let names: Vec<String> = (0..500).map(|i| format!("node-{i:04}")).collect();
         let rest = " runs reg/os@sha256:aa after a reboot; slot freed";
-        let events: Vec<PlannedEvent> = names
-            .iter()
-            .map(|n| event(n, NODE_UPDATED, rest))
-            .collect();
+        let events: Vec<PlannedEvent> =
+            names.iter().map(|n| event(n, NODE_UPDATED, rest)).collect();
         let refs: Vec<&PlannedEvent> = events.iter().collect();
         let merged = merge(&refs);
         assert_eq!(merged.len(), 1);

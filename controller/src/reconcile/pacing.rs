@@ -153,7 +153,10 @@ mod tests {
         pacing.written("p", t0);
         let wait = pacing.wait("p", Some(&old), &new, t0 + Duration::from_millis(300));
         assert_eq!(wait, Some(Duration::from_millis(700)));
-        assert_eq!(pacing.wait("p", Some(&old), &new, t0 + COUNTS_INTERVAL), None);
+        assert_eq!(
+            pacing.wait("p", Some(&old), &new, t0 + COUNTS_INTERVAL),
+            None
+        );
         // Another pool is paced on its own.
         assert_eq!(pacing.wait("q", Some(&old), &new, t0), None);
         pacing.forget("p");
