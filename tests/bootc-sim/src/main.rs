@@ -24,6 +24,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod scaling;
 mod stats;
 mod svg;
 mod track;
@@ -42,6 +43,8 @@ enum SimCommand {
     Bench(bench::BenchArgs),
     /// Show a rollout over N nspawn nodes with the real binaries (needs root).
     Demo(demo::DemoArgs),
+    /// Tabulate and plot bench runs (their `--json` files) against node count.
+    Scaling(scaling::ScalingArgs),
 }
 
 fn init_logs(default: &str) {
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
             init_logs("warn");
             runtime.block_on(demo::run(args))
         }
+        SimCommand::Scaling(args) => scaling::run(&args),
     };
     // Whatever a failed run left behind (aborted tasks) must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
