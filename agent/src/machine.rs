@@ -242,6 +242,12 @@ pub fn decide(
             ..waiting(Phase::Staging)
         };
     }
+    if staged && situation.unlocked_unapproved() {
+        // Staged unlocked with no approval (a `switch` whose lock failed or was cut off by
+        // a reboot, or bootc staging on its own): an unplanned reboot would apply it, and
+        // the agent's staging is what locks it. Stage again, with the failure's backoff.
+        return situation.stage();
+    }
     if staged || situation.on(&host.rollback) {
         return situation.reboot_into(staged);
     }
@@ -321,6 +327,16 @@ impl Situation<'_> {
             && self.host.staged.as_ref().is_some_and(|s| !s.download_only)
     }
 
+    /// Whether the node holds an approval to reboot into the desired image.
+    fn approved(&self) -> bool {
+        self.desired.state == DesiredImageState::Booted && self.desired.holds_slot
+    }
+
+    /// The staged deployment is unlocked and nothing approves a reboot into it.
+    fn unlocked_unapproved(&self) -> bool {
+        !self.approved() && self.host.staged.as_ref().is_some_and(|s| !s.download_only)
+    }
+
     /// The last reboot, when it was for the desired image.
     fn reboot_for_target(&self) -> Option<&RebootRecord> {
         self.memory
@@ -392,8 +408,7 @@ impl Situation<'_> {
     /// once approved, unless a reboot is already under way or backing off.
     fn reboot_into(&self, staged: bool) -> Decision {
         let degraded = self.degraded();
-        let approved = self.desired.state == DesiredImageState::Booted && self.desired.holds_slot;
-        if !approved {
+        if !self.approved() {
             return Decision {
                 degraded,
                 ..waiting(Phase::Staged)

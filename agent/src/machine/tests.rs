@@ -657,15 +657,46 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
     };
     let d = decide(&want(B, Staged, false), &locked, &staging, now());
     assert_eq!(d.phase, Phase::Staged);
-    // Staging another image: the unlocked B is not ours to wait for.
+    // Staging another image: the unlocked B is not ours to wait for; unapproved, it is
+    // staged again so that it ends up locked.
     let other = Memory {
         staging: Some(pin(C)),
         ..Memory::default()
     };
     let d = decide(&want(B, Staged, false), &half, &other, now());
-    assert_eq!(d.phase, Phase::Staged);
+    assert_eq!((d.phase, d.action), (Phase::Staging, stage()));
     // No staging running (an unlocked deployment bootc staged on its own, or one left
-    // by a `switch` whose agent went away): staged, and approval reboots into it as is.
+    // by a `switch` whose agent or host went away): without an approval an unplanned
+    // reboot would apply it, so it is staged again to lock it, after a failure's backoff;
+    // with one, the reboot goes into it as is.
+    for (state, holds_slot) in [(Staged, false), (Booted, false)] {
+        let d = decide(
+            &want(B, state, holds_slot),
+            &half,
+            &Memory::default(),
+            now(),
+        );
+        assert_eq!(
+            (d.phase, &d.action),
+            (Phase::Staging, &stage()),
+            "{state:?}"
+        );
+    }
+    let failed = Memory {
+        failure: Some(Failure {
+            image: pin(B),
+            message: "`bootc upgrade --download-only` failed (exit status 219)".into(),
+            attempts: 1,
+            at: now(),
+        }),
+        ..Memory::default()
+    };
+    let d = decide(&want(B, Staged, false), &half, &failed, now());
+    assert_eq!((d.phase, &d.action), (Phase::Staging, &HostAction::Wait));
+    assert!(d.degraded.is_some() && d.retry_after.is_some(), "{d:?}");
+    let later = now() + chrono::TimeDelta::seconds(11);
+    let d = decide(&want(B, Staged, false), &half, &failed, later);
+    assert_eq!((d.phase, &d.action), (Phase::Staging, &stage()));
     let d = decide(&want(B, Booted, true), &half, &Memory::default(), now());
     assert!(matches!(
         d.action,
