@@ -185,23 +185,6 @@ pub fn svg(runs: &[Run]) -> String {
         LEFT + w / 2.0,
         HEIGHT - 8.0
     );
-    let line = |points: Vec<(f64, f64)>, colour: &str| {
-        let path: Vec<String> = points
-            .iter()
-            .map(|(px, py)| format!("{px:.1},{py:.1}"))
-            .collect();
-        let mut out = format!(
-            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>\n",
-            path.join(" ")
-        );
-        for (px, py) in points {
-            let _ = writeln!(
-                out,
-                "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3.5\" fill=\"{colour}\"/>"
-            );
-        }
-        out
-    };
     let ratio: Vec<(f64, f64)> = runs
         .iter()
         .map(|r| (x(r.nodes as f64), y_ratio(r.makespan_ratio)))
@@ -210,10 +193,29 @@ pub fn svg(runs: &[Run]) -> String {
         .iter()
         .filter_map(|r| Some((x(r.nodes as f64), y_rss(r.controller_peak_rss_mib?))))
         .collect();
-    s.push_str(&line(ratio, "#1f5fa8"));
-    s.push_str(&line(rss, "#c8620a"));
+    s.push_str(&line(&ratio, "#1f5fa8"));
+    s.push_str(&line(&rss, "#c8620a"));
     s.push_str("</svg>\n");
     s
+}
+
+/// A polyline through `points`, with a dot on each.
+fn line(points: &[(f64, f64)], colour: &str) -> String {
+    let path: Vec<String> = points
+        .iter()
+        .map(|(px, py)| format!("{px:.1},{py:.1}"))
+        .collect();
+    let mut out = format!(
+        "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>\n",
+        path.join(" ")
+    );
+    for (px, py) in points {
+        let _ = writeln!(
+            out,
+            "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3.5\" fill=\"{colour}\"/>"
+        );
+    }
+    out
 }
 
 #[cfg(test)]
