@@ -19,6 +19,7 @@
 //! - [`openapi`]: the OpenAPI v3 documents (REST paths in `openapi/paths`, built-in schemas in `openapi/schemas`) and
 //!   the minimal v2 one (`openapi/v2`).
 //! - [`policy`]: PodDisruptionBudgets and eviction; `gc`: garbage collection of dependents and namespaces.
+//! - [`local`]: kube-rs clients that hand their requests straight to the router, without sockets.
 //! - [`error`]: API errors as `Status` objects; [`faults`]: fault injection and the request log; [`audit`]: the
 //!   request log written for the audit check.
 
@@ -27,6 +28,7 @@ pub mod error;
 pub mod faults;
 mod gc;
 pub mod jsonpath;
+pub mod local;
 pub mod openapi;
 pub mod ops;
 pub mod patch;
@@ -154,6 +156,15 @@ impl Emulator {
         kube::Client::try_from(self.config())
     }
 
+    /// A kube-rs client that reaches this emulator without a socket, its requests carrying
+    /// `user_agent`: see [`local`]. Fails only for a User-Agent that is no valid header value.
+    pub fn local_client(
+        &self,
+        user_agent: &str,
+    ) -> Result<kube::Client, axum::http::header::InvalidHeaderValue> {
+        local::client(self.app.clone(), user_agent)
+    }
+
     /// A kubeconfig for kubectl and kube-rs (plain HTTP, no credentials).
     pub fn kubeconfig(&self) -> String {
         kubeconfig(&self.url())
@@ -181,6 +192,7 @@ impl Emulator {
     }
 
     fn shutdown(&mut self) {
+        self.app.stop_serving();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -236,6 +248,15 @@ impl Handle {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .set(config);
+    }
+
+    /// A kube-rs client that reaches the emulator without a socket: see
+    /// [`Emulator::local_client`].
+    pub fn local_client(
+        &self,
+        user_agent: &str,
+    ) -> Result<kube::Client, axum::http::header::InvalidHeaderValue> {
+        local::client(self.app.clone(), user_agent)
     }
 
     /// Stops injecting faults.

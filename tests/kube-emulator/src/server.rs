@@ -10,7 +10,7 @@ mod tests;
 mod write;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -46,6 +46,8 @@ pub struct App {
     pub bookmark_interval: Duration,
     /// `host:port` the server listens on.
     pub address: String,
+    /// Set when the emulator stops: local clients' requests fail from then on.
+    stopped: AtomicBool,
 }
 
 impl App {
@@ -65,7 +67,19 @@ impl App {
             cut,
             bookmark_interval,
             address,
+            stopped: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the emulator stopped: requests of local clients ([`crate::local`]) fail from
+    /// now on, as requests to a closed port do.
+    pub fn stop_serving(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the emulator stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
     }
 
     /// The state behind the lock. A panic while holding it is a bug in the emulator; the
