@@ -82,8 +82,33 @@ pub type ObjectKey = (String, String);
 #[derive(Debug)]
 struct Sink {
     namespace: Option<String>,
-    name: Option<String>,
     tx: mpsc::Sender<Arc<Event>>,
+}
+
+/// The watches of one resource: those that name one object, by that name (so that a
+/// change is matched against the watches of its object only, not against every agent's
+/// watch of its own node), and the others.
+#[derive(Debug, Default)]
+struct Sinks {
+    any: Vec<Sink>,
+    named: HashMap<String, Vec<Sink>>,
+}
+
+impl Sink {
+    /// Sends `event` if this watch wants it; false when the watch is gone or has fallen
+    /// behind (its queue is full), so that it is dropped: its stream ends and the client
+    /// resumes from its last version, as after any cut.
+    fn offer(&self, event: &Arc<Event>) -> bool {
+        let wanted = self
+            .namespace
+            .as_ref()
+            .is_none_or(|ns| *ns == event.namespace);
+        if wanted {
+            self.tx.try_send(event.clone()).is_ok()
+        } else {
+            !self.tx.is_closed()
+        }
+    }
 }
 
 /// The emulator's storage.
@@ -97,7 +122,7 @@ pub struct Store {
     /// Watches asking for a version at or below this get 410 Gone.
     compacted: u64,
     tx: broadcast::Sender<Arc<Event>>,
-    sinks: HashMap<ResourceKey, Vec<Sink>>,
+    sinks: HashMap<ResourceKey, Sinks>,
     fanout: usize,
 }
 
@@ -154,6 +179,24 @@ impl Store {
         }
     }
 
+    /// [`Store::list`], or when `name` is given (a field selector naming one object) and
+    /// the object's namespace is known (`ns` given, or the resource is cluster-scoped,
+    /// `namespaced` false), just that object if it is stored: a lookup instead of a walk
+    /// over every object of the resource.
+    pub fn list_named(
+        &self,
+        key: &ResourceKey,
+        ns: Option<&str>,
+        name: Option<&str>,
+        namespaced: bool,
+    ) -> Vec<Arc<Value>> {
+        match (name, ns) {
+            (Some(name), Some(ns)) => self.get(key, ns, name).into_iter().collect(),
+            (Some(name), None) if !namespaced => self.get(key, "", name).into_iter().collect(),
+            _ => self.list(key, ns),
+        }
+    }
+
     /// Every resource that has objects.
     pub fn keys(&self) -> Vec<ResourceKey> {
         self.objects.keys().cloned().collect()
@@ -178,23 +221,16 @@ impl Store {
             }
         }
         if let Some(sinks) = self.sinks.get_mut(&event.key) {
+            sinks.any.retain(|sink| sink.offer(&event));
             let name = event.object["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default();
-            // A watch whose queue is full has fallen behind: it is dropped, its stream
-            // ends, and the client resumes from its last version, as after any cut.
-            sinks.retain(|sink| {
-                let wanted = sink
-                    .namespace
-                    .as_ref()
-                    .is_none_or(|ns| *ns == event.namespace)
-                    && sink.name.as_ref().is_none_or(|n| n == name);
-                if wanted {
-                    sink.tx.try_send(event.clone()).is_ok()
-                } else {
-                    !sink.tx.is_closed()
+            if let Some(named) = sinks.named.get_mut(name) {
+                named.retain(|sink| sink.offer(&event));
+                if named.is_empty() {
+                    sinks.named.remove(name);
                 }
-            });
+            }
         }
         // No receivers is fine: nobody follows the whole stream.
         let _ = self.tx.send(event);
@@ -209,12 +245,12 @@ impl Store {
     ) -> mpsc::Receiver<Arc<Event>> {
         let (tx, rx) = mpsc::channel(self.fanout);
         let sinks = self.sinks.entry(key.clone()).or_default();
-        sinks.retain(|s| !s.tx.is_closed());
-        sinks.push(Sink {
-            namespace,
-            name,
-            tx,
-        });
+        let list = match name {
+            Some(name) => sinks.named.entry(name).or_default(),
+            None => &mut sinks.any,
+        };
+        list.retain(|s| !s.tx.is_closed());
+        list.push(Sink { namespace, tx });
         rx
     }
 
@@ -298,7 +334,9 @@ impl Store {
                 oldest: self.compacted,
             });
         }
-        Ok(self.history.iter().filter(|e| e.rv > rv).cloned().collect())
+        // The history is in version order.
+        let first = self.history.partition_point(|e| e.rv <= rv);
+        Ok(self.history.range(first..).cloned().collect())
     }
 
     /// Forgets all history and moves the version on by one, so every watch or continue
@@ -417,6 +455,53 @@ mod tests {
         assert_eq!(names(&mut all), ["a/x", "a/y", "b/y"]);
         assert_eq!(names(&mut in_b), ["b/y"]);
         assert_eq!(names(&mut named), ["a/y"]);
+    }
+
+    #[test]
+    fn named_watches_get_their_object_only_and_a_named_list_is_a_lookup() {
+        let mut s = Store::new(100, 16);
+        let mut x = s.watch(&key(), None, Some("x".into()));
+        let mut x_again = s.watch(&key(), None, Some("x".into()));
+        let mut y = s.watch(&key(), None, Some("y".into()));
+        s.insert(&key(), cm("", "x"));
+        s.insert(&key(), cm("", "z"));
+        s.remove(&key(), "", "x");
+        for rx in [&mut x, &mut x_again] {
+            let kinds: Vec<EventType> = std::iter::from_fn(|| rx.try_recv().ok())
+                .map(|e| e.kind)
+                .collect();
+            assert_eq!(kinds, [EventType::Added, EventType::Deleted]);
+        }
+        assert!(y.try_recv().is_err(), "no event of y");
+        drop(y);
+        s.insert(&key(), cm("", "y"));
+        assert!(
+            !s.sinks[&key()].named.contains_key("y"),
+            "the gone watch is forgotten"
+        );
+
+        s.insert(&key(), cm("a", "x"));
+        let names = |objects: Vec<Arc<Value>>| -> Vec<String> {
+            objects
+                .iter()
+                .map(|o| {
+                    let m = &o["metadata"];
+                    format!(
+                        "{}/{}",
+                        m["namespace"].as_str().unwrap(),
+                        m["name"].as_str().unwrap()
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(names(s.list_named(&key(), None, Some("y"), false)), ["/y"]);
+        assert_eq!(
+            names(s.list_named(&key(), Some("a"), Some("x"), true)),
+            ["a/x"]
+        );
+        assert!(s.list_named(&key(), Some("a"), Some("y"), true).is_empty());
+        // A namespaced resource across namespaces: every object, for the caller to filter.
+        assert_eq!(s.list_named(&key(), None, Some("x"), true).len(), 3);
     }
 
     #[test]

@@ -87,7 +87,9 @@ fn backlog(app: &App, req: &WatchRequest) -> Backlog {
     let t = &req.resource;
     let mut inner = app.lock();
     let name = req.fields.single_name().map(str::to_string);
-    let events = inner.store.watch(&t.key(), req.namespace.clone(), name);
+    let events = inner
+        .store
+        .watch(&t.key(), req.namespace.clone(), name.clone());
     let last = inner.store.rv();
     let (initial, gone) = match req.resource_version {
         Some(rv) if rv > 0 && !req.send_initial_events => match inner.store.since(rv) {
@@ -102,7 +104,7 @@ fn backlog(app: &App, req: &WatchRequest) -> Backlog {
             let ns = req.namespace.as_deref();
             let initial = inner
                 .store
-                .list(&t.key(), ns)
+                .list_named(&t.key(), ns, name.as_deref(), t.namespaced)
                 .into_iter()
                 .filter(|o| req.labels.matches_object(o) && req.fields.matches(o))
                 .map(|o| (EventType::Added, o))

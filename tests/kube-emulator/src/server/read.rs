@@ -159,7 +159,12 @@ pub(super) fn list(
     }
     let matching: Vec<Arc<Value>> = inner
         .store
-        .list(&t.key(), p.namespace.as_deref())
+        .list_named(
+            &t.key(),
+            p.namespace.as_deref(),
+            fields.single_name(),
+            t.namespaced,
+        )
         .into_iter()
         .filter(|o| {
             start.as_ref().is_none_or(|(ns, name)| {
