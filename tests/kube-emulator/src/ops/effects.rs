@@ -22,7 +22,8 @@ impl Inner {
             self.establish_crd(t, object);
         }
         if owners_changed {
-            gc::collect(self);
+            let name = meta_str(object, "name").unwrap_or_default();
+            gc::collect_written(self, &t.key(), ns, name);
         }
         if t.group.is_empty() && t.plural == "pods" || t.group == "policy" {
             policy::refresh_budgets(self, ns);
