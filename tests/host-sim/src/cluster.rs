@@ -39,6 +39,8 @@ use crate::memory::{Behaviour, Catalog, MemoryHost};
 mod invariants;
 mod pods;
 mod tasks;
+#[cfg(test)]
+mod tests;
 
 pub use invariants::{InvariantReport, Invariants};
 use tasks::{kubelet, supervise};
@@ -189,6 +191,37 @@ impl SimCluster {
     pub async fn start(config: kube::Config, catalog: Arc<Catalog>) -> Result<Self> {
         let client = client_as(&config, USER_AGENT)?;
         let agent_client = client_as(&config, run::USER_AGENT)?;
+        Self::start_with_clients(client, agent_client, catalog).await
+    }
+
+    /// A cluster on the in-process emulator behind `emulator`, reached without sockets
+    /// ([`kube_emulator::Handle::local_client`]): the same handler, request log, faults
+    /// and watches as over HTTP, but no connection (two file descriptors in this
+    /// process) per watch of every agent, so that thousands of nodes fit in one process.
+    /// The User-Agents are those of [`SimCluster::start`].
+    pub async fn start_local(
+        emulator: &kube_emulator::Handle,
+        catalog: Arc<Catalog>,
+    ) -> Result<Self> {
+        let local = |user_agent: &str| {
+            emulator
+                .local_client(user_agent)
+                .map_err(|e| SimError::InvalidOptions(format!("User-Agent `{user_agent}`: {e}")))
+        };
+        let client = local(USER_AGENT)?;
+        let agent_client = local(run::USER_AGENT)?;
+        Self::start_with_clients(client, agent_client, catalog).await
+    }
+
+    /// A cluster whose kubelets and set-up use `client` and whose agents use
+    /// `agent_client` (however they reach the API server), with the project's CRDs
+    /// registered through `client` as [`SimCluster::start`] does. The request log tells
+    /// the two apart only if their User-Agents differ.
+    pub async fn start_with_clients(
+        client: Client,
+        agent_client: Client,
+        catalog: Arc<Catalog>,
+    ) -> Result<Self> {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for (plural, yaml) in CRDS {
             let crd: CustomResourceDefinition = serde_yaml_ng::from_str(yaml).map_err(|e| {

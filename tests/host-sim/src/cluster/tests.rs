@@ -1,0 +1,95 @@
+//! A cluster started on local clients: the agents and kubelets reach the emulator
+//! without sockets and are still served, logged and watched as over HTTP.
+
+use std::time::Duration;
+
+use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_node_agent::run;
+use kube::api::{Api, PostParams};
+use kube_emulator::Emulator;
+use tokio::time::Instant;
+
+use super::{SimCluster, SimOptions, USER_AGENT};
+use crate::memory::Catalog;
+
+const REPO: &str = "registry.test/os";
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+fn idle_reason(node: &BootcNode) -> Option<&str> {
+    let status = node.status.as_ref()?;
+    let idle = status.conditions.iter().find(|c| c.type_ == "Idle")?;
+    Some(idle.reason.as_str())
+}
+
+#[tokio::test]
+async fn local_agents_stage_through_their_watch_and_are_logged_by_user_agent() {
+    let emulator = Emulator::start().await.expect("emulator");
+    let handle = emulator.handle();
+    let catalog = Catalog::new();
+    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
+    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let cluster = SimCluster::start_local(&handle, catalog)
+        .await
+        .expect("cluster");
+    cluster
+        .add_node("n1", &v1, &SimOptions::default())
+        .await
+        .expect("add n1");
+
+    // The test plays the controller over HTTP; the agent must see its BootcNode through
+    // its watch (the poll interval is 5 s, longer than the agent needs to stage).
+    let api: Api<BootcNode> = Api::all(emulator.client().expect("client"));
+    let spec = BootcNodeSpec {
+        desired_image: v2.clone(),
+        desired_image_state: DesiredImageState::Staged,
+        reboot_policy: Default::default(),
+        pull_secret_ref: None,
+        pull_secret_hash: None,
+        health_units: Vec::new(),
+    };
+    let started = Instant::now();
+    api.create(&PostParams::default(), &BootcNode::new("n1", spec))
+        .await
+        .expect("create BootcNode");
+    loop {
+        let node = api.get("n1").await.expect("get BootcNode");
+        if idle_reason(&node) == Some("Staged") {
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "n1 never reported Staged: {:?}",
+            node.status
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "staged only after {:?}: the agent's watch did not deliver",
+        started.elapsed()
+    );
+
+    let requests = handle.requests();
+    let by = |ua: &str, verb: &str, resource: &str| {
+        requests
+            .iter()
+            .filter(|r| r.user_agent == ua && r.verb == verb && r.resource == resource)
+            .count()
+    };
+    assert_eq!(by(USER_AGENT, "create", "nodes"), 1, "{requests:#?}");
+    assert_eq!(by(USER_AGENT, "create", "customresourcedefinitions"), 2);
+    assert!(
+        by(run::USER_AGENT, "watch", "bootcnodes") >= 1,
+        "{requests:#?}"
+    );
+    let agent_writes = requests
+        .iter()
+        .filter(|r| r.user_agent == run::USER_AGENT && r.is_write())
+        .count();
+    assert!(agent_writes >= 1, "{requests:#?}");
+    cluster.stop().await;
+}
