@@ -7,7 +7,10 @@
 //! boot v1; a pool pinned to v2 is applied; the run ends when every node runs v2, is
 //! schedulable, Ready and holds no reboot slot, and the pool's status says so. Under
 //! `--controller-process` the controller is the real binary in a child process instead,
-//! so that its own CPU time and memory can be told from the simulator's.
+//! so that its own CPU time and memory can be told from the simulator's. The simulated
+//! agents and kubelets reach the emulator without sockets (`--sim-transport local`, the
+//! default: a watch per agent would otherwise hold two file descriptors here), the
+//! controller always over loopback HTTP.
 //!
 //! The phases, a module each:
 //!
@@ -96,6 +99,12 @@ pub struct BenchArgs {
     /// docker-registry, with skopeo and umoci to push).
     #[arg(long)]
     pub chaos: bool,
+    /// How the simulated agents and kubelets reach the API emulator: `local` hands each
+    /// request straight to the emulator's router (no sockets, so 10,000 nodes' watches fit
+    /// in the open-file limit), `http` sends it over loopback (a connection per watch).
+    /// The controller always goes over HTTP.
+    #[arg(long, value_enum, default_value_t = SimTransport::Local)]
+    pub sim_transport: SimTransport,
     /// Run the real `bootc-pool-controller` binary (beside this one in
     /// `target/<profile>/`) as a child process instead of the in-process reconciler,
     /// and report its own CPU time and peak memory. Its output goes beside the JSON
@@ -135,6 +144,24 @@ impl FaultScope {
         match self {
             FaultScope::Controller => "controller",
             FaultScope::All => "all",
+        }
+    }
+}
+
+/// How the simulated agents and kubelets reach the API emulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimTransport {
+    /// Straight to the emulator's router, in this process: no sockets.
+    Local,
+    /// Over loopback HTTP, as the controller does.
+    Http,
+}
+
+impl SimTransport {
+    fn as_str(self) -> &'static str {
+        match self {
+            SimTransport::Local => "local",
+            SimTransport::Http => "http",
         }
     }
 }

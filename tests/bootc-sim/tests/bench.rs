@@ -1,8 +1,10 @@
 //! `bootc-sim bench` as CI runs it: 50 in-process nodes with short timings, once
 //! undisturbed, once with injected API faults and the controller killed every 2 s, and
-//! once with faults on every client and agents killed,
-//! and once under `--chaos`; 20 nodes once with a canary and an alert gate that fires at
-//! first; each must complete with every node on the target and no invariant violated.
+//! once with faults on every client and agents killed, and once under `--chaos`; 20
+//! nodes once with a canary and an alert gate that fires at first; each must complete
+//! with every node on the target and no invariant violated. The simulated agents and
+//! kubelets reach the emulator in-process, but in the run with controller faults, whose
+//! agents and kubelets go over loopback HTTP as the controller does.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -114,6 +116,19 @@ fn bench(dir: &Path, name: &str, extra: &[&str]) -> Value {
 fn fifty_nodes_roll_out_within_the_budget() {
     let dir = tempfile::tempdir().unwrap();
     let result = bench(dir.path(), "plain", &[]);
+    // The simulated agents and kubelets reach the emulator in-process by default, and
+    // their requests are still served and logged under their own User-Agents.
+    assert_eq!(result["sim_transport"], "local", "{result:#}");
+    let by_agent = &result["api_requests_by_user_agent"];
+    assert!(by_agent["host-sim"].as_u64().unwrap_or(0) > 0, "{result:#}");
+    let agents = by_agent
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(ua, _)| ua.starts_with("bootc-node-agent/"))
+        .map(|(_, n)| n.as_u64().unwrap_or(0))
+        .sum::<u64>();
+    assert!(agents > 0, "{result:#}");
     assert_eq!(result["controller_kills"], 0);
     assert_eq!(result["api_faults_injected"], 0);
     // The controller's own cost needs --controller-process; the rest is there.
@@ -192,10 +207,11 @@ fn twenty_nodes_roll_out_with_the_controller_as_a_child_process() {
     );
 }
 
+/// Also the run whose agents and kubelets go over loopback HTTP, as the controller does.
 #[test]
 fn fifty_nodes_roll_out_despite_api_faults_and_a_controller_killed_every_two_seconds() {
     let dir = tempfile::tempdir().unwrap();
-    bench(
+    let result = bench(
         dir.path(),
         "faults",
         &[
@@ -205,8 +221,11 @@ fn fifty_nodes_roll_out_despite_api_faults_and_a_controller_killed_every_two_sec
             "2",
             "--seed",
             "3",
+            "--sim-transport",
+            "http",
         ],
     );
+    assert_eq!(result["sim_transport"], "http", "{result:#}");
 }
 
 /// ApiFaults on every client's requests, the kubelets' and the agents' included, and agents

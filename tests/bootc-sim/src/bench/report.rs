@@ -297,6 +297,7 @@ impl Run<'_> {
             "ready_ms": args.ready_ms,
             "api_fault_rate": args.api_fault_rate,
             "fault_scope": args.fault_scope.as_str(),
+            "sim_transport": args.sim_transport.as_str(),
             "kill_controller_every_s": args.kill_controller_every,
             "kill_agents_rate": args.kill_agents_rate,
             "seed": args.seed,

@@ -14,7 +14,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{BenchArgs, REPO, secs};
+use super::{BenchArgs, REPO, SimTransport, secs};
 
 /// The controller child's Lease namespace (created in the emulator).
 pub(super) const LEASE_NAMESPACE: &str = "bootc-system";
@@ -195,9 +195,11 @@ impl World {
         } else {
             None
         };
-        let cluster = SimCluster::start(emulator.config(), catalog)
-            .await
-            .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
+        let cluster = match args.sim_transport {
+            SimTransport::Local => SimCluster::start_local(&handle, catalog).await,
+            SimTransport::Http => SimCluster::start(emulator.config(), catalog).await,
+        }
+        .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
         let sim = SimOptions {
             behaviour: Behaviour {
                 stage_time: Duration::from_millis(args.stage_ms),
