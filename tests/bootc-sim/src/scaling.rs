@@ -293,6 +293,40 @@ mod tests {
         assert!(xs[0] < xs[1] && xs[1] < xs[2]);
     }
 
+    /// The scaling runs kept in the docs, smallest first.
+    fn kept_runs() -> Vec<Run> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/img");
+        let mut runs: Vec<Run> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                name.starts_with("scale-") && name.ends_with(".json")
+            })
+            .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+            .collect();
+        runs.sort_by_key(|r| r.nodes);
+        runs
+    }
+
+    #[test]
+    fn the_docs_picture_and_table_are_what_the_kept_runs_give() {
+        let runs = kept_runs();
+        assert!(runs.len() >= 5, "{} runs kept", runs.len());
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+        let picture = std::fs::read_to_string(root.join("img/scaling.svg")).unwrap();
+        assert_eq!(
+            picture,
+            svg(&runs),
+            "regenerate: bootc-sim scaling docs/img/scale-*.json --svg docs/img/scaling.svg"
+        );
+        let doc = std::fs::read_to_string(root.join("performance.md")).unwrap();
+        assert!(
+            doc.contains(table(&runs).trim_end()),
+            "docs/performance.md must carry the table `bootc-sim scaling docs/img/scale-*.json` prints"
+        );
+    }
+
     #[test]
     fn a_file_that_is_not_a_report_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
