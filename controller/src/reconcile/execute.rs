@@ -89,12 +89,8 @@ async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEv
             ctx.deps.metrics.record_reboot_approved(&name);
         }
     }
-    for event in super::batch::merge(events) {
-        let started = std::time::Instant::now();
-        publish(ctx, pool, &event).await;
-        let took = started.elapsed();
-        ctx.deps.metrics.observe_action(&name, "event", "ok", took);
-    }
+    let merged = super::batch::merge(events);
+    publish_all(ctx, pool, &merged.iter().collect::<Vec<_>>()).await;
 }
 
 /// Runs each node's actions (in order), the nodes side by side; the first error. The

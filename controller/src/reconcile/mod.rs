@@ -528,9 +528,10 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
 
     let (failed, pool_events) = execute::execute_all(ctx, pool, &plan).await;
     // A pool being deleted keeps the status it had; it may be gone once its finalizer is.
-    let paced = match snapshot.pool.deleting {
-        true => None,
-        false => pacing::write_status(ctx, pool, &plan.status).await?,
+    let paced = if snapshot.pool.deleting {
+        None
+    } else {
+        pacing::write_status(ctx, pool, &plan.status).await?
     };
     // What the status now says, the metrics say too.
     let metrics = &ctx.deps.metrics;

@@ -82,7 +82,7 @@ pub fn run(args: &ScalingArgs) -> Result<bool, String> {
 }
 
 fn num(value: Option<f64>, places: usize) -> String {
-    value.map_or_else(|| "–".to_owned(), |v| format!("{v:.places$}"))
+    crate::stats::or_dash(value, places, "–")
 }
 
 /// The Markdown table: one row per run, then each row's command.

@@ -126,6 +126,11 @@ impl Histogram {
     }
 }
 
+/// `x` with `places` decimals, or `dash` when there is none.
+pub fn or_dash(x: Option<f64>, places: usize, dash: &str) -> String {
+    x.map_or_else(|| dash.to_owned(), |x| format!("{x:.places$}"))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -210,8 +210,7 @@ impl Run<'_> {
     /// The text report's line on the controller's cost and the slots.
     fn cost_line(&self, numbers: &Numbers) -> String {
         let n = self.args.nodes as f64;
-        let or_dash =
-            |x: Option<f64>, places: usize| x.map_or("-".to_owned(), |x| format!("{x:.places$}"));
+        let or_dash = |x, places| crate::stats::or_dash(x, places, "-");
         let controller = match self.measured.controller_usage {
             Some(u) => format!(
                 "controller process: {:.2} s CPU, peak RSS {:.1} MiB; ",
