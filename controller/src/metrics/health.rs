@@ -76,9 +76,9 @@ impl PoolHealth {
 /// The node has a BootcNode and its agent has not answered the current spec.
 fn unreported(view: &NodeView) -> bool {
     view.bootc.as_ref().is_some_and(|b| {
-        !b.deleting
-            && b.status.as_ref().and_then(|s| s.observed_generation) < b.generation
-            && b.generation.is_some()
+        !b.deleting()
+            && b.status().and_then(|s| s.observed_generation) < b.generation()
+            && b.generation().is_some()
     })
 }
 
@@ -88,13 +88,13 @@ fn in_state_since(view: &NodeView, state: NodeState, now: DateTime<Utc>) -> Opti
     match state {
         NodeState::Rebooting => Some(
             bootc
-                .annotations
+                .annotations()
                 .get(REBOOT_SLOT_ANNOTATION)
                 .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
                 .map_or(now, |t| t.with_timezone(&Utc)),
         ),
         _ => bootc
-            .status
+            .status()
             .as_ref()?
             .conditions
             .iter()

@@ -66,23 +66,21 @@ mod health {
         NodeView {
             name: name.to_owned(),
             node: None,
-            bootc: Some(BootcView {
-                owner: Some("p".to_owned()),
-                generation: Some(generation),
-                resource_version: None,
-                annotations: annotations
+            bootc: Some(BootcView::of_parts(
+                Some("p"),
+                Some(generation),
+                None,
+                annotations
                     .iter()
                     .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                     .collect(),
-                spec: serde_json::from_value(json!({"desiredImage": "quay.io/os@sha256:aa"}))
-                    .unwrap(),
-                status: Some(BootcNodeStatus {
+                serde_json::from_value(json!({"desiredImage": "quay.io/os@sha256:aa"})).unwrap(),
+                Some(BootcNodeStatus {
                     observed_generation: observed,
                     conditions: idle.into_iter().collect(),
                     ..BootcNodeStatus::default()
                 }),
-                deleting: false,
-            }),
+            )),
         }
     }
 

@@ -27,10 +27,10 @@ pub(super) struct AgentReport<'a> {
 
 impl<'a> AgentReport<'a> {
     pub(super) fn of(bootc: &'a BootcView) -> Self {
-        let status = bootc.status.as_ref();
+        let status = bootc.status();
         let current = status
             .and_then(|s| s.observed_generation)
-            .zip(bootc.generation)
+            .zip(bootc.generation())
             .is_some_and(|(seen, generation)| seen >= generation);
         AgentReport { status, current }
     }

@@ -19,7 +19,7 @@ fn others<'a>(p: &Planner<'a>, view: &NodeView) -> Vec<&'a str> {
         .filter(|(_, s)| {
             view.node
                 .as_ref()
-                .is_some_and(|n| bootc_crds::selector::matches(s, &n.labels))
+                .is_some_and(|n| bootc_crds::selector::matches(s, n.labels()))
         })
         .map(|(name, _)| name.as_str())
         .collect()
@@ -40,9 +40,9 @@ pub(super) fn plan(p: &mut Planner<'_>) {
             remaining = true;
             leave(p, view, &others);
         } else if let Some(info) = &view.node
-            && info.labels.contains_key(MANAGED_LABEL)
+            && info.labels().contains_key(MANAGED_LABEL)
             && others.is_empty()
-            && bootc_crds::selector::matches(&p.snap.pool.spec.node_selector, &info.labels)
+            && bootc_crds::selector::matches(&p.snap.pool.spec.node_selector, info.labels())
         {
             remaining = true;
             p.actions.push(Action::Unlabel {

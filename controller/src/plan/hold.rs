@@ -27,8 +27,8 @@ pub(super) fn held(members: &[&NodeView]) -> BTreeSet<String> {
 
 /// Keeps the image the BootcNode asks for now: a held node is not moved to a new target.
 pub(super) fn keep_image(spec: &mut BootcNodeSpec, bootc: &BootcView) {
-    spec.desired_image = bootc.spec.desired_image.clone();
-    spec.desired_image_state = bootc.spec.desired_image_state;
+    spec.desired_image = bootc.spec().desired_image.clone();
+    spec.desired_image_state = bootc.spec().desired_image_state;
 }
 
 /// The member is held and waits for its hold to be lifted before it goes on: it holds no
@@ -56,11 +56,11 @@ pub(super) fn only_held_left(p: &Planner<'_>) -> Option<Vec<String>> {
 /// the hold is lifted; nothing is written while it already says so.
 pub(super) fn report(p: &mut Planner<'_>, members: &[&NodeView]) {
     for view in members {
-        let Some(bootc) = view.bootc.as_ref().filter(|b| !b.deleting) else {
+        let Some(bootc) = view.bootc.as_ref().filter(|b| !b.deleting()) else {
             continue;
         };
         let held = p.held.contains(&view.name);
-        let written = bootc.status.as_ref().and_then(|s| s.held) == Some(true);
+        let written = bootc.status().and_then(|s| s.held) == Some(true);
         if held != written {
             p.actions.push(Action::SetHeld {
                 node: view.name.clone(),

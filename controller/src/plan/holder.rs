@@ -39,7 +39,7 @@ impl Holder<'_, '_> {
         let was_cordoned = self
             .node
             .bootc
-            .annotations
+            .annotations()
             .contains_key(WAS_CORDONED_ANNOTATION);
         if self.node.info.unschedulable && !was_cordoned {
             p.actions.push(Action::Uncordon { node: self.name() });
@@ -50,7 +50,7 @@ impl Holder<'_, '_> {
     fn update(self, p: &mut Planner<'_>) {
         p.actions.push(Action::Update {
             node: self.name(),
-            resource_version: self.node.bootc.resource_version.clone(),
+            resource_version: self.node.bootc.resource_version(),
             spec: self.spec,
             annotations: self.annotations,
         });
@@ -61,7 +61,7 @@ impl Holder<'_, '_> {
 pub(super) fn plan(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
     if holder.node.retargeted {
         retargeted(p, holder);
-    } else if holder.node.bootc.spec.desired_image_state == DesiredImageState::Staged {
+    } else if holder.node.bootc.spec().desired_image_state == DesiredImageState::Staged {
         granted(p, holder);
     } else {
         approved(p, holder);
@@ -76,11 +76,11 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
         p.actions.push(Action::CancelDrain { node: name.clone() });
     }
     let node = &holder.node;
-    let mid_reboot = node.bootc.spec.desired_image_state == DesiredImageState::Booted
+    let mid_reboot = node.bootc.spec().desired_image_state == DesiredImageState::Booted
         && (node.agent.rebooting() || !node.info.ready);
     if mid_reboot {
         // A held node kept its spec: there may be nothing to write.
-        if holder.spec != node.bootc.spec || !holder.annotations.is_empty() {
+        if &holder.spec != node.bootc.spec() || !holder.annotations.is_empty() {
             holder.update(p);
         }
         p.states.insert(name, NodeState::Rebooting);
@@ -164,7 +164,7 @@ impl Deadline {
         let approved_at = holder
             .node
             .bootc
-            .annotations
+            .annotations()
             .get(APPROVED_AT_ANNOTATION)
             .and_then(|s| parse_stamp(s));
         let timeout = p.read(super::limits::reboot_timeout(&p.snap.pool.spec.rollout));
@@ -218,7 +218,7 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
     let now = p.snap.now;
     let degraded = agent.degraded();
     let deadline = Deadline::of(p, &holder);
-    let soft_possible = node.bootc.spec.reboot_policy == RebootPolicy::AllowSoftReboot;
+    let soft_possible = node.bootc.spec().reboot_policy == RebootPolicy::AllowSoftReboot;
     let kubelet_back =
         kubelet_reported_since_reboot(info, agent.last_reboot(), digest, soft_possible);
     if let Some(message) = &degraded {
@@ -362,7 +362,7 @@ pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) {
             }
             _ => None,
         };
-        let written = bootc.status.as_ref().and_then(|s| s.drain_blocked.as_ref());
+        let written = bootc.status().and_then(|s| s.drain_blocked.as_ref());
         let name = view.name.clone();
         if let Some(why) = &why {
             p.blocked.push(format!("node {name}: drain blocked: {why}"));

@@ -31,7 +31,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Vec<&'a NodeVie
         let selects = |selector| {
             view.node
                 .as_ref()
-                .is_some_and(|n| bootc_crds::selector::matches(selector, &n.labels))
+                .is_some_and(|n| bootc_crds::selector::matches(selector, n.labels()))
         };
         let matches = selects(&pool.spec.node_selector);
         let others: Vec<&str> = snap
@@ -82,17 +82,17 @@ pub(super) fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) 
         p.actions.push(Action::CancelDrain { node: node.clone() });
     }
     if let (Some(info), Some(bootc)) = (&view.node, &view.bootc) {
-        let held = bootc.annotations.contains_key(REBOOT_SLOT_ANNOTATION);
-        let was = bootc.annotations.contains_key(WAS_CORDONED_ANNOTATION);
+        let held = bootc.annotations().contains_key(REBOOT_SLOT_ANNOTATION);
+        let was = bootc.annotations().contains_key(WAS_CORDONED_ANNOTATION);
         if held && !was && info.unschedulable {
             p.actions.push(Action::Uncordon { node: node.clone() });
         }
     }
-    if view.bootc.as_ref().is_some_and(|b| !b.deleting) {
+    if view.bootc.as_ref().is_some_and(|b| !b.deleting()) {
         p.actions.push(Action::Delete { node: node.clone() });
     }
     if let Some(info) = &view.node
-        && info.labels.contains_key(MANAGED_LABEL)
+        && info.labels().contains_key(MANAGED_LABEL)
         && other_pools.is_empty()
     {
         p.actions.push(Action::Unlabel { node });

@@ -137,6 +137,8 @@ struct Planner<'a> {
     /// Nodes pulling the target now (for `maxStaging`), and the limit.
     staging: usize,
     staging_limit: Option<usize>,
+    /// Members this plan moves to a new image (see [`staging::RETARGETS_PER_PLAN`]).
+    retargets: usize,
     /// Where the new slots' actions begin in `actions`, once slots are handed out.
     grants_from: Option<usize>,
     /// Slots this plan frees (their holders are uncordoned and released before the new
@@ -185,6 +187,7 @@ impl<'a> Planner<'a> {
             approved: 0,
             staging: 0,
             staging_limit: None,
+            retargets: 0,
             grants_from: None,
             releases: 0,
             cordoned: BTreeSet::new(),

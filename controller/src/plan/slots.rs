@@ -29,7 +29,7 @@ pub fn approval_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
     let zone = |v: &NodeView| {
         v.node
             .as_ref()
-            .and_then(|n| n.labels.get(ZONE_LABEL).cloned())
+            .and_then(|n| n.labels().get(ZONE_LABEL).cloned())
             .unwrap_or_default()
     };
     let mut by_zone: BTreeMap<String, Vec<&'a NodeView>> = BTreeMap::new();
@@ -111,11 +111,11 @@ fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
         &p.snap.pool.spec,
         p.snap.pull_secret.hash.as_deref(),
         target,
-        Some(&bootc.spec),
+        Some(bootc.spec()),
     );
     p.actions.push(Action::Update {
         node: view.name.clone(),
-        resource_version: bootc.resource_version.clone(),
+        resource_version: bootc.resource_version(),
         spec,
         annotations,
     });

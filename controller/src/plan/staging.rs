@@ -1,5 +1,10 @@
 //! Members that hold no reboot slot: the BootcNode each should have (the target, staged),
 //! `maxStaging` holding back nodes that would start a pull, and each node's state.
+//!
+//! A new target reaches at most [`RETARGETS_PER_PLAN`] members per plan: a plan's writes
+//! are carried out before the next plan, so a target written to a 10,000-node pool in one
+//! plan would hold back every slot grant until all 10,000 writes were done. In batches,
+//! the first nodes stage and take their slots while the rest are still being written.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +20,14 @@ use super::member::{Member, wanted_spec};
 use super::target::Target;
 use super::world::NodeView;
 
+/// The most members one plan moves to a new image (in member order, the order slots
+/// are granted in); the rest keep their `desiredImage` until a later plan.
+pub const RETARGETS_PER_PLAN: usize = 500;
+
+/// When to plan again while members wait for their new image, should no write wake the
+/// pool before.
+const RETARGET_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// `maxStaging` resolved against the pool's size (`None`: no limit), and how many
 /// members pull the target now.
 pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: &Target) {
@@ -24,7 +37,7 @@ pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: 
         .iter()
         .filter(|v| {
             v.bootc.as_ref().is_some_and(|b| {
-                b.spec.desired_image == target.image
+                b.spec().desired_image == target.image
                     && !AgentReport::of(b).needs_no_pull(&target.digest)
             })
         })
@@ -35,7 +48,7 @@ pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: 
 pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target) {
     let name = view.name.clone();
     let Some(info) = &view.node else { return };
-    if !info.labels.contains_key(MANAGED_LABEL) {
+    if !info.labels().contains_key(MANAGED_LABEL) {
         p.actions.push(Action::Label { node: name.clone() });
     }
     if !info.ready {
@@ -62,7 +75,7 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         p.states.insert(name, NodeState::Pending);
         return;
     };
-    if bootc.deleting {
+    if bootc.deleting() {
         p.states.insert(name, NodeState::Pending);
         return;
     }
@@ -71,13 +84,13 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         &p.snap.pool.spec,
         p.snap.pull_secret.hash.as_deref(),
         target,
-        Some(&bootc.spec),
+        Some(bootc.spec()),
     );
     let mut annotations: BTreeMap<String, Option<String>> = BTreeMap::new();
-    let retargeted = bootc.spec.desired_image != target.image;
+    let retargeted = bootc.spec().desired_image != target.image;
     if retargeted && held {
         hold::keep_image(&mut spec, bootc);
-    } else if retargeted && bootc.annotations.contains_key(DRAIN_FAILED_ANNOTATION) {
+    } else if retargeted && bootc.annotations().contains_key(DRAIN_FAILED_ANNOTATION) {
         annotations.insert(DRAIN_FAILED_ANNOTATION.to_owned(), None);
     }
     let node = Member {
@@ -89,7 +102,7 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         retargeted,
         held,
     };
-    if bootc.annotations.contains_key(REBOOT_SLOT_ANNOTATION) {
+    if bootc.annotations().contains_key(REBOOT_SLOT_ANNOTATION) {
         p.holders += 1;
         if !info.ready {
             // Counted once: a holder is unavailable anyway.
@@ -133,27 +146,34 @@ fn waiting<'a>(
     // maxStaging: a node that would start pulling waits, its desiredImage unchanged,
     // until a staging place frees. A held node kept its image and pulls nothing.
     if retargeted && !held && !agent.needs_no_pull(&target.digest) {
-        if p.staging_limit.is_some_and(|limit| p.staging >= limit) {
-            spec.desired_image = bootc.spec.desired_image.clone();
-            spec.desired_image_state = bootc.spec.desired_image_state;
+        let limited = p.staging_limit.is_some_and(|limit| p.staging >= limit);
+        let later = !limited && p.retargets >= RETARGETS_PER_PLAN;
+        if later {
+            // The writes of this plan wake the pool again; in case they do not:
+            p.requeue_in(RETARGET_RECHECK);
+        }
+        if limited || later {
+            spec.desired_image = bootc.spec().desired_image.clone();
+            spec.desired_image_state = bootc.spec().desired_image_state;
             if spec.desired_image_state == DesiredImageState::Booted {
                 spec.desired_image_state = DesiredImageState::Staged;
             }
             annotations.remove(DRAIN_FAILED_ANNOTATION);
         } else {
             p.staging += 1;
+            p.retargets += 1;
         }
     }
-    if spec != bootc.spec || !annotations.is_empty() {
+    if &spec != bootc.spec() || !annotations.is_empty() {
         p.actions.push(Action::Update {
             node: name.clone(),
-            resource_version: bootc.resource_version.clone(),
+            resource_version: bootc.resource_version(),
             spec,
             annotations,
         });
     }
     let drain_failed = bootc
-        .annotations
+        .annotations()
         .get(DRAIN_FAILED_ANNOTATION)
         .is_some_and(|d| *d == target.digest.to_string());
     let state = if drain_failed {

@@ -153,10 +153,7 @@ fn staging_percent(
         if p.states.get(&m.name) != Some(&NodeState::Staging) {
             continue;
         }
-        let progress = m
-            .bootc
-            .as_ref()
-            .and_then(|b| b.status.as_ref()?.progress.as_ref());
+        let progress = m.bootc.as_ref().and_then(|b| b.status()?.progress.as_ref());
         if let Some(pr) = progress.filter(|pr| pr.image_digest == target && pr.bytes_total > 0) {
             done += i128::from(pr.bytes_done.clamp(0, pr.bytes_total));
             total += i128::from(pr.bytes_total);
@@ -195,7 +192,7 @@ fn deploy_history(
         .iter()
         .filter(|v| p.states.contains_key(&v.name))
         .filter_map(|v| {
-            let booted = v.bootc.as_ref()?.status.as_ref()?.booted.as_ref()?;
+            let booted = v.bootc.as_ref()?.status()?.booted.as_ref()?;
             Some(BootedReport::from_booted(&v.name, booted))
         })
         .collect();

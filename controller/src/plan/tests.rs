@@ -3,6 +3,7 @@ use bootc_crds::node::{BootedImage, ImageStatus, StagedImage};
 use bootc_crds::pool::{BootcNodePool, DrainSpec};
 use chrono::TimeZone;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -135,12 +136,12 @@ fn node(name: &'static str) -> N {
 
 impl N {
     fn with(mut self, desired: char, state: DesiredImageState, status: BootcNodeStatus) -> Self {
-        self.bootc = Some(BootcView {
-            owner: Some(POOL.into()),
-            generation: Some(1),
-            resource_version: Some(format!("rv-{}", self.name)),
-            annotations: BTreeMap::new(),
-            spec: BootcNodeSpec {
+        self.bootc = Some(BootcView::of_parts(
+            Some(POOL),
+            Some(1),
+            Some(format!("rv-{}", self.name)),
+            BTreeMap::new(),
+            BootcNodeSpec {
                 desired_image: pin(desired),
                 desired_image_state: state,
                 reboot_policy: Default::default(),
@@ -148,9 +149,8 @@ impl N {
                 pull_secret_hash: None,
                 health_units: Vec::new(),
             },
-            status: Some(status),
-            deleting: false,
-        });
+            Some(status),
+        ));
         self
     }
 
@@ -166,7 +166,8 @@ impl N {
         self.bootc
             .as_mut()
             .unwrap()
-            .annotations
+            .object_mut()
+            .annotations_mut()
             .insert(key.into(), value.into());
         self
     }
@@ -188,12 +189,12 @@ impl N {
         NodeView {
             name: self.name.into(),
             node: Some(NodeInfo {
-                labels,
                 ready: self.ready,
                 unschedulable: self.unschedulable,
                 boot_id: None,
                 ready_since: None,
                 heartbeat: None,
+                ..NodeInfo::with_labels(labels)
             }),
             bootc: self.bootc.clone(),
         }
@@ -787,7 +788,7 @@ fn stale_agent_reports_neither_degrade_nor_qualify_a_node() {
         DesiredImageState::Staged,
         agent('a', Some('b'), "Staged", Some("old error")),
     );
-    n1.bootc.as_mut().unwrap().generation = Some(2);
+    n1.bootc.as_mut().unwrap().object_mut().metadata.generation = Some(2);
     let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(1)), &[n1]));
     assert!(granted(&plan).is_empty());
     assert_eq!(plan.states["n1"], NodeState::Staging);
@@ -1115,7 +1116,7 @@ fn approvals_spread_across_zones() {
         view.node
             .as_mut()
             .unwrap()
-            .labels
+            .labels_mut()
             .insert(ZONE_LABEL.into(), zone.into());
         view
     };
@@ -1183,8 +1184,13 @@ fn no_progress_for_ten_minutes_is_a_stall_and_progress_clears_it() {
 fn the_update_event_says_whether_the_reboot_was_soft() {
     for (node_boot, want) in [("0123", "after a soft reboot"), ("4567", "after a reboot")] {
         let mut snap = back_after_reboot(node_boot, Some(now()));
-        snap.nodes[0].bootc.as_mut().unwrap().spec.reboot_policy =
-            bootc_crds::pool::RebootPolicy::AllowSoftReboot;
+        snap.nodes[0]
+            .bootc
+            .as_mut()
+            .unwrap()
+            .object_mut()
+            .spec
+            .reboot_policy = bootc_crds::pool::RebootPolicy::AllowSoftReboot;
         let plan = super::plan(&snap);
         let message = plan
             .actions
@@ -1253,8 +1259,13 @@ fn a_ready_left_over_from_before_the_reboot_does_not_free_the_slot() {
     // the reboot; the Node's boot ID may carry dashes.
     let soft_allowed = |node_boot: &str, heartbeat| {
         let mut snap = back_after_reboot(node_boot, Some(heartbeat));
-        snap.nodes[0].bootc.as_mut().unwrap().spec.reboot_policy =
-            bootc_crds::pool::RebootPolicy::AllowSoftReboot;
+        snap.nodes[0]
+            .bootc
+            .as_mut()
+            .unwrap()
+            .object_mut()
+            .spec
+            .reboot_policy = bootc_crds::pool::RebootPolicy::AllowSoftReboot;
         super::plan(&snap)
     };
     let soft = soft_allowed("0-1-2-3", now());
@@ -1286,6 +1297,7 @@ fn without_a_reboot_record_for_the_target_the_node_is_judged_as_before() {
         .bootc
         .as_mut()
         .unwrap()
+        .object_mut()
         .status
         .as_mut()
         .unwrap()
@@ -1304,7 +1316,12 @@ fn without_a_reboot_record_for_the_target_the_node_is_judged_as_before() {
 fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
     let mut snap = back_after_reboot("0123", Some(now() - chrono::Duration::minutes(30)));
     snap.pool.spec.rollout.reboot_timeout_seconds = 60;
-    let annotations = &mut snap.nodes[0].bootc.as_mut().unwrap().annotations;
+    let annotations = &mut snap.nodes[0]
+        .bootc
+        .as_mut()
+        .unwrap()
+        .object_mut()
+        .annotations_mut();
     annotations.insert(APPROVED_AT_ANNOTATION.into(), "2026-11-22T11:00:00Z".into());
     let plan = super::plan(&snap);
     assert!(!released(&plan));
@@ -1316,6 +1333,7 @@ fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
     );
 }
 
+mod batches;
 mod fail_closed;
 mod hold;
 
@@ -1377,7 +1395,11 @@ fn deleting_a_pool_lets_every_node_go_before_the_finalizer() {
     // Once the BootcNodes are gone and the labels off, the finalizer comes off.
     let mut snap = snapshot(pool_spec(IntOrString::Int(2)), &[node("n1"), node("n2")]);
     for view in &mut snap.nodes {
-        view.node.as_mut().unwrap().labels.remove(MANAGED_LABEL);
+        view.node
+            .as_mut()
+            .unwrap()
+            .labels_mut()
+            .remove(MANAGED_LABEL);
     }
     deleting(&mut snap);
     assert_eq!(super::plan(&snap).actions, vec![Action::RemoveFinalizer]);
@@ -1453,6 +1475,7 @@ fn a_blocked_drain_is_named_in_the_bootc_node_and_announced_once() {
     let written = written.clone();
     let bootc = snap.nodes[0].bootc.as_mut().unwrap();
     bootc
+        .object_mut()
         .status
         .get_or_insert_with(Default::default)
         .drain_blocked = Some(written);
@@ -1605,7 +1628,14 @@ fn holders_down_in_their_own_reboot_do_not_halt_the_rollout() {
             let info = n.node.as_mut().unwrap();
             info.boot_id = Some("4567".into());
             info.ready_since = Some(now() - chrono::Duration::seconds(down_ago));
-            let status = n.bootc.as_mut().unwrap().status.as_mut().unwrap();
+            let status = n
+                .bootc
+                .as_mut()
+                .unwrap()
+                .object_mut()
+                .status
+                .as_mut()
+                .unwrap();
             status.booted.as_mut().unwrap().since =
                 to_time(now() - chrono::Duration::seconds(booted_ago));
         }

@@ -3,13 +3,16 @@
 //! progress, and the time. The reconcile shell gathers these; nothing here decides.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use bootc_crds::node::{BootcNodeSpec, BootcNodeStatus};
+use bootc_crds::node::{BootcNode, BootcNodeSpec, BootcNodeStatus};
 use bootc_crds::pool::{BootcNodePoolSpec, BootcNodePoolStatus};
 use bootc_crds::{Digest, ImageRef};
 use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt;
 
 /// The image a pool rolls out, pinned.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -48,11 +51,12 @@ pub struct PoolView {
     pub finalized: bool,
 }
 
-/// What the plan needs of a Node.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// What the plan needs of a Node: the facts read from it, and the cached object itself
+/// for its labels (shared, not copied).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodeInfo {
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
+    /// The Node, as the cache holds it.
+    pub node: Arc<Node>,
     /// The `Ready` condition is `True`.
     pub ready: bool,
     /// `spec.unschedulable`.
@@ -66,32 +70,108 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
+    /// Labels.
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        self.node.labels()
+    }
+
     /// An admin holds the node: its [`bootc_crds::HOLD_LABEL`] label is `true`. A held
     /// node is not moved to a new target nor given a reboot slot.
     pub fn held(&self) -> bool {
-        self.labels
+        self.labels()
             .get(bootc_crds::HOLD_LABEL)
             .is_some_and(|v| v == "true")
     }
 }
 
-/// What the plan needs of a BootcNode.
+/// What the plan needs of a BootcNode: the cached object itself, shared rather than
+/// copied (a plan of a 10,000-node pool would otherwise copy every member's spec, status
+/// and annotations), and the pool it belongs to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BootcView {
     /// The pool named in its controller owner reference.
     pub owner: Option<String>,
+    object: Arc<BootcNode>,
+}
+
+impl BootcView {
+    /// The view of `object`, which belongs to the pool `owner`.
+    pub fn new(object: Arc<BootcNode>, owner: Option<String>) -> Self {
+        BootcView { owner, object }
+    }
+
     /// `metadata.generation`.
-    pub generation: Option<i64>,
+    pub fn generation(&self) -> Option<i64> {
+        self.object.metadata.generation
+    }
+
     /// `metadata.resourceVersion`, the precondition of every write.
-    pub resource_version: Option<String>,
+    pub fn resource_version(&self) -> Option<String> {
+        self.object.metadata.resource_version.clone()
+    }
+
     /// The controller's annotations.
-    pub annotations: BTreeMap<String, String>,
+    pub fn annotations(&self) -> &BTreeMap<String, String> {
+        self.object.annotations()
+    }
+
     /// The spec.
-    pub spec: BootcNodeSpec,
+    pub fn spec(&self) -> &BootcNodeSpec {
+        &self.object.spec
+    }
+
     /// The agent's status.
-    pub status: Option<BootcNodeStatus>,
+    pub fn status(&self) -> Option<&BootcNodeStatus> {
+        self.object.status.as_ref()
+    }
+
     /// `metadata.deletionTimestamp` is set.
-    pub deleting: bool,
+    pub fn deleting(&self) -> bool {
+        self.object.metadata.deletion_timestamp.is_some()
+    }
+}
+
+#[cfg(test)]
+impl NodeInfo {
+    /// The facts of a Node with these labels.
+    pub(crate) fn with_labels(labels: BTreeMap<String, String>) -> Self {
+        let mut node = Node::default();
+        node.metadata.labels = Some(labels);
+        NodeInfo {
+            node: Arc::new(node),
+            ..NodeInfo::default()
+        }
+    }
+
+    /// The labels, to change.
+    pub(crate) fn labels_mut(&mut self) -> &mut BTreeMap<String, String> {
+        Arc::make_mut(&mut self.node).labels_mut()
+    }
+}
+
+#[cfg(test)]
+impl BootcView {
+    /// A view of a BootcNode made of these parts.
+    pub(crate) fn of_parts(
+        owner: Option<&str>,
+        generation: Option<i64>,
+        resource_version: Option<String>,
+        annotations: BTreeMap<String, String>,
+        spec: BootcNodeSpec,
+        status: Option<BootcNodeStatus>,
+    ) -> Self {
+        let mut object = BootcNode::new("", spec);
+        object.metadata.generation = generation;
+        object.metadata.resource_version = resource_version;
+        object.metadata.annotations = Some(annotations);
+        object.status = status;
+        BootcView::new(Arc::new(object), owner.map(str::to_owned))
+    }
+
+    /// The object, to change (a copy of its own if it is shared).
+    pub(crate) fn object_mut(&mut self) -> &mut BootcNode {
+        Arc::make_mut(&mut self.object)
+    }
 }
 
 /// One node name, with its Node and BootcNode when they exist.

@@ -176,6 +176,13 @@ pub(super) fn strip_node(node: &mut Node) {
         status.config = None;
         status.features = None;
         status.runtime_handlers = None;
+        if let Some(info) = status.node_info.as_mut() {
+            // Of the system facts, plans read the boot ID only.
+            *info = k8s_openapi::api::core::v1::NodeSystemInfo {
+                boot_id: std::mem::take(&mut info.boot_id),
+                ..Default::default()
+            };
+        }
         if let Some(conditions) = status.conditions.as_mut() {
             conditions.retain(|c| c.type_ == "Ready");
         }

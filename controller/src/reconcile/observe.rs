@@ -117,8 +117,8 @@ impl Context {
                 let matching = node.as_deref().is_some_and(selects);
                 (owned || matching).then(|| NodeView {
                     name: n,
-                    node: node.as_deref().map(node_info),
-                    bootc: bootc.as_deref().map(bootc_view),
+                    node: node.map(node_info),
+                    bootc: bootc.map(bootc_view),
                 })
             })
             .collect()
@@ -161,30 +161,23 @@ impl Context {
     }
 }
 
-fn node_info(node: &Node) -> NodeInfo {
-    let ready = ready_condition(node);
+fn node_info(node: Arc<Node>) -> NodeInfo {
+    let ready = ready_condition(&node);
     NodeInfo {
-        labels: node.labels().clone(),
-        ready: node_ready(node),
-        unschedulable: node_unschedulable(node),
-        boot_id: node_boot_id(node).map(str::to_owned),
+        ready: node_ready(&node),
+        unschedulable: node_unschedulable(&node),
+        boot_id: node_boot_id(&node).map(str::to_owned),
         ready_since: ready
             .and_then(|c| c.last_transition_time.as_ref())
             .and_then(bootc_crds::conditions::from_time),
         heartbeat: ready
             .and_then(|c| c.last_heartbeat_time.as_ref())
             .and_then(bootc_crds::conditions::from_time),
+        node,
     }
 }
 
-fn bootc_view(b: &BootcNode) -> BootcView {
-    BootcView {
-        owner: owner_pool(b),
-        generation: b.metadata.generation,
-        resource_version: b.metadata.resource_version.clone(),
-        annotations: b.annotations().clone(),
-        spec: b.spec.clone(),
-        status: b.status.clone(),
-        deleting: b.metadata.deletion_timestamp.is_some(),
-    }
+fn bootc_view(b: Arc<BootcNode>) -> BootcView {
+    let owner = owner_pool(&b);
+    BootcView::new(b, owner)
 }

@@ -501,6 +501,7 @@ fn a_node_back_counts_healthy_only_with_its_units_active() {
     n.bootc
         .as_mut()
         .unwrap()
+        .object_mut()
         .status
         .as_mut()
         .unwrap()
