@@ -137,8 +137,10 @@ struct Planner<'a> {
     /// Nodes pulling the target now (for `maxStaging`), and the limit.
     staging: usize,
     staging_limit: Option<usize>,
-    /// Members this plan moves to a new image (see [`staging::RETARGETS_PER_PLAN`]).
+    /// Members this plan gives a new image, and the most it may (see
+    /// [`staging::retarget_batch`]).
     retargets: usize,
+    retarget_limit: usize,
     /// Where the new slots' actions begin in `actions`, once slots are handed out.
     grants_from: Option<usize>,
     /// Slots this plan frees (their holders are uncordoned and released before the new
@@ -188,6 +190,7 @@ impl<'a> Planner<'a> {
             staging: 0,
             staging_limit: None,
             retargets: 0,
+            retarget_limit: staging::RETARGET_BATCH_MAX,
             grants_from: None,
             releases: 0,
             cordoned: BTreeSet::new(),

@@ -1,10 +1,11 @@
 //! Members that hold no reboot slot: the BootcNode each should have (the target, staged),
 //! `maxStaging` holding back nodes that would start a pull, and each node's state.
 //!
-//! A new target reaches at most [`RETARGETS_PER_PLAN`] members per plan: a plan's writes
-//! are carried out before the next plan, so a target written to a 10,000-node pool in one
-//! plan would hold back every slot grant until all 10,000 writes were done. In batches,
-//! the first nodes stage and take their slots while the rest are still being written.
+//! A target reaches at most [`retarget_batch`] members per plan, new BootcNodes and
+//! retargeted ones together: a plan's writes are carried out before its slot grants, so
+//! a target written to a 10,000-node pool in one plan would hold back every grant until
+//! all 10,000 writes were done. In batches, the first nodes stage and take their slots
+//! while the rest are still being written.
 
 use std::collections::BTreeMap;
 
@@ -20,9 +21,20 @@ use super::member::{Member, wanted_spec};
 use super::target::Target;
 use super::world::NodeView;
 
-/// The most members one plan moves to a new image (in member order, the order slots
-/// are granted in); the rest keep their `desiredImage` until a later plan.
-pub const RETARGETS_PER_PLAN: usize = 500;
+/// How many members one plan may give a new image, by creating their BootcNode or
+/// changing its `desiredImage` (in member order, by name): one wave's worth (the reboot
+/// budget), at least [`RETARGET_BATCH_MIN`] and at most [`RETARGET_BATCH_MAX`]; the rest
+/// wait for a later plan.
+pub fn retarget_batch(budget: usize) -> usize {
+    budget.clamp(RETARGET_BATCH_MIN, RETARGET_BATCH_MAX)
+}
+
+/// The smallest batch, so that a large pool with a small budget is not written a few
+/// nodes per plan.
+pub const RETARGET_BATCH_MIN: usize = 100;
+
+/// The largest batch, which bounds what one plan writes before its grants.
+pub const RETARGET_BATCH_MAX: usize = 500;
 
 /// When to plan again while members wait for their new image, should no write wake the
 /// pool before.
@@ -33,6 +45,8 @@ const RETARGET_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: &Target) {
     let limit = super::limits::staging(&p.snap.pool.spec.rollout, members.len());
     p.staging_limit = p.read(limit);
+    let budget = super::limits::budget(&p.snap.pool.spec.rollout, members.len());
+    p.retarget_limit = retarget_batch(p.read(budget));
     p.staging = members
         .iter()
         .filter(|v| {
@@ -48,19 +62,25 @@ pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: 
 pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target) {
     let name = view.name.clone();
     let Some(info) = &view.node else { return };
-    if !info.labels().contains_key(MANAGED_LABEL) {
+    let held = p.held.contains(&name);
+    // A new node pulls the target: it needs a staging place. A held one gets no
+    // BootcNode until the hold is lifted.
+    let placed = p.staging_limit.is_none_or(|limit| p.staging < limit);
+    let later = view.bootc.is_none() && !held && placed && p.retargets >= p.retarget_limit;
+    // A node joining is labelled in the plan that creates its BootcNode.
+    if !info.labels().contains_key(MANAGED_LABEL) && !later {
         p.actions.push(Action::Label { node: name.clone() });
     }
     if !info.ready {
         // NotReady nodes are unavailable whether or not they hold a slot.
         p.unavailable += 1;
     }
-    let held = p.held.contains(&name);
     let Some(bootc) = &view.bootc else {
-        // A new node pulls the target: it needs a staging place. A held one gets no
-        // BootcNode until the hold is lifted.
-        if !held && p.staging_limit.is_none_or(|limit| p.staging < limit) {
+        if later {
+            p.requeue_in(RETARGET_RECHECK);
+        } else if !held && placed {
             p.staging += 1;
+            p.retargets += 1;
             let spec = wanted_spec(
                 &p.snap.pool.spec,
                 p.snap.pull_secret.hash.as_deref(),
@@ -147,7 +167,7 @@ fn waiting<'a>(
     // until a staging place frees. A held node kept its image and pulls nothing.
     if retargeted && !held && !agent.needs_no_pull(&target.digest) {
         let limited = p.staging_limit.is_some_and(|limit| p.staging >= limit);
-        let later = !limited && p.retargets >= RETARGETS_PER_PLAN;
+        let later = !limited && p.retargets >= p.retarget_limit;
         if later {
             // The writes of this plan wake the pool again; in case they do not:
             p.requeue_in(RETARGET_RECHECK);
