@@ -76,23 +76,7 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         p.unavailable += 1;
     }
     let Some(bootc) = &view.bootc else {
-        if later {
-            p.requeue_in(RETARGET_RECHECK);
-        } else if !held && placed {
-            p.staging += 1;
-            p.retargets += 1;
-            let spec = wanted_spec(
-                &p.snap.pool.spec,
-                p.snap.pull_secret.hash.as_deref(),
-                target,
-                None,
-            );
-            p.actions.push(Action::Create {
-                node: name.clone(),
-                spec,
-            });
-        }
-        p.states.insert(name, NodeState::Pending);
+        create(p, name, target, held, placed, later);
         return;
     };
     if bootc.deleting() {
@@ -139,6 +123,35 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         return;
     }
     waiting(p, &node, spec, annotations);
+}
+
+/// A member without a BootcNode: created when it has a staging place and its batch has
+/// come (a held node gets none); pending either way.
+fn create(
+    p: &mut Planner<'_>,
+    name: String,
+    target: &Target,
+    held: bool,
+    placed: bool,
+    later: bool,
+) {
+    if later {
+        p.requeue_in(RETARGET_RECHECK);
+    } else if !held && placed {
+        p.staging += 1;
+        p.retargets += 1;
+        let spec = wanted_spec(
+            &p.snap.pool.spec,
+            p.snap.pull_secret.hash.as_deref(),
+            target,
+            None,
+        );
+        p.actions.push(Action::Create {
+            node: name.clone(),
+            spec,
+        });
+    }
+    p.states.insert(name, NodeState::Pending);
 }
 
 /// A member without a slot: its spec (held back by `maxStaging` when it would start a

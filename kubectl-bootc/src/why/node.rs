@@ -82,7 +82,7 @@ fn not_a_member(cluster: &Cluster, name: &str, why: &mut Why) {
             "no BootcNodePool selects it, so nothing updates it (it has no BootcNode)".to_owned(),
         ),
         [pool] => why.progressing.push(format!(
-            "bootcnodepool/{pool} selects it but has no BootcNode for it yet; the controller creates one (maxStaging may hold it back)"
+            "bootcnodepool/{pool} selects it but has no BootcNode for it yet; the controller creates one (maxStaging may hold it back; a large pool is written one wave at a time)"
         )),
         many => why.blocked.push(format!(
             "selected by pools {}: a node belongs to at most one pool, so none of them updates it (Degraded/{})",
@@ -169,7 +169,7 @@ fn progress_findings(cluster: &Cluster, raw: &serde_json::Value, bootc: &BootcNo
                 .push(format!("bootcnodepool/{}: {text}", pool.typed.name_any()));
         }
         why.progressing.push(format!(
-            "its BootcNode asks for {short}; the pool's target is {}: the controller moves it there when a staging place is free",
+            "its BootcNode asks for {short}; the pool's target is {}: the controller moves it there when a staging place is free (a large pool is written one wave at a time)",
             short_digest(pool_target.as_deref().unwrap_or_default())
         ));
         return;
