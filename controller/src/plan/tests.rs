@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bootc_crds::conditions;
-use bootc_crds::node::{BootcNodeSpec, BootcNodeStatus, DesiredImageState};
+use bootc_crds::node::{BootcNode, BootcNodeSpec, BootcNodeStatus, DesiredImageState};
 use bootc_crds::pool::{BootcNodePoolSpec, BootcNodePoolStatus};
 use bootc_crds::{
     APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION,
@@ -113,6 +113,22 @@ fn agent(
     }
 }
 
+/// A test member's BootcNode, to change.
+fn bootc_mut(bootc: &mut Option<BootcView>) -> &mut BootcNode {
+    bootc
+        .as_mut()
+        .expect("the member has a BootcNode")
+        .object_mut()
+}
+
+/// A test member's BootcNode status, to change.
+fn status_mut(bootc: &mut Option<BootcView>) -> &mut BootcNodeStatus {
+    bootc_mut(bootc)
+        .status
+        .as_mut()
+        .expect("the BootcNode has a status")
+}
+
 struct N {
     name: &'static str,
     role: &'static str,
@@ -163,10 +179,7 @@ impl N {
     }
 
     fn annotate(mut self, key: &str, value: &str) -> Self {
-        self.bootc
-            .as_mut()
-            .unwrap()
-            .object_mut()
+        bootc_mut(&mut self.bootc)
             .annotations_mut()
             .insert(key.into(), value.into());
         self
@@ -788,7 +801,7 @@ fn stale_agent_reports_neither_degrade_nor_qualify_a_node() {
         DesiredImageState::Staged,
         agent('a', Some('b'), "Staged", Some("old error")),
     );
-    n1.bootc.as_mut().unwrap().object_mut().metadata.generation = Some(2);
+    bootc_mut(&mut n1.bootc).metadata.generation = Some(2);
     let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(1)), &[n1]));
     assert!(granted(&plan).is_empty());
     assert_eq!(plan.states["n1"], NodeState::Staging);
@@ -1184,13 +1197,8 @@ fn no_progress_for_ten_minutes_is_a_stall_and_progress_clears_it() {
 fn the_update_event_says_whether_the_reboot_was_soft() {
     for (node_boot, want) in [("0123", "after a soft reboot"), ("4567", "after a reboot")] {
         let mut snap = back_after_reboot(node_boot, Some(now()));
-        snap.nodes[0]
-            .bootc
-            .as_mut()
-            .unwrap()
-            .object_mut()
-            .spec
-            .reboot_policy = bootc_crds::pool::RebootPolicy::AllowSoftReboot;
+        bootc_mut(&mut snap.nodes[0].bootc).spec.reboot_policy =
+            bootc_crds::pool::RebootPolicy::AllowSoftReboot;
         let plan = super::plan(&snap);
         let message = plan
             .actions
@@ -1259,13 +1267,8 @@ fn a_ready_left_over_from_before_the_reboot_does_not_free_the_slot() {
     // the reboot; the Node's boot ID may carry dashes.
     let soft_allowed = |node_boot: &str, heartbeat| {
         let mut snap = back_after_reboot(node_boot, Some(heartbeat));
-        snap.nodes[0]
-            .bootc
-            .as_mut()
-            .unwrap()
-            .object_mut()
-            .spec
-            .reboot_policy = bootc_crds::pool::RebootPolicy::AllowSoftReboot;
+        bootc_mut(&mut snap.nodes[0].bootc).spec.reboot_policy =
+            bootc_crds::pool::RebootPolicy::AllowSoftReboot;
         super::plan(&snap)
     };
     let soft = soft_allowed("0-1-2-3", now());
@@ -1293,14 +1296,7 @@ fn a_ready_left_over_from_before_the_reboot_does_not_free_the_slot() {
 fn without_a_reboot_record_for_the_target_the_node_is_judged_as_before() {
     // A record for another digest (an earlier rollout) asks nothing of the kubelet.
     let mut snap = back_after_reboot("0123", Some(now() - chrono::Duration::hours(2)));
-    snap.nodes[0]
-        .bootc
-        .as_mut()
-        .unwrap()
-        .object_mut()
-        .status
-        .as_mut()
-        .unwrap()
+    status_mut(&mut snap.nodes[0].bootc)
         .last_reboot
         .as_mut()
         .unwrap()
@@ -1316,12 +1312,7 @@ fn without_a_reboot_record_for_the_target_the_node_is_judged_as_before() {
 fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
     let mut snap = back_after_reboot("0123", Some(now() - chrono::Duration::minutes(30)));
     snap.pool.spec.rollout.reboot_timeout_seconds = 60;
-    let annotations = &mut snap.nodes[0]
-        .bootc
-        .as_mut()
-        .unwrap()
-        .object_mut()
-        .annotations_mut();
+    let annotations = &mut bootc_mut(&mut snap.nodes[0].bootc).annotations_mut();
     annotations.insert(APPROVED_AT_ANNOTATION.into(), "2026-11-22T11:00:00Z".into());
     let plan = super::plan(&snap);
     assert!(!released(&plan));
@@ -1628,14 +1619,7 @@ fn holders_down_in_their_own_reboot_do_not_halt_the_rollout() {
             let info = n.node.as_mut().unwrap();
             info.boot_id = Some("4567".into());
             info.ready_since = Some(now() - chrono::Duration::seconds(down_ago));
-            let status = n
-                .bootc
-                .as_mut()
-                .unwrap()
-                .object_mut()
-                .status
-                .as_mut()
-                .unwrap();
+            let status = status_mut(&mut n.bootc);
             status.booted.as_mut().unwrap().since =
                 to_time(now() - chrono::Duration::seconds(booted_ago));
         }

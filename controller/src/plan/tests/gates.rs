@@ -498,17 +498,8 @@ fn a_node_back_counts_healthy_only_with_its_units_active() {
     assert_eq!(plan.status.degraded_count, 1);
     // Within the timeout, an activating unit is waited for.
     let mut n = back_with("n1", "new", &[(unit, "activating")]);
-    n.bootc
-        .as_mut()
-        .unwrap()
-        .object_mut()
-        .status
-        .as_mut()
-        .unwrap()
-        .booted
-        .as_mut()
-        .unwrap()
-        .since = to_time(now() - chrono::Duration::seconds(30));
+    status_mut(&mut n.bootc).booted.as_mut().unwrap().since =
+        to_time(now() - chrono::Duration::seconds(30));
     let plan = super::plan(&snapshot(spec(), &[n]));
     assert!(!released(&plan, "n1"));
     assert_eq!(condition_of(&plan, "Degraded").reason, "Healthy");

@@ -252,14 +252,7 @@ fn a_held_slot_holder_keeps_its_image_when_the_target_moves() {
 #[test]
 fn lifting_the_hold_lets_the_node_go_on_and_clears_the_mark() {
     let mark = |mut n: N| {
-        n.bootc
-            .as_mut()
-            .unwrap()
-            .object_mut()
-            .status
-            .as_mut()
-            .unwrap()
-            .held = Some(true);
+        status_mut(&mut n.bootc).held = Some(true);
         n
     };
     let staged = held(mark(node("n1").staged()));
