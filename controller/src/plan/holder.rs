@@ -19,7 +19,7 @@ use super::actions::{Action, NodeState, events};
 use super::agent::{AgentReport, KUBELET_RECHECK, kubelet_reported_since_reboot};
 use super::health::{self, BootHealth};
 use super::member::{Member, release};
-use super::world::{DrainView, NodeView};
+use super::world::{BootcView, DrainView, NodeInfo, NodeView};
 use super::{Planner, parse_stamp, stamp};
 
 /// A slot holder: the member, the spec it should have, and annotation changes so far.
@@ -76,9 +76,7 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
         p.actions.push(Action::CancelDrain { node: name.clone() });
     }
     let node = &holder.node;
-    let mid_reboot = node.bootc.spec().desired_image_state == DesiredImageState::Booted
-        && (node.agent.rebooting() || !node.info.ready);
-    if mid_reboot {
+    if may_be_rebooting(node.bootc, node.info, node.agent) {
         // A held node kept its spec: there may be nothing to write.
         if &holder.spec != node.bootc.spec() || !holder.annotations.is_empty() {
             holder.update(p);
@@ -92,6 +90,58 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     holder.spec.desired_image_state = DesiredImageState::Staged;
     holder.update(p);
     p.states.insert(name, NodeState::Pending);
+}
+
+/// Whether a node approved to reboot may be in that reboot now, so that its slot must not
+/// be freed nor the node let go: its agent says it is rebooting, its Node is NotReady, or
+/// its agent recorded a reboot for the approved image and the kubelet has not reported
+/// since. In that last case the Node's `Ready` is left over from before the reboot, and
+/// its NotReady (the host going down, or its kubelet starting again) may still come: a
+/// slot freed then would be taken by another node while this one goes down.
+///
+/// An approval the agent has not recorded is not a reboot under way: it is revoked by a
+/// spec write conditional on the BootcNode's version, and the agent records its reboot
+/// with the same condition, so exactly one of the two is written.
+pub(super) fn may_be_rebooting(
+    bootc: &BootcView,
+    info: &NodeInfo,
+    agent: &AgentReport<'_>,
+) -> bool {
+    let spec = bootc.spec();
+    if spec.desired_image_state != DesiredImageState::Booted {
+        return false;
+    }
+    if agent.rebooting() || !info.ready {
+        return true;
+    }
+    let Some(approved) = bootc_crds::image_ref::digest_in(&spec.desired_image) else {
+        return false;
+    };
+    let soft_possible = spec.reboot_policy == RebootPolicy::AllowSoftReboot;
+    let recorded = agent
+        .last_reboot()
+        .filter(|r| r.digest == approved.to_string());
+    recorded.is_some() && !kubelet_reported_since_reboot(info, recorded, &approved, soft_possible)
+}
+
+/// Whether a node leaving the pool (or a pool being deleted) must keep its BootcNode for
+/// now: it may be in the reboot it was approved for ([`may_be_rebooting`]) and
+/// `rebootTimeoutSeconds` have not passed since the approval. Let go mid-reboot, it would
+/// go down uncordoned and outside every budget.
+pub(super) fn finishing_reboot(p: &mut Planner<'_>, bootc: &BootcView, info: &NodeInfo) -> bool {
+    let agent = AgentReport::of(bootc);
+    if !may_be_rebooting(bootc, info, &agent) {
+        return false;
+    }
+    let deadline = Deadline::of(p, bootc);
+    if deadline.overdue {
+        return false;
+    }
+    let since = deadline.approved_at.map_or(Duration::ZERO, |t| {
+        (p.snap.now - t).to_std().unwrap_or(Duration::ZERO)
+    });
+    p.requeue_in(deadline.timeout.saturating_sub(since) + Duration::from_secs(1));
+    true
 }
 
 /// Granted, not yet approved: cordon, drain, approve (or, on a drain timeout, free the
@@ -160,10 +210,8 @@ struct Deadline {
 }
 
 impl Deadline {
-    fn of(p: &mut Planner<'_>, holder: &Holder<'_, '_>) -> Self {
-        let approved_at = holder
-            .node
-            .bootc
+    fn of(p: &mut Planner<'_>, bootc: &BootcView) -> Self {
+        let approved_at = bootc
             .annotations()
             .get(APPROVED_AT_ANNOTATION)
             .and_then(|s| parse_stamp(s));
@@ -217,7 +265,7 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
     let (info, agent, digest) = (node.info, node.agent, &node.target.digest);
     let now = p.snap.now;
     let degraded = agent.degraded();
-    let deadline = Deadline::of(p, &holder);
+    let deadline = Deadline::of(p, holder.node.bootc);
     let soft_possible = node.bootc.spec().reboot_policy == RebootPolicy::AllowSoftReboot;
     let kubelet_back =
         kubelet_reported_since_reboot(info, agent.last_reboot(), digest, soft_possible);

@@ -1,12 +1,15 @@
 //! Who belongs to the pool: the nodes its selector matches and the BootcNodes it owns,
 //! conflicts with other pools, and the clean-up of a node that leaves.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use bootc_crds::node::DesiredImageState;
 
 use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
 
 use super::Planner;
 use super::actions::Action;
+use super::holder;
 use super::world::NodeView;
 
 /// The pool's members, in snapshot order. Leavers get their clean-up actions; nodes
@@ -78,6 +81,26 @@ fn conflict(p: &mut Planner<'_>, view: &NodeView, others: &[&str]) -> bool {
 /// A node this pool owns but no longer selects (or whose Node is gone).
 pub(super) fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) {
     let node = view.name.clone();
+    if let (Some(info), Some(bootc)) = (&view.node, &view.bootc)
+        && !bootc.deleting()
+        && bootc.spec().desired_image_state == DesiredImageState::Booted
+    {
+        if holder::finishing_reboot(p, bootc, info) {
+            // Kept, slot and cordon included, until its reboot is over.
+            return;
+        }
+        // The approval is revoked first, on condition of the version read: an agent that
+        // recorded its reboot meanwhile makes this fail, and the next plan waits for that
+        // reboot; once this is written, the agent cannot record one.
+        let mut spec = bootc.spec().clone();
+        spec.desired_image_state = DesiredImageState::Staged;
+        p.actions.push(Action::Update {
+            node: node.clone(),
+            resource_version: bootc.resource_version(),
+            spec,
+            annotations: BTreeMap::new(),
+        });
+    }
     if p.snap.drains.contains_key(&node) {
         p.actions.push(Action::CancelDrain { node: node.clone() });
     }

@@ -1327,6 +1327,7 @@ fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
 mod batches;
 mod fail_closed;
 mod hold;
+mod mid_reboot;
 
 fn deleting(snap: &mut Snapshot) {
     snap.pool.deleting = true;
