@@ -119,9 +119,12 @@ impl Default for AlertGate {
 impl AlertGate {
     /// A gate asking with `options`.
     pub fn new(options: AlertGateOptions) -> Self {
+        // No redirects: one would take the basic authentication, or the question, to
+        // another place than the URL the pool names.
         let http = reqwest::Client::builder()
             .timeout(options.timeout)
             .connect_timeout(options.timeout)
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(crate::reconcile::USER_AGENT)
             .build()
             .map_err(|e| format!("cannot set up the HTTP client: {e}"));
@@ -265,23 +268,7 @@ pub fn describe(labels: &Labels) -> String {
     text
 }
 
-/// A URL as messages show it: without the user name and password (which are sent as
-/// basic authentication).
-pub fn shown(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            let text = u.to_string();
-            if url.ends_with('/') {
-                text
-            } else {
-                text.trim_end_matches('/').to_owned()
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
+pub use bootc_crds::bounds::shown_url as shown;
 
 #[cfg(test)]
 mod tests;

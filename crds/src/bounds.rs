@@ -161,6 +161,26 @@ fn bound(schema: &mut Map<String, Value>, path: &[&str], keywords: Value) {
     }
 }
 
+/// A URL as statuses, conditions, Events and logs show it: without the user name and
+/// password (which are sent as basic authentication) and without a query or fragment
+/// (which may carry a token). It works on the text, so that a URL that cannot be parsed
+/// loses them too: the authority ends at the first `/`, `?` or `#`, and its user
+/// information at its last `@`, as URL parsers have it.
+pub fn shown_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let path = tail.split(['?', '#']).next().unwrap_or_default();
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

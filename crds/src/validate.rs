@@ -238,7 +238,7 @@ fn check_alert_gate(alerts: &AlertGateSpec, errors: &mut Vec<FieldError>) {
     {
         errors.push(FieldError::new(
             "spec.health.alerts.url",
-            format!("{url:?} must be an http:// or https:// URL of at most {URL_MAX_LEN} characters without spaces"),
+            format!("{:?} must be an http:// or https:// URL of at most {URL_MAX_LEN} characters without spaces", crate::bounds::shown_url(url)),
         ));
     }
     if alerts.matchers.len() > MAX_MATCHERS {

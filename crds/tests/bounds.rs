@@ -447,3 +447,19 @@ fn condition_types_and_reasons_fit_the_condition_schema() {
         assert!(reason_pattern.is_match(reason), "{reason}");
     }
 }
+
+#[test]
+fn an_invalid_alert_gate_url_is_named_without_its_credentials() {
+    let spec: bootc_crds::pool::BootcNodePoolSpec = serde_json::from_value(json!({
+        "nodeSelector": {"matchLabels": {"role": "worker"}},
+        "image": {"ref": "quay.io/example/os:stable"},
+        "health": {"alerts": {"url": "ftp://admin:hunter2@am.example/x?token=s3cret"}},
+    }))
+    .unwrap();
+    let message = spec.validate().unwrap_err().to_string();
+    assert!(message.contains("ftp://am.example/x"), "{message}");
+    assert!(
+        !message.contains("hunter2") && !message.contains("s3cret") && !message.contains("admin"),
+        "{message}"
+    );
+}

@@ -128,10 +128,21 @@ impl Source<'_> {
                 .header(http::header::ACCEPT, "application/json")
                 .send()
                 .await
-                .map_err(|e| request_error(&shown_url, &e, timeout))?;
+                .map_err(|e| request_error(&shown_url, e, timeout))?;
             let status = response.status();
             if status == http::StatusCode::NOT_FOUND {
                 return Ok(Reply::NotFound);
+            }
+            if status.is_redirection() {
+                let to = response
+                    .headers()
+                    .get(http::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .map(|l| format!(" to {}", shown(l)))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "{shown_url} answered {status}, a redirect{to}; redirects are not followed: set spec.health.alerts.url to where it leads"
+                ));
             }
             if !status.is_success() {
                 return Err(format!("{shown_url} answered {status}"));
@@ -140,7 +151,7 @@ impl Source<'_> {
             while let Some(chunk) = response
                 .chunk()
                 .await
-                .map_err(|e| request_error(&shown_url, &e, timeout))?
+                .map_err(|e| request_error(&shown_url, e, timeout))?
             {
                 if body.len() + chunk.len() > MAX_BODY {
                     return Err(format!(
@@ -212,12 +223,14 @@ fn path_of(path: &str) -> &str {
     path.split_once('?').map_or(path, |(p, _)| p)
 }
 
-/// Why a request failed, naming the URL and the cause.
-fn request_error(url: &str, e: &reqwest::Error, timeout: Duration) -> String {
+/// Why a request failed, naming the URL (as shown) and the cause.
+fn request_error(url: &str, e: reqwest::Error, timeout: Duration) -> String {
     if e.is_timeout() {
         return format!("{url} did not answer within {timeout:?}");
     }
-    let cause = error_chain(e);
+    // The error's own URL would bring back a query the shown one leaves out.
+    let e = e.without_url();
+    let cause = error_chain(&e);
     if e.is_connect() {
         format!("cannot connect to {url}: {cause}")
     } else {

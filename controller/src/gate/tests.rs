@@ -18,6 +18,8 @@ struct Route {
     status: u16,
     body: Vec<u8>,
     delay: Duration,
+    /// A `Location` header to send.
+    location: Option<String>,
 }
 
 #[derive(Default)]
@@ -52,12 +54,18 @@ async fn handle(State(fake): State<Arc<Fake>>, uri: Uri) -> Response {
     };
     tokio::time::sleep(route.delay).await;
     let status = StatusCode::from_u16(route.status).unwrap();
-    (
+    let mut response = (
         status,
         [(http::header::CONTENT_TYPE, "application/json")],
         route.body,
     )
-        .into_response()
+        .into_response();
+    if let Some(location) = route.location {
+        response
+            .headers_mut()
+            .insert(http::header::LOCATION, location.parse().unwrap());
+    }
+    response
 }
 
 impl Server {
@@ -85,6 +93,21 @@ impl Server {
             status,
             body: body.into(),
             delay,
+            location: None,
+        };
+        self.fake
+            .routes
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), route);
+    }
+
+    fn redirect(&self, path: &str, status: u16, location: &str) {
+        let route = Route {
+            status,
+            body: Vec::new(),
+            delay: Duration::ZERO,
+            location: Some(location.to_owned()),
         };
         self.fake
             .routes
@@ -499,6 +522,66 @@ async fn user_and_password_are_not_shown() {
         "{error}"
     );
     assert!(error.contains(&closed.to_string()), "{error}");
+}
+
+#[tokio::test]
+async fn user_password_and_query_are_not_shown_when_the_source_fails() {
+    let server = Server::start().await;
+    server.answer("/api/v2/alerts", 500, "down");
+    let base = format!("http://alice:s3cret@{}", server.addr);
+    for url in [base.clone(), format!("{base}/?token=t0ken")] {
+        let error = error_of(AlertGate::default().check(&spec(&url, &[]), now()).await);
+        for secret in ["alice", "s3cret", "t0ken"] {
+            assert!(!error.contains(secret), "{secret:?} shows in {error:?}");
+        }
+        assert!(
+            error.starts_with(&format!("http://{}", server.addr)),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn urls_are_shown_without_user_password_query_or_fragment() {
+    let cases = [
+        ("http://am:9093", "http://am:9093"),
+        ("http://am:9093/", "http://am:9093/"),
+        ("https://u:p@am:9093/prefix", "https://am:9093/prefix"),
+        ("https://u@am", "https://am"),
+        ("http://u:p@w@am/x?token=t#f", "http://am/x"),
+        ("http://am/?token=t", "http://am/"),
+        ("http://am#frag", "http://am"),
+        // Not a URL a parser takes (bad port), still without its password.
+        ("http://u:p@am:99999999/x?t=1", "http://am:99999999/x"),
+    ];
+    for (url, expected) in cases {
+        assert_eq!(shown(url), expected, "{url}");
+    }
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed() {
+    let target = Server::start().await;
+    target.answer("/api/v2/alerts", 200, "[]");
+    target.answer("/api/v1/alerts", 200, prom_answer(&[]));
+    let server = Server::start().await;
+    let location = format!("http://bob:pw@{}/api/v2/alerts?token=t0ken", target.addr);
+    server.redirect("/api/v2/alerts", 302, &location);
+    let view = AlertGate::default()
+        .check(&spec(&server.url(), &[]), now())
+        .await;
+    assert!(!matches!(view, GateView::Open { .. }), "{view:?}");
+    let error = error_of(view);
+    assert_eq!(
+        error,
+        format!(
+            "{}/api/v2/alerts answered 302 Found, a redirect to http://{}/api/v2/alerts; \
+             redirects are not followed: set spec.health.alerts.url to where it leads",
+            server.url(),
+            target.addr
+        )
+    );
+    assert!(target.hits().is_empty(), "{:?}", target.hits());
 }
 
 #[tokio::test]

@@ -3,7 +3,8 @@
 //! and jitter for what may pass (no answer, a 5xx, 408 or 429, an API error reading the
 //! Secret), and a clear failure for what will not (a missing Secret or key, a value that is
 //! no http(s) URL, any other answer). The URL never appears in a log line, an Event or an
-//! error: it often embeds a token.
+//! error: it often embeds a token. Only an answer's status is read, never its body, so a
+//! webhook answering without end costs nothing; redirects are not followed.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;

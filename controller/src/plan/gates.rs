@@ -34,7 +34,9 @@ pub(super) fn alert(p: &mut Planner<'_>) {
     };
     let fail_closed = spec.fail_closed;
     let interval = Duration::from_secs(u64::try_from(spec.interval_seconds.max(1)).unwrap_or(30));
-    let url = spec.url.clone();
+    // The URL as messages show it: its user name, password and query stay out of the
+    // status, the conditions, the Events and the logs.
+    let url = crate::gate::shown(&spec.url);
     let now = p.snap.now;
     let (state, message, checked) = read_gate(&p.snap.gate, &url, now);
     match state {
@@ -253,5 +255,114 @@ fn ceil_second(t: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc
         t
     } else {
         t.trunc_subsecs(0) + chrono::Duration::seconds(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::collections::BTreeMap;
+
+    use bootc_crds::pool::BootcNodePool;
+    use chrono::TimeZone;
+
+    use super::super::world::{Lookup, NodeInfo, NodeView, PoolView, PullSecretView, Snapshot};
+    use super::*;
+
+    /// What the pool's alert gate URL carries that nothing may show.
+    const SECRETS: [&str; 3] = ["alice", "s3cret", "t0ken"];
+
+    /// A pool gated by an alert source whose URL carries a user, a password and a token,
+    /// with one matching Node, as the gate answered `gate`.
+    fn snapshot(gate: GateView) -> Snapshot {
+        let pool: BootcNodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "node.bootc.dev/v1alpha1",
+            "kind": "BootcNodePool",
+            "metadata": {"name": "workers"},
+            "spec": {
+                "nodeSelector": {"matchLabels": {"role": "worker"}},
+                "image": {"ref": format!("quay.io/os/node@sha256:{}", "b".repeat(64))},
+                "rollout": {"maxUnavailable": 1},
+                "health": {"alerts": {
+                    "url": "http://alice:s3cret@am.test:9093/?token=t0ken",
+                    "matchers": ["severity=\"critical\""],
+                }},
+            }
+        }))
+        .unwrap();
+        let labels = BTreeMap::from([("role".to_owned(), "worker".to_owned())]);
+        Snapshot {
+            pool: PoolView {
+                name: "workers".into(),
+                generation: Some(1),
+                spec: pool.spec,
+                status: None,
+                deleting: false,
+                finalized: true,
+            },
+            lookup: Lookup::NotAsked,
+            pull_secret: PullSecretView::default(),
+            other_pools: Vec::new(),
+            pools: BTreeMap::new(),
+            gate,
+            nodes: vec![NodeView {
+                name: "n1".into(),
+                node: Some(NodeInfo {
+                    ready: true,
+                    ..NodeInfo::with_labels(labels)
+                }),
+                bootc: None,
+            }],
+            drains: BTreeMap::new(),
+            progress: None,
+            now: chrono::Utc
+                .with_ymd_and_hms(2026, 11, 22, 12, 0, 0)
+                .unwrap(),
+        }
+    }
+
+    /// Plans `gate` and checks that the URL shows in the alert gate's status, without
+    /// anything of [`SECRETS`] in the status, its conditions or any action (Events
+    /// included); returns the alert gate's message.
+    fn planned_without_secrets(gate: GateView) -> String {
+        let plan = super::super::plan(&snapshot(gate));
+        let everything = format!("{plan:?}");
+        for secret in SECRETS {
+            assert!(
+                !everything.contains(secret),
+                "{secret:?} shows in the plan: {everything}"
+            );
+        }
+        let message = plan
+            .status
+            .alert_gate
+            .as_ref()
+            .and_then(|g| g.message.clone())
+            .unwrap();
+        assert!(message.contains("http://am.test:9093"), "{message}");
+        message
+    }
+
+    #[test]
+    fn the_alert_gate_url_shows_without_credentials_or_query_when_alerts_fire() {
+        let checked = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 22, 11, 59, 0)
+            .unwrap();
+        let message = planned_without_secrets(GateView::Firing {
+            alerts: vec!["NodeTrouble{severity=\"critical\"}".into()],
+            count: 1,
+            checked,
+        });
+        assert_eq!(
+            message,
+            "1 matching alerts fire at http://am.test:9093/: NodeTrouble{severity=\"critical\"}"
+        );
+    }
+
+    #[test]
+    fn the_alert_gate_url_shows_without_credentials_or_query_when_not_yet_asked() {
+        let message = planned_without_secrets(GateView::NotConfigured);
+        assert_eq!(message, "http://am.test:9093/ has not been asked yet");
     }
 }

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use bootc_crds::image_ref::{Digest, ImageRef};
 use bootc_pool_common::backoff::Backoff;
 use chrono::{DateTime, Utc};
-use oci_client::Client;
 
 use super::{Credentials, ResolveError};
 
@@ -20,8 +19,8 @@ const BACKOFF_BASE: Duration = Duration::from_secs(30);
 const BACKOFF_MAX_FAILURES: u32 = 17;
 /// The shortest backoff, whatever the interval.
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
-/// Cache entries and clients unused for this long are dropped.
-pub(super) const IDLE_EVICTION: Duration = Duration::from_secs(3600);
+/// Cache entries unused for this long are dropped.
+const IDLE_EVICTION: Duration = Duration::from_secs(3600);
 /// Number of entries above which idle ones are looked for.
 const PRUNE_ABOVE: usize = 64;
 
@@ -75,8 +74,8 @@ impl fmt::Debug for Resolver {
 
 pub(super) struct ResolverState {
     pub(super) options: ResolverOptions,
-    /// One client per credential fingerprint (`None` = anonymous), with its last use.
-    pub(super) clients: Mutex<HashMap<Option<String>, (Client, Instant)>>,
+    /// The HTTP client of every registry exchange, or why there is none.
+    pub(super) http: Result<reqwest::Client, String>,
     /// One cache entry per key, with its last use.
     entries: Mutex<HashMap<EntryKey, (SharedEntry, Instant)>>,
     /// Digest → version label (`None`: the image has none).
@@ -113,12 +112,13 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Resolver {
-    /// A resolver with no cached answers. Registry clients are built on first use.
+    /// A resolver with no cached answers.
     pub fn new(options: ResolverOptions) -> Self {
+        let http = super::registry::http_client(&options);
         Resolver {
             inner: Arc::new(ResolverState {
                 options,
-                clients: Mutex::new(HashMap::new()),
+                http,
                 entries: Mutex::new(HashMap::new()),
                 versions: Mutex::new(HashMap::new()),
             }),

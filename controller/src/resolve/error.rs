@@ -1,10 +1,10 @@
-//! [`ResolveError`], and how the registry client's failures map to it: registry error
+//! [`ResolveError`], and how a registry exchange's failures map to it: registry error
 //! codes, HTTP statuses and what the network stack said.
 
 use std::time::Duration;
 
 use bootc_crds::image_ref::ImageRef;
-use oci_client::errors::{OciDistributionError, OciEnvelope, OciErrorCode};
+use oci_client::errors::{OciEnvelope, OciErrorCode};
 
 use super::Credentials;
 
@@ -38,8 +38,8 @@ pub enum ResolveError {
         /// `host[:port]`.
         registry: String,
         /// How long to wait before asking again: the resolver's backoff (the registry's
-        /// `Retry-After` is not visible through the OCI client), or what is left of it
-        /// when the error is served from the cache.
+        /// `Retry-After` is not read), or what is left of it when the error is served
+        /// from the cache.
         retry_after: Option<Duration>,
     },
     /// No answer within the configured timeout.
@@ -175,11 +175,11 @@ pub(super) struct FailureContext<'a> {
 }
 
 impl FailureContext<'_> {
-    fn registry(&self) -> String {
+    pub(super) fn registry(&self) -> String {
         self.reference.registry().to_owned()
     }
 
-    fn unauthorized(&self) -> ResolveError {
+    pub(super) fn unauthorized(&self) -> ResolveError {
         ResolveError::Unauthorized {
             registry: self.registry(),
             repository: self.reference.name(),
@@ -195,14 +195,14 @@ impl FailureContext<'_> {
         }
     }
 
-    fn rate_limited(&self) -> ResolveError {
+    pub(super) fn rate_limited(&self) -> ResolveError {
         ResolveError::RateLimited {
             registry: self.registry(),
             retry_after: None,
         }
     }
 
-    fn other(&self, detail: String) -> ResolveError {
+    pub(super) fn other(&self, detail: String) -> ResolveError {
         ResolveError::Other {
             reference: self.reference.to_string(),
             detail,
@@ -220,41 +220,50 @@ impl FailureContext<'_> {
     }
 }
 
-/// The [`ResolveError`] of a failed registry exchange.
-pub(super) fn classify(err: &OciDistributionError, ctx: &FailureContext<'_>) -> ResolveError {
-    match err {
-        OciDistributionError::UnauthorizedError { .. }
-        | OciDistributionError::AuthenticationFailure(_) => ctx.unauthorized(),
-        OciDistributionError::RegistryError { envelope, .. } => classify_envelope(envelope, ctx),
-        OciDistributionError::ServerError { code, message, .. } => match code {
-            400 if ctx.insecure && message.contains("HTTPS server") => ResolveError::Tls {
-                registry: ctx.registry(),
-                detail: "it speaks HTTPS; remove it from --insecure-registry".to_owned(),
-            },
-            _ => ctx.by_status(*code, || {
-                format!(
-                    "registry answered HTTP {code}: {}",
-                    truncate(message.trim(), 200)
-                )
-            }),
+/// The [`ResolveError`] of a request that got no answer (or whose answer broke off).
+pub(super) fn request_failed(e: &reqwest::Error, ctx: &FailureContext<'_>) -> ResolveError {
+    classify_request(
+        &RequestFailure {
+            timeout: e.is_timeout(),
+            connect: e.is_connect(),
+            status: e.status().map(|s| s.as_u16()),
+            detail: error_chain(e),
+            // What the network stack said, without the top-level message (it carries
+            // the URL, whose host name must not steer the classification).
+            network: std::error::Error::source(e)
+                .map(error_chain)
+                .unwrap_or_default()
+                .to_ascii_lowercase(),
         },
-        OciDistributionError::RequestError(e) => classify_request(
-            &RequestFailure {
-                timeout: e.is_timeout(),
-                connect: e.is_connect(),
-                status: e.status().map(|s| s.as_u16()),
-                detail: error_chain(e),
-                // What the network stack said, without the top-level message (it carries
-                // the URL, whose host name must not steer the classification).
-                network: std::error::Error::source(e)
-                    .map(error_chain)
-                    .unwrap_or_default()
-                    .to_ascii_lowercase(),
-            },
-            ctx,
-        ),
-        e => ctx.other(error_chain(e)),
+        ctx,
+    )
+}
+
+/// The [`ResolveError`] of an answer other than 200 OK, from its status and the start of
+/// its body: 401 refuses the credentials, a client error's error document decides by its
+/// codes, anything else by its status.
+pub(super) fn answered(status: u16, body: &[u8], ctx: &FailureContext<'_>) -> ResolveError {
+    if status == 401 {
+        return ctx.unauthorized();
     }
+    if (400..500).contains(&status)
+        && let Ok(envelope) = serde_json::from_slice::<OciEnvelope>(body)
+    {
+        return classify_envelope(&envelope, ctx);
+    }
+    let message = String::from_utf8_lossy(body);
+    if status == 400 && ctx.insecure && message.contains("HTTPS server") {
+        return ResolveError::Tls {
+            registry: ctx.registry(),
+            detail: "it speaks HTTPS; remove it from --insecure-registry".to_owned(),
+        };
+    }
+    ctx.by_status(status, || {
+        format!(
+            "registry answered HTTP {status}: {}",
+            truncate(message.trim(), 200)
+        )
+    })
 }
 
 /// A registry's error document: its codes decide.
