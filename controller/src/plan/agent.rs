@@ -122,7 +122,9 @@ pub(super) const KUBELET_RECHECK: Duration = Duration::from_secs(2);
 /// heartbeat is no older than the reboot (a soft reboot keeps the boot ID; both times
 /// come from the node's own clock). Without the agent's record of a reboot for this
 /// digest there is nothing to wait for, and a Node that reports neither a boot ID nor a
-/// heartbeat gives nothing to judge by. When only full reboots are allowed
+/// heartbeat gives nothing to judge by. A boot ID other than the recorded one counts only
+/// with a heartbeat no older than the record (or none at all): one older is left over
+/// from a boot before the recorded one. When only full reboots are allowed
 /// (`soft_possible` false) and the Node reports a boot ID, only a new boot ID counts: a
 /// heartbeat is kept at whole seconds, and one left over from before a reboot in the same
 /// second would otherwise pass for the new boot's.
@@ -140,10 +142,19 @@ pub(super) fn kubelet_reported_since_reboot(
         return true;
     }
     let normal = |id: &str| id.replace('-', "").to_ascii_lowercase();
-    let new_boot = boot_id.is_some_and(|id| normal(id) != normal(&last.boot_id));
+    let rebooted = from_time(&last.time);
     let heartbeat_since = info
         .heartbeat
-        .zip(from_time(&last.time))
+        .zip(rebooted)
         .is_some_and(|(heartbeat, rebooted)| heartbeat >= rebooted);
+    // A heartbeat from before the record is from an earlier boot, whatever its boot ID:
+    // a Node that did not report through two reboots still shows the boot before the
+    // first, which is not the one recorded before the second.
+    let heartbeat_before = info
+        .heartbeat
+        .zip(rebooted)
+        .is_some_and(|(heartbeat, rebooted)| heartbeat < rebooted);
+    let new_boot =
+        boot_id.is_some_and(|id| normal(id) != normal(&last.boot_id)) && !heartbeat_before;
     new_boot || (heartbeat_since && (soft_possible || boot_id.is_none()))
 }

@@ -1258,11 +1258,19 @@ fn a_ready_left_over_from_before_the_reboot_does_not_free_the_slot() {
         stale.requeue_after
     );
 
-    // A new boot ID is the kubelet of the new boot (with or without a heartbeat).
-    for heartbeat in [None, Some(now() - chrono::Duration::seconds(30))] {
+    // A new boot ID is the kubelet of the new boot (without a heartbeat, or with one
+    // since the reboot's record).
+    for heartbeat in [None, Some(now() - chrono::Duration::seconds(5))] {
         let full = super::plan(&back_after_reboot("89ab", heartbeat));
         assert!(released(&full), "{heartbeat:?}: {:?}", full.actions);
     }
+    // Another boot ID with a heartbeat older than the record is a boot before the
+    // recorded one: the Node has not reported through two reboots.
+    let older = super::plan(&back_after_reboot(
+        "4567",
+        Some(now() - chrono::Duration::seconds(30)),
+    ));
+    assert!(!released(&older), "{:?}", older.actions);
     // With soft reboots allowed: the same boot ID (a soft reboot) with a heartbeat since
     // the reboot; the Node's boot ID may carry dashes.
     let soft_allowed = |node_boot: &str, heartbeat| {

@@ -1,7 +1,7 @@
 //! [`Invariants`]: the rollout's availability invariant, checked over every stored
 //! change of a Node or a BootcNode.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +42,55 @@ struct Tracker {
     last: BTreeSet<String>,
     violations: Vec<String>,
     reboots: BTreeMap<String, u32>,
+    /// The last [`HISTORY`] changes of each Node and BootcNode, told in a violation of
+    /// the nodes unavailable without a slot.
+    history: BTreeMap<String, VecDeque<String>>,
+}
+
+/// How many changes of one node a violation tells.
+const HISTORY: usize = 12;
+
+/// One change of a Node or a BootcNode, in a few words.
+fn summary(plural: &str, object: &Value, deleted: bool, rv: u64) -> String {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+    };
+    let short = |s: &str| {
+        let tail = s.rsplit(':').next().unwrap_or(s);
+        tail.chars().take(8).collect::<String>()
+    };
+    if deleted {
+        return format!("rv {rv} {plural} deleted");
+    }
+    if plural == "nodes" {
+        let ready = object
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .map_or("-", |c| c["status"].as_str().unwrap_or("-"));
+        let cordoned = object.pointer("/spec/unschedulable") == Some(&Value::Bool(true));
+        return format!(
+            "rv {rv} Node ready={ready} cordoned={cordoned} boot={}",
+            short(text("/status/nodeInfo/bootID"))
+        );
+    }
+    let idle = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "Idle"))
+        .map_or("-", |c| c["reason"].as_str().unwrap_or("-"));
+    format!(
+        "rv {rv} BootcNode desired={} {} slot={} booted={} idle={idle} lastReboot={}/{}",
+        short(text("/spec/desiredImage")),
+        text("/spec/desiredImageState"),
+        slot_facts(object, rv).slot,
+        short(text("/status/booted/image")),
+        short(text("/status/lastReboot/digest")),
+        short(text("/status/lastReboot/bootID")),
+    )
 }
 
 fn object_rv(object: &Value) -> u64 {
@@ -94,6 +143,13 @@ impl Tracker {
         let Some(name) = object_name(object) else {
             return false;
         };
+        if matches!((group, plural), ("", "nodes") | (BOOTC_GROUP, "bootcnodes")) {
+            let history = self.history.entry(name.clone()).or_default();
+            history.push_back(summary(plural, object, deleted, rv));
+            if history.len() > HISTORY {
+                history.pop_front();
+            }
+        }
         match (group, plural) {
             ("", "nodes") => {
                 let known = self.nodes.get(&name).copied();
@@ -156,10 +212,23 @@ impl Tracker {
                 .iter()
                 .map(|(n, why)| format!("{n} ({})", why.join(", ")))
                 .collect();
+            // How the nodes unavailable without a slot got there.
+            let told: Vec<String> = unavailable
+                .iter()
+                .filter(|(_, why)| !why.contains(&"reboot-slot"))
+                .map(|(n, _)| {
+                    let changes = self
+                        .history
+                        .get(n)
+                        .map(|h| h.iter().cloned().collect::<Vec<_>>().join("\n    "));
+                    format!("\n  {n}:\n    {}", changes.unwrap_or_default())
+                })
+                .collect();
             self.violations.push(format!(
-                "rv {rv}: {count} nodes unavailable, budget {}: {}",
+                "rv {rv}: {count} nodes unavailable, budget {}: {}{}",
                 self.budget,
-                which.join("; ")
+                which.join("; "),
+                told.concat()
             ));
         }
         self.last = names;
