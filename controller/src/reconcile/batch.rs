@@ -10,6 +10,22 @@ use crate::plan::PlannedEvent;
 /// The longest note an Event may carry (events.k8s.io/v1 allows 1 kB).
 const NOTE_MAX: usize = 1024;
 
+/// `message` as an Event's note: whole when it fits in [`NOTE_MAX`] bytes, else cut at a
+/// character boundary and ended with `… (N more bytes)`, so that the API server never
+/// refuses it (a refused event is lost exactly when it names the most nodes).
+pub(super) fn fit_note(message: &str) -> String {
+    if message.len() <= NOTE_MAX {
+        return message.to_owned();
+    }
+    // The tail's own length: at most 20 digits.
+    let room = NOTE_MAX - " … (99999999999999999999 more bytes)".len();
+    let mut cut = room;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{} … ({} more bytes)", &message[..cut], message.len() - cut)
+}
+
 /// `events` with those that differ only in their node merged, in first-seen order.
 pub(super) fn merge(events: &[&PlannedEvent]) -> Vec<PlannedEvent> {
     let mut merged: Vec<(Option<Key<'_>>, Vec<&str>, PlannedEvent)> = Vec::new();
@@ -170,6 +186,29 @@ mod tests {
         let mut b = event("n2", REBOOT_APPROVED, " x");
         b.warning = true;
         assert_eq!(merge(&[&a, &b]).len(), 2);
+    }
+
+    #[test]
+    fn every_note_fits_whatever_its_message() {
+        for message in [
+            "short".to_owned(),
+            "x".repeat(NOTE_MAX),
+            "é".repeat(NOTE_MAX),
+            format!(
+                "halted: {}",
+                "node n-1: Error: a long error from bootc; ".repeat(300)
+            ),
+        ] {
+            let note = super::fit_note(&message);
+            assert!(note.len() <= NOTE_MAX, "{}", note.len());
+            if message.len() <= NOTE_MAX {
+                assert_eq!(note, message);
+            } else {
+                assert!(note.ends_with(" more bytes)"), "{note}");
+                let kept = note.split(" … (").next().unwrap();
+                assert!(message.starts_with(kept));
+            }
+        }
     }
 
     #[test]

@@ -422,7 +422,7 @@ async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
             EventType::Normal
         },
         reason: event.reason.to_owned(),
-        note: Some(event.message.clone()),
+        note: Some(super::batch::fit_note(&event.message)),
         action: series_action(event),
         secondary: None,
     };

@@ -457,6 +457,38 @@ async fn events_are_plain_objects() {
     );
 }
 
+/// Not a difference: an events.k8s.io Event's note is at most 1024 bytes, as
+/// kube-apiserver validates it (422 `note: Too long`); a note of exactly 1024 is taken.
+#[tokio::test]
+async fn an_event_note_over_a_kilobyte_is_refused() {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let event = |name: &str, note: String| {
+        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": name},
+            "eventTime": "2026-01-01T00:00:00.000000Z", "reason": "Test", "action": "Testing",
+            "reportingController": "x", "reportingInstance": "y", "type": "Normal",
+            "regarding": {"kind": "Node", "name": "n"}, "note": note})
+    };
+    let post = |e: Value| {
+        let client = client.clone();
+        async move {
+            raw(
+                &client,
+                "POST",
+                "/apis/events.k8s.io/v1/namespaces/default/events",
+                &[("content-type", "application/json")],
+                e,
+            )
+            .await
+        }
+    };
+    let (code, _, _) = post(event("fits", "é".repeat(512))).await;
+    assert_eq!(code, 201);
+    let (code, _, body) = post(event("long", format!("x{}", "é".repeat(512)))).await;
+    assert_eq!(code, 422, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("note"));
+}
+
 /// Not a difference, but what leader election relies on: two writers racing on one Lease
 /// with the same resourceVersion, exactly one wins.
 #[tokio::test]

@@ -22,10 +22,11 @@ fn lets_go(plan: &Plan, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// A holder whose agent recorded its reboot into `b` from boot `0123` and is back on
-/// `b` (Idle), the Node showing boot `node_boot` and Ready.
+/// A holder whose agent recorded its reboot into `b` from boot `0123` (10 s ago) and is
+/// back on `b` (Idle), the Node showing boot `node_boot`, Ready with a heartbeat of 5 s
+/// ago.
 fn recorded(node_boot: &str) -> Snapshot {
-    back_after_reboot(node_boot, Some(now() - chrono::Duration::seconds(30)))
+    back_after_reboot(node_boot, Some(now() - chrono::Duration::seconds(5)))
 }
 
 #[test]
@@ -157,4 +158,33 @@ fn a_reboot_past_its_timeout_no_longer_holds_the_node() {
         "{:?}",
         plan.actions
     );
+}
+
+#[test]
+fn a_halt_naming_hundreds_of_nodes_lists_five_and_counts_the_rest() {
+    let long = "bootc: error: ".to_owned() + &"the pull failed; ".repeat(100);
+    let nodes: Vec<N> = (0..300)
+        .map(|i| {
+            let name: &'static str = Box::leak(format!("node-{i:03}").into_boxed_str());
+            node(name)
+                .with(
+                    'b',
+                    DesiredImageState::Booted,
+                    agent('a', None, "Staging", Some(&long)),
+                )
+                .slot()
+                .cordoned()
+        })
+        .collect();
+    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(300)), &nodes));
+    let halt = plan
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Event(e) if e.reason == events::ROLLOUT_HALTED => Some(e.message.clone()),
+            _ => None,
+        })
+        .expect("a RolloutHalted event");
+    assert!(halt.contains("; and 295 more"), "{halt}");
+    assert_eq!(halt.matches("node node-").count(), 5, "{halt}");
 }

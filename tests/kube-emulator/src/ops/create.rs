@@ -34,6 +34,7 @@ impl Inner {
             return Err(ApiError::already_exists(t, &name));
         }
         reset_status_on_create(t, &mut object);
+        check_event_note(t, &name, &object)?;
         let (object, warnings) = self.admit_custom(t, &name, object, None, opts)?;
         if t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions" {
             let mut scratch = self.registry.clone();
@@ -186,4 +187,28 @@ fn check_object_name(name: &str) -> Result<(), String> {
     } else {
         Err("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into())
     }
+}
+
+/// The longest note an events.k8s.io Event may carry, in bytes, as kube-apiserver
+/// validates it.
+pub const EVENT_NOTE_MAX: usize = 1024;
+
+/// Refuses an events.k8s.io Event whose note is longer than [`EVENT_NOTE_MAX`] bytes, as
+/// kube-apiserver does (422, `note: Too long`).
+fn check_event_note(t: &ResourceType, name: &str, object: &Value) -> Result<(), ApiError> {
+    if (t.group.as_str(), t.plural.as_str()) != ("events.k8s.io", "events") {
+        return Ok(());
+    }
+    let len = object["note"].as_str().map_or(0, str::len);
+    if len > EVENT_NOTE_MAX {
+        return Err(ApiError::invalid(
+            t,
+            name,
+            &[(
+                "note".to_owned(),
+                format!("Too long: may not be more than {EVENT_NOTE_MAX} bytes"),
+            )],
+        ));
+    }
+    Ok(())
 }
