@@ -1,6 +1,7 @@
 //! `bootc-sim bench` as CI runs it: 50 in-process nodes with short timings, once
 //! undisturbed, once with injected API faults and the controller killed every 2 s, and
-//! once with faults on every client and agents killed, and once under `--chaos`; 20
+//! once with faults on every client and agents killed, and once under `--chaos`; 250
+//! nodes under `--chaos` at harsher rates on two seeds; 20
 //! nodes once with a canary and an alert gate that fires at first; each must complete
 //! with every node on the target and no invariant violated. The simulated agents and
 //! kubelets reach the emulator in-process, but in the run with controller faults, whose
@@ -310,6 +311,68 @@ fn fifty_nodes_come_through_the_chaos_soak() {
         result["api_faults_injected"].as_u64().unwrap() > 0,
         "{result:#}"
     );
+}
+
+/// `--chaos` at the harsher rates: 250 nodes, 7 % budget (17 slots), 15 % of every
+/// client's writes failed, the controller killed every 2 s, each agent killed with
+/// probability 0.02 every 100 ms (a fifth of them a second), on two fixed seeds. These
+/// rates found a node rebooting after its slot had been freed (a new target or the
+/// pool's deletion while its Node still showed Ready from before the reboot); the budget
+/// must hold throughout, and every disturbance must be shown to have happened.
+#[test]
+fn two_hundred_fifty_nodes_hold_the_budget_under_harsh_chaos() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in ["4242", "12"] {
+        let json = dir.path().join(format!("harsh-{seed}.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+            .args(["bench", "--chaos", "--seed", seed, "--nodes", "250"])
+            .args(["--max-unavailable", "7%", "--api-fault-rate", "0.15"])
+            .args(["--kill-controller-every", "2", "--kill-agents-rate", "0.2"])
+            .args([
+                "--stage-ms",
+                "100",
+                "--reboot-ms",
+                "200",
+                "--ready-ms",
+                "100",
+            ])
+            .args(["--deadline-s", "400", "--json"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        let result = std::fs::read_to_string(&json).unwrap_or_default();
+        assert!(
+            out.status.success(),
+            "seed {seed}: bootc-sim bench --chaos failed ({}); stderr:\n{}\nresult: {result}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result: Value = serde_json::from_str(&result).unwrap();
+        assert_eq!(result["invariant_violations"], 0, "seed {seed}: {result:#}");
+        assert_eq!(result["unavailable_budget"], 17, "seed {seed}: {result:#}");
+        assert!(
+            result["max_concurrent_unavailable"].as_u64().unwrap() <= 17,
+            "seed {seed}: {result:#}"
+        );
+        assert_eq!(result["nodes_on_target"], 250, "seed {seed}: {result:#}");
+        assert_eq!(result["nodes_left_cordoned"], 0, "seed {seed}: {result:#}");
+        for happened in ["controller_kills", "agents_killed", "api_faults_injected"] {
+            assert!(
+                result[happened].as_u64().unwrap() > 0,
+                "seed {seed}: {happened}: {result:#}"
+            );
+        }
+        let chaos = &result["chaos"];
+        assert_eq!(chaos["no_trace_violations"], 0, "seed {seed}: {result:#}");
+        assert_eq!(
+            chaos["pool_deleted_and_created_again"], 1,
+            "seed {seed}: {result:#}"
+        );
+        assert!(
+            chaos["nodes_in_flight_at_pool_delete"].as_u64().unwrap() > 0,
+            "seed {seed}: the pool went mid-rollout: {result:#}"
+        );
+    }
 }
 
 /// `--canary 10% --canary-soak 2 --alert-gate --alert-firing-s 1`: 20 nodes, the gate's
