@@ -40,6 +40,11 @@ use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
 
+mod fence;
+
+use fence::Signal;
+pub use fence::{Authority, Fence, Fenced};
+
 /// Where the lease is and how it is held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseConfig {
@@ -182,12 +187,17 @@ impl LeaderElector {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let (tx, rx) = watch::channel(false);
-        let signal = Signal {
-            tx,
-            metrics: self.metrics.clone(),
-        };
-        signal.set(false);
+        let (rx, _, task) = self.run_fenced(shutdown);
+        (rx, task)
+    }
+
+    /// [`LeaderElector::run`], with the [`Fence`] that admits writes only while this
+    /// replica's leadership is certain.
+    pub fn run_fenced<F>(self, shutdown: F) -> (watch::Receiver<bool>, Fence, JoinHandle<()>)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let (signal, rx, fence) = Signal::new(self.metrics.clone());
         let task = tokio::spawn(async move {
             let mut election = Election {
                 api: self.api,
@@ -197,34 +207,7 @@ impl LeaderElector {
             };
             election.run(shutdown).await;
         });
-        (rx, task)
-    }
-}
-
-/// The leadership flag; reads `false` when dropped (the task ended, panicked or was
-/// aborted).
-#[derive(Debug)]
-struct Signal {
-    tx: watch::Sender<bool>,
-    metrics: Option<Metrics>,
-}
-
-impl Signal {
-    fn set(&self, leader: bool) {
-        self.tx.send_if_modified(|current| {
-            let changed = *current != leader;
-            *current = leader;
-            changed
-        });
-        if let Some(metrics) = &self.metrics {
-            metrics.set_leader(leader);
-        }
-    }
-}
-
-impl Drop for Signal {
-    fn drop(&mut self) {
-        self.set(false);
+        (rx, fence, task)
     }
 }
 
@@ -314,6 +297,7 @@ impl Election {
             let mut lease = lease;
             let mut last_renew = acquired_at;
             info!(identity = %self.config.identity, lease = %self.config.name, "became the leader");
+            self.signal.renewed(self.authority(acquired_at));
             self.signal.set(true);
             let lost = loop {
                 let deadline = last_renew + self.config.renew_deadline;
@@ -343,6 +327,7 @@ impl Election {
                     Ok(Ok(Renewal::Renewed(new))) => {
                         lease = *new;
                         last_renew = sent;
+                        self.signal.renewed(self.authority(sent));
                     }
                     Ok(Ok(Renewal::Lost(why))) => break why,
                     Ok(Err(e)) => {
@@ -354,6 +339,11 @@ impl Election {
             self.signal.set(false);
             warn!(identity = %self.config.identity, reason = %lost, "lost the leader lease; stepping down");
         }
+    }
+
+    /// The write authority a Lease write sent at `sent` gives.
+    fn authority(&self, sent: Instant) -> Authority {
+        Authority::from_renewal(sent, self.config.renew_deadline, self.config.lease_duration)
     }
 
     /// Remembers `lease` as seen now; the observation time stays while the record is

@@ -8,6 +8,7 @@ use bootc_pool_controller::leader::{LeaderElector, LeaseConfig};
 use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use kube_emulator::{Emulator, FaultConfig};
@@ -24,10 +25,11 @@ const RETRY: Duration = Duration::from_millis(100);
 const SLACK: Duration = Duration::from_millis(500);
 
 /// One controller replica's elector.
-#[derive(Debug)]
 struct Replica {
     identity: String,
     leader: watch::Receiver<bool>,
+    /// The replica's own client behind its write fence, as the controller writes.
+    writer: kube::Client,
     task: JoinHandle<()>,
     stop: Option<oneshot::Sender<()>>,
     metrics: Metrics,
@@ -46,7 +48,7 @@ impl Replica {
         let client = kube::Client::try_from(config).unwrap();
         let metrics = Metrics::new();
         let elector = LeaderElector::new(
-            client,
+            client.clone(),
             LeaseConfig {
                 lease_duration: LEASE,
                 renew_deadline: RENEW_DEADLINE,
@@ -57,12 +59,13 @@ impl Replica {
         .unwrap()
         .with_metrics(metrics.clone());
         let (stop, stopped) = oneshot::channel::<()>();
-        let (leader, task) = elector.run(async {
+        let (leader, fence, task) = elector.run_fenced(async {
             let _ = stopped.await;
         });
         Replica {
             identity: identity.to_owned(),
             leader,
+            writer: fence.guard(client),
             task,
             stop: Some(stop),
             metrics,
@@ -393,6 +396,89 @@ async fn simultaneous_start_leaves_one_leader() {
     );
     assert_eq!(spec.lease_transitions, Some(5), "one transition, not two");
     monitor.check().await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A ConfigMap named `name`, written through `replica`'s fence.
+async fn write_through(replica: &Replica, name: &str) -> Result<ConfigMap, kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(replica.writer.clone(), NAMESPACE);
+    let object = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    api.create(&PostParams::default(), &object).await
+}
+
+/// Requests of `identity` that reached the emulator with a ConfigMap write.
+fn config_map_writes(emulator: &Emulator, identity: &str) -> usize {
+    emulator
+        .handle()
+        .requests()
+        .iter()
+        .filter(|r| r.resource == "configmaps" && r.verb == "create")
+        .filter(|r| r.user_agent.contains(identity))
+        .count()
+}
+
+/// The write fence: a replica that stepped down sends no write at all (not even one
+/// planned while it led), reads still work, and the new leader's writes go through; a
+/// write the server does not answer before the cut-off is abandoned with its own error.
+#[tokio::test]
+async fn a_replica_that_stepped_down_sends_no_write() {
+    let emulator = emulator().await;
+    let a = Replica::start(&emulator, "fence", "replica-a");
+    wait_until_leader(&a, LEASE + SLACK).await;
+    let b = Replica::start(&emulator, "fence", "replica-b");
+    write_through(&a, "while-leading").await.unwrap();
+    assert!(
+        write_through(&b, "standby").await.is_err(),
+        "a standby writes nothing"
+    );
+    assert_eq!(config_map_writes(&emulator, "replica-b"), 0);
+
+    // replica-a loses the Lease (its writes fail), replica-b takes over.
+    emulator.handle().set_faults(FaultConfig {
+        error_rate: 1.0,
+        error_codes: vec![500],
+        writes_only: true,
+        user_agent: Some("replica-a".to_owned()),
+        ..FaultConfig::default()
+    });
+    wait_until_leader(&b, LEASE + RENEW_DEADLINE + 2 * RETRY + SLACK).await;
+    emulator.handle().clear_faults();
+    let before = config_map_writes(&emulator, "replica-a");
+    let refused = write_through(&a, "after-losing").await.unwrap_err();
+    assert!(refused.to_string().contains("not the leader"), "{refused}");
+    assert_eq!(
+        config_map_writes(&emulator, "replica-a"),
+        before,
+        "the refused write never reached the server"
+    );
+    let api: Api<ConfigMap> = Api::namespaced(a.writer.clone(), NAMESPACE);
+    assert!(
+        api.get("while-leading").await.is_ok(),
+        "reads are not fenced"
+    );
+    write_through(&b, "new-leader").await.unwrap();
+
+    // A write that the server holds past the cut-off is abandoned.
+    emulator.handle().set_faults(FaultConfig {
+        latency: LEASE,
+        ..FaultConfig::default()
+    });
+    let started = Instant::now();
+    let cut = write_through(&b, "slow").await.unwrap_err();
+    assert!(cut.to_string().contains("abandoned"), "{cut}");
+    assert!(
+        started.elapsed() < LEASE,
+        "cut off before the lease could pass: {:?}",
+        started.elapsed()
+    );
+    emulator.handle().clear_faults();
     a.shutdown().await;
     b.shutdown().await;
 }

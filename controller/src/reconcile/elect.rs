@@ -9,7 +9,9 @@ use tracing::info;
 use super::{Dependencies, run};
 
 /// Runs the controller only while this replica holds the Lease of `lease`: a standby
-/// replica watches nothing and writes nothing but the Lease. Returns after `shutdown`,
+/// replica watches nothing and writes nothing but the Lease, and the leader's writes pass
+/// a [`crate::leader::Fence`], so that none starts once its leadership is in doubt and
+/// none lands after the Lease could have passed to another replica. Returns after `shutdown`,
 /// once the controller has stopped and the Lease is released.
 pub async fn run_elected(
     client: Client,
@@ -26,9 +28,12 @@ pub async fn run_elected(
     });
     // The election ends (and releases the Lease) only after the controller has stopped.
     let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel::<()>();
-    let (mut leader, election) = elector.run(async move {
+    let (mut leader, fence, election) = elector.run_fenced(async move {
         let _ = stopped_rx.await;
     });
+    // Every write of the controller goes through the fence; the elector's own Lease
+    // writes do not.
+    let writer = fence.guard(client.clone());
     // Dropped without a shutdown (the task aborted, the process dying), the election
     // stops where it is, without releasing the Lease: the other replica takes over when
     // it expires, exactly as after a crash.
@@ -52,7 +57,7 @@ pub async fn run_elected(
             }
             let _ = lost_tx.send(());
         });
-        run(client.clone(), deps.clone(), async move {
+        run(writer.clone(), deps.clone(), async move {
             let _ = lost_rx.await;
         })
         .await;
