@@ -2,8 +2,8 @@
 //! members have booted, newest `lastDeployed` first, at most `spec.history.limit` entries.
 //!
 //! [`merge`] is a pure function of the previous (stored) history, what the member nodes
-//! report as booted now, the pool's target and the limit. It reads no clock, keeps no
-//! state and increments no counter, so:
+//! report as booted now, the pool's target (now and before), the plan's `now` and the
+//! limit. It reads no clock, keeps no state and increments no counter, so:
 //!
 //! - merging the same inputs twice gives the same history (a reconcile with nothing new
 //!   writes nothing, a replayed watch event changes nothing);
@@ -36,12 +36,37 @@
 //! give it that would not be the wall clock, and a wall-clock time would make a cut entry
 //! come back newer on every reconcile). The agent always reports `since` with `booted`,
 //! so this only concerns older agents.
+//!
+//! # What a node's report may not do
+//!
+//! A report is evidence about that node, never an instruction for the pool:
+//!
+//! - **Origin.** An entry is `Targeted` when its digest is the pool's target now, was
+//!   its target in the previous status, or was marked failed (only a target is); once
+//!   targeted it stays so. Every other entry is `Observed`: audited and counted, never
+//!   rolled back to. A stored entry without an origin (written before origins were
+//!   recorded) reads as `Observed` unless one of those rules makes it `Targeted`.
+//! - **Times.** A report's `since` is bounded by what the controller can vouch for: never
+//!   earlier than the node's registration (its Node's `creationTimestamp`, written by the
+//!   API server; no agent can have seen an image booted on a node the cluster did not
+//!   know yet), never later than the plan's `now`. A `since` after `now` is not yet true:
+//!   it adds no time to an entry that has one, and an entry that only such reports would
+//!   create starts at `now`, the moment the controller first saw it. Stored times later
+//!   than `now` are brought back to `now`. So a lie about the future cannot make an entry
+//!   the newest for long, and re-planning later with the same reports writes nothing.
+//! - **The limit.** When there are more entries than the limit, `Observed` entries are
+//!   cut before `Targeted` ones (the oldest of each first): reports of foreign digests
+//!   cannot push the pool's rollback targets out of its history. Within each origin, an
+//!   entry that only reports from the future would create (stamped `now`) is cut before
+//!   the others: it takes free room only, so such entries cannot take turns pushing
+//!   each other out at every later `now` (which would write the status on every
+//!   reconcile).
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bootc_crds::node::BootedImage;
-use bootc_crds::pool::DeployHistoryEntry;
+use bootc_crds::pool::{DeployHistoryEntry, HistoryOrigin};
 use bootc_crds::{Digest, ImageRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -58,18 +83,43 @@ pub struct BootedReport {
     pub version: Option<String>,
     /// When the agent first saw this digest booted.
     pub since: Option<Time>,
+    /// The earliest time the cluster can vouch for this node: its Node's
+    /// `creationTimestamp`; an earlier `since` is raised to it.
+    pub not_before: Option<Time>,
 }
 
 impl BootedReport {
-    /// What `node` reports in its BootcNode's `status.booted`.
-    pub fn from_booted(node: impl Into<String>, booted: &BootedImage) -> Self {
+    /// What `node` (registered at `not_before`) reports in its BootcNode's
+    /// `status.booted`.
+    pub fn from_booted(
+        node: impl Into<String>,
+        booted: &BootedImage,
+        not_before: Option<Time>,
+    ) -> Self {
         BootedReport {
             node: node.into(),
             image: booted.image.image.clone(),
             image_digest: booted.image.image_digest.clone(),
             version: booted.image.version.clone(),
             since: booted.since.clone(),
+            not_before,
         }
+    }
+
+    /// `since` raised to `not_before`; `Err(())` when it is later than `now` (not yet
+    /// true), `Ok(None)` without one.
+    fn vouched_since(&self, now: &Time) -> Result<Option<Time>, ()> {
+        let Some(since) = &self.since else {
+            return Ok(None);
+        };
+        let since = match &self.not_before {
+            Some(floor) if floor > since => floor,
+            _ => since,
+        };
+        if since > now {
+            return Err(());
+        }
+        Ok(Some(since.clone()))
     }
 
     /// The order used to pick one report when a node appears more than once: the latest
@@ -88,6 +138,26 @@ pub struct TargetImage<'a> {
     pub image: &'a str,
     /// The target's version label, when known.
     pub version: Option<&'a str>,
+}
+
+/// What the controller knows about the pool for one merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pool<'a> {
+    /// The pool's target now.
+    pub target: Option<TargetImage<'a>>,
+    /// The pool's target before this plan (the previous status's `targetDigest`).
+    pub targeted_before: Option<&'a str>,
+    /// The plan's time: no time in the history is later.
+    pub now: &'a Time,
+    /// `spec.history.limit`.
+    pub limit: usize,
+}
+
+impl Pool<'_> {
+    /// Whether the controller targeted `digest` (now or in the previous status).
+    fn targeted(&self, digest: &str) -> bool {
+        self.target.is_some_and(|t| t.digest == digest) || self.targeted_before == Some(digest)
+    }
 }
 
 /// The digest inside an image reference (`repo@sha256:…`), if it carries one.
@@ -112,23 +182,26 @@ pub fn digest_of(observed: &BootedReport, target: Option<&TargetImage<'_>>) -> O
 /// The new deployHistory from the previous one and what the members run now.
 ///
 /// For every digest D some member counts for ([`digest_of`]), with `n` the number of
-/// distinct nodes on it now and `since` their `since` times:
+/// distinct nodes on it now and `since` their `since` times, bounded as the module docs
+/// say:
 ///
 /// - `nodeCount = max(old, n)`, `firstDeployed = min(old, min since)`,
 ///   `lastDeployed = max(old, max since)`;
 /// - `version`: the one most of those nodes report (ties: the smallest), else the
 ///   target's when D is the target digest, else the old one;
 /// - `image`: the target's pin when D is the target digest, else the old one, else the
-///   node's repository pinned at D.
+///   node's repository pinned at D;
+/// - `origin`: `Targeted` when the pool targets D now or did before, else the old one,
+///   else `Observed`.
 ///
-/// Entries no member counts for are kept as they are. Duplicated digests in `previous`
-/// are folded into one. The result is sorted by `lastDeployed`, newest first, then by
-/// digest, and cut to `limit` entries.
+/// Entries no member counts for are kept as they are (their times brought back to `now`
+/// at the latest). Duplicated digests in `previous` are folded into one. The result is
+/// sorted by `lastDeployed`, newest first, then by digest, and cut to `limit` entries,
+/// `Observed` ones first.
 pub fn merge(
     previous: &[DeployHistoryEntry],
     observed: &[BootedReport],
-    target: Option<TargetImage<'_>>,
-    limit: usize,
+    pool: &Pool<'_>,
 ) -> Vec<DeployHistoryEntry> {
     let mut entries: BTreeMap<String, DeployHistoryEntry> = BTreeMap::new();
     for entry in previous {
@@ -139,21 +212,59 @@ pub fn merge(
             }
         }
     }
-    for (digest, on) in by_digest(observed, target.as_ref()) {
-        let seen = DigestSeen::of(&on, &digest, target);
+    for entry in entries.values_mut() {
+        bound(entry, pool);
+    }
+    let mut stamped = BTreeSet::new();
+    for (digest, on) in by_digest(observed, pool.target.as_ref()) {
+        let seen = DigestSeen::of(&on, &digest, pool.target, pool.now);
         match entries.get_mut(&digest) {
             Some(entry) => seen.widen(entry),
             None => {
-                if let Some(entry) = seen.entry(digest.clone(), &on) {
+                if seen.last.is_none() && seen.later {
+                    stamped.insert(digest.clone());
+                }
+                if let Some(mut entry) = seen.entry(digest.clone(), &on, pool.now) {
+                    bound(&mut entry, pool);
                     entries.insert(digest, entry);
                 }
             }
         }
     }
     let mut history: Vec<DeployHistoryEntry> = entries.into_values().collect();
+    cut(&mut history, pool.limit, &stamped);
     history.sort_by(newest_first);
-    history.truncate(limit);
     history
+}
+
+/// A stored entry as the controller vouches for it: no time after `now`, and targeted
+/// when the pool targets its digest now or did before, or marked it failed.
+fn bound(entry: &mut DeployHistoryEntry, pool: &Pool<'_>) {
+    if entry.last_deployed > *pool.now {
+        entry.last_deployed = pool.now.clone();
+    }
+    if entry.first_deployed > *pool.now {
+        entry.first_deployed = pool.now.clone();
+    }
+    if entry.failed || pool.targeted(&entry.digest) {
+        entry.origin = HistoryOrigin::Targeted;
+    }
+}
+
+/// Keeps at most `limit` entries of `history`: targeted before observed, and within
+/// each, entries with times of their own before new ones `stamped` with `now` (see the
+/// module docs), the newest first. An entry cut once is thus cut again when it comes
+/// back stamped at a later `now`.
+fn cut(history: &mut Vec<DeployHistoryEntry>, limit: usize, stamped: &BTreeSet<String>) {
+    let rank = |e: &DeployHistoryEntry| {
+        let stamped = stamped.contains(&e.digest);
+        match e.origin {
+            HistoryOrigin::Targeted => u8::from(stamped),
+            HistoryOrigin::Observed => 2 + u8::from(stamped),
+        }
+    };
+    history.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| newest_first(a, b)));
+    history.truncate(limit);
 }
 
 /// One report per node (whatever order or repetition the caller passes), grouped by the
@@ -178,23 +289,33 @@ fn by_digest<'a>(
     by_digest
 }
 
-/// What the nodes on one digest say now.
+/// What the nodes on one digest say now, their times bounded (see the module docs).
 struct DigestSeen {
     count: i32,
     first: Option<Time>,
     last: Option<Time>,
+    /// Some node reports a `since` after `now`.
+    later: bool,
     version: Option<String>,
     /// The target's pin, when the digest is the target's.
     target_image: Option<String>,
 }
 
 impl DigestSeen {
-    fn of(on: &[&BootedReport], digest: &str, target: Option<TargetImage<'_>>) -> Self {
+    fn of(on: &[&BootedReport], digest: &str, target: Option<TargetImage<'_>>, now: &Time) -> Self {
         let target = target.filter(|t| t.digest == digest);
+        let times: Vec<Result<Option<Time>, ()>> =
+            on.iter().map(|o| o.vouched_since(now)).collect();
+        let vouched = || {
+            times
+                .iter()
+                .filter_map(|t| t.as_ref().ok().and_then(Option::as_ref))
+        };
         DigestSeen {
             count: i32::try_from(on.len()).unwrap_or(i32::MAX),
-            first: on.iter().filter_map(|o| o.since.as_ref()).min().cloned(),
-            last: on.iter().filter_map(|o| o.since.as_ref()).max().cloned(),
+            first: vouched().min().cloned(),
+            last: vouched().max().cloned(),
+            later: times.iter().any(Result::is_err),
             version: majority(on.iter().filter_map(|o| o.version.as_deref()))
                 .or_else(|| target.and_then(|t| t.version))
                 .map(str::to_owned),
@@ -223,10 +344,13 @@ impl DigestSeen {
         }
     }
 
-    /// A new entry, when some node gives it a time.
-    fn entry(self, digest: String, on: &[&BootedReport]) -> Option<DeployHistoryEntry> {
-        let (Some(first), Some(last)) = (self.first, self.last) else {
-            return None;
+    /// A new entry, when some node gives it a time: its nodes' times, or `now` when some
+    /// node reports a time after it.
+    fn entry(self, digest: String, on: &[&BootedReport], now: &Time) -> Option<DeployHistoryEntry> {
+        let (first, last) = match (self.first, self.last, self.later) {
+            (first, _, true) => (first.unwrap_or_else(|| now.clone()), now.clone()),
+            (Some(first), Some(last), false) => (first, last),
+            _ => return None,
         };
         let image = self.target_image.unwrap_or_else(|| {
             on.iter()
@@ -241,6 +365,7 @@ impl DigestSeen {
             node_count: self.count,
             first_deployed: first,
             last_deployed: last,
+            origin: HistoryOrigin::Observed,
             failed: false,
             failed_reason: None,
             failed_time: None,
@@ -269,6 +394,7 @@ fn fold(kept: &mut DeployHistoryEntry, other: &DeployHistoryEntry) {
     if kept.image.is_empty() {
         kept.image = other.image.clone();
     }
+    kept.origin = kept.origin.max(other.origin);
 }
 
 /// The value reported most often; ties go to the smallest.

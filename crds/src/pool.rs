@@ -13,8 +13,10 @@ use crate::bounds::{
 use crate::image_ref::{IMAGE_REF_PATTERN, REF_MAX_LEN};
 
 mod gates;
+mod history;
 mod windows;
 pub use gates::*;
+pub use history::*;
 pub use windows::*;
 
 /// Most maintenance windows in one pool.
@@ -434,7 +436,8 @@ pub struct BootcNodePoolStatus {
 
     /// One entry per digest the pool's nodes have booted, newest lastDeployed first, at
     /// most spec.history.limit entries. Recomputed from what the agents report, so it is
-    /// the same however often the controller runs.
+    /// the same however often the controller runs. Only entries with origin Targeted are
+    /// ever rolled back to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_HISTORY))]
     pub deploy_history: Vec<DeployHistoryEntry>,
@@ -446,53 +449,6 @@ pub struct BootcNodePoolStatus {
         transform = crate::bounds::conditions
     )]
     pub conditions: Vec<Condition>,
-}
-
-/// What the pool's nodes have run: one entry per digest.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DeployHistoryEntry {
-    /// The digest booted (sha256:<hex>).
-    #[schemars(length(max = DIGEST_MAX_LEN))]
-    pub digest: String,
-
-    /// The pinned image, registry/repo@sha256:<hex>.
-    #[schemars(length(max = REF_MAX_LEN))]
-    pub image: String,
-
-    /// The image's version label, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = VERSION_MAX_LEN))]
-    pub version: Option<String>,
-
-    /// The most nodes seen booted on this digest at once.
-    pub node_count: i32,
-
-    /// When the first node was seen booted on this digest.
-    pub first_deployed: Time,
-
-    /// When the last node was seen booted on this digest.
-    pub last_deployed: Time,
-
-    /// True when a rollout of this digest reached haltAfterUnhealthy with
-    /// onFailure: Rollback: the pool rolled back and does not target this digest again
-    /// until its spec changes (metadata.generation passes failedGeneration).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub failed: bool,
-
-    /// Why the digest failed: the unhealthy nodes and what was wrong with them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = FAILED_REASON_MAX_LEN))]
-    pub failed_reason: Option<String>,
-
-    /// When the digest was marked failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed_time: Option<Time>,
-
-    /// The pool's metadata.generation when the digest was marked failed; a later spec
-    /// clears the mark.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed_generation: Option<i64>,
 }
 
 fn default_resolve_interval() -> i64 {

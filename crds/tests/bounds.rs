@@ -299,6 +299,7 @@ fn the_longest_pool_status_is_admitted() {
                 node_count: 3,
                 first_deployed: time.clone(),
                 last_deployed: time.clone(),
+                origin: bootc_crds::pool::HistoryOrigin::Targeted,
                 failed: true,
                 failed_reason: Some("r".repeat(FAILED_REASON_MAX_LEN)),
                 failed_time: Some(time.clone()),

@@ -93,14 +93,19 @@ pub enum Command {
         /// The pool.
         pool: String,
     },
-    /// Pin the pool to the previous digest of its deployHistory.
+    /// Pin the pool to the previous digest it targeted, from its deployHistory (shown,
+    /// then confirmed).
     Rollback {
         /// The pool.
         pool: String,
         /// The digest to go back to: in full, or a unique prefix of at least 7 hex
-        /// characters (default: the newest entry that is not the current target).
+        /// characters (default: the newest entry the pool targeted in its repository that
+        /// is not the current target). Digests only nodes reported are refused.
         #[arg(long, value_name = "DIGEST")]
         to: Option<String>,
+        /// Roll back without asking (needed when stdin is not a terminal).
+        #[arg(short = 'y', long)]
+        yes: bool,
     },
     /// Keep a node where it is: label it node.bootc.dev/hold=true.
     Hold {

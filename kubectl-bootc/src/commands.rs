@@ -37,7 +37,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
         Command::Pause { pool } => set_paused(&client, &pool, true).await,
         Command::Resume { pool } => set_paused(&client, &pool, false).await,
-        Command::Rollback { pool, to } => roll_back(&client, &pool, to.as_deref()).await,
+        Command::Rollback { pool, to, yes } => roll_back(&client, &pool, to.as_deref(), yes).await,
         Command::Hold { node } => set_hold(&client, &node, true).await,
         Command::Release { node } => set_hold(&client, &node, false).await,
         Command::Why { name } => {
@@ -118,10 +118,24 @@ async fn set_paused(client: &Client, name: &str, paused: bool) -> Result<()> {
     print(&format!("{POOL_KIND}/{name} {word}\n"))
 }
 
-/// `rollback`: pins `spec.image.ref` to a `deployHistory` digest.
-async fn roll_back(client: &Client, name: &str, to: Option<&str>) -> Result<()> {
+/// `rollback`: shows the `deployHistory` digest chosen, asks (unless `yes`), then pins
+/// `spec.image.ref` to it.
+async fn roll_back(client: &Client, name: &str, to: Option<&str>, yes: bool) -> Result<()> {
+    use std::io::IsTerminal;
+
     let pool = get_pool(client, name).await?;
     let decision = rollback::choose(&pool, to)?;
+    let mut stderr = std::io::stderr().lock();
+    let shown =
+        stderr.write_all(rollback::preview(&pool, &decision, chrono::Utc::now()).as_bytes());
+    shown.map_err(|e| CliError::msg(format!("cannot write to stderr: {e}")))?;
+    let stdin = std::io::stdin();
+    let terminal = stdin.is_terminal();
+    if !rollback::confirm(yes, terminal, &mut stdin.lock(), &mut stderr)? {
+        drop(stderr);
+        return print(&format!("{POOL_KIND}/{name} not rolled back\n"));
+    }
+    drop(stderr);
     let patch = rollback::patch(&decision, pool.resource_version().as_deref());
     patch_pool(client, name, &patch).await?;
     print(&rollback::report(&decision))

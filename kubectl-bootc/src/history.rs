@@ -1,7 +1,7 @@
 //! `kubectl bootc history POOL`: the pool's `status.deployHistory` as a table.
 
 use bootc_crds::conditions::from_time;
-use bootc_crds::pool::BootcNodePool;
+use bootc_crds::pool::{BootcNodePool, BootcNodePoolStatus, DeployHistoryEntry, HistoryOrigin};
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -9,13 +9,14 @@ use crate::status::NONE;
 use crate::table::{Table, age, short_digest};
 
 /// Headers of the history table.
-pub const HEADERS: [&str; 6] = [
+pub const HEADERS: [&str; 7] = [
     "digest",
     "version",
     "image",
     "nodes",
     "first deployed",
     "last deployed",
+    "origin",
 ];
 
 /// A time as `2026-03-01T02:00:00Z (5d)`: the instant and how long ago.
@@ -30,29 +31,45 @@ pub fn when(t: &Time, now: DateTime<Utc>) -> String {
     }
 }
 
-/// The history table, newest first as the status keeps it; the current target is
-/// marked with `*` after its digest, a digest marked failed with `!`.
+/// The history table, newest first as the status keeps them; the current target is
+/// marked with `*` after its digest, a digest marked failed with `!`. The origin says
+/// whether the controller targeted the digest (`Targeted`, a rollback may go back to
+/// it) or only nodes reported it (`Observed`).
 pub fn table(pool: &BootcNodePool, now: DateTime<Utc>) -> Table {
     let mut table = Table::new(&HEADERS);
     let status = pool.status.clone().unwrap_or_default();
     for entry in &status.deploy_history {
-        let mut digest = short_digest(&entry.digest);
-        if status.target_digest.as_deref() == Some(entry.digest.as_str()) {
-            digest.push('*');
-        }
-        if entry.failed {
-            digest.push('!');
-        }
-        table.rows.push(vec![
-            digest,
-            entry.version.clone().unwrap_or_else(|| NONE.to_owned()),
-            entry.image.clone(),
-            entry.node_count.to_string(),
-            when(&entry.first_deployed, now),
-            when(&entry.last_deployed, now),
-        ]);
+        table.rows.push(row(&status, entry, now));
     }
     table
+}
+
+/// One entry's line of the history table.
+pub fn row(
+    status: &BootcNodePoolStatus,
+    entry: &DeployHistoryEntry,
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    let mut digest = short_digest(&entry.digest);
+    if status.target_digest.as_deref() == Some(entry.digest.as_str()) {
+        digest.push('*');
+    }
+    if entry.failed {
+        digest.push('!');
+    }
+    let origin = match entry.origin {
+        HistoryOrigin::Targeted => "Targeted",
+        HistoryOrigin::Observed => "Observed",
+    };
+    vec![
+        digest,
+        entry.version.clone().unwrap_or_else(|| NONE.to_owned()),
+        entry.image.clone(),
+        entry.node_count.to_string(),
+        when(&entry.first_deployed, now),
+        when(&entry.last_deployed, now),
+        origin.to_owned(),
+    ]
 }
 
 /// The whole `history` text; a pool without history says so.

@@ -1,8 +1,15 @@
-//! `kubectl bootc rollback POOL [--to DIGEST]`: which `deployHistory` entry to go back
-//! to, the pinned reference that points at it, and what to tell the admin.
+//! `kubectl bootc rollback POOL [--to DIGEST] [--yes]`: which `deployHistory` entry to
+//! go back to, the pinned reference that points at it, the confirmation asked before
+//! writing, and what to tell the admin.
+//!
+//! Only an entry the controller itself targeted (`origin: Targeted`) in the pool's own
+//! repository (that of `spec.image.ref`) is ever rolled back to: a digest only nodes
+//! reported is evidence about those nodes, never a target for the pool.
+
+use std::io::{BufRead, Write};
 
 use bootc_crds::image_ref::digest_in;
-use bootc_crds::pool::{BootcNodePool, DeployHistoryEntry};
+use bootc_crds::pool::{BootcNodePool, DeployHistoryEntry, HistoryOrigin};
 use bootc_crds::{Digest, ImageRef};
 use kube::ResourceExt;
 use serde_json::json;
@@ -35,9 +42,30 @@ pub fn current_target(pool: &BootcNodePool) -> Option<String> {
         .or_else(|| digest_in(&pool.spec.image.r#ref).map(|d| d.to_string()))
 }
 
-/// Decides the rollback: the newest entry whose digest is not the current target, or
-/// the one `to` names (a full digest, or a unique prefix of at least [`MIN_PREFIX`] hex
-/// characters, with or without `sha256:`).
+/// Why `entry` may not be rolled back to in a pool of `repository`, if it may not.
+fn refusal(entry: &DeployHistoryEntry, repository: Option<&str>) -> Option<String> {
+    let name = ImageRef::parse(&entry.image).ok().map(|r| r.name());
+    if name.is_none() || name.as_deref() != repository {
+        return Some(format!(
+            "{} is from another repository ({}) than the pool's {}; a rollback stays in the pool's repository",
+            entry.digest,
+            entry.image,
+            repository.unwrap_or("-")
+        ));
+    }
+    match entry.origin {
+        HistoryOrigin::Targeted => None,
+        HistoryOrigin::Observed => Some(format!(
+            "{} is a digest only nodes reported (origin Observed), never a target of the pool; it is not rolled back to",
+            entry.digest
+        )),
+    }
+}
+
+/// Decides the rollback: the newest entry that the controller targeted in the pool's
+/// repository and whose digest is not the current target, or the one `to` names (a full
+/// digest, or a unique prefix of at least [`MIN_PREFIX`] hex characters, with or
+/// without `sha256:`), which must be such an entry too.
 pub fn choose(pool: &BootcNodePool, to: Option<&str>) -> Result<Rollback> {
     let name = pool.name_any();
     let mut history: Vec<&DeployHistoryEntry> = pool
@@ -53,17 +81,27 @@ pub fn choose(pool: &BootcNodePool, to: Option<&str>) -> Result<Rollback> {
     // Newest first, as the status keeps them; sorted again in case it does not.
     history.sort_by(|a, b| b.last_deployed.cmp(&a.last_deployed));
     let current = current_target(pool);
+    let repository = ImageRef::parse(&pool.spec.image.r#ref)
+        .ok()
+        .map(|r| r.name());
     let entry = match to {
         None => history
             .into_iter()
+            .filter(|e| refusal(e, repository.as_deref()).is_none())
             .find(|e| Some(&e.digest) != current.as_ref())
             .ok_or_else(|| {
                 CliError::msg(format!(
-                    "bootcnodepool/{name}: deployHistory holds no digest other than the current target {}; nothing to roll back to",
+                    "bootcnodepool/{name}: deployHistory holds no digest the pool targeted in its repository other than the current target {}; nothing to roll back to",
                     current.as_deref().unwrap_or("-")
                 ))
             })?,
-        Some(wanted) => pick(&name, &history, wanted, current.as_deref())?,
+        Some(wanted) => {
+            let entry = pick(&name, &history, wanted, current.as_deref())?;
+            if let Some(why) = refusal(entry, repository.as_deref()) {
+                return Err(CliError::msg(format!("--to {wanted}: {why}")));
+            }
+            entry
+        }
     };
     let to = pin_of(entry)?;
     Ok(Rollback {
@@ -135,6 +173,58 @@ pub fn pin_of(entry: &DeployHistoryEntry) -> Result<String> {
         ))
     })?;
     Ok(image.pin(&digest))
+}
+
+/// What the rollback will do, shown before asking: the digest, its history line and the
+/// reference before and after.
+pub fn preview(
+    pool: &BootcNodePool,
+    rollback: &Rollback,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let status = pool.status.clone().unwrap_or_default();
+    let mut table = crate::table::Table::new(&crate::history::HEADERS);
+    table
+        .rows
+        .push(crate::history::row(&status, &rollback.entry, now));
+    format!(
+        "bootcnodepool/{} will roll back to {}:\n{}  spec.image.ref: {}\n              -> {}\n",
+        rollback.pool,
+        rollback.entry.digest,
+        table.render(),
+        rollback.from,
+        rollback.to
+    )
+}
+
+/// Whether to write: yes with `--yes`; else the admin's answer on a terminal (`y` or
+/// `yes`); without a terminal to ask on, an error rather than a wait.
+pub fn confirm(
+    yes: bool,
+    terminal: bool,
+    input: &mut impl BufRead,
+    prompt: &mut impl Write,
+) -> Result<bool> {
+    if yes {
+        return Ok(true);
+    }
+    if !terminal {
+        return Err(CliError::msg(
+            "not rolled back: stdin is not a terminal to confirm on; pass --yes to roll back without asking",
+        ));
+    }
+    let asked = prompt
+        .write_all(b"Roll back? [y/N] ")
+        .and_then(|()| prompt.flush());
+    asked.map_err(|e| CliError::msg(format!("cannot ask for confirmation: {e}")))?;
+    let mut answer = String::new();
+    input
+        .read_line(&mut answer)
+        .map_err(|e| CliError::msg(format!("cannot read the confirmation: {e}")))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
 }
 
 /// The merge patch that sets the reference, on the version the decision was made from.

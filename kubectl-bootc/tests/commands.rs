@@ -220,7 +220,7 @@ async fn rollback_pins_the_previous_digest_and_says_how_to_follow_the_tag_again(
         "registry.test/os:stable"
     );
 
-    let out = cluster.ok(&["bootc", "rollback", "workers"]).await;
+    let out = cluster.ok(&["bootc", "rollback", "workers", "--yes"]).await;
     println!("{out}");
     assert!(
         out.starts_with("bootcnodepool.node.bootc.dev/workers rolled back\n"),
@@ -234,7 +234,7 @@ async fn rollback_pins_the_previous_digest_and_says_how_to_follow_the_tag_again(
 
     // --to by prefix gives the same pin.
     cluster
-        .ok(&["bootc", "rollback", "workers", "--to", "1111111"])
+        .ok(&["bootc", "rollback", "workers", "--to", "1111111", "--yes"])
         .await;
     assert_eq!(cluster.pool("workers").await.spec.image.r#ref, pin('1'));
 }

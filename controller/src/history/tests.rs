@@ -28,6 +28,37 @@ fn minutes(m: i64) -> Time {
     to_time(base + TimeDelta::minutes(m)).unwrap()
 }
 
+/// The plan's time in the tests that are not about it: a day after every report.
+fn now() -> Time {
+    minutes(24 * 60)
+}
+
+/// [`super::merge`] at [`now`], the pool having targeted nothing before.
+fn merge(
+    previous: &[DeployHistoryEntry],
+    observed: &[BootedReport],
+    target: Option<TargetImage<'_>>,
+    limit: usize,
+) -> Vec<DeployHistoryEntry> {
+    merge_at(previous, observed, target, &now(), limit)
+}
+
+fn merge_at(
+    previous: &[DeployHistoryEntry],
+    observed: &[BootedReport],
+    target: Option<TargetImage<'_>>,
+    now: &Time,
+    limit: usize,
+) -> Vec<DeployHistoryEntry> {
+    let pool = Pool {
+        target,
+        targeted_before: None,
+        now,
+        limit,
+    };
+    super::merge(previous, observed, &pool)
+}
+
 fn node(name: &str, image: &str, image_digest: &str, since: Option<Time>) -> BootedReport {
     BootedReport {
         node: name.to_owned(),
@@ -35,7 +66,13 @@ fn node(name: &str, image: &str, image_digest: &str, since: Option<Time>) -> Boo
         image_digest: image_digest.to_owned(),
         version: None,
         since,
+        not_before: None,
     }
+}
+
+fn targeted(mut e: DeployHistoryEntry) -> DeployHistoryEntry {
+    e.origin = HistoryOrigin::Targeted;
+    e
 }
 
 fn entry(
@@ -52,6 +89,7 @@ fn entry(
         node_count: count,
         first_deployed: at(first),
         last_deployed: at(last),
+        origin: HistoryOrigin::Observed,
         failed: false,
         failed_reason: None,
         failed_time: None,
@@ -109,6 +147,7 @@ fn booted(n: usize, v: u8, since: &str) -> BootedReport {
         image_digest: digest(per_arch),
         version: Some(r.version.to_owned()),
         since: Some(at(since)),
+        not_before: None,
     }
 }
 
@@ -288,7 +327,7 @@ fn expected_table(step: &Step) -> Vec<DeployHistoryEntry> {
         .iter()
         .map(|&(v, count, first, last)| {
             let r = release(v);
-            entry(r.list, Some(r.version), count, first, last)
+            targeted(entry(r.list, Some(r.version), count, first, last))
         })
         .collect()
 }
@@ -346,6 +385,7 @@ fn a_fourth_release_evicts_the_oldest_last_deployed() {
         image_digest: digest('7'),
         version: Some("4.0".to_owned()),
         since: Some(at("04:00")),
+        not_before: None,
     };
     let (d, image) = (digest('d'), pinned('d'));
     let target = TargetImage {
@@ -357,9 +397,9 @@ fn a_fourth_release_evicts_the_oldest_last_deployed() {
     assert_eq!(
         next,
         vec![
-            entry('d', Some("4.0"), 1, "04:00", "04:00"),
-            entry('a', Some("1.0"), 6, "00:00", "03:20"),
-            entry('c', Some("3.0"), 4, "02:00", "02:10"),
+            targeted(entry('d', Some("4.0"), 1, "04:00", "04:00")),
+            targeted(entry('a', Some("1.0"), 6, "00:00", "03:20")),
+            targeted(entry('c', Some("3.0"), 4, "02:00", "02:10")),
         ]
     );
     assert_eq!(merge(&next, &observed, Some(target), TABLE_LIMIT), next);
@@ -382,7 +422,10 @@ fn manifest_list_target_and_per_arch_reports_make_one_entry() {
         node("arm", &pinned('a'), &digest('2'), Some(at("00:10"))),
     ];
     let history = merge(&[], &observed, Some(target), 5);
-    assert_eq!(history, vec![entry('a', Some("1.0"), 2, "00:05", "00:10")]);
+    assert_eq!(
+        history,
+        vec![targeted(entry('a', Some("1.0"), 2, "00:05", "00:10"))]
+    );
 }
 
 #[test]
@@ -398,7 +441,7 @@ fn node_on_target_by_per_arch_digest_counts_for_the_target() {
     assert_eq!(digest_of(&observed[0], Some(&target)), Some(digest('1')));
     assert_eq!(
         merge(&[], &observed, Some(target), 5),
-        vec![entry('1', None, 1, "00:00", "00:00")]
+        vec![targeted(entry('1', None, 1, "00:00", "00:00"))]
     );
     // Without that target the node counts for the digest it tracks.
     assert_eq!(digest_of(&observed[0], None), Some(digest('a')));
@@ -469,7 +512,7 @@ fn a_node_reported_twice_counts_once() {
 fn entries_nobody_boots_keep_their_values_even_the_target() {
     let previous = [
         entry('a', Some("1.0"), 3, "00:00", "01:00"),
-        entry('b', None, 2, "00:30", "00:40"),
+        targeted(entry('b', None, 2, "00:30", "00:40")),
     ];
     let (d, image) = (digest('b'), pinned('b'));
     let target = TargetImage {
@@ -561,13 +604,14 @@ fn from_booted_copies_what_history_needs() {
         since: Some(at("00:00")),
     };
     assert_eq!(
-        BootedReport::from_booted("n1", &booted),
+        BootedReport::from_booted("n1", &booted, Some(at("00:00"))),
         BootedReport {
             node: "n1".to_owned(),
             image: pinned('a'),
             image_digest: digest('1'),
             version: Some("1.0".to_owned()),
             since: Some(at("00:00")),
+            not_before: Some(at("00:00")),
         }
     );
 }
@@ -607,6 +651,7 @@ fn arb_node(names: usize, with_since: bool) -> impl Strategy<Value = BootedRepor
                 image_digest: per_arch,
                 version,
                 since: (has_since || with_since).then_some(since),
+                not_before: None,
             },
         )
 }
@@ -618,12 +663,19 @@ fn arb_observed() -> impl Strategy<Value = Vec<BootedReport>> {
 /// A stored history: one entry per digest, first <= last.
 fn arb_previous() -> impl Strategy<Value = Vec<DeployHistoryEntry>> {
     proptest::collection::vec(
-        (arb_digest(), 1i32..10, 0i64..40, 0i64..20, arb_version()),
+        (
+            arb_digest(),
+            1i32..10,
+            0i64..40,
+            0i64..20,
+            arb_version(),
+            any::<bool>(),
+        ),
         0..8,
     )
     .prop_map(|rows| {
         let mut by_digest = BTreeMap::new();
-        for (d, count, first, span, version) in rows {
+        for (d, count, first, span, version, was_target) in rows {
             by_digest.entry(d.clone()).or_insert(DeployHistoryEntry {
                 image: format!("{REPO}@{d}"),
                 digest: d,
@@ -631,6 +683,11 @@ fn arb_previous() -> impl Strategy<Value = Vec<DeployHistoryEntry>> {
                 node_count: count,
                 first_deployed: minutes(first),
                 last_deployed: minutes(first + span),
+                origin: if was_target {
+                    HistoryOrigin::Targeted
+                } else {
+                    HistoryOrigin::Observed
+                },
                 failed: false,
                 failed_reason: None,
                 failed_time: None,
@@ -658,21 +715,40 @@ fn as_target(t: &OwnedTarget) -> Option<TargetImage<'_>> {
     })
 }
 
-/// The distinct nodes that count for each digest (a node reported twice: its
-/// precedence-winning report).
+/// The distinct nodes that count for each digest, written from the contract alone: a
+/// node reported twice counts by its report with the latest `since` (then the largest
+/// digest, image, version); it counts for the target when its per-arch digest or the
+/// digest after `@` is the target's, else for the digest after `@`, else for its
+/// per-arch digest.
 fn counted(observed: &[BootedReport], target: Option<TargetImage<'_>>) -> BTreeMap<String, usize> {
     let mut nodes: BTreeMap<&str, &BootedReport> = BTreeMap::new();
     for o in observed {
+        let key = |r: &BootedReport| {
+            (
+                r.since.clone(),
+                r.image_digest.clone(),
+                r.image.clone(),
+                r.version.clone(),
+            )
+        };
         let kept = nodes.entry(&o.node).or_insert(o);
-        if o.precedence() > kept.precedence() {
+        if key(o) > key(kept) {
             *kept = o;
         }
     }
     let mut counts = BTreeMap::new();
     for o in nodes.values() {
-        if let Some(d) = digest_of(o, target.as_ref()) {
-            *counts.entry(d).or_default() += 1;
-        }
+        let in_ref = o.image.split_once('@').map(|(_, d)| d.to_owned());
+        let on_target = target.filter(|t| {
+            !t.digest.is_empty()
+                && (o.image_digest == t.digest || in_ref.as_deref() == Some(t.digest))
+        });
+        let d = match (on_target, in_ref) {
+            (Some(t), _) => t.digest.to_owned(),
+            (None, Some(d)) => d,
+            (None, None) => o.image_digest.clone(),
+        };
+        *counts.entry(d).or_default() += 1;
     }
     counts
 }
@@ -719,17 +795,31 @@ proptest! {
         }
     }
 
-    /// The limit only cuts the tail: the same history as with the largest limit, truncated.
+    /// The limit cuts what only nodes reported before what the pool targeted, the
+    /// oldest of each first: the history with the largest limit, less some entries.
     #[test]
-    fn limit_cuts_the_tail(
+    fn limit_cuts_observed_entries_first(
         previous in arb_previous(),
         observed in arb_observed(),
         target in arb_target(),
         limit in 1usize..8,
     ) {
-        let mut full = merge(&previous, &observed, as_target(&target), 20);
-        full.truncate(limit);
-        prop_assert_eq!(merge(&previous, &observed, as_target(&target), limit), full);
+        let full = merge(&previous, &observed, as_target(&target), 20);
+        let cut = merge(&previous, &observed, as_target(&target), limit);
+        prop_assert_eq!(cut.len(), full.len().min(limit));
+        let kept: Vec<&DeployHistoryEntry> = full.iter().filter(|e| cut.contains(e)).collect();
+        prop_assert_eq!(kept.len(), cut.len(), "the cut history is a part of the full one");
+        let targeted = |e: &&DeployHistoryEntry| e.origin == HistoryOrigin::Targeted;
+        for dropped in full.iter().filter(|e| !cut.contains(e)) {
+            for k in &cut {
+                if targeted(&dropped) {
+                    prop_assert!(targeted(&k), "an observed entry kept over a targeted one");
+                    prop_assert!(newest_first(k, dropped) == Ordering::Less);
+                } else if !targeted(&k) {
+                    prop_assert!(newest_first(k, dropped) == Ordering::Less);
+                }
+            }
+        }
     }
 
     /// The order and repetition of the reports do not matter: a replayed or duplicated
@@ -770,7 +860,9 @@ proptest! {
                     prop_assert!(e.last_deployed >= o.last_deployed);
                     prop_assert_eq!(e.node_count, o.node_count.max(seen));
                     if seen == 0 {
-                        prop_assert_eq!(e, *o, "not booted anywhere: kept as is");
+                        let mut kept = (*o).clone();
+                        kept.origin = e.origin;
+                        prop_assert_eq!(e, &kept, "not booted anywhere: kept as is");
                     }
                 }
                 None => prop_assert_eq!(e.node_count, seen),
@@ -846,5 +938,190 @@ proptest! {
         prop_assert_eq!(key(&ab), key(&ba));
         // Replaying `a` after `b` changes no count or time.
         prop_assert_eq!(key(&merge(&ab, &a, t, 20)), key(&ab));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// What one node's report may not do.
+// ---------------------------------------------------------------------------------------
+
+const FOREIGN: &str = "evil.example/os";
+
+/// A node reporting a foreign image booted "since" a year after `now`.
+fn liar(name: &str) -> BootedReport {
+    BootedReport {
+        node: name.to_owned(),
+        image: format!("{FOREIGN}@{}", digest('f')),
+        image_digest: digest('f'),
+        version: Some("6.6.6".to_owned()),
+        since: Some(minutes(24 * 60 + 365 * 24 * 60)),
+        not_before: None,
+    }
+}
+
+#[test]
+fn a_lying_report_is_observed_at_now_and_moves_nothing_else() {
+    let (d, image) = (digest('a'), pinned('a'));
+    let target = TargetImage {
+        digest: &d,
+        image: &image,
+        version: Some("1.0"),
+    };
+    let honest = [node("n1", &pinned('a'), &digest('1'), Some(at("00:10")))];
+    let previous = [targeted(entry('b', None, 3, "00:00", "00:05"))];
+    let without = merge(&previous, &honest, Some(target), 3);
+    let mut with = honest.to_vec();
+    with.push(liar("n2"));
+    let history = merge(&previous, &with, Some(target), 3);
+    let mut lie = entry('f', Some("6.6.6"), 1, "00:00", "00:00");
+    lie.image = format!("{FOREIGN}@{}", digest('f'));
+    lie.first_deployed = now();
+    lie.last_deployed = now();
+    assert_eq!(history[0], lie, "observed, its times the plan's now");
+    assert_eq!(history[1..], without[..]);
+    // Again, and a day later with the same reports: nothing changes.
+    assert_eq!(merge(&history, &with, Some(target), 3), history);
+    let later = minutes(48 * 60);
+    assert_eq!(merge_at(&history, &with, Some(target), &later, 3), history);
+    // With no room, the lie goes before any targeted entry.
+    let history = merge(&previous, &with, Some(target), 2);
+    assert_eq!(history, without);
+}
+
+#[test]
+fn a_stored_time_after_now_is_brought_back_to_now() {
+    let mut future = entry('f', None, 1, "00:00", "00:00");
+    future.first_deployed = minutes(30 * 24 * 60);
+    future.last_deployed = minutes(30 * 24 * 60);
+    let history = merge(&[future], &[], None, 5);
+    assert_eq!(history[0].first_deployed, now());
+    assert_eq!(history[0].last_deployed, now());
+}
+
+#[test]
+fn a_time_before_the_node_was_registered_is_raised_to_it() {
+    let mut n = node("n1", &pinned('a'), &digest('1'), Some(at("00:10")));
+    n.not_before = Some(at("02:00"));
+    assert_eq!(
+        merge(&[], &[n], None, 5),
+        vec![entry('a', None, 1, "02:00", "02:00")]
+    );
+}
+
+#[test]
+fn the_previous_target_and_a_failed_mark_make_an_entry_targeted() {
+    let mut failed = entry('c', None, 1, "00:00", "00:00");
+    failed.failed = true;
+    let previous = [
+        entry('a', None, 1, "00:00", "00:00"),
+        entry('b', None, 1, "00:00", "00:00"),
+        failed,
+    ];
+    let now = now();
+    let (d, image) = (digest('a'), pinned('a'));
+    let pool = Pool {
+        target: Some(TargetImage {
+            digest: &d,
+            image: &image,
+            version: None,
+        }),
+        targeted_before: Some(&digest('b')),
+        now: &now,
+        limit: 5,
+    };
+    let history = super::merge(&previous, &[], &pool);
+    assert!(
+        history.iter().all(|e| e.origin == HistoryOrigin::Targeted),
+        "{history:?}"
+    );
+    // A digest only a node reports stays observed, however often it is merged.
+    let observed = [node("n", &pinned('e'), &digest('5'), Some(at("00:01")))];
+    let history = super::merge(&history, &observed, &pool);
+    let e = history.iter().find(|e| e.digest == digest('e')).unwrap();
+    assert_eq!(e.origin, HistoryOrigin::Observed);
+    assert_eq!(super::merge(&history, &observed, &pool), history);
+}
+
+/// Nodes whose `since` may lie anywhere, far future included.
+fn arb_any_time_node() -> impl Strategy<Value = BootedReport> {
+    (arb_node(8, false), proptest::option::of(0i64..100_000)).prop_map(|(n, since)| BootedReport {
+        since: since.map(minutes),
+        ..n
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// No time in the history is after the plan's `now`; merging again at the same or a
+    /// later `now` with reports that are all still in its future changes nothing.
+    #[test]
+    fn times_never_pass_now(
+        previous in arb_previous(),
+        observed in proptest::collection::vec(arb_any_time_node(), 0..12),
+        target in arb_target(),
+        now in 0i64..60,
+        later in 0i64..60,
+        limit in 1usize..8,
+    ) {
+        let now = minutes(now);
+        let history = merge_at(&previous, &observed, as_target(&target), &now, limit);
+        for e in &history {
+            prop_assert!(e.last_deployed <= now && e.first_deployed <= now);
+            prop_assert!(e.first_deployed <= e.last_deployed);
+        }
+        prop_assert_eq!(
+            merge_at(&history, &observed, as_target(&target), &now, limit),
+            history.clone()
+        );
+        let later = minutes(60 + later);
+        let future: Vec<BootedReport> = observed
+            .iter()
+            .filter(|o| o.since.as_ref().is_some_and(|s| *s > later))
+            .cloned()
+            .collect();
+        let again = merge_at(&history, &future, as_target(&target), &later, limit);
+        let times = |h: &[DeployHistoryEntry]| -> Vec<(String, Time, Time)> {
+            h.iter()
+                .map(|e| (e.digest.clone(), e.first_deployed.clone(), e.last_deployed.clone()))
+                .collect()
+        };
+        let before: BTreeMap<String, (Time, Time)> = times(&history)
+            .into_iter()
+            .map(|(d, f, l)| (d, (f, l)))
+            .collect();
+        for (d, f, l) in times(&again) {
+            if let Some(old) = before.get(&d) {
+                prop_assert_eq!(&(f, l), old, "a report still in the future moved {}", d);
+            }
+        }
+    }
+
+    /// An entry is targeted exactly when the pool targets its digest, targeted it before,
+    /// it was stored targeted, or it is marked failed.
+    #[test]
+    fn origin_comes_from_the_pool_never_from_the_nodes(
+        previous in arb_previous(),
+        observed in arb_observed(),
+        target in arb_target(),
+        before in proptest::option::of(arb_digest()),
+    ) {
+        let now = now();
+        let pool = Pool {
+            target: as_target(&target),
+            targeted_before: before.as_deref(),
+            now: &now,
+            limit: 20,
+        };
+        let history = super::merge(&previous, &observed, &pool);
+        for e in &history {
+            let stored = previous
+                .iter()
+                .any(|p| p.digest == e.digest && (p.origin == HistoryOrigin::Targeted || p.failed));
+            let expected = stored
+                || target.as_ref().is_some_and(|t| t.0 == e.digest)
+                || before.as_ref() == Some(&e.digest);
+            prop_assert_eq!(e.origin == HistoryOrigin::Targeted, expected, "{}", e.digest);
+        }
     }
 }

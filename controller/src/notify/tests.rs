@@ -76,6 +76,7 @@ fn status(
                 node_count: 3,
                 first_deployed: time(),
                 last_deployed: time(),
+                origin: bootc_crds::pool::HistoryOrigin::Targeted,
                 failed: false,
                 failed_reason: None,
                 failed_time: None,

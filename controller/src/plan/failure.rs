@@ -2,7 +2,9 @@
 //! holders reach `haltAfterUnhealthy`, the target digest is marked failed in
 //! `deployHistory` (with the reason, the time and the pool's generation) and the plan is
 //! made again with the mark in place: from then on the pool's target is the image it ran
-//! before (the newest other digest in `deployHistory` that is not failed), which every
+//! before (the newest other digest in `deployHistory` that is not failed, that the
+//! controller itself targeted (`origin: Targeted`) and that is in the repository of
+//! `spec.image.ref`: what only nodes reported is never rolled back to), which every
 //! node that booted the failed digest keeps in its rollback deployment, so going back
 //! pulls nothing; it goes under the same budget as any update, and without a canary.
 //!
@@ -11,9 +13,10 @@
 //! change clears it. Without an earlier image there is nothing to roll back to: the pool
 //! approves nothing and says so.
 
+use bootc_crds::ImageRef;
 use bootc_crds::conditions::to_time;
 use bootc_crds::pool::{
-    BootcNodePoolStatus, DeployHistoryEntry, FAILED_REASON_MAX_LEN, FailurePolicy,
+    BootcNodePoolStatus, DeployHistoryEntry, FAILED_REASON_MAX_LEN, FailurePolicy, HistoryOrigin,
 };
 
 use super::target::{Target, TargetDecision};
@@ -48,11 +51,19 @@ pub(super) fn apply(snap: &Snapshot, decision: &mut TargetDecision) -> Option<Ro
     let digest = target.digest.to_string();
     let status = snap.pool.status.as_ref();
     let entry = mark(status, &digest, snap.pool.generation)?;
+    let repository = ImageRef::parse(&snap.pool.spec.image.r#ref)
+        .ok()
+        .map(|r| r.name());
     let before = status?
         .deploy_history
         .iter()
         .filter(|e| e.digest != digest && !e.failed && e.node_count > 0)
-        .find_map(|e| Some((Target::from_ref(&e.image)?, e.version.clone())));
+        .filter(|e| e.origin == HistoryOrigin::Targeted)
+        .find_map(|e| {
+            let to = Target::from_ref(&e.image)?;
+            let same = ImageRef::parse(&to.image).ok().map(|r| r.name()) == repository;
+            same.then(|| (to, e.version.clone()))
+        });
     let out = RollingBack {
         failed: target.image.clone(),
         reason: entry.failed_reason.clone().unwrap_or_default(),
@@ -95,6 +106,7 @@ pub(super) fn marked(snap: &Snapshot, target: &Target, reason: String) -> Snapsh
                     node_count: 0,
                     first_deployed: now.clone(),
                     last_deployed: now,
+                    origin: HistoryOrigin::Targeted,
                     failed: false,
                     failed_reason: None,
                     failed_time: None,
@@ -104,6 +116,7 @@ pub(super) fn marked(snap: &Snapshot, target: &Target, reason: String) -> Snapsh
             &mut status.deploy_history[0]
         }
     };
+    entry.origin = HistoryOrigin::Targeted;
     entry.failed = true;
     entry.failed_reason = Some(bootc_crds::bounds::truncate(reason, FAILED_REASON_MAX_LEN));
     entry.failed_time = now;
@@ -123,3 +136,6 @@ pub(super) fn clear_stale(history: &mut [DeployHistoryEntry], generation: Option
         e.failed_generation = None;
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -180,35 +180,44 @@ fn target_fields(status: &mut BootcNodePoolStatus, snap: &super::Snapshot, d: &T
     }
 }
 
-/// `deployHistory` merged with what the members report as booted now.
+/// `deployHistory` merged with what the members report as booted now, bounded by the
+/// plan's `now` (kept as it was when `now` cannot be written as a time).
 fn deploy_history(
     status: &BootcNodePoolStatus,
     p: &Planner<'_>,
     d: &TargetDecision,
 ) -> Vec<bootc_crds::pool::DeployHistoryEntry> {
     let snap = p.snap;
+    let Some(now) = bootc_crds::conditions::to_time(snap.now) else {
+        return status.deploy_history.clone();
+    };
     let booted: Vec<BootedReport> = snap
         .nodes
         .iter()
         .filter(|v| p.states.contains_key(&v.name))
         .filter_map(|v| {
             let booted = v.bootc.as_ref()?.status()?.booted.as_ref()?;
-            Some(BootedReport::from_booted(&v.name, booted))
+            let registered = v
+                .node
+                .as_ref()
+                .and_then(|n| n.node.metadata.creation_timestamp.clone());
+            Some(BootedReport::from_booted(&v.name, booted, registered))
         })
         .collect();
     let target = d.target.as_ref().ok();
     let digest = target.map(|t| t.digest.to_string());
-    let limit = usize::try_from(snap.pool.spec.history.limit.clamp(1, 20)).unwrap_or(5);
-    history::merge(
-        &status.deploy_history,
-        &booted,
-        target.map(|t| TargetImage {
+    let before = snap.pool.status.as_ref();
+    let pool = history::Pool {
+        target: target.map(|t| TargetImage {
             digest: digest.as_deref().unwrap_or_default(),
             image: t.image.as_str(),
             version: d.version.as_deref(),
         }),
-        limit,
-    )
+        targeted_before: before.and_then(|s| s.target_digest.as_deref()),
+        now: &now,
+        limit: usize::try_from(snap.pool.spec.history.limit.clamp(1, 20)).unwrap_or(5),
+    };
+    history::merge(&status.deploy_history, &booted, &pool)
 }
 
 /// The `Degraded` condition, by precedence: an invalid spec, node conflicts, a halt, a

@@ -26,6 +26,7 @@ fn the_history_lists_every_entry_newest_first_and_marks_the_target() {
             "3".into(),
             "2026-03-02T11:00:00Z (60m)".into(),
             "2026-03-02T12:00:00Z (0s)".into(),
+            "Observed".into(),
         ]
     );
     assert_eq!(t.rows[1][0], "1".repeat(12));

@@ -7,6 +7,7 @@ fn entry(c: char, last: i64) -> Value {
     json!({
         "digest": digest(c), "image": pin(c), "version": format!("v{c}"),
         "nodeCount": 2, "firstDeployed": ago(last + 60), "lastDeployed": ago(last),
+        "origin": "Targeted",
     })
 }
 
@@ -29,19 +30,25 @@ fn the_default_is_the_newest_entry_that_is_not_the_target() {
 }
 
 #[test]
-fn the_pin_is_built_from_the_entry_image_repository() {
+fn the_pin_is_built_from_the_entry_image_in_the_pools_repository() {
+    // The same repository written another way: normalised, then pinned.
     let mut e = entry('2', 10);
-    e["image"] = json!("quay.io/example/node-os@sha256:".to_owned() + &"2".repeat(64));
+    e["image"] = json!(format!("registry.test/os:v2@{}", digest('2')));
     let p = with_history('3', json!([entry('3', 0), e]));
-    assert_eq!(
-        choose(&p, None).unwrap().to,
-        format!("quay.io/example/node-os@{}", digest('2'))
-    );
-    let mut bad = entry('2', 10);
-    bad["image"] = json!("Not A Reference");
-    let p = with_history('3', json!([entry('3', 0), bad]));
-    let e = choose(&p, None).unwrap_err();
-    assert!(e.message().contains("is not an image reference"), "{e}");
+    assert_eq!(choose(&p, None).unwrap().to, pin('2'));
+    // Another repository, or no reference at all: never chosen.
+    for image in [
+        format!("quay.io/example/node-os@{}", digest('2')),
+        "Not A Reference".to_owned(),
+    ] {
+        let mut other = entry('2', 10);
+        other["image"] = json!(image);
+        let p = with_history('3', json!([entry('3', 0), other]));
+        let e = choose(&p, None).unwrap_err();
+        assert!(e.message().contains("nothing to roll back to"), "{e}");
+        let e = choose(&p, Some(&digest('2'))).unwrap_err();
+        assert!(e.message().contains("another repository"), "{e}");
+    }
 }
 
 #[test]
@@ -87,11 +94,7 @@ fn to_picks_by_full_digest_or_unique_prefix() {
 fn nothing_to_go_back_to_is_refused() {
     let p = with_history('3', json!([entry('3', 0)]));
     let e = choose(&p, None).unwrap_err();
-    assert!(
-        e.message()
-            .contains("no digest other than the current target"),
-        "{e}"
-    );
+    assert!(e.message().contains("other than the current target"), "{e}");
     let p = pool("workers", json!({}), Value::Null).typed;
     let e = choose(&p, None).unwrap_err();
     assert!(e.message().contains("has no deployHistory"), "{e}");
@@ -141,4 +144,80 @@ fn the_report_says_what_changed_and_how_to_follow_the_tag_again() {
         "{text}"
     );
     assert!(text.contains(&pin('3')), "{text}");
+}
+
+#[test]
+fn only_a_targeted_entry_of_the_pools_repository_is_chosen() {
+    let mut foreign = entry('9', 0);
+    foreign["image"] = json!(format!("evil.example/os@{}", digest('9')));
+    let mut observed = entry('8', 1);
+    observed["origin"] = json!("Observed");
+    let mut old = entry('1', 30);
+    old.as_object_mut().unwrap().remove("origin");
+    let p = with_history(
+        '3',
+        json!([foreign, observed, entry('3', 5), entry('2', 20), old]),
+    );
+    let r = choose(&p, None).unwrap();
+    assert_eq!(r.entry.digest, digest('2'));
+    for (to, why) in [
+        ("9999999", "another repository"),
+        ("8888888", "only nodes reported"),
+        ("1111111", "only nodes reported"),
+    ] {
+        let e = choose(&p, Some(to)).unwrap_err();
+        assert!(e.message().contains(why), "--to {to}: {e}");
+    }
+    // Nothing targeted besides the current target: nothing to roll back to.
+    let p = with_history('3', json!([entry('3', 5), observed_only('2')]));
+    let e = choose(&p, None).unwrap_err();
+    assert!(e.message().contains("nothing to roll back to"), "{e}");
+}
+
+fn observed_only(c: char) -> Value {
+    let mut e = entry(c, 20);
+    e["origin"] = json!("Observed");
+    e
+}
+
+#[test]
+fn the_preview_shows_the_digest_and_its_history_line() {
+    let p = with_history('3', json!([entry('3', 0), entry('2', 10)]));
+    let r = choose(&p, None).unwrap();
+    let text = preview(&p, &r, chrono::Utc::now());
+    assert!(
+        text.starts_with(&format!(
+            "bootcnodepool/workers will roll back to {}:\n",
+            digest('2')
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&pin('2')) && text.contains("Targeted"),
+        "{text}"
+    );
+}
+
+#[test]
+fn confirmation_is_asked_on_a_terminal_and_refused_without_one() {
+    let ask = |yes: bool, terminal: bool, answer: &str| {
+        let mut prompt = Vec::new();
+        let got = confirm(yes, terminal, &mut answer.as_bytes(), &mut prompt);
+        (got, String::from_utf8(prompt).unwrap())
+    };
+    assert_eq!(ask(true, false, ""), (Ok(true), String::new()));
+    assert_eq!(ask(true, true, "n\n"), (Ok(true), String::new()));
+    let (got, _) = ask(false, false, "y\n");
+    assert!(got.unwrap_err().message().contains("pass --yes"));
+    for (answer, expected) in [
+        ("y\n", true),
+        ("YES\n", true),
+        ("n\n", false),
+        ("", false),
+        ("\n", false),
+    ] {
+        let (got, prompt) = ask(false, true, answer);
+        assert_eq!(got, Ok(expected), "{answer:?}");
+        assert_eq!(prompt, "Roll back? [y/N] ");
+    }
 }

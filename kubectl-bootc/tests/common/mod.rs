@@ -252,6 +252,7 @@ pub fn rolling_status(target: char, conditions: Value) -> Value {
         json!({
             "digest": digest(c), "image": pin(c), "version": format!("v{c}"),
             "nodeCount": 3, "firstDeployed": ago(last + 60), "lastDeployed": ago(last),
+            "origin": "Targeted",
         })
     };
     json!({

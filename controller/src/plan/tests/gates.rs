@@ -515,6 +515,7 @@ fn history(c: char, count: i32, minutes_ago: i64) -> DeployHistoryEntry {
         node_count: count,
         first_deployed: t.clone(),
         last_deployed: t,
+        origin: bootc_crds::pool::HistoryOrigin::Targeted,
         failed: false,
         failed_reason: None,
         failed_time: None,
