@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use bootc_crds::selector::{check_dns_label, check_dns_subdomain};
 pub use bootc_pool_common::logging::LogFormat;
+use bootc_pool_controller::secrets::SecretNamespaces;
 use clap::Parser;
 
 /// Command line of `bootc-pool-controller`.
@@ -45,6 +46,21 @@ pub struct Args {
     #[arg(long, env = "POD_NAMESPACE", default_value = "bootc-system")]
     pub lease_namespace: String,
 
+    /// The install's namespace, where the controller keeps its copy of each pool's pull
+    /// Secret (the only Secrets the agents may read). Default: the Lease's namespace.
+    #[arg(long, env = "BOOTC_INSTALL_NAMESPACE")]
+    pub install_namespace: Option<String>,
+
+    /// The namespaces the controller may read pools' pull Secrets (and webhook Secrets)
+    /// in; each needs a Role granting the controller get, list and watch on secrets there.
+    /// Repeat the flag or separate with commas. Default: the install's namespace.
+    #[arg(
+        long = "pull-secret-namespaces",
+        env = "BOOTC_PULL_SECRET_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub pull_secret_namespaces: Vec<String>,
+
     /// This replica's identity in the Lease (the pod name in a cluster).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
@@ -67,6 +83,8 @@ pub struct Config {
     pub lease_name: String,
     /// See [`Args::lease_namespace`].
     pub lease_namespace: String,
+    /// See [`Args::install_namespace`] and [`Args::pull_secret_namespaces`].
+    pub secrets: SecretNamespaces,
     /// See [`Args::identity`].
     pub identity: Option<String>,
     /// See [`Args::log_format`].
@@ -97,6 +115,44 @@ pub enum ConfigError {
         /// Why it is refused.
         message: String,
     },
+    /// A namespace of `--install-namespace` or `--pull-secret-namespaces` is not a
+    /// namespace name.
+    #[error("{flag} {name:?} {message}")]
+    Namespace {
+        /// The flag.
+        flag: &'static str,
+        /// The value given.
+        name: String,
+        /// Why it is refused.
+        message: String,
+    },
+}
+
+/// Checks `name` as a namespace of `flag`.
+fn namespace(flag: &'static str, name: &str) -> Result<String, ConfigError> {
+    check_dns_label(name).map_err(|message| ConfigError::Namespace {
+        flag,
+        name: name.to_owned(),
+        message,
+    })?;
+    Ok(name.to_owned())
+}
+
+/// The install's namespace and the namespaces sources may be read in.
+fn secret_namespaces(args: &Args) -> Result<SecretNamespaces, ConfigError> {
+    let install = args
+        .install_namespace
+        .as_deref()
+        .unwrap_or(&args.lease_namespace);
+    let install = namespace("--install-namespace", install)?;
+    let allowed = args
+        .pull_secret_namespaces
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .map(|n| namespace("--pull-secret-namespaces", n))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SecretNamespaces::new(&install, allowed))
 }
 
 impl TryFrom<Args> for Config {
@@ -123,7 +179,9 @@ impl TryFrom<Args> for Config {
             name: args.lease_namespace.clone(),
             message,
         })?;
+        let secrets = secret_namespaces(&args)?;
         Ok(Config {
+            secrets,
             kubeconfig: args.kubeconfig,
             metrics_addr: args.metrics_addr,
             insecure_registries,
@@ -160,6 +218,31 @@ mod tests {
         assert_eq!(c.lease_name, "bootc-pool-controller");
         assert!(c.insecure_registries.is_empty());
         assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(c.secrets, SecretNamespaces::new(&c.lease_namespace, []));
+    }
+
+    #[test]
+    fn secrets_are_read_in_the_install_namespace_unless_others_are_allowed() {
+        let c = parse(&["--lease-namespace", "ops"]).unwrap();
+        assert_eq!(c.secrets.install, "ops");
+        assert_eq!(c.secrets.allowed, ["ops".to_owned()].into());
+        let c = parse(&[
+            "--install-namespace",
+            "bootc",
+            "--pull-secret-namespaces",
+            "bootc, registry-creds",
+        ])
+        .unwrap();
+        assert_eq!(c.secrets.install, "bootc");
+        assert!(c.secrets.allows("registry-creds") && c.secrets.allows("bootc"));
+        assert!(!c.secrets.allows("default"));
+        for bad in [
+            ["--install-namespace", "Not_A_Namespace"],
+            ["--pull-secret-namespaces", "ok,a.b"],
+        ] {
+            let err = parse(&bad).unwrap_err();
+            assert!(err.starts_with(bad[0]), "{err}");
+        }
     }
 
     #[test]

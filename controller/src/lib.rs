@@ -12,6 +12,8 @@
 //! - [`leader`]: the Lease that decides which replica leads;
 //! - [`metrics`]: the Prometheus families and their registry;
 //! - [`notify`]: a pool's rollout events sent to its webhook;
+//! - [`secrets`]: where Secrets are read and written: the pull Secrets' copies in the
+//!   install's namespace, and the namespaces sources may be read in;
 //! - [`server`]: `/metrics`, `/healthz` and `/readyz`.
 
 pub mod drain;
@@ -23,4 +25,5 @@ pub mod notify;
 pub mod plan;
 pub mod reconcile;
 pub mod resolve;
+pub mod secrets;
 pub mod server;

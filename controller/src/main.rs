@@ -51,6 +51,7 @@ async fn controller(config: config::Config) -> Result<(), String> {
         }),
         metrics: metrics.clone(),
         health: health.clone(),
+        secrets: config.secrets.clone(),
         ..Dependencies::default()
     };
     let server = Server::bind(config.metrics_addr, metrics, health.clone())
@@ -59,7 +60,14 @@ async fn controller(config: config::Config) -> Result<(), String> {
     let shutdown = Shutdown::on_signal("controller");
     let server = tokio::spawn(server.run(shutdown.requested()));
     let lease = LeaseConfig::new(&config.lease_name, &config.lease_namespace, &identity);
-    info!(%identity, lease = %config.lease_name, namespace = %config.lease_namespace, "controller started");
+    info!(
+        %identity,
+        lease = %config.lease_name,
+        namespace = %config.lease_namespace,
+        install_namespace = %config.secrets.install,
+        pull_secret_namespaces = ?config.secrets.allowed,
+        "controller started"
+    );
     reconcile::run_elected(client, deps, lease, shutdown.requested())
         .await
         .map_err(|e| format!("leader election: {e}"))?;

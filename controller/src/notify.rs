@@ -126,6 +126,8 @@ struct Shared {
     recorder: Recorder,
     metrics: Metrics,
     options: NotifyOptions,
+    /// Where webhook Secrets may be read.
+    secrets: crate::secrets::SecretNamespaces,
     /// The HTTP client, or why there is none.
     http: Result<reqwest::Client, String>,
 }
@@ -178,6 +180,7 @@ impl Notifier {
                 recorder,
                 metrics: deps.metrics.clone(),
                 options,
+                secrets: deps.secrets.clone(),
                 http,
             }),
             clock: Arc::clone(&deps.clock),

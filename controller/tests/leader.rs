@@ -478,7 +478,14 @@ async fn a_replica_that_stepped_down_sends_no_write() {
         "cut off before the lease could pass: {:?}",
         started.elapsed()
     );
+    // The server dropped it with the connection: it is never written.
+    tokio::time::sleep(2 * LEASE).await;
     emulator.handle().clear_faults();
+    let api: Api<ConfigMap> = Api::namespaced(b.writer.clone(), NAMESPACE);
+    assert!(
+        api.get_opt("slow").await.unwrap().is_none(),
+        "the abandoned write landed"
+    );
     a.shutdown().await;
     b.shutdown().await;
 }

@@ -143,9 +143,10 @@ fn deps(metrics: &Metrics, attempt_timeout: Duration) -> Dependencies {
     }
 }
 
-/// Secret `default/name` with `url` under the key `url`.
+/// Secret `name` in the install's namespace with `url` under the key `url`.
 async fn create_secret(client: &Client, name: &str, url: &str) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    ensure_namespace(client, INSTALL_NAMESPACE).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), INSTALL_NAMESPACE);
     let mut secret = Secret::default();
     secret.metadata.name = Some(name.to_owned());
     secret.data = Some([("url".to_owned(), ByteString(url.as_bytes().to_vec()))].into());
@@ -157,8 +158,9 @@ async fn create_secret(client: &Client, name: &str, url: &str) {
 
 /// The pool `workers` on the `role: worker` nodes, one at a time (two rebooting at once
 /// would be two NotReady slot holders: a halt), with its webhook URL in
-/// Secret `default/{secret}`.
+/// Secret `{secret}` of the install's namespace.
 async fn create_pool(client: &Client, image: &str, secret: &str) {
+    ensure_namespace(client, INSTALL_NAMESPACE).await;
     let pool: BootcNodePool = serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",
         "kind": "BootcNodePool",
@@ -167,7 +169,7 @@ async fn create_pool(client: &Client, image: &str, secret: &str) {
             "nodeSelector": {"matchLabels": {"role": "worker"}},
             "image": {"ref": image},
             "rollout": {"maxUnavailable": 1},
-            "notifications": {"webhook": {"secretRef": {"name": secret, "namespace": "default"}}},
+            "notifications": {"webhook": {"secretRef": {"name": secret, "namespace": INSTALL_NAMESPACE}}},
         }
     }))
     .unwrap();
@@ -385,7 +387,7 @@ async fn a_missing_secret_is_reported_and_the_rollout_goes_on() {
     let (_, note) = reported.unwrap_or_else(|| panic!("no NotificationFailed in {events:#?}"));
     assert_eq!(
         note,
-        "RolloutStarted notification not delivered: webhook Secret default/no-such-secret \
+        "RolloutStarted notification not delivered: webhook Secret bootc-system/no-such-secret \
          not found (after 1 attempt)"
     );
     // The Secret is read for each event: once it is there, the next one is delivered.

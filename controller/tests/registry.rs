@@ -317,7 +317,7 @@ fn secret(name: &str, auth_json: &str) -> Secret {
     Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
-            namespace: Some("default".into()),
+            namespace: Some(INSTALL_NAMESPACE.into()),
             ..Default::default()
         },
         type_: Some("kubernetes.io/dockerconfigjson".into()),
@@ -346,7 +346,8 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
         &format!("{}/os@{v1}", registry.host()),
     )
     .await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    ensure_namespace(&client, INSTALL_NAMESPACE).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), INSTALL_NAMESPACE);
     secrets
         .create(
             &PostParams::default(),
@@ -362,7 +363,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
             &PostParams::default(),
             &pool(
                 &tag,
-                json!({"pullSecretRef": {"name": "pull", "namespace": "default"}}),
+                json!({"pullSecretRef": {"name": "pull", "namespace": INSTALL_NAMESPACE}}),
             ),
         )
         .await
@@ -393,7 +394,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
     })
     .await;
     let message = condition(&p, "Degraded").unwrap().2;
-    assert!(message.contains("default/pull"), "{message}");
+    assert!(message.contains("bootc-system/pull"), "{message}");
     assert!(
         !message.contains("wrong") && !message.contains("s3cret"),
         "{message}"

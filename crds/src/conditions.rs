@@ -47,6 +47,9 @@ pub mod pool_degraded {
     pub const TARGET_FAILED: &str = "TargetFailed";
     /// The alert gate cannot be asked (and fails closed): nothing is approved.
     pub const ALERT_GATE_UNREACHABLE: &str = "AlertGateUnreachable";
+    /// The pool names a pull Secret in a namespace the controller may not read Secrets
+    /// in: nothing of it is copied, and the nodes get no credentials from it.
+    pub const PULL_SECRET_NOT_ALLOWED: &str = "PullSecretNotAllowed";
     /// The tag could not be resolved; the last good target is kept.
     pub const TAG_RESOLUTION_ERROR: &str = "TagResolutionError";
     /// One or more nodes report Degraded.
@@ -54,13 +57,14 @@ pub mod pool_degraded {
     /// False: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
     /// Every reason that sets `Degraded=True`, highest precedence first.
-    pub const PRECEDENCE: [&str; 8] = [
+    pub const PRECEDENCE: [&str; 9] = [
         INVALID_SPEC,
         NODE_CONFLICT,
         ORDERING_CYCLE,
         TARGET_FAILED,
         ROLLOUT_HALTED,
         ALERT_GATE_UNREACHABLE,
+        PULL_SECRET_NOT_ALLOWED,
         TAG_RESOLUTION_ERROR,
         NODE_DEGRADED,
     ];

@@ -170,6 +170,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// The webhook's URL, read from its Secret now.
 async fn webhook_url(shared: &Shared, secret: &SecretKeyRef) -> Result<reqwest::Url, Failure> {
     let (ns, name) = (&secret.namespace, &secret.name);
+    if !shared.secrets.allows(ns) {
+        return Err(Failure::permanent(shared.secrets.not_allowed(
+            "webhook Secret",
+            ns,
+            name,
+        )));
+    }
     let api: Api<Secret> = Api::namespaced(shared.client.clone(), ns);
     let found = match api.get_opt(name).await {
         Ok(found) => found,

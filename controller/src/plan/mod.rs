@@ -20,6 +20,7 @@
 //! - [`slots`]: the budget, halts, pause and windows closing the gate, approval order;
 //! - [`progress`]: stall detection;
 //! - [`status`]: counts, conditions, transition events, `deployHistory`;
+//! - `secret`: a pull Secret the controller may not read, over the status's `Degraded`;
 //! - [`actions`]: the outputs.
 //!
 //! The shell carries the actions out in order, stopping a node's actions at its first
@@ -52,6 +53,7 @@ mod member;
 mod membership;
 pub mod ordering;
 pub mod progress;
+mod secret;
 pub mod slots;
 mod staging;
 pub mod status;
@@ -300,7 +302,8 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     holder::report_drains(&mut p, &members);
     hold::report(&mut p, &members);
     let progress = progress::advance(snap.progress, &p.states, snap.now);
-    let status = status::status(&mut p, &members, &decision, progress);
+    let mut status = status::status(&mut p, &members, &decision, progress);
+    secret::not_allowed(snap, &mut status);
     Plan {
         grants_from: p.grants_from.unwrap_or(p.actions.len()),
         releases: p.releases,

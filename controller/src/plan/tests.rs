@@ -896,6 +896,55 @@ fn the_pull_secret_hash_reaches_every_bootc_node_and_a_resolution_error_keeps_th
 }
 
 #[test]
+fn a_pull_secret_the_controller_may_not_read_degrades_the_pool_below_graver_reasons() {
+    let not_allowed = "the pull Secret apps/pull is in a namespace the controller may not read";
+    let mut spec = pool_spec(IntOrString::Int(1));
+    spec.pull_secret_ref = None;
+    let mut snap = snapshot(spec.clone(), &[node("n1")]);
+    snap.pull_secret.not_allowed = Some(not_allowed.into());
+    let plan = super::plan(&snap);
+    let d = condition_of(&plan, "Degraded");
+    assert_eq!(
+        (d.status.as_str(), d.reason.as_str()),
+        ("True", "PullSecretNotAllowed")
+    );
+    assert_eq!(d.message, not_allowed);
+    // The members name no Secret: nothing of it reaches them.
+    let Some(Action::Create { spec: created, .. }) = actions_for(&plan, "n1")
+        .into_iter()
+        .find(|a| matches!(a, Action::Create { .. }))
+    else {
+        panic!("{:?}", plan.actions)
+    };
+    assert_eq!(created.pull_secret_ref, None);
+    assert_eq!(created.pull_secret_hash, None);
+
+    // Over a tag that cannot be resolved (without its credentials).
+    snap.pool.spec.image.r#ref = "quay.io/os/node:stable".into();
+    snap.lookup = Lookup::Failed {
+        message: "registry quay.io: 401 Unauthorized".into(),
+        retry_after: Duration::from_secs(30),
+    };
+    let plan = super::plan(&snap);
+    assert_eq!(
+        condition_of(&plan, "Degraded").reason,
+        "PullSecretNotAllowed"
+    );
+    // Planning again from its own status keeps the transition time.
+    let first = condition_of(&plan, "Degraded").clone();
+    snap.pool.status = Some(plan.status.clone());
+    let again = super::plan(&snap);
+    assert_eq!(condition_of(&again, "Degraded"), &first);
+
+    // An invalid spec is graver.
+    let mut snap = snapshot(spec, &[node("n1")]);
+    snap.pull_secret.not_allowed = Some(not_allowed.into());
+    snap.pool.spec.image.r#ref = "not a reference".into();
+    let plan = super::plan(&snap);
+    assert_eq!(condition_of(&plan, "Degraded").reason, "InvalidSpec");
+}
+
+#[test]
 fn planning_again_from_its_own_status_changes_nothing() {
     let nodes = [
         node("n1").staged().slot().cordoned(),

@@ -41,7 +41,8 @@ pub struct PoolView {
     pub name: String,
     /// `metadata.generation`.
     pub generation: Option<i64>,
-    /// The spec.
+    /// The spec, but for `pullSecretRef`: the shell gives the Secret the BootcNodes name
+    /// there (the controller's copy, [`PullSecretView::copy`]), not the pool's source.
     pub spec: BootcNodePoolSpec,
     /// The status as last written.
     pub status: Option<BootcNodePoolStatus>,
@@ -235,6 +236,12 @@ pub struct PullSecretView {
     /// Why it cannot be used (missing, unreadable, malformed), naming it but never its
     /// content.
     pub problem: Option<String>,
+    /// The Secret the pool's BootcNodes name: the controller's copy in the install's
+    /// namespace; `None` when the pool names no Secret or one the controller may not read.
+    pub copy: Option<bootc_crds::pool::SecretRef>,
+    /// The pool names a Secret in a namespace the controller may not read: why, and how
+    /// an admin allows it (`Degraded`, `PullSecretNotAllowed`).
+    pub not_allowed: Option<String>,
 }
 
 /// When the rollout last advanced, as the previous plan left it; the shell keeps it

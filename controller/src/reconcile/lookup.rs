@@ -1,11 +1,12 @@
 //! Asking the outside world for one plan: the pool's pull Secret (read when the pool is
-//! reconciled; Secrets are watched by metadata only) and, for a tag, the registry.
+//! reconciled, in a namespace the admin allowed; Secrets are watched by metadata only),
+//! copied for the pool's nodes (see [`super::copies`]) and, for a tag, the registry.
 //! Nothing here decides what to do with the answers: the planner does.
 
 use bootc_crds::pool::BootcNodePool;
 use chrono::{DateTime, Utc};
 
-use super::Context;
+use super::{Context, ReconcileError};
 use crate::metrics::TagResult;
 use crate::plan::target::{Target, resolve_interval, spec_problems};
 use crate::plan::{Lookup, PullSecretView};
@@ -35,51 +36,65 @@ fn whole_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 impl Context {
-    /// The pull Secret's hash and problem, and its credentials when usable.
+    /// The pull Secret's hash and problem, and its credentials when usable; its copy
+    /// made, updated or removed to match.
     async fn pull_secret(
         &self,
         pool: &BootcNodePool,
-    ) -> (PullSecretView, Option<RegistryCredentials>) {
+    ) -> Result<(PullSecretView, Option<RegistryCredentials>), ReconcileError> {
         let mut view = PullSecretView::default();
         let Some(r) = pool.spec.pull_secret_ref.as_ref() else {
-            return (view, None);
+            self.drop_copy(pool).await?;
+            return Ok((view, None));
         };
-        let read = read_docker_config(&self.client, &r.namespace, &r.name).await;
-        let bytes = match read {
+        let allowed = &self.deps.secrets;
+        if !allowed.allows(&r.namespace) {
+            // Nothing of it is read, copied or named.
+            self.drop_copy(pool).await?;
+            view.not_allowed = Some(allowed.not_allowed("pull Secret", &r.namespace, &r.name));
+            return Ok((view, None));
+        }
+        // An unreadable source keeps the copy as it was: the nodes keep what they have.
+        view.copy = Some(self.copy_ref(pool));
+        let bytes = match read_docker_config(&self.client, &r.namespace, &r.name).await {
             Ok(bytes) => bytes,
             Err(message) => {
                 view.problem = Some(message);
-                return (view, None);
+                return Ok((view, None));
             }
         };
-        view.hash = Some(secret_hash(&bytes));
-        let (ns, name) = pool
-            .spec
-            .pull_secret_ref
-            .as_ref()
-            .map(|r| (r.namespace.as_str(), r.name.as_str()))
-            .unwrap_or_default();
+        let hash = secret_hash(&bytes);
+        self.ensure_copy(pool, r, &bytes, &hash).await?;
+        view.hash = Some(hash);
+        let (ns, name) = (r.namespace.as_str(), r.name.as_str());
         match parse_pull_secret(&bytes) {
-            Ok(creds) => (view, Some(creds.with_source(ns, name))),
+            Ok(creds) => Ok((view, Some(creds.with_source(ns, name)))),
             Err(e) => {
                 view.problem = Some(format!("pull Secret {ns}/{name}: {e}"));
-                (view, None)
+                Ok((view, None))
             }
         }
     }
 
     /// What the registry says of the pool's tag (nothing is asked for a digest reference
-    /// or an invalid spec), and the pull Secret.
-    pub(super) async fn look_up(&self, pool: &BootcNodePool) -> (Lookup, PullSecretView) {
-        if spec_problems(&pool.spec).is_some() {
-            return (Lookup::NotAsked, PullSecretView::default());
+    /// or an invalid spec), and the pull Secret. A pool being deleted loses its copy.
+    pub(super) async fn look_up(
+        &self,
+        pool: &BootcNodePool,
+    ) -> Result<(Lookup, PullSecretView), ReconcileError> {
+        if pool.metadata.deletion_timestamp.is_some() {
+            self.drop_copy(pool).await?;
+            return Ok((Lookup::NotAsked, PullSecretView::default()));
         }
-        let (secret, credentials) = self.pull_secret(pool).await;
+        if spec_problems(&pool.spec).is_some() {
+            return Ok((Lookup::NotAsked, PullSecretView::default()));
+        }
+        let (secret, credentials) = self.pull_secret(pool).await?;
         let Ok(reference) = bootc_crds::ImageRef::parse(&pool.spec.image.r#ref) else {
-            return (Lookup::NotAsked, secret);
+            return Ok((Lookup::NotAsked, secret));
         };
         if Target::from_ref(&pool.spec.image.r#ref).is_some() {
-            return (Lookup::NotAsked, secret);
+            return Ok((Lookup::NotAsked, secret));
         }
         let creds = credentials
             .as_ref()
@@ -121,6 +136,6 @@ impl Context {
                 }
             }
         };
-        (lookup, secret)
+        Ok((lookup, secret))
     }
 }

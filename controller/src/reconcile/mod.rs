@@ -7,6 +7,8 @@
 //! - [`cache`]: caches trimmed to what plans read, and the overlay of the reconciler's
 //!   own writes;
 //! - [`lookup`]: the pull Secret and the registry, asked for each reconcile;
+//! - [`copies`]: the Secrets watched, and the copy of each pool's pull Secret in the
+//!   install's namespace (what its BootcNodes name);
 //! - [`observe`]: the [`Snapshot`](crate::plan::Snapshot) a plan looks at;
 //! - [`execute`]: carrying out the plan's actions;
 //! - [`pools`]: the pools' watch, each pool read on its own (one the controller cannot
@@ -15,9 +17,11 @@
 //!
 //! Watches: pools (the controller's own), BootcNodes (owned by pools), Nodes (mapped to
 //! every pool whose selector matches and to the pool owning the node's BootcNode; only
-//! label, Ready, `spec.unschedulable` and boot ID changes pass), Secrets (metadata only,
-//! mapped to the pools naming them), the drainer's completions, and each pool's changes
-//! again for the pools that follow it (`rollout.after`).
+//! label, Ready, `spec.unschedulable` and boot ID changes pass), Secrets in the namespaces
+//! sources may be read in (metadata only, mapped to the pools naming them), the pull
+//! Secrets' copies (metadata only, mapped to their owning pool), the drainer's
+//! completions, and each pool's changes again for the pools that follow it
+//! (`rollout.after`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -29,8 +33,7 @@ use bootc_crds::pool::BootcNodePool;
 use bootc_pool_common::backoff::Backoff;
 use chrono::{DateTime, Utc};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::core::PartialObjectMeta;
+use k8s_openapi::api::core::v1::Node;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -42,6 +45,7 @@ use tracing::{debug, warn};
 
 mod batch;
 pub mod cache;
+pub mod copies;
 pub mod elect;
 pub mod execute;
 pub mod lookup;
@@ -90,6 +94,8 @@ pub struct Dependencies {
     pub notifications: crate::notify::NotifyOptions,
     /// The alert gates' sources, shared by all pools.
     pub alert_gate: crate::gate::AlertGate,
+    /// Where pull Secrets are copied to and where sources may be read.
+    pub secrets: crate::secrets::SecretNamespaces,
 }
 
 impl std::fmt::Debug for Dependencies {
@@ -110,6 +116,7 @@ impl Default for Dependencies {
             health: Health::new(),
             notifications: crate::notify::NotifyOptions::default(),
             alert_gate: crate::gate::AlertGate::default(),
+            secrets: crate::secrets::SecretNamespaces::default(),
         }
     }
 }
@@ -163,6 +170,8 @@ pub struct Context {
     pools: Store<BootcNodePool>,
     bootc: Store<BootcNode>,
     nodes: Store<Node>,
+    /// The pull Secrets' copies (see [`copies`]).
+    copies: copies::Copies,
     drainer: Drainer,
     recorder: Recorder,
     deps: Dependencies,
@@ -316,25 +325,6 @@ fn followers(pools: &Store<BootcNodePool>, pool: &str) -> Vec<ObjectRef<BootcNod
         .collect()
 }
 
-/// The pools naming a Secret as their pull Secret.
-fn pools_of_secret(
-    pools: &Store<BootcNodePool>,
-    secret: &PartialObjectMeta<Secret>,
-) -> Vec<ObjectRef<BootcNodePool>> {
-    let (ns, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-    pools
-        .state()
-        .iter()
-        .filter(|p| {
-            p.spec
-                .pull_secret_ref
-                .as_ref()
-                .is_some_and(|r| r.namespace == ns && r.name == name)
-        })
-        .map(|p| ObjectRef::new(&p.name_any()))
-        .collect()
-}
-
 /// Whether the BootcNode and Node caches have been filled once, as the watch streams
 /// that fill them say. (A store's own `wait_until_ready` wakes only its latest waiter, so
 /// two tasks waiting on one store could wait forever; a `watch` channel wakes them all.)
@@ -357,19 +347,6 @@ async fn ready_when_synced(health: Health, synced: Synced) {
     if synced.wait().await {
         health.set_ready(true);
     }
-}
-
-/// Secrets: metadata only (names and versions, never content); the content is read when
-/// a pool is reconciled.
-fn secret_changes(
-    client: &Client,
-) -> impl Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + use<> {
-    watcher::watcher(
-        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .touched_objects()
 }
 
 /// What records the controller's Events, naming this instance.
@@ -412,7 +389,9 @@ pub async fn run(
     let (done_tx, done_rx) = mpsc::unbounded_channel::<DrainDone>();
     let drained = tokio_stream::wrappers::UnboundedReceiverStream::new(done_rx)
         .map(|done| ObjectRef::<BootcNodePool>::new(&done.pool));
-    let secret_stream = secret_changes(&client);
+    let secret_stream = copies::source_changes(&client, &deps.secrets);
+    let (copy_store, copy_writer) = reflector::store();
+    let copy_stream = copies::copy_changes(&client, &deps.secrets, copy_writer);
     let health = deps.health.clone();
     health.set_not_ready("leading: caches not synced yet");
     let recorder = recorder(&client, &deps);
@@ -429,6 +408,7 @@ pub async fn run(
         pools: pool_store.clone(),
         bootc: bootc_store.clone(),
         nodes: node_store,
+        copies: copy_store,
         deps,
         bootc_overlay,
         node_overlay,
@@ -444,21 +424,30 @@ pub async fn run(
             pools_of_node(&node_pools, &bootc_store, &node)
         })
         .watches_stream(secret_stream, move |secret| {
-            pools_of_secret(&secret_pools, &secret)
+            copies::pools_of_secret(&secret_pools, &secret)
         })
+        .watches_stream(copy_stream, |copy| copies::pool_of_copy(&copy))
         .reconcile_on(drained)
         .reconcile_on(followed)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((pool, _)) => debug!(pool = %pool.name, "reconciled"),
-                Err(e) => debug!(error = %e, "reconcile failed"),
-            }
-        })
+        .for_each(log_outcome)
         .await;
     ready.abort();
     health.set_not_ready("the controller stopped");
+}
+
+/// What one run of the reconciler gave.
+type Outcome = Result<
+    (ObjectRef<BootcNodePool>, Requeue),
+    kube::runtime::controller::Error<ReconcileError, watcher::Error>,
+>;
+
+async fn log_outcome(result: Outcome) {
+    match result {
+        Ok((pool, _)) => debug!(pool = %pool.name, "reconciled"),
+        Err(e) => debug!(error = %e, "reconcile failed"),
+    }
 }
 
 /// The wait before retrying after `failures` failed reconciles in a row: 1 s doubling to
@@ -516,7 +505,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
         return Err(ReconcileError::CacheGone);
     }
     let name = pool.name_any();
-    let (lookup, pull_secret) = ctx.look_up(pool).await;
+    let (lookup, pull_secret) = ctx.look_up(pool).await?;
     let gate = match pool.spec.health.as_ref().and_then(|h| h.alerts.as_ref()) {
         Some(alerts) => ctx.deps.alert_gate.check(alerts, (ctx.deps.clock)()).await,
         None => plan::GateView::NotConfigured,

@@ -51,10 +51,15 @@ impl Context {
             .filter(|p| p.name_any() != name && p.metadata.deletion_timestamp.is_none())
             .map(|p| (p.name_any(), p.spec.node_selector.clone()))
             .collect();
+        // The BootcNodes name the copy, never the pool's source Secret.
+        let mut spec = pool.spec.clone();
+        if crate::plan::target::spec_problems(&spec).is_none() {
+            spec.pull_secret_ref = pull_secret.copy.clone();
+        }
         Snapshot {
             pool: PoolView {
                 generation: pool.metadata.generation,
-                spec: pool.spec.clone(),
+                spec,
                 status: pool.status.clone(),
                 name: name.clone(),
                 deleting: pool.metadata.deletion_timestamp.is_some(),

@@ -229,3 +229,21 @@ pub async fn set_unschedulable(client: &Client, node: &str, value: bool) {
         .await
         .unwrap();
 }
+
+/// The install's namespace (the controller's own, by default): where pull and webhook
+/// Secrets may be read, and where the pull Secrets' copies are kept.
+pub const INSTALL_NAMESPACE: &str = "bootc-system";
+
+/// Creates namespace `name` unless it exists.
+pub async fn ensure_namespace(client: &Client, name: &str) {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    if api.get_opt(name).await.unwrap().is_some() {
+        return;
+    }
+    let ns = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    match api.create(&kube::api::PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
+}

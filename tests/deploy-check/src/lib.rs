@@ -370,6 +370,62 @@ impl Authorizer {
     }
 }
 
+/// `ClusterRole/name` of every ClusterRole among `docs` with a rule granting `resource` of
+/// API group `group`, by name or through a wildcard.
+pub fn cluster_roles_granting(docs: &[Value], group: &str, resource: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for role in docs
+        .iter()
+        .filter(|d| d["apiVersion"] == "rbac.authorization.k8s.io/v1" && d["kind"] == "ClusterRole")
+    {
+        let rules = role["rules"].as_array().cloned().unwrap_or_default();
+        let grants = rules.iter().map(Rule::from_value).any(|r| {
+            r.api_groups.iter().any(|g| g == "*" || g == group)
+                && r.resources.iter().any(|x| x == "*" || x == resource)
+        });
+        if grants {
+            found.push(format!(
+                "ClusterRole/{}",
+                role["metadata"]["name"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    found
+}
+
+impl Authorizer {
+    /// What service account `namespace/name` may read (get, list, watch), one line per
+    /// resource and scope, e.g. `core/secrets in bootc-system: get`.
+    pub fn reads(&self, namespace: &str, name: &str) -> Vec<String> {
+        let mut lines: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for grant in self.grants(namespace, name) {
+            let scope = match &grant.scope {
+                Scope::Cluster => "cluster-wide".to_owned(),
+                Scope::Namespace(ns) => format!("in {ns}"),
+            };
+            for group in &grant.rule.api_groups {
+                let group = if group.is_empty() { "core" } else { group };
+                for resource in &grant.rule.resources {
+                    let verbs = lines
+                        .entry(format!("{group}/{resource} {scope}"))
+                        .or_default();
+                    for verb in &grant.rule.verbs {
+                        let read = ["get", "list", "watch", "*"].contains(&verb.as_str());
+                        if read && !verbs.contains(verb) {
+                            verbs.push(verb.clone());
+                        }
+                    }
+                }
+            }
+        }
+        lines
+            .into_iter()
+            .filter(|(_, verbs)| !verbs.is_empty())
+            .map(|(what, verbs)| format!("{what}: {}", verbs.join(", ")))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

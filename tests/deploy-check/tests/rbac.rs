@@ -5,8 +5,8 @@
 //! electing a leader on a Lease in bootc-system (in-process, with the binary's
 //! User-Agent), three simulated nodes with the real agent run loop (host-sim, whose
 //! agents carry the agent binary's User-Agent), pods to drain, a digest-pinned pool whose
-//! pull Secret the controller and the agents read, and a node leaving the pool
-//! afterwards. Then every request in the emulator's log is held to the manifests' RBAC:
+//! pull Secret the controller reads and copies (the agents read the copy), a node leaving
+//! the pool afterwards, and the pool naming no Secret at the end (the copy removed). Then every request in the emulator's log is held to the manifests' RBAC:
 //! the controller's requests to the controller's service account, the agents' to the
 //! agent's; and every granted verb must have been used.
 //!
@@ -223,6 +223,33 @@ async fn every_request_of_a_rollout_is_allowed_by_the_roles() {
             .unwrap_or_default()
             .contains_key(MANAGED_LABEL);
         (gone && unlabelled).then_some(())
+    })
+    .await;
+
+    // The controller's copy was what the agents read; once the pool names no Secret, it
+    // goes.
+    let copy = "bootc-pull-workers";
+    let agent_gets = |log: &[kube_emulator::RequestRecord]| {
+        log.iter().any(|r| {
+            deploy_check::subject_of(&r.user_agent) == Some(AGENT_SA)
+                && r.resource == "secrets"
+                && r.name == copy
+        })
+    };
+    assert!(
+        agent_gets(&emulator.handle().requests()),
+        "no agent read the copy"
+    );
+    pools
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"pullSecretRef": null}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the copy removed", async || {
+        secrets.get_opt(copy).await.ok()?.is_none().then_some(())
     })
     .await;
 

@@ -131,7 +131,17 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     options.kube = Some(client.clone());
     let node = Node::start(options).await.unwrap();
 
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    // Agents read Secrets in the install's namespace only (the controller's copies).
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "bootc-system"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "bootc-system");
     let secret = Secret {
         metadata: kube::api::ObjectMeta {
             name: Some("pull".into()),
@@ -160,7 +170,7 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
             reboot_policy: Default::default(),
             pull_secret_ref: Some(SecretRef {
                 name: "pull".into(),
-                namespace: "default".into(),
+                namespace: "bootc-system".into(),
             }),
             pull_secret_hash: Some("h1".into()),
             health_units: Vec::new(),

@@ -806,7 +806,18 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
         ),
         ..Default::default()
     };
-    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), "default");
+    // Agents read Secrets in the install's namespace only (the controller's copies).
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    namespaces
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "bootc-system"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), "bootc-system");
     secrets
         .create(&PostParams::default(), &secret("wrong"))
         .await
@@ -815,7 +826,7 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
     let spec = BootcNodeSpec {
         pull_secret_ref: Some(bootc_crds::pool::SecretRef {
             name: "pull".into(),
-            namespace: "default".into(),
+            namespace: "bootc-system".into(),
         }),
         pull_secret_hash: Some("first".into()),
         health_units: Vec::new(),

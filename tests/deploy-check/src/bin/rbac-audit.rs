@@ -5,13 +5,18 @@
 //! writes the distinct requests it served to DIR. Then `rbac-audit DIR` assigns each
 //! request to a service account by its User-Agent (the controller's or the agent's),
 //! checks it against the roles, prints what each account did and which grants went
-//! unused, and exits 1 when any request is outside the roles, or when the directory
-//! holds no request of the controller or of the agent (the audit would prove nothing).
+//! unused and what each account's token can read, and exits 1 when any request is outside
+//! the roles, when any ClusterRole grants Secrets (a node's token must read no Secret
+//! but the pull Secrets' copies in the install's namespace), or when the directory holds
+//! no request of the controller or of the agent (the audit would prove nothing).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use deploy_check::{AGENT_SA, Audit, Authorizer, CONTROLLER_SA, INSTALL, Request, documents};
+use deploy_check::{
+    AGENT_SA, Audit, Authorizer, CONTROLLER_SA, INSTALL, NAMESPACE, Request,
+    cluster_roles_granting, documents,
+};
 
 const USAGE: &str = "usage: rbac-audit DIR\n\nChecks the requests the API emulators wrote to DIR (KUBE_EMULATOR_AUDIT_DIR) against the roles in deploy/install.yaml.";
 
@@ -41,7 +46,8 @@ fn main() -> ExitCode {
 fn run(dir: &std::path::Path) -> Result<bool, String> {
     let path = deploy_check::repo_root().join(INSTALL);
     let install = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let authorizer = Authorizer::new(&documents(&install)?);
+    let docs = documents(&install)?;
+    let authorizer = Authorizer::new(&docs);
     let entries = kube_emulator::audit::read_dir(dir)?;
     let audit = Audit::of(
         &authorizer,
@@ -72,6 +78,10 @@ fn run(dir: &std::path::Path) -> Result<bool, String> {
         if !unused.is_empty() {
             println!("  granted but not used: {}", unused.join(", "));
         }
+        println!("  its token can read:");
+        for line in authorizer.reads(NAMESPACE, subject) {
+            println!("    {line}");
+        }
         if total == 0 {
             eprintln!("error: no request of {subject} in {}", dir.display());
             ok = false;
@@ -81,6 +91,14 @@ fn run(dir: &std::path::Path) -> Result<bool, String> {
         "other clients' requests (not ours, not checked): {}",
         audit.others
     );
+    let granting = cluster_roles_granting(&docs, "", "secrets");
+    for role in &granting {
+        eprintln!("error: {role} grants Secrets; only Roles in the install's namespace may");
+        ok = false;
+    }
+    if granting.is_empty() {
+        println!("no ClusterRole grants Secrets");
+    }
     for (subject, request, count) in &audit.denied {
         eprintln!("denied: {subject}: {request} ({count}×)");
         ok = false;
