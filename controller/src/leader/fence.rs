@@ -67,12 +67,6 @@ impl Fence {
         }
     }
 
-    /// A fence that never admits a write: for a controller that was never elected.
-    pub fn closed() -> Self {
-        let (_, authority) = watch::channel(None);
-        Fence { authority }
-    }
-
     /// `client`, its writes behind this fence.
     pub fn guard(&self, client: Client) -> Client {
         let namespace = client.default_namespace().to_owned();
