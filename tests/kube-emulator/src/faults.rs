@@ -10,8 +10,11 @@ use crate::error::ApiError;
 /// What to inject. The default injects nothing.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FaultConfig {
-    /// Added before every request is served.
+    /// Added before every request is served (see `latency_user_agent`).
     pub latency: Duration,
+    /// Only requests whose User-Agent contains this wait the `latency` (all when unset):
+    /// one client made slow, as a replica whose requests are held up in the network.
+    pub latency_user_agent: Option<String>,
     /// Share (0.0 to 1.0) of matching requests answered with an error instead of being served.
     pub error_rate: f64,
     /// The codes injected errors use, picked at random: 500, 409 and 429 are meaningful.
@@ -186,9 +189,13 @@ impl ApiFaults {
     }
 }
 
-/// How long the injector asks requests to wait.
-pub fn latency(faults: &ApiFaults) -> Duration {
-    faults.config.latency
+/// How long the injector asks `request` to wait.
+pub fn latency(faults: &ApiFaults, request: &RequestRecord) -> Duration {
+    let c = &faults.config;
+    match &c.latency_user_agent {
+        Some(ua) if !request.user_agent.contains(ua.as_str()) => Duration::ZERO,
+        _ => c.latency,
+    }
 }
 
 #[cfg(test)]

@@ -169,7 +169,10 @@ async fn handle(
     }
     let (latency, injected) = {
         let mut faults = app.faults();
-        (crate::faults::latency(&faults), faults.decide(&record))
+        (
+            crate::faults::latency(&faults, &record),
+            faults.decide(&record),
+        )
     };
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
