@@ -8,7 +8,6 @@ use bootc_pool_controller::leader::{LeaderElector, LeaseConfig};
 use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use kube_emulator::{Emulator, FaultConfig};
@@ -400,26 +399,27 @@ async fn simultaneous_start_leaves_one_leader() {
     b.shutdown().await;
 }
 
-/// A ConfigMap named `name`, written through `replica`'s fence.
-async fn write_through(replica: &Replica, name: &str) -> Result<ConfigMap, kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(replica.writer.clone(), NAMESPACE);
-    let object = ConfigMap {
+/// A Lease named `name` (a kind the controller may write), written through `replica`'s
+/// fence.
+async fn write_through(replica: &Replica, name: &str) -> Result<Lease, kube::Error> {
+    let api: Api<Lease> = Api::namespaced(replica.writer.clone(), NAMESPACE);
+    let object = Lease {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             ..ObjectMeta::default()
         },
-        ..ConfigMap::default()
+        ..Lease::default()
     };
     api.create(&PostParams::default(), &object).await
 }
 
-/// Requests of `identity` that reached the emulator with a ConfigMap write.
-fn config_map_writes(emulator: &Emulator, identity: &str) -> usize {
+/// Lease creations of `identity` that reached the emulator.
+fn lease_creations(emulator: &Emulator, identity: &str) -> usize {
     emulator
         .handle()
         .requests()
         .iter()
-        .filter(|r| r.resource == "configmaps" && r.verb == "create")
+        .filter(|r| r.resource == "leases" && r.verb == "create")
         .filter(|r| r.user_agent.contains(identity))
         .count()
 }
@@ -438,7 +438,7 @@ async fn a_replica_that_stepped_down_sends_no_write() {
         write_through(&b, "standby").await.is_err(),
         "a standby writes nothing"
     );
-    assert_eq!(config_map_writes(&emulator, "replica-b"), 0);
+    assert_eq!(lease_creations(&emulator, "replica-b"), 0);
 
     // replica-a loses the Lease (its writes fail), replica-b takes over.
     emulator.handle().set_faults(FaultConfig {
@@ -450,15 +450,15 @@ async fn a_replica_that_stepped_down_sends_no_write() {
     });
     wait_until_leader(&b, LEASE + RENEW_DEADLINE + 2 * RETRY + SLACK).await;
     emulator.handle().clear_faults();
-    let before = config_map_writes(&emulator, "replica-a");
+    let before = lease_creations(&emulator, "replica-a");
     let refused = write_through(&a, "after-losing").await.unwrap_err();
     assert!(refused.to_string().contains("not the leader"), "{refused}");
     assert_eq!(
-        config_map_writes(&emulator, "replica-a"),
+        lease_creations(&emulator, "replica-a"),
         before,
         "the refused write never reached the server"
     );
-    let api: Api<ConfigMap> = Api::namespaced(a.writer.clone(), NAMESPACE);
+    let api: Api<Lease> = Api::namespaced(a.writer.clone(), NAMESPACE);
     assert!(
         api.get("while-leading").await.is_ok(),
         "reads are not fenced"
@@ -481,7 +481,7 @@ async fn a_replica_that_stepped_down_sends_no_write() {
     // The server dropped it with the connection: it is never written.
     tokio::time::sleep(2 * LEASE).await;
     emulator.handle().clear_faults();
-    let api: Api<ConfigMap> = Api::namespaced(b.writer.clone(), NAMESPACE);
+    let api: Api<Lease> = Api::namespaced(b.writer.clone(), NAMESPACE);
     assert!(
         api.get_opt("slow").await.unwrap().is_none(),
         "the abandoned write landed"
