@@ -29,6 +29,34 @@ fn recorded(node_boot: &str) -> Snapshot {
     back_after_reboot(node_boot, Some(now() - chrono::Duration::seconds(5)))
 }
 
+/// n1's approval is revoked first (`Staged`, on condition of the version read, as the
+/// agent's record is), then the node is uncordoned and its BootcNode deleted.
+fn revoked_then_let_go(plan: &Plan) {
+    let n1 = actions_for(plan, "n1");
+    let Some(Action::Update {
+        resource_version,
+        spec,
+        ..
+    }) = n1.first()
+    else {
+        panic!("the revocation comes first: {n1:?}")
+    };
+    assert_eq!(spec.desired_image_state, DesiredImageState::Staged);
+    assert_eq!(
+        resource_version.as_deref(),
+        Some("rv-n1"),
+        "on condition of the version read, as the agent's record is"
+    );
+    assert!(
+        n1.contains(&&Action::Uncordon { node: "n1".into() }),
+        "{n1:?}"
+    );
+    assert!(
+        n1.contains(&&Action::Delete { node: "n1".into() }),
+        "{n1:?}"
+    );
+}
+
 #[test]
 fn a_new_target_keeps_the_slot_until_the_kubelet_reports_from_the_new_boot() {
     // The agent is back and idle, the Node still Ready from before the reboot: its
@@ -78,19 +106,7 @@ fn a_pool_deleted_mid_reboot_keeps_the_node_until_its_reboot_is_over() {
     let mut snap = recorded("89ab");
     deleting(&mut snap);
     let plan = super::plan(&snap);
-    let n1 = actions_for(&plan, "n1");
-    let Some(Action::Update {
-        resource_version,
-        spec,
-        ..
-    }) = n1.first()
-    else {
-        panic!("{n1:?}")
-    };
-    assert_eq!(spec.desired_image_state, DesiredImageState::Staged);
-    assert_eq!(resource_version.as_deref(), Some("rv-n1"));
-    assert!(n1.contains(&&Action::Uncordon { node: "n1".into() }));
-    assert!(n1.contains(&&Action::Delete { node: "n1".into() }));
+    revoked_then_let_go(&plan);
 }
 
 #[test]
@@ -120,28 +136,7 @@ fn an_approval_not_yet_recorded_is_revoked_before_the_node_goes() {
     let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[approved]);
     deleting(&mut snap);
     let plan = super::plan(&snap);
-    let n1 = actions_for(&plan, "n1");
-    let Some(Action::Update {
-        resource_version,
-        spec,
-        ..
-    }) = n1.first()
-    else {
-        panic!("the revocation comes first: {n1:?}")
-    };
-    assert_eq!(spec.desired_image_state, DesiredImageState::Staged);
-    assert_eq!(
-        resource_version.as_deref(),
-        Some("rv-n1"),
-        "on condition of the version read, as the agent's record is"
-    );
-    let delete = n1
-        .iter()
-        .position(|a| **a == Action::Delete { node: "n1".into() });
-    let uncordon = n1
-        .iter()
-        .position(|a| **a == Action::Uncordon { node: "n1".into() });
-    assert!(delete.is_some() && uncordon.is_some(), "{n1:?}");
+    revoked_then_let_go(&plan);
 }
 
 #[test]
