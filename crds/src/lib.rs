@@ -51,6 +51,11 @@ pub const WAS_CORDONED_ANNOTATION: &str = "node.bootc.dev/was-cordoned";
 /// Annotation on a BootcNode: when the controller approved its reboot (RFC 3339), the
 /// start of `rebootTimeoutSeconds`.
 pub const APPROVED_AT_ANNOTATION: &str = "node.bootc.dev/approved-at";
+/// Annotation on a BootcNode: when the controller first saw the node back on its target
+/// after the approved reboot (RFC 3339, the controller's clock), the start of
+/// `postRebootDelaySeconds` and of the boot-health timeout. Node clocks never shorten
+/// either.
+pub const BACK_AT_ANNOTATION: &str = "node.bootc.dev/back-at";
 /// Annotation on a BootcNode whose drain timed out: the target digest it was for. The
 /// node is not given a slot again for that digest until the annotation is removed (by an
 /// admin, to retry) or the target changes.

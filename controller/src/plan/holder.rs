@@ -11,7 +11,8 @@ use bootc_crds::conditions::to_time;
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState, DrainBlocked};
 use bootc_crds::pool::RebootPolicy;
 use bootc_crds::{
-    APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest, WAS_CORDONED_ANNOTATION,
+    APPROVED_AT_ANNOTATION, BACK_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest,
+    WAS_CORDONED_ANNOTATION,
 };
 use chrono::{DateTime, Utc};
 
@@ -259,7 +260,7 @@ const KUBELET_START_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
 /// Approved: wait for the node to come back on the target, healthy, Ready and heard from
 /// by its kubelet since the reboot; after the soak the slot is released.
-fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
+fn approved(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     let name = holder.name();
     let node = &holder.node;
     let (info, agent, digest) = (node.info, node.agent, &node.target.digest);
@@ -295,74 +296,108 @@ fn approved(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
         // plan; a soft reboot's heartbeat does not, so look again shortly.
         p.requeue_in(KUBELET_RECHECK);
     }
-    let mut sick = false;
-    if back && kubelet_back {
-        match health::judge(health::units(&p.snap.pool.spec), agent) {
-            BootHealth::Healthy => {
-                if soaked(p, &holder) {
-                    release_slot(p, holder);
-                    return;
-                }
-            }
-            BootHealth::Failed(why) => {
-                let problem = format!("node {name}: UnhealthyUnits: {why}");
-                p.unhealthy.push(problem.clone());
-                p.degraded.push(problem);
-                sick = true;
-            }
-            BootHealth::Waiting(why) => {
-                let limit = health::timeout(&p.snap.pool.spec);
-                let back_for = (now - back_since(&holder, now))
-                    .to_std()
-                    .unwrap_or(Duration::ZERO);
-                if back_for >= limit {
-                    let problem = format!(
-                        "node {name}: BootHealthTimeout: its units were not all active within {}s of its return: {why}",
-                        limit.as_secs()
-                    );
-                    p.unhealthy.push(problem.clone());
-                    p.degraded.push(problem);
-                    sick = true;
-                } else {
-                    p.requeue_in(limit - back_for + Duration::from_millis(10));
-                }
-            }
-        }
+    let back = if back && kubelet_back {
+        back_on_target(p, &mut holder)
+    } else {
+        Back::NotYet
+    };
+    if back == Back::Soaked {
+        release_slot(p, holder);
+        return;
     }
+    let sick = back == Back::Sick;
     let state = if degraded.is_some() || sick {
         NodeState::Degraded
     } else {
         NodeState::Rebooting
     };
+    if !holder.annotations.is_empty() {
+        // The controller saw the node back for the first time: its own clock says when.
+        holder.update(p);
+    }
     p.states.insert(name, state);
 }
 
-/// Whether the node has been back for `postRebootDelaySeconds`; if not, a plan is due
-/// when it will have been.
-fn soaked(p: &mut Planner<'_>, holder: &Holder<'_, '_>) -> bool {
-    let delay = p.read(super::limits::soak(&p.snap.pool.spec.rollout));
+/// The holder is back on the target, Ready and heard from by its kubelet since the
+/// reboot: judges its units and `postRebootDelaySeconds`, both counted from when it has
+/// been back ([`back_since`]). The first time the controller sees it back, the moment is
+/// stamped in [`BACK_AT_ANNOTATION`].
+fn back_on_target(p: &mut Planner<'_>, holder: &mut Holder<'_, '_>) -> Back {
+    let name = holder.name();
     let now = p.snap.now;
-    let since = back_since(holder, now);
-    let soaked = (now - since).to_std().unwrap_or(Duration::ZERO);
-    if soaked >= delay {
-        return true;
+    let back_for = (now - back_since(holder, now))
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    match health::judge(health::units(&p.snap.pool.spec), holder.node.agent) {
+        BootHealth::Healthy => {
+            let delay = p.read(super::limits::soak(&p.snap.pool.spec.rollout));
+            if back_for >= delay {
+                return Back::Soaked;
+            }
+            p.requeue_in(delay - back_for);
+            Back::Waiting
+        }
+        BootHealth::Failed(why) => {
+            let problem = format!("node {name}: UnhealthyUnits: {why}");
+            p.unhealthy.push(problem.clone());
+            p.degraded.push(problem);
+            Back::Sick
+        }
+        BootHealth::Waiting(why) => {
+            let limit = health::timeout(&p.snap.pool.spec);
+            if back_for < limit {
+                p.requeue_in(limit - back_for + Duration::from_millis(10));
+                return Back::Waiting;
+            }
+            let problem = format!(
+                "node {name}: BootHealthTimeout: its units were not all active within {}s of its return: {why}",
+                limit.as_secs()
+            );
+            p.unhealthy.push(problem.clone());
+            p.degraded.push(problem);
+            Back::Sick
+        }
     }
-    p.requeue_in(delay - soaked);
-    false
 }
 
-/// Since when the node has been back: the later of booting the target and turning
-/// Ready; both are kept at second precision by the API, so a second is added rather than
-/// count too much. Without either, now.
-fn back_since(holder: &Holder<'_, '_>, now: DateTime<Utc>) -> DateTime<Utc> {
-    holder
+/// Where a holder approved to reboot stands once back on the target.
+#[derive(PartialEq)]
+enum Back {
+    /// Not back yet (or not heard from by its kubelet since the reboot).
+    NotYet,
+    /// Back, its units not judged yet or the soak not over.
+    Waiting,
+    /// Back, a unit failed or its units were not active in time.
+    Sick,
+    /// Back, healthy and soaked: the slot can go.
+    Soaked,
+}
+
+/// Since when the holder has been back: when the controller first saw it back
+/// ([`BACK_AT_ANNOTATION`], kept in whole seconds, so a second is added rather than count
+/// too much), stamped now if it was not yet; or later, when its Node turned Ready again
+/// since then (by the kubelet's clock, never later than now). A node clock can make the
+/// wait longer, never shorter.
+fn back_since(holder: &mut Holder<'_, '_>, now: DateTime<Utc>) -> DateTime<Utc> {
+    let seen = holder
         .node
-        .agent
-        .booted_since()
-        .into_iter()
-        .chain(holder.node.info.ready_since)
-        .max()
-        .map_or(now, |t| t + chrono::Duration::seconds(1))
+        .bootc
+        .annotations()
+        .get(BACK_AT_ANNOTATION)
+        .and_then(|s| parse_stamp(s))
+        .map(|t| t + chrono::Duration::seconds(1));
+    let seen = seen.unwrap_or_else(|| {
+        holder
+            .annotations
+            .insert(BACK_AT_ANNOTATION.to_owned(), Some(stamp(now)));
+        now
+    });
+    let ready = holder
+        .node
+        .info
+        .ready_since
+        .map(|t| (t + chrono::Duration::seconds(1)).min(now));
+    ready.map_or(seen, |r| r.max(seen))
 }
 
 /// The node runs the target and has soaked: uncordon, release the slot, say so.

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
 use bootc_crds::pool::BootcNodePoolSpec;
-use bootc_crds::{APPROVED_AT_ANNOTATION, REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
+use bootc_crds::{
+    APPROVED_AT_ANNOTATION, BACK_AT_ANNOTATION, REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION,
+};
 
 use super::agent::AgentReport;
 use super::target::Target;
@@ -66,6 +68,7 @@ pub(super) fn release() -> BTreeMap<String, Option<String>> {
         REBOOT_SLOT_ANNOTATION,
         WAS_CORDONED_ANNOTATION,
         APPROVED_AT_ANNOTATION,
+        BACK_AT_ANNOTATION,
     ]
     .into_iter()
     .map(|k| (k.to_owned(), None))

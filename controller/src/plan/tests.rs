@@ -12,8 +12,8 @@ use bootc_crds::conditions;
 use bootc_crds::node::{BootcNode, BootcNodeSpec, BootcNodeStatus, DesiredImageState};
 use bootc_crds::pool::{BootcNodePoolSpec, BootcNodePoolStatus};
 use bootc_crds::{
-    APPROVED_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION,
-    WAS_CORDONED_ANNOTATION,
+    APPROVED_AT_ANNOTATION, BACK_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest, MANAGED_LABEL,
+    REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION,
 };
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
@@ -136,6 +136,8 @@ struct N {
     unschedulable: bool,
     /// Carries the hold label.
     held: bool,
+    /// When its Node turned Ready, by the kubelet's clock.
+    ready_since: Option<DateTime<Utc>>,
     bootc: Option<BootcView>,
 }
 
@@ -146,6 +148,7 @@ fn node(name: &'static str) -> N {
         ready: true,
         unschedulable: false,
         held: false,
+        ready_since: None,
         bootc: None,
     }
 }
@@ -205,7 +208,7 @@ impl N {
                 ready: self.ready,
                 unschedulable: self.unschedulable,
                 boot_id: None,
-                ready_since: None,
+                ready_since: self.ready_since,
                 heartbeat: None,
                 ..NodeInfo::with_labels(labels)
             }),
@@ -484,13 +487,72 @@ fn the_soak_time_holds_the_slot() {
             agent('b', None, "Idle", None),
         )
         .slot()
+        .annotate(BACK_AT_ANNOTATION, "2026-11-22T11:00:00Z")
         .cordoned();
     let plan = super::plan(&snapshot(spec, &[back, node("n2").staged()]));
     assert!(actions_for(&plan, "n1").is_empty());
     assert!(granted(&plan).is_empty());
-    // Booted an hour ago, two hours of soak: back in an hour (and the second the API's
-    // whole-second times may have cut off).
+    // Seen back an hour ago, two hours of soak: back in an hour (and the second the
+    // API's whole-second times may have cut off).
     assert_eq!(plan.requeue_after, Some(Duration::from_secs(3601)));
+}
+
+#[test]
+fn the_soak_runs_on_the_controllers_clock() {
+    let mut spec = pool_spec(IntOrString::Int(1));
+    spec.rollout.post_reboot_delay_seconds = 600;
+    // The node's clock says it booted the target and turned Ready a day ago; the
+    // controller has not seen it back before this plan.
+    let back = |ready_since| {
+        let mut status = agent('b', None, "Idle", None);
+        status.booted.as_mut().unwrap().since = to_time(now() - chrono::Duration::days(1));
+        let mut n = node("n1")
+            .with('b', DesiredImageState::Booted, status)
+            .slot()
+            .cordoned();
+        n.ready_since = Some(ready_since);
+        n
+    };
+    let day_ago = now() - chrono::Duration::days(1);
+    let plan = super::plan(&snapshot(
+        spec.clone(),
+        &[back(day_ago), node("n2").staged()],
+    ));
+    assert!(granted(&plan).is_empty());
+    let [Action::Update { annotations, .. }] = actions_for(&plan, "n1")[..] else {
+        panic!("{:?}", actions_for(&plan, "n1"));
+    };
+    assert_eq!(
+        annotations.get(BACK_AT_ANNOTATION),
+        Some(&Some("2026-11-22T12:00:00Z".to_owned())),
+        "the controller stamps the moment it saw the node back"
+    );
+    assert!(
+        !annotations.contains_key(REBOOT_SLOT_ANNOTATION),
+        "{annotations:?}"
+    );
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(600)));
+    // Stamped five minutes ago: the node's old Ready does not end the soak, …
+    let stamped =
+        |ready_since| back(ready_since).annotate(BACK_AT_ANNOTATION, "2026-11-22T11:55:00Z");
+    let plan = super::plan(&snapshot(
+        spec.clone(),
+        &[stamped(day_ago), node("n2").staged()],
+    ));
+    assert!(actions_for(&plan, "n1").is_empty());
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(301)));
+    // … a Ready since (by the kubelet's clock) a minute ago restarts it, …
+    let minute_ago = now() - chrono::Duration::minutes(1);
+    let plan = super::plan(&snapshot(
+        spec.clone(),
+        &[stamped(minute_ago), node("n2").staged()],
+    ));
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(541)));
+    // … and one from the kubelet's future counts as now: it waits longer, never shorter.
+    let future = now() + chrono::Duration::days(1);
+    let plan = super::plan(&snapshot(spec, &[stamped(future), node("n2").staged()]));
+    assert!(actions_for(&plan, "n1").is_empty());
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(600)));
 }
 
 #[test]

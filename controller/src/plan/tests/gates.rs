@@ -451,7 +451,15 @@ fn back_with(name: &'static str, boot: &str, units: &[(&str, &str)]) -> N {
         .with('b', DesiredImageState::Booted, status)
         .slot()
         .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T11:59:00Z")
+        .annotate(
+            BACK_AT_ANNOTATION,
+            &stamp_of(now() - chrono::Duration::hours(1)),
+        )
         .cordoned()
+}
+
+fn stamp_of(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 fn released(plan: &Plan, name: &str) -> bool {
@@ -497,9 +505,12 @@ fn a_node_back_counts_healthy_only_with_its_units_active() {
     );
     assert_eq!(plan.status.degraded_count, 1);
     // Within the timeout, an activating unit is waited for.
-    let mut n = back_with("n1", "new", &[(unit, "activating")]);
-    status_mut(&mut n.bootc).booted.as_mut().unwrap().since =
-        to_time(now() - chrono::Duration::seconds(30));
+    // The controller saw it back 30 s ago; its own clock says it booted an hour ago,
+    // which does not count.
+    let n = back_with("n1", "new", &[(unit, "activating")]).annotate(
+        BACK_AT_ANNOTATION,
+        &stamp_of(now() - chrono::Duration::seconds(30)),
+    );
     let plan = super::plan(&snapshot(spec(), &[n]));
     assert!(!released(&plan, "n1"));
     assert_eq!(condition_of(&plan, "Degraded").reason, "Healthy");
