@@ -34,8 +34,10 @@ use tokio::time::Instant;
 
 use crate::plan::GateView;
 
+mod credentials;
 mod fetch;
 
+pub use credentials::Credentials;
 pub use fetch::{Api, MAX_BODY};
 
 /// How many alerts a [`GateView::Firing`] names.
@@ -144,9 +146,14 @@ impl AlertGate {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What the gate of `spec` says now (`now`: the caller's clock, kept as the time of
-    /// a request made for this call).
-    pub async fn check(&self, spec: &AlertGateSpec, now: DateTime<Utc>) -> GateView {
+    /// What the gate of `spec` says now, asking with `credentials` (`now`: the caller's
+    /// clock, kept as the time of a request made for this call).
+    pub async fn check(
+        &self,
+        spec: &AlertGateSpec,
+        credentials: Option<&Credentials>,
+        now: DateTime<Utc>,
+    ) -> GateView {
         let matchers = match parse_all(&spec.matchers) {
             Ok(m) => m,
             Err(e) => {
@@ -157,13 +164,25 @@ impl AlertGate {
             }
         };
         let interval = Duration::from_secs(spec.interval_seconds.clamp(1, 3600).unsigned_abs());
-        let answer = self.answer(&spec.url, interval, now).await;
+        let answer = self.answer(&spec.url, credentials, interval, now).await;
         view(&answer, &matchers)
     }
 
-    /// The answer of `url`, asked now unless one younger than `interval` is kept.
-    async fn answer(&self, url: &str, interval: Duration, now: DateTime<Utc>) -> Answer {
-        let state = self.source(url);
+    /// The answer of `url` asked with `credentials`, asked now unless one younger than
+    /// `interval` is kept. Answers are kept per URL and credentials: a pool never sees
+    /// what was answered to another pool's credentials.
+    async fn answer(
+        &self,
+        url: &str,
+        credentials: Option<&Credentials>,
+        interval: Duration,
+        now: DateTime<Utc>,
+    ) -> Answer {
+        let key = match credentials {
+            Some(c) => format!("{url}\n{}", c.id),
+            None => url.to_owned(),
+        };
+        let state = self.source(&key);
         let mut state = state.lock().await;
         if let Some(last) = &state.last
             && last.asked.elapsed() < interval
@@ -176,6 +195,7 @@ impl AlertGate {
                 let source = fetch::Source {
                     http,
                     base: url,
+                    credentials,
                     timeout: self.inner.timeout,
                 };
                 source.alerts(&mut state.api).await.map(Arc::new)
@@ -191,14 +211,15 @@ impl AlertGate {
         answer
     }
 
-    /// The state of `url`, made on first use; URLs no pool asked for a long time go.
-    fn source(&self, url: &str) -> Arc<tokio::sync::Mutex<SourceState>> {
+    /// The state of a URL and credentials (`key`), made on first use; those no pool asked
+    /// for a long time go.
+    fn source(&self, key: &str) -> Arc<tokio::sync::Mutex<SourceState>> {
         let mut sources = self.lock_sources();
         let now = Instant::now();
-        if !sources.contains_key(url) {
+        if !sources.contains_key(key) {
             sources.retain(|_, s| now.duration_since(s.used) < FORGET_AFTER);
         }
-        let source = sources.entry(url.to_owned()).or_insert_with(|| Source {
+        let source = sources.entry(key.to_owned()).or_insert_with(|| Source {
             state: Arc::default(),
             used: now,
         });

@@ -240,6 +240,23 @@ fn check_alert_gate(alerts: &AlertGateSpec, errors: &mut Vec<FieldError>) {
             "spec.health.alerts.url",
             format!("{:?} must be an http:// or https:// URL of at most {URL_MAX_LEN} characters without spaces", crate::bounds::shown_url(url)),
         ));
+    } else if rest
+        .split(['/', '?', '#'])
+        .next()
+        .is_some_and(|authority| authority.contains('@'))
+    {
+        errors.push(FieldError::new(
+            "spec.health.alerts.url",
+            format!(
+                "{:?} carries credentials (user:password@), which anyone who may read the pool reads too: \
+                 put them in a Secret (keys username and password, or token) and name it in \
+                 spec.health.alerts.credentialsSecretRef",
+                crate::bounds::shown_url(url)
+            ),
+        ));
+    }
+    if let Some(r) = &alerts.credentials_secret_ref {
+        check_secret_ref(r, "spec.health.alerts.credentialsSecretRef", errors);
     }
     if alerts.matchers.len() > MAX_MATCHERS {
         errors.push(FieldError::new(

@@ -464,3 +464,37 @@ fn an_invalid_alert_gate_url_is_named_without_its_credentials() {
         "{message}"
     );
 }
+
+#[test]
+fn an_alert_gate_url_with_credentials_is_refused_in_favour_of_a_secret() {
+    let spec = |url: &str| -> bootc_crds::pool::BootcNodePoolSpec {
+        serde_json::from_value(json!({
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "image": {"ref": "quay.io/example/os:stable"},
+            "health": {"alerts": {"url": url}},
+        }))
+        .unwrap()
+    };
+    let message = spec("https://admin:hunter2@am.example/x")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("credentialsSecretRef"), "{message}");
+    assert!(message.contains("https://am.example/x"), "{message}");
+    assert!(
+        !message.contains("hunter2") && !message.contains("admin"),
+        "{message}"
+    );
+    // The schema refuses it too; an `@` after the host is the path's business.
+    let pattern = regex::Regex::new(bootc_crds::pool::URL_PATTERN).unwrap();
+    assert!(!pattern.is_match("https://admin:hunter2@am.example/x"));
+    assert!(!pattern.is_match("https://admin@am.example"));
+    for fine in [
+        "http://am.example:9093",
+        "https://am.example/a@b",
+        "http://am/?q=@",
+    ] {
+        assert!(pattern.is_match(fine), "{fine}");
+        assert!(spec(fine).validate().is_ok(), "{fine}");
+    }
+}

@@ -29,6 +29,7 @@ pub enum Api {
 pub(super) struct Source<'a> {
     pub http: &'a reqwest::Client,
     pub base: &'a str,
+    pub credentials: Option<&'a super::Credentials>,
     pub timeout: Duration,
 }
 
@@ -122,10 +123,14 @@ impl Source<'_> {
             .map_err(|e| format!("{} is not a URL that can be asked: {e}", shown(base)))?;
         let timeout = self.timeout;
         let read = async {
-            let mut response = self
+            let mut request = self
                 .http
                 .get(url)
-                .header(http::header::ACCEPT, "application/json")
+                .header(http::header::ACCEPT, "application/json");
+            if let Some(credentials) = self.credentials {
+                request = credentials.apply(request);
+            }
+            let mut response = request
                 .send()
                 .await
                 .map_err(|e| request_error(&shown_url, e, timeout))?;

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -25,6 +25,8 @@ struct Route {
 #[derive(Default)]
 struct Fake {
     routes: Mutex<HashMap<String, Route>>,
+    /// The `Authorization` header every request must carry (401 otherwise).
+    authorization: Mutex<Option<String>>,
     /// Every request, as path and query.
     hits: Mutex<Vec<String>>,
 }
@@ -42,12 +44,19 @@ impl Drop for Server {
     }
 }
 
-async fn handle(State(fake): State<Arc<Fake>>, uri: Uri) -> Response {
+async fn handle(State(fake): State<Arc<Fake>>, headers: HeaderMap, uri: Uri) -> Response {
     let path = uri.path().to_owned();
     fake.hits
         .lock()
         .unwrap()
         .push(uri.path_and_query().map_or(path.clone(), |p| p.to_string()));
+    let required = fake.authorization.lock().unwrap().clone();
+    if let Some(required) = required {
+        let given = headers.get(http::header::AUTHORIZATION);
+        if given.and_then(|v| v.to_str().ok()) != Some(required.as_str()) {
+            return (StatusCode::UNAUTHORIZED, "unauthorized").into_response();
+        }
+    }
     let route = fake.routes.lock().unwrap().get(&path).cloned();
     let Some(route) = route else {
         return (StatusCode::NOT_FOUND, "404 page not found").into_response();
@@ -208,13 +217,66 @@ async fn alertmanager_alerts_are_matched() {
         ),
     ];
     for (matchers, expected) in cases {
-        let view = gate.check(&spec(&server.url(), matchers), now()).await;
+        let view = gate
+            .check(&spec(&server.url(), matchers), None, now())
+            .await;
         assert_eq!(&view, expected, "{matchers:?}");
     }
     assert_eq!(
         server.hits(),
         ["/api/v2/alerts?active=true&silenced=false&inhibited=false"],
         "one request for all four, with the filters"
+    );
+}
+
+fn credentials(pairs: &[(&str, &str)]) -> Credentials {
+    let data = pairs
+        .iter()
+        .map(|(k, v)| {
+            (
+                (*k).to_owned(),
+                k8s_openapi::ByteString(v.as_bytes().to_vec()),
+            )
+        })
+        .collect();
+    Credentials::from_data(&data).unwrap()
+}
+
+#[tokio::test]
+async fn credentials_are_sent_and_answers_are_kept_apart_per_credentials() {
+    let server = Server::start().await;
+    // alice:s3cret, as basic authentication encodes it.
+    *server.fake.authorization.lock().unwrap() = Some("Basic YWxpY2U6czNjcmV0".to_owned());
+    let alerts = json!([am_alert("NodeTrouble", "critical", "active")]);
+    server.answer("/api/v2/alerts", 200, alerts.to_string());
+    let gate = AlertGate::default();
+    let spec = spec(&server.url(), &[]);
+    let right = credentials(&[("username", "alice"), ("password", "s3cret")]);
+    let wrong = credentials(&[("username", "alice"), ("password", "guess")]);
+    let firing = gate.check(&spec, Some(&right), now()).await;
+    assert!(
+        matches!(firing, GateView::Firing { count: 1, .. }),
+        "{firing:?}"
+    );
+    // Within the interval, without or with other credentials: asked anew, and refused.
+    for other in [None, Some(&wrong)] {
+        let error = error_of(gate.check(&spec, other, now()).await);
+        assert!(error.contains("401"), "{error}");
+        for secret in ["alice", "s3cret", "guess", "YWxpY2U6czNjcmV0"] {
+            assert!(!error.contains(secret), "{secret:?} shows in {error:?}");
+        }
+    }
+    assert_eq!(server.hits().len(), 3);
+    // The right ones again: the kept answer.
+    assert_eq!(gate.check(&spec, Some(&right), now()).await, firing);
+    assert_eq!(server.hits().len(), 3);
+    // A bearer token.
+    *server.fake.authorization.lock().unwrap() = Some("Bearer t0ken".to_owned());
+    let bearer = credentials(&[("token", "t0ken")]);
+    let view = gate.check(&spec, Some(&bearer), now()).await;
+    assert!(
+        matches!(view, GateView::Firing { count: 1, .. }),
+        "{view:?}"
     );
 }
 
@@ -230,7 +292,7 @@ async fn prometheus_is_asked_when_v2_is_not_found_and_the_choice_is_kept() {
     let gate = AlertGate::default();
     // A trailing slash in the URL changes nothing.
     let url = format!("{}/", server.url());
-    let view = gate.check(&spec(&url, &[]), now()).await;
+    let view = gate.check(&spec(&url, &[]), None, now()).await;
     let expected = GateView::Firing {
         alerts: vec![r#"NodeTrouble{severity="critical"}"#.into()],
         count: 1,
@@ -245,7 +307,7 @@ async fn prometheus_is_asked_when_v2_is_not_found_and_the_choice_is_kept() {
         ]
     );
     // Asked again past its interval: straight to the v1 API.
-    let answer = gate.answer(&url, Duration::ZERO, now()).await;
+    let answer = gate.answer(&url, None, Duration::ZERO, now()).await;
     assert_eq!(answer.alerts.unwrap().len(), 1);
     assert_eq!(server.hits().len(), 3);
     assert_eq!(server.hits()[2], "/api/v1/alerts");
@@ -261,7 +323,7 @@ async fn a_prometheus_envelope_on_v2_means_prometheus() {
     );
     server.answer("/api/v1/alerts", 200, prom_answer(&[]));
     let view = AlertGate::default()
-        .check(&spec(&server.url(), &[]), now())
+        .check(&spec(&server.url(), &[]), None, now())
         .await;
     assert_eq!(view, GateView::Open { checked: now() });
 }
@@ -273,7 +335,7 @@ async fn a_url_that_changes_kind_is_found_out_again() {
     let gate = AlertGate::default();
     let url = server.url();
     assert!(
-        gate.answer(&url, Duration::ZERO, now())
+        gate.answer(&url, None, Duration::ZERO, now())
             .await
             .alerts
             .is_ok()
@@ -281,12 +343,12 @@ async fn a_url_that_changes_kind_is_found_out_again() {
     server.forget("/api/v1/alerts");
     let alerts = json!([am_alert("NodeTrouble", "critical", "active")]);
     server.answer("/api/v2/alerts", 200, alerts.to_string());
-    let answer = gate.answer(&url, Duration::ZERO, now()).await;
+    let answer = gate.answer(&url, None, Duration::ZERO, now()).await;
     assert_eq!(answer.alerts.unwrap().len(), 1);
     // Now known as an Alertmanager: v1 is not asked any more.
     let before = server.hits().len();
     assert!(
-        gate.answer(&url, Duration::ZERO, now())
+        gate.answer(&url, None, Duration::ZERO, now())
             .await
             .alerts
             .is_ok()
@@ -329,26 +391,26 @@ async fn many_pools_on_one_url_make_one_request_per_interval() {
     }
     // Later calls within the interval are answered from the cache.
     for s in &specs {
-        gate.check(s, now()).await;
+        gate.check(s, None, now()).await;
     }
     assert_eq!(server.hits().len(), 1);
     // Another URL is asked on its own.
     let other = format!("{url}/other");
     server.answer("/other/api/v2/alerts", 200, "[]");
     assert_eq!(
-        gate.check(&spec(&other, &[]), now()).await,
+        gate.check(&spec(&other, &[]), None, now()).await,
         GateView::Open { checked: now() }
     );
     assert_eq!(server.hits().len(), 2);
     // Once the interval is over, the URL is asked again.
-    gate.answer(&url, Duration::ZERO, now()).await;
+    gate.answer(&url, None, Duration::ZERO, now()).await;
     assert_eq!(server.hits().len(), 3);
 }
 
 impl AlertGate {
     /// `check` of an owned spec, for joining many.
     async fn check_owned(self, spec: AlertGateSpec) -> GateView {
-        self.check(&spec, now()).await
+        self.check(&spec, None, now()).await
     }
 }
 
@@ -455,7 +517,7 @@ async fn errors_name_the_url_and_the_cause() {
         let fresh = AlertGate::new(AlertGateOptions {
             timeout: Duration::from_millis(300),
         });
-        let error = error_of(fresh.check(&spec(&url, &[]), now()).await);
+        let error = error_of(fresh.check(&spec(&url, &[]), None, now()).await);
         assert!(
             error.starts_with(&expected),
             "{error:?} does not start with {expected:?}"
@@ -464,7 +526,7 @@ async fn errors_name_the_url_and_the_cause() {
     // No answer in time.
     server.forget("/api/v1/alerts");
     server.answer_after("/api/v2/alerts", 200, "[]", Duration::from_secs(5));
-    let error = error_of(gate.check(&spec(&url, &[]), now()).await);
+    let error = error_of(gate.check(&spec(&url, &[]), None, now()).await);
     assert_eq!(error, format!("{v2} did not answer within 300ms"));
     // Nobody listening.
     let closed = {
@@ -472,7 +534,7 @@ async fn errors_name_the_url_and_the_cause() {
         l.local_addr().unwrap()
     };
     let error = error_of(
-        gate.check(&spec(&format!("http://{closed}"), &[]), now())
+        gate.check(&spec(&format!("http://{closed}"), &[]), None, now())
             .await,
     );
     let expected = format!("cannot connect to http://{closed}/api/v2/alerts: ");
@@ -489,7 +551,7 @@ async fn an_answer_too_large_is_refused() {
     server.answer("/api/v2/alerts", 200, body);
     let error = error_of(
         AlertGate::default()
-            .check(&spec(&server.url(), &[]), now())
+            .check(&spec(&server.url(), &[]), None, now())
             .await,
     );
     assert_eq!(
@@ -504,7 +566,7 @@ async fn failures_are_kept_for_the_interval_too() {
     server.answer("/api/v2/alerts", 500, "down");
     let gate = AlertGate::default();
     for _ in 0..3 {
-        error_of(gate.check(&spec(&server.url(), &[]), now()).await);
+        error_of(gate.check(&spec(&server.url(), &[]), None, now()).await);
     }
     assert_eq!(server.hits().len(), 1);
 }
@@ -516,7 +578,11 @@ async fn user_and_password_are_not_shown() {
         l.local_addr().unwrap()
     };
     let url = format!("http://alice:s3cret@{closed}");
-    let error = error_of(AlertGate::default().check(&spec(&url, &[]), now()).await);
+    let error = error_of(
+        AlertGate::default()
+            .check(&spec(&url, &[]), None, now())
+            .await,
+    );
     assert!(
         !error.contains("s3cret") && !error.contains("alice"),
         "{error}"
@@ -530,7 +596,11 @@ async fn user_password_and_query_are_not_shown_when_the_source_fails() {
     server.answer("/api/v2/alerts", 500, "down");
     let base = format!("http://alice:s3cret@{}", server.addr);
     for url in [base.clone(), format!("{base}/?token=t0ken")] {
-        let error = error_of(AlertGate::default().check(&spec(&url, &[]), now()).await);
+        let error = error_of(
+            AlertGate::default()
+                .check(&spec(&url, &[]), None, now())
+                .await,
+        );
         for secret in ["alice", "s3cret", "t0ken"] {
             assert!(!error.contains(secret), "{secret:?} shows in {error:?}");
         }
@@ -568,7 +638,7 @@ async fn redirects_are_not_followed() {
     let location = format!("http://bob:pw@{}/api/v2/alerts?token=t0ken", target.addr);
     server.redirect("/api/v2/alerts", 302, &location);
     let view = AlertGate::default()
-        .check(&spec(&server.url(), &[]), now())
+        .check(&spec(&server.url(), &[]), None, now())
         .await;
     assert!(!matches!(view, GateView::Open { .. }), "{view:?}");
     let error = error_of(view);
@@ -589,7 +659,7 @@ async fn bad_matchers_are_reported_not_asked() {
     let server = Server::start().await;
     let error = error_of(
         AlertGate::default()
-            .check(&spec(&server.url(), &["bad matcher"]), now())
+            .check(&spec(&server.url(), &["bad matcher"]), None, now())
             .await,
     );
     assert!(error.contains("matcher 0"), "{error}");
@@ -604,7 +674,7 @@ async fn firing_names_five_alerts_and_counts_all() {
         .collect();
     server.answer("/api/v2/alerts", 200, Value::from(alerts).to_string());
     let view = AlertGate::default()
-        .check(&spec(&server.url(), &[]), now())
+        .check(&spec(&server.url(), &[]), None, now())
         .await;
     let GateView::Firing { alerts, count, .. } = view else {
         panic!("{view:?}");

@@ -7,9 +7,10 @@ use bootc_crds::pool::BootcNodePool;
 use chrono::{DateTime, Utc};
 
 use super::{Context, ReconcileError};
+use crate::gate::Credentials;
 use crate::metrics::TagResult;
 use crate::plan::target::{Target, resolve_interval, spec_problems};
-use crate::plan::{Lookup, PullSecretView};
+use crate::plan::{GateView, Lookup, PullSecretView};
 use bootc_pool_common::pull_secret::{
     RegistryCredentials, parse_pull_secret, read_docker_config, secret_hash,
 };
@@ -36,6 +37,59 @@ fn whole_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 impl Context {
+    /// What the pool's alert gate says, asked with the credentials in its Secret; a
+    /// Secret that cannot be read or used is the gate's error (which the pool's
+    /// `failClosed` decides about), naming the Secret and never its content.
+    pub(super) async fn alert_gate(&self, pool: &BootcNodePool) -> GateView {
+        let Some(alerts) = pool.spec.health.as_ref().and_then(|h| h.alerts.as_ref()) else {
+            return GateView::NotConfigured;
+        };
+        let now = (self.deps.clock)();
+        let credentials = match &alerts.credentials_secret_ref {
+            Some(r) => match self.alert_credentials(&r.namespace, &r.name).await {
+                Ok(c) => Some(c),
+                Err(error) => {
+                    return GateView::Unreachable {
+                        error,
+                        checked: now,
+                    };
+                }
+            },
+            None => None,
+        };
+        self.deps
+            .alert_gate
+            .check(alerts, credentials.as_ref(), now)
+            .await
+    }
+
+    /// The alert gate's credentials in Secret `ns/name`, read now.
+    async fn alert_credentials(&self, ns: &str, name: &str) -> Result<Credentials, String> {
+        let allowed = &self.deps.secrets;
+        if !allowed.allows(ns) {
+            return Err(allowed.not_allowed("alert gate Secret", ns, name));
+        }
+        let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), ns);
+        let secret = match api.get_opt(name).await {
+            Ok(Some(secret)) => secret,
+            Ok(None) => return Err(format!("the alert gate Secret {ns}/{name} is not found")),
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                return Err(format!(
+                    "the controller may not read the alert gate Secret {ns}/{name}: {}",
+                    s.message
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot read the alert gate Secret {ns}/{name}: {e}"
+                ));
+            }
+        };
+        let data = secret.data.unwrap_or_default();
+        Credentials::from_data(&data).map_err(|e| format!("the alert gate Secret {ns}/{name} {e}"))
+    }
+
     /// The pull Secret's hash and problem, and its credentials when usable; its copy
     /// made, updated or removed to match.
     async fn pull_secret(

@@ -506,10 +506,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     }
     let name = pool.name_any();
     let (lookup, pull_secret) = ctx.look_up(pool).await?;
-    let gate = match pool.spec.health.as_ref().and_then(|h| h.alerts.as_ref()) {
-        Some(alerts) => ctx.deps.alert_gate.check(alerts, (ctx.deps.clock)()).await,
-        None => plan::GateView::NotConfigured,
-    };
+    let gate = ctx.alert_gate(pool).await;
     let snapshot = ctx.snapshot(pool, lookup, pull_secret, gate);
     let plan = plan::plan(&snapshot);
     lock(&ctx.progress).insert(name.clone(), plan.progress);

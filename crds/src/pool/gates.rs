@@ -82,6 +82,9 @@ pub const MAX_MATCHERS: usize = 32;
 pub const MATCHER_MAX_LEN: usize = 1024;
 /// Longest alert gate URL.
 pub const URL_MAX_LEN: usize = 2048;
+/// An alert gate URL: http or https, a host with no `user:password@`, then anything
+/// without white space.
+pub const URL_PATTERN: &str = r"^https?://[^\s/?#@]+([/?#][^\s]*)?$";
 
 /// An alert source that gates approvals.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -90,8 +93,18 @@ pub struct AlertGateSpec {
     /// Base URL of an Alertmanager (its v2 API, /api/v2/alerts, is asked for active,
     /// unsilenced, uninhibited alerts) or of a Prometheus (/api/v1/alerts, firing alerts),
     /// e.g. http://alertmanager.monitoring:9093. Which one is found out from its answers.
-    #[schemars(length(min = 1, max = URL_MAX_LEN), regex(pattern = r"^https?://[^\s]+$"))]
+    /// Credentials in the URL (`user:password@`) are refused: name a Secret in
+    /// credentialsSecretRef instead.
+    #[schemars(length(min = 1, max = URL_MAX_LEN), regex(pattern = URL_PATTERN))]
     pub url: String,
+
+    /// A Secret holding what the URL is asked with: keys `username` and `password`
+    /// (HTTP basic authentication) or a key `token` (sent as a bearer token). It must be in
+    /// a namespace the controller may read Secrets in (its own, unless the admin allowed
+    /// more). Its content is never shown in the pool's status, conditions, Events, logs or
+    /// metrics; a Secret that cannot be read closes the gate like an unreachable URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<super::SecretRef>,
 
     /// Alertmanager matchers, every one of which an alert's labels must match for it to
     /// close the gate: `severity="critical"`, `alertname=~"Node.*"`, `team!="dev"`,

@@ -7,6 +7,7 @@
 mod create;
 mod delete;
 mod effects;
+mod secret;
 mod update;
 
 use serde_json::{Map, Value, json};

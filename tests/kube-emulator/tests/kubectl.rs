@@ -377,3 +377,35 @@ fn cordon_and_drain_honour_disruption_budgets() {
     let requests = server.ok(&["get", "--raw", "/api/v1/nodes/n1"]);
     assert!(requests.contains("\"unschedulable\":true"), "{requests}");
 }
+
+#[test]
+fn secrets_keep_string_data_as_data_and_never_show_it() {
+    let server = Server::start();
+    server.apply(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\n\
+         data: {username: b2xk, token: a2VwdA==}\nstringData: {username: alice, password: s3cret}\n",
+    );
+    let get =
+        |path: &str| server.ok(&["get", "secret", "creds", "-o", &format!("jsonpath={path}")]);
+    // Each string encoded over the value of the same key; other data kept.
+    assert_eq!(get("{.data.username}"), "YWxpY2U=");
+    assert_eq!(get("{.data.password}"), "czNjcmV0");
+    assert_eq!(get("{.data.token}"), "a2VwdA==");
+    let json = server.ok(&["get", "secret", "creds", "-o", "json"]);
+    let object: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(object.get("stringData").is_none(), "{json}");
+    // A later apply merges its strings the same way.
+    server.apply(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\n\
+         stringData: {username: bob}\n",
+    );
+    assert_eq!(get("{.data.username}"), "Ym9i");
+    // A value that is not a string is refused.
+    let out = server.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: bad, namespace: default}\nstringData: {n: [1]}\n",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stringData"), "{err}");
+}

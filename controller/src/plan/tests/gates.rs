@@ -15,6 +15,7 @@ fn gated(fail_closed: bool) -> BootcNodePoolSpec {
     spec.health = Some(HealthSpec {
         alerts: Some(AlertGateSpec {
             url: "http://am.test:9093".into(),
+            credentials_secret_ref: None,
             matchers: vec!["severity=\"critical\"".into()],
             fail_closed,
             interval_seconds: 15,

@@ -34,6 +34,7 @@ impl Inner {
             return Err(ApiError::already_exists(t, &name));
         }
         reset_status_on_create(t, &mut object);
+        super::secret::merge_string_data(t, &mut object)?;
         check_event_note(t, &name, &object)?;
         let (object, warnings) = self.admit_custom(t, &name, object, None, opts)?;
         if t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions" {

@@ -126,6 +126,7 @@ impl Inner {
         // Status writes change only status; other writes never change status.
         let mut object = with_status_of(t, old, object, status);
         keep_server_metadata(old, &mut object);
+        super::secret::merge_string_data(t, &mut object)?;
         let (mut object, warnings) = self.admit_custom(t, &name, object, Some(old), opts)?;
         if t.generation == Generation::Spec && spec_part(&object) != spec_part(old) {
             let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
