@@ -6,7 +6,7 @@ use bootc_crds::ImageRef;
 use bootc_crds::conditions::{idle, node_degraded};
 use bootc_crds::image_ref::{Digest, runs_digest};
 use bootc_crds::node::DesiredImageState;
-use bootc_crds::pool::RebootPolicy;
+use bootc_crds::pool::{RebootPolicy, SignaturePolicy};
 use bootc_pool_common::backoff::Backoff;
 use chrono::{DateTime, Utc};
 
@@ -28,6 +28,10 @@ pub struct Slot {
     pub soft_reboot_capable: bool,
     /// Whether the deployment is locked (staged with `--download-only`).
     pub download_only: bool,
+    /// Whether bootc fetched it under the host's container signature policy (its image
+    /// reference's `signature` is `containerPolicy`: staged with
+    /// `--enforce-container-sigpolicy`).
+    pub policy_checked: bool,
 }
 
 impl Slot {
@@ -66,6 +70,8 @@ pub struct Desired {
     pub state: DesiredImageState,
     /// `spec.rebootPolicy`.
     pub reboot_policy: RebootPolicy,
+    /// `spec.signaturePolicy`.
+    pub signature_policy: SignaturePolicy,
     /// Whether the BootcNode carries the reboot-slot annotation.
     pub holds_slot: bool,
 }
@@ -115,6 +121,11 @@ pub struct Memory {
     /// state of `bootc switch` then `bootc upgrade --download-only` (bootc without
     /// `switch --download-only`): still staging, not staged.
     pub staging: Option<String>,
+    /// The image the agent last staged, successfully, under the host's signature
+    /// policy (`--enforce-container-sigpolicy`). Its deployment counts as checked even
+    /// when bootc does not show `signature: containerPolicy`, so that such a bootc is
+    /// not asked to stage it again and again.
+    pub enforced: Option<String>,
 }
 
 /// How a staged deployment is made the next boot's.
@@ -137,6 +148,8 @@ pub enum HostAction {
     Stage {
         /// `registry/repo@sha256:<hex>`.
         image: String,
+        /// Whether the host's container signature policy must accept it.
+        policy: SignaturePolicy,
     },
     /// Record, unlock, and reboot, in that order: the approval a reboot uses is on the
     /// object before the host changes, and the host reboots only into an unlocked
@@ -232,12 +245,13 @@ pub fn decide(
     if let Some(refused) = situation.reboot_did_not_apply() {
         return refused;
     }
-    let staged = situation.on(&host.staged);
+    let staged = situation.staged();
     if staged && situation.half_staged() {
         // Keep the staging command running (the agent starts none while one runs).
         return Decision {
             action: HostAction::Stage {
                 image: desired.image.clone(),
+                policy: desired.signature_policy,
             },
             ..waiting(Phase::Staging)
         };
@@ -262,11 +276,27 @@ const AUTH_REFUSED: [&str; 3] = [
     "401 unauthorized",
 ];
 
+/// What bootc says, under `--enforce-container-sigpolicy`, when it refuses the host's
+/// container signature policy (one that accepts anything by default, or none at all;
+/// bootc 1.16.9's words), and what containers-image says when the policy refuses the
+/// image (a `reject` scope, a signature missing or not verified). Lowercase.
+const SIGNATURE_POLICY_REFUSED: [&str; 5] = [
+    "containers-policy.json specifies a default of `insecureacceptanything`",
+    "no containers policy.json found",
+    "is rejected by policy",
+    "a signature was required, but no signature exists",
+    "signature verification failed",
+];
+
 /// `Degraded`'s reason and message for a failed host command: `RegistryAuthFailed` with
-/// bootc's own `error:` line when the registry refused the credentials, else `Error`
-/// with the whole message.
+/// bootc's own `error:` line when the registry refused the credentials,
+/// `SignaturePolicyRejected` with the whole message when the host's signature policy
+/// refused the image, else `Error` with the whole message.
 pub fn failure_condition(message: &str) -> (&'static str, String) {
     let lower = message.to_ascii_lowercase();
+    if SIGNATURE_POLICY_REFUSED.iter().any(|m| lower.contains(m)) {
+        return (node_degraded::SIGNATURE_POLICY_REJECTED, message.to_owned());
+    }
     if AUTH_REFUSED.iter().any(|m| lower.contains(m)) {
         let line = message
             .find("error: ")
@@ -327,6 +357,20 @@ impl Situation<'_> {
             && self.host.staged.as_ref().is_some_and(|s| !s.download_only)
     }
 
+    /// The desired image is staged, and under the host's signature policy when the
+    /// BootcNode asks for it: a deployment staged without the check (before the pool
+    /// asked for it) is staged again, with it, before it may be booted.
+    fn staged(&self) -> bool {
+        self.on(&self.host.staged)
+            && match self.desired.signature_policy {
+                SignaturePolicy::Default => true,
+                SignaturePolicy::Enforce => {
+                    self.host.staged.as_ref().is_some_and(|s| s.policy_checked)
+                        || self.memory.enforced.as_deref() == Some(self.desired.image.as_str())
+                }
+            }
+    }
+
     /// Whether the node holds an approval to reboot into the desired image.
     fn approved(&self) -> bool {
         self.desired.state == DesiredImageState::Booted && self.desired.holds_slot
@@ -363,7 +407,7 @@ impl Situation<'_> {
     fn reached(&self) -> bool {
         self.on(&self.host.booted)
             || (self.desired.state == DesiredImageState::Staged
-                && self.on(&self.host.staged)
+                && self.staged()
                 && self.host.staged.as_ref().is_some_and(|s| s.download_only))
     }
 
@@ -473,6 +517,7 @@ impl Situation<'_> {
             degraded,
             action: HostAction::Stage {
                 image: self.desired.image.clone(),
+                policy: self.desired.signature_policy,
             },
             retry_after: None,
         }

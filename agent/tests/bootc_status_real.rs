@@ -312,6 +312,7 @@ fn what_the_agent_reports_and_decides_on() {
         image_digest: image.digest().to_string(),
         soft_reboot_capable: false,
         download_only,
+        policy_checked: false,
     };
     let reported = |image: Image| {
         json!({

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bootc_crds::pool::SignaturePolicy;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use zbus::{Connection, OwnedObjectPath, OwnedVariant, fdo};
@@ -687,7 +688,10 @@ async fn stage_uses_switch_download_only_when_supported() {
     let f = fixture(Some(0), Duration::from_secs(30)).await;
     f.flag("download-only", "");
     let progress = f.host.progress();
-    f.host.stage(&pin()).await.unwrap();
+    f.host
+        .stage(&pin(), SignaturePolicy::Default)
+        .await
+        .unwrap();
     let seen = progress.borrow().clone().expect("bootc's report");
     assert_eq!((seen.bytes_done, seen.bytes_total), (5, 10), "{seen:?}");
     assert_eq!(seen.digest, PIN.rsplit_once('@').unwrap().1);
@@ -699,7 +703,10 @@ async fn stage_uses_switch_download_only_when_supported() {
         ]
     );
     // The answer to --help is cached.
-    f.host.stage(&pin()).await.unwrap();
+    f.host
+        .stage(&pin(), SignaturePolicy::Default)
+        .await
+        .unwrap();
     assert_eq!(f.bootc_calls().len(), 3);
 
     let record = f.record.lock().unwrap();
@@ -744,7 +751,10 @@ async fn stage_uses_switch_download_only_when_supported() {
 #[tokio::test]
 async fn stage_falls_back_to_switch_then_upgrade() {
     let f = fixture(Some(0), Duration::from_secs(30)).await;
-    f.host.stage(&pin()).await.unwrap();
+    f.host
+        .stage(&pin(), SignaturePolicy::Default)
+        .await
+        .unwrap();
     assert_eq!(
         f.bootc_calls(),
         vec![
@@ -769,6 +779,62 @@ async fn stage_falls_back_to_switch_then_upgrade() {
         unit.after,
         vec!["ostree-finalize-staged.service".to_owned()]
     );
+}
+
+#[tokio::test]
+async fn enforce_puts_the_sigpolicy_flag_on_switch_on_either_path() {
+    // `switch --download-only`: one command, the flag on it.
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    f.flag("download-only", "");
+    f.host
+        .stage(&pin(), SignaturePolicy::Enforce)
+        .await
+        .unwrap();
+    assert_eq!(
+        f.bootc_calls(),
+        vec![
+            "switch --help".to_owned(),
+            format!("switch --download-only --enforce-container-sigpolicy {PIN}")
+        ]
+    );
+    let started = f
+        .record
+        .lock()
+        .unwrap()
+        .started
+        .last()
+        .unwrap()
+        .argv
+        .clone();
+    assert_eq!(
+        started[1..5],
+        [
+            "switch",
+            "--download-only",
+            "--enforce-container-sigpolicy",
+            PIN
+        ]
+    );
+
+    // The fallback: the flag on `switch`; `upgrade --download-only` (which refuses it
+    // on 1.16.9) follows the reference `switch` recorded with it.
+    let f = fixture(Some(0), Duration::from_secs(30)).await;
+    f.host
+        .stage(&pin(), SignaturePolicy::Enforce)
+        .await
+        .unwrap();
+    assert_eq!(
+        f.bootc_calls(),
+        vec![
+            "switch --help".to_owned(),
+            format!("switch --enforce-container-sigpolicy {PIN}"),
+            "upgrade --download-only".to_owned()
+        ]
+    );
+    let record = f.record.lock().unwrap();
+    let unit = record.started.last().unwrap();
+    assert_eq!(unit.commands.len(), 2, "{unit:?}");
+    // Without Enforce, neither path carries the flag: the two tests above.
 }
 
 #[tokio::test]
@@ -926,7 +992,11 @@ async fn non_pins_are_refused_before_any_bus_call() {
         "quay.io/example/os:latest@sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
     ] {
         let image = bootc_crds::ImageRef::parse(reference).unwrap();
-        let err = f.host.stage(&image).await.unwrap_err();
+        let err = f
+            .host
+            .stage(&image, SignaturePolicy::Default)
+            .await
+            .unwrap_err();
         assert!(matches!(err, HostError::NotAPin { .. }), "{err:?}");
     }
     // An option-looking reference does not even parse as an image reference.

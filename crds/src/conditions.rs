@@ -104,6 +104,11 @@ pub mod node_degraded {
     /// True: the registry refused the pull's credentials (wrong or missing pull Secret);
     /// the message carries bootc's `error:` line.
     pub const REGISTRY_AUTH_FAILED: &str = "RegistryAuthFailed";
+    /// True: with `signaturePolicy: Enforce`, the host's container signature policy
+    /// (`/etc/containers/policy.json`) refused the image, or bootc refused the policy
+    /// itself (one that accepts anything by default); nothing was staged. The message
+    /// carries bootc's own words.
+    pub const SIGNATURE_POLICY_REJECTED: &str = "SignaturePolicyRejected";
     /// True: the host rebooted for this approval but came back on another image.
     pub const REBOOT_DID_NOT_APPLY: &str = "RebootDidNotApply";
     /// True: the host's own update timer (`bootc-fetch-apply-updates.timer`) could not be

@@ -10,7 +10,7 @@ use crate::bounds::{
     PROGRESS_STEP_MAX_LEN, SHORT_DIGEST_LEN, VERSION_MAX_LEN,
 };
 use crate::image_ref::{IMAGE_PIN_PATTERN, REF_MAX_LEN};
-use crate::pool::{RebootPolicy, SecretRef};
+use crate::pool::{RebootPolicy, SecretRef, SignaturePolicy};
 
 /// What the controller wants a node to run. Written by the controller only; the agent on
 /// the node of the same name reads it.
@@ -98,6 +98,11 @@ pub struct BootcNodeSpec {
     /// Whether the agent may soft-reboot (copied from the pool).
     #[serde(default)]
     pub reboot_policy: RebootPolicy,
+
+    /// Whether the agent stages with bootc's `--enforce-container-sigpolicy` (copied
+    /// from the pool's image.signaturePolicy).
+    #[serde(default)]
+    pub signature_policy: SignaturePolicy,
 
     /// The pool's pull Secret, which the agent writes to the host's /run/ostree/auth.json.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -150,6 +150,26 @@ pub struct ImageSpec {
     #[serde(default = "default_resolve_interval")]
     #[schemars(range(min = 30))]
     pub resolve_interval_seconds: i64,
+
+    /// Default: each node stages the image without checking signatures (bootc's own
+    /// default). Enforce: each node stages it with bootc's
+    /// `--enforce-container-sigpolicy`, so the node's `/etc/containers/policy.json`
+    /// decides whether the image may be staged; a node whose policy refuses it reports
+    /// Degraded (SignaturePolicyRejected) and stages nothing.
+    #[serde(default)]
+    pub signature_policy: SignaturePolicy,
+}
+
+/// Whether the nodes' container signature policy decides what they may stage.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SignaturePolicy {
+    /// No signature check: bootc stages the image as it does by default.
+    #[default]
+    Default,
+    /// bootc stages with `--enforce-container-sigpolicy`: the host's
+    /// `/etc/containers/policy.json` must accept the image, and must not accept
+    /// anything by default.
+    Enforce,
 }
 
 /// Rollout pacing.

@@ -7,6 +7,7 @@
 //! `ExecMainStatus` can be read without racing systemd's garbage collection; after
 //! reading, the agent stops the unit and resets a failed state so nothing lingers.
 //!
+//! - `argv`: the bootc command lines that stage an image;
 //! - `unit`: one command as a transient unit, from start to result;
 //! - `bus`: failed calls, a lost connection, and bootc's status-change signal;
 //! - `proxies`: the systemd, logind and hostname1 interfaces called;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use bootc_crds::pool::SignaturePolicy;
 use tokio::sync::OnceCell;
 use zbus::Connection;
 use zbus::proxy::CacheProperties;
@@ -25,6 +27,7 @@ use super::{BootIdentity, Host, HostError, StageProgress, UPDATE_TIMER};
 use crate::bootc_status::BootcHost;
 use crate::machine::Unlock;
 
+pub mod argv;
 mod bus;
 mod files;
 mod pipe;
@@ -207,17 +210,14 @@ impl DbusHost {
     /// unit is stopped before `ostree-finalize-staged` (it is ordered after it) and its
     /// `ExecStopPost` creates ostree's finalization lock, so the next boot stays on the
     /// old deployment. The same holds when the agent cancels it. See docs/testing.md.
-    async fn switch_then_lock(&self, reference: &str, digest: &str) -> Result<(), HostError> {
-        let bootc = |args: &[&str]| {
-            std::iter::once(self.bootc.clone())
-                .chain(args.iter().map(|a| (*a).to_owned()))
-                .collect::<Vec<_>>()
-        };
+    async fn switch_then_lock(
+        &self,
+        reference: &str,
+        digest: &str,
+        policy: SignaturePolicy,
+    ) -> Result<(), HostError> {
         let spec = unit::UnitSpec {
-            commands: vec![
-                bootc(&["switch", reference]),
-                bootc(&["upgrade", "--download-only"]),
-            ],
+            commands: argv::staging_commands(&self.bootc, reference, false, policy),
             stop_post: Some(vec![TOUCH.to_owned(), FINALIZATION_LOCK.to_owned()]),
             after: vec![FINALIZE_STAGED.to_owned()],
             progress: Some(digest.to_owned()),
@@ -339,22 +339,25 @@ impl Host for DbusHost {
         })
     }
 
-    async fn stage(&self, pin: &bootc_crds::ImageRef) -> Result<(), HostError> {
+    async fn stage(
+        &self,
+        pin: &bootc_crds::ImageRef,
+        policy: SignaturePolicy,
+    ) -> Result<(), HostError> {
         let reference = pin.to_string();
         if !pin.is_pin() || pin.pinned().as_deref() != Some(reference.as_str()) {
             return Err(HostError::NotAPin { reference });
         }
         let digest = pin.digest().map(|d| d.to_string()).unwrap_or_default();
         if self.supports_download_only().await? {
-            let argv = [self.bootc.as_str(), "switch", "--download-only", &reference];
             self.run_staging(unit::UnitSpec {
-                commands: vec![argv.iter().map(|a| (*a).to_owned()).collect()],
+                commands: argv::staging_commands(&self.bootc, &reference, true, policy),
                 progress: Some(digest),
                 ..unit::UnitSpec::default()
             })
             .await
         } else {
-            self.switch_then_lock(&reference, &digest).await
+            self.switch_then_lock(&reference, &digest, policy).await
         }
     }
 

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use bootc_crds::node::UnitHealth;
+use bootc_crds::pool::SignaturePolicy;
 
 use crate::bootc_status::BootcHost;
 
@@ -238,10 +239,14 @@ pub trait Host: Send + Sync {
     fn bootc_version(&self) -> impl Future<Output = Result<String, HostError>> + Send;
 
     /// Pulls and stages `pin` locked: `bootc switch --download-only PIN` when this bootc
-    /// supports it, else `bootc switch PIN` then `bootc upgrade --download-only`.
+    /// supports it, else `bootc switch PIN` then `bootc upgrade --download-only`; with
+    /// [`SignaturePolicy::Enforce`], `switch` carries `--enforce-container-sigpolicy`
+    /// (see [`dbus::argv::staging_commands`]), so the host's container signature policy
+    /// decides whether the image may be staged.
     fn stage(
         &self,
         pin: &bootc_crds::ImageRef,
+        policy: SignaturePolicy,
     ) -> impl Future<Output = Result<(), HostError>> + Send;
 
     /// Makes the staged (or rollback) deployment the next boot's.

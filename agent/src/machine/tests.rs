@@ -20,6 +20,7 @@ fn slot(digest: &str) -> Slot {
         image_digest: digest.into(),
         soft_reboot_capable: false,
         download_only: true,
+        policy_checked: false,
     }
 }
 
@@ -40,6 +41,7 @@ fn want(digest: &str, state: DesiredImageState, holds_slot: bool) -> Desired {
         image: pin(digest),
         state,
         reboot_policy: RebootPolicy::RebootOnly,
+        signature_policy: SignaturePolicy::Default,
         holds_slot,
     }
 }
@@ -69,7 +71,10 @@ fn reboot(unlock: Unlock, soft: bool, host: &HostFacts) -> HostAction {
 }
 
 fn stage() -> HostAction {
-    HostAction::Stage { image: pin(B) }
+    HostAction::Stage {
+        image: pin(B),
+        policy: SignaturePolicy::Default,
+    }
 }
 
 #[test]
@@ -304,6 +309,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
             ..host(A)
         };
         let memory = Memory {
+            enforced: None,
             staging: None,
             last_reboot: Some(record(B, "boot-1", 0, 5)),
             failure: None,
@@ -323,6 +329,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
         ..host(A)
     };
     let memory = Memory {
+        enforced: None,
         staging: None,
         last_reboot: Some(record(C, "boot-1", 0, 5)),
         failure: None,
@@ -333,6 +340,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
     ));
     // It applied: idle and healthy.
     let memory = Memory {
+        enforced: None,
         staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 5)),
         failure: None,
@@ -364,6 +372,7 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
         ..host(A)
     };
     let recent = Memory {
+        enforced: None,
         staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 2)),
         failure: None,
@@ -375,6 +384,7 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
         Some(REBOOT_REQUEST_TIMEOUT - Duration::from_secs(120))
     );
     let overdue = Memory {
+        enforced: None,
         staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 11)),
         failure: None,
@@ -393,6 +403,7 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
 fn a_record_without_its_unlock_holds_back_no_reboot() {
     let approved = want(B, Booted, true);
     let recent = Memory {
+        enforced: None,
         staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 2)),
         failure: None,
@@ -422,6 +433,7 @@ fn a_record_without_its_unlock_holds_back_no_reboot() {
     let d = decide(&approved, &queued, &recent, now());
     assert_eq!((d.phase, d.action), (Phase::Rebooting, HostAction::Wait));
     let overdue = Memory {
+        enforced: None,
         staging: None,
         last_reboot: Some(record(B, "boot-1", 0, 11)),
         failure: None,
@@ -432,6 +444,7 @@ fn a_record_without_its_unlock_holds_back_no_reboot() {
     );
     // A failed unlock backs off like any failed command.
     let failed = Memory {
+        enforced: None,
         failure: Some(Failure {
             image: pin(B),
             message: "error: upgrade --from-downloaded: no space left".into(),
@@ -454,6 +467,7 @@ fn a_record_without_its_unlock_holds_back_no_reboot() {
 #[test]
 fn failures_back_off_and_stay_reported() {
     let failed = |attempts: u32, seconds_ago: i64, image: &str| Memory {
+        enforced: None,
         staging: None,
         last_reboot: None,
         failure: Some(Failure {
@@ -569,6 +583,7 @@ fn at_most_one_reboot_per_approval_exhaustively() {
                                         can_soft_reboot: true,
                                     };
                                     let memory = Memory {
+                                        enforced: None,
                                         staging: None,
                                         last_reboot: last_reboot.clone(),
                                         failure: None,
@@ -639,6 +654,7 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
         ..host(A)
     };
     let staging = Memory {
+        enforced: None,
         staging: Some(pin(B)),
         ..Memory::default()
     };
@@ -660,6 +676,7 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
     // Staging another image: the unlocked B is not ours to wait for; unapproved, it is
     // staged again so that it ends up locked.
     let other = Memory {
+        enforced: None,
         staging: Some(pin(C)),
         ..Memory::default()
     };
@@ -683,6 +700,7 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
         );
     }
     let failed = Memory {
+        enforced: None,
         failure: Some(Failure {
             image: pin(B),
             message: "`bootc upgrade --download-only` failed (exit status 219)".into(),
@@ -739,6 +757,7 @@ fn a_refused_pull_reads_as_registry_auth_failed_with_bootcs_own_words() {
 #[test]
 fn a_failure_is_over_once_the_host_shows_the_image_staged_locked_or_booted() {
     let memory = Memory {
+        enforced: None,
         staging: None,
         last_reboot: None,
         failure: Some(Failure {
@@ -766,4 +785,114 @@ fn a_failure_is_over_once_the_host_shows_the_image_staged_locked_or_booted() {
     // Booted: over.
     let d = decide(&want(B, Booted, false), &host(B), &memory, now());
     assert_eq!(d.degraded, None);
+}
+
+#[test]
+fn a_refusal_of_the_signature_policy_reads_as_such_with_bootcs_own_words() {
+    // As bootc 1.16.9 refused on a node whose policy accepts anything by default,
+    // through the agent's fallback unit.
+    let real = "`/usr/bin/bootc switch --enforce-container-sigpolicy \
+                127.0.0.1:35735/node@sha256:4f1c`, then `/usr/bin/bootc upgrade \
+                --download-only` failed (job failed, result exit-code, exit status 1): \
+                error: Switching: Switching (ostree): Preparing import: Fetching manifest: \
+                containers-policy.json specifies a default of `insecureAcceptAnything`; \
+                refusing usage";
+    assert_eq!(
+        crate::machine::failure_condition(real),
+        (node_degraded::SIGNATURE_POLICY_REJECTED, real.to_owned())
+    );
+    for words in [
+        "error: Switching: Switching (ostree): Preparing import: Fetching manifest: \
+         Resolving containers policy path: No containers policy.json found; checked \
+         $CONTAINERS_POLICY_JSON, user config dir, and system paths",
+        "error: Creating importer: Failed to invoke skopeo proxy method OpenImage: remote \
+         error: Running image docker://q.io/os@sha256:4f1c is rejected by policy.",
+        "error: Fetching manifest: A signature was required, but no signature exists",
+        "error: remote error: cryptographic signature verification failed: invalid signature",
+    ] {
+        assert_eq!(
+            crate::machine::failure_condition(words).0,
+            node_degraded::SIGNATURE_POLICY_REJECTED,
+            "{words}"
+        );
+    }
+    // Other failures keep their reasons.
+    assert_eq!(
+        crate::machine::failure_condition("error: pulling image: manifest unknown").0,
+        node_degraded::ERROR
+    );
+}
+
+fn enforced(digest: &str, state: DesiredImageState, holds_slot: bool) -> Desired {
+    Desired {
+        signature_policy: SignaturePolicy::Enforce,
+        ..want(digest, state, holds_slot)
+    }
+}
+
+fn stage_enforced() -> HostAction {
+    HostAction::Stage {
+        image: pin(B),
+        policy: SignaturePolicy::Enforce,
+    }
+}
+
+#[test]
+fn enforce_stages_under_the_policy_and_never_boots_what_was_staged_without_it() {
+    let none = Memory::default();
+    // Nothing staged: stage, with the policy.
+    let d = decide(&enforced(B, Staged, false), &host(A), &none, now());
+    assert_eq!((d.phase, &d.action), (Phase::Staging, &stage_enforced()));
+
+    // B staged without the check (before the pool asked for it): staged again under it,
+    // even with a reboot approved.
+    let unchecked = HostFacts {
+        staged: Some(slot(B)),
+        ..host(A)
+    };
+    for desired in [enforced(B, Staged, false), enforced(B, Booted, true)] {
+        let d = decide(&desired, &unchecked, &none, now());
+        assert_eq!((d.phase, &d.action), (Phase::Staging, &stage_enforced()));
+    }
+    // Without Enforce the same deployment is staged as asked.
+    let d = decide(&want(B, Staged, false), &unchecked, &none, now());
+    assert_eq!((d.phase, &d.action), (Phase::Staged, &HostAction::Wait));
+
+    // Staged under the policy (bootc shows `signature: containerPolicy`): staged, and
+    // booted once approved.
+    let checked = HostFacts {
+        staged: Some(Slot {
+            policy_checked: true,
+            ..slot(B)
+        }),
+        ..host(A)
+    };
+    let d = decide(&enforced(B, Staged, false), &checked, &none, now());
+    assert_eq!((d.phase, &d.action), (Phase::Staged, &HostAction::Wait));
+    let d = decide(&enforced(B, Booted, true), &checked, &none, now());
+    assert!(
+        matches!(
+            d.action,
+            HostAction::Reboot {
+                unlock: Unlock::FromDownloaded,
+                ..
+            }
+        ),
+        "{d:?}"
+    );
+
+    // The agent's own successful staging under the policy counts too, so a bootc that
+    // does not show the signature is not asked again and again.
+    let mine = Memory {
+        enforced: Some(pin(B)),
+        ..Memory::default()
+    };
+    let d = decide(&enforced(B, Staged, false), &unchecked, &mine, now());
+    assert_eq!((d.phase, &d.action), (Phase::Staged, &HostAction::Wait));
+    let other = Memory {
+        enforced: Some(pin(C)),
+        ..Memory::default()
+    };
+    let d = decide(&enforced(B, Staged, false), &unchecked, &other, now());
+    assert_eq!(d.action, stage_enforced());
 }

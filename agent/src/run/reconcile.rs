@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use super::Agent;
 use super::status::current_phase;
-use crate::bootc_status::{BootEntry, BootcHost};
+use crate::bootc_status::{BootEntry, BootcHost, ImageSignature};
 use crate::host::{BootIdentity, Host, HostError};
 use crate::machine::{self, Decision, Desired, HostAction, HostFacts, Phase, Slot, Unlock};
 
@@ -80,9 +80,9 @@ impl<H: Host + 'static> Agent<H> {
             });
         match action {
             HostAction::Wait => {}
-            HostAction::Stage { image } => {
+            HostAction::Stage { image, policy } => {
                 if self.staging.is_none() {
-                    self.start_staging(image);
+                    self.start_staging(image, policy);
                 }
             }
             HostAction::Reboot {
@@ -107,7 +107,7 @@ impl<H: Host + 'static> Agent<H> {
     /// is wanted any more).
     async fn cancel_unwanted_staging(&mut self, action: &HostAction) {
         let wanted = match action {
-            HostAction::Stage { image } => Some(image.as_str()),
+            HostAction::Stage { image, .. } => Some(image.as_str()),
             _ => None,
         };
         if self
@@ -206,6 +206,7 @@ fn desired(node: &BootcNode) -> Desired {
         image: node.spec.desired_image.clone(),
         state: node.spec.desired_image_state,
         reboot_policy: node.spec.reboot_policy,
+        signature_policy: node.spec.signature_policy,
         holds_slot: node
             .annotations()
             .get(REBOOT_SLOT_ANNOTATION)
@@ -223,6 +224,7 @@ pub fn facts(status: &BootcHost, identity: &BootIdentity) -> HostFacts {
                 image_digest: image.image_digest.to_string(),
                 soft_reboot_capable: e.soft_reboot_capable.unwrap_or(false),
                 download_only: e.download_only.unwrap_or(false),
+                policy_checked: image.image.signature == Some(ImageSignature::ContainerPolicy),
             })
         })
     };

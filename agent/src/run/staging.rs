@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bootc_crds::ImageRef;
+use bootc_crds::pool::SignaturePolicy;
 use bootc_pool_common::error_chain;
 use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
@@ -24,24 +25,27 @@ pub(super) type StagingOutcome = Result<Result<(), HostError>, tokio::task::Join
 #[derive(Debug)]
 pub(super) struct Staging {
     pub(super) image: String,
+    policy: SignaturePolicy,
     task: JoinHandle<Result<(), HostError>>,
 }
 
 /// Resolves when the staging command in flight ends; never when there is none.
-pub(super) async fn staging_done(staging: &mut Option<Staging>) -> (String, StagingOutcome) {
+pub(super) async fn staging_done(
+    staging: &mut Option<Staging>,
+) -> ((String, SignaturePolicy), StagingOutcome) {
     match staging {
         Some(s) => {
             let result = (&mut s.task).await;
-            let image = s.image.clone();
+            let done = (s.image.clone(), s.policy);
             *staging = None;
-            (image, result)
+            (done, result)
         }
         None => std::future::pending().await,
     }
 }
 
 impl<H: Host + 'static> Agent<H> {
-    pub(super) fn start_staging(&mut self, image: String) {
+    pub(super) fn start_staging(&mut self, image: String, policy: SignaturePolicy) {
         let pin = match ImageRef::parse(&image) {
             Ok(pin) => pin,
             Err(e) => {
@@ -54,17 +58,29 @@ impl<H: Host + 'static> Agent<H> {
                 return;
             }
         };
-        info!(%image, "staging");
+        info!(%image, signature_policy = ?policy, "staging");
         let host = Arc::clone(&self.host);
-        let task = tokio::spawn(async move { host.stage(&pin).await });
-        self.staging = Some(Staging { image, task });
+        let task = tokio::spawn(async move { host.stage(&pin, policy).await });
+        self.staging = Some(Staging {
+            image,
+            policy,
+            task,
+        });
     }
 
-    pub(super) fn staging_finished(&mut self, image: String, result: StagingOutcome) {
+    pub(super) fn staging_finished(
+        &mut self,
+        (image, policy): (String, SignaturePolicy),
+        result: StagingOutcome,
+    ) {
         let now = Utc::now();
         match result {
             Ok(Ok(())) => {
                 info!(%image, "staged");
+                self.memory.enforced = match policy {
+                    SignaturePolicy::Enforce => Some(image.clone()),
+                    SignaturePolicy::Default => None,
+                };
                 if self
                     .memory
                     .failure

@@ -1,5 +1,6 @@
 //! A member node as one plan sees it, and what its BootcNode should carry: the spec
-//! (target, reboot policy, pull Secret) and the annotations that release a slot.
+//! (target, reboot and signature policies, pull Secret) and the annotations that release
+//! a slot.
 
 use std::collections::BTreeMap;
 
@@ -27,7 +28,7 @@ pub(super) struct Member<'n, 'a> {
 }
 
 /// The BootcNode spec a member should have: the target (staged, when it changes), the
-/// pool's reboot policy and pull Secret with its hash.
+/// pool's reboot policy, signature policy and pull Secret with its hash.
 pub(super) fn wanted_spec(
     pool: &BootcNodePoolSpec,
     hash: Option<&str>,
@@ -38,6 +39,7 @@ pub(super) fn wanted_spec(
         desired_image: target.image.clone(),
         desired_image_state: DesiredImageState::Staged,
         reboot_policy: pool.disruption.reboot_policy,
+        signature_policy: pool.image.signature_policy,
         pull_secret_ref: None,
         pull_secret_hash: None,
         health_units: Vec::new(),
@@ -47,6 +49,7 @@ pub(super) fn wanted_spec(
         spec.desired_image_state = DesiredImageState::Staged;
     }
     spec.reboot_policy = pool.disruption.reboot_policy;
+    spec.signature_policy = pool.image.signature_policy;
     spec.health_units = pool
         .health
         .as_ref()

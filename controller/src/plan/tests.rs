@@ -164,6 +164,7 @@ impl N {
                 desired_image: pin(desired),
                 desired_image_state: state,
                 reboot_policy: Default::default(),
+                signature_policy: Default::default(),
                 pull_secret_ref: None,
                 pull_secret_hash: None,
                 health_units: Vec::new(),
@@ -1773,4 +1774,54 @@ fn holders_down_in_their_own_reboot_do_not_halt_the_rollout() {
             .message
             .contains("RebootTimeout")
     );
+}
+
+#[test]
+fn the_signature_policy_reaches_every_bootc_node() {
+    use bootc_crds::pool::SignaturePolicy;
+    assert_eq!(
+        pool_spec(IntOrString::Int(1)).image.signature_policy,
+        SignaturePolicy::Default,
+        "unset is Default"
+    );
+    let mut pool: serde_json::Value = serde_json::json!({
+        "nodeSelector": {"matchLabels": {"role": "worker"}},
+        "image": {"ref": pin('b'), "signaturePolicy": "Enforce"},
+    });
+    let spec: BootcNodePoolSpec = serde_json::from_value(pool.clone()).unwrap();
+    assert_eq!(spec.image.signature_policy, SignaturePolicy::Enforce);
+    // n1 is new; n2 has a BootcNode (staged, written before the pool asked for Enforce).
+    let snap = snapshot(spec, &[node("n1"), node("n2").staged()]);
+    let plan = super::plan(&snap);
+    let Some(Action::Create { spec: created, .. }) = actions_for(&plan, "n1")
+        .into_iter()
+        .find(|a| matches!(a, Action::Create { .. }))
+    else {
+        panic!("{:?}", plan.actions)
+    };
+    assert_eq!(created.signature_policy, SignaturePolicy::Enforce);
+    let Some(Action::Update { spec: updated, .. }) = actions_for(&plan, "n2")
+        .into_iter()
+        .find(|a| matches!(a, Action::Update { .. }))
+    else {
+        panic!("{:?}", plan.actions)
+    };
+    assert_eq!(updated.signature_policy, SignaturePolicy::Enforce);
+    assert_eq!(updated.desired_image, pin('b'), "the target is kept");
+
+    // Back to Default: the BootcNodes follow.
+    pool["image"]["signaturePolicy"] = "Default".into();
+    let mut snap = snapshot(
+        serde_json::from_value(pool).unwrap(),
+        &[node("n2").staged()],
+    );
+    bootc_mut(&mut snap.nodes[0].bootc).spec.signature_policy = SignaturePolicy::Enforce;
+    let plan = super::plan(&snap);
+    let Some(Action::Update { spec: updated, .. }) = actions_for(&plan, "n2")
+        .into_iter()
+        .find(|a| matches!(a, Action::Update { .. }))
+    else {
+        panic!("{:?}", plan.actions)
+    };
+    assert_eq!(updated.signature_policy, SignaturePolicy::Default);
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
 use crate::faults::Faults;
+use crate::policy::Policy;
 use crate::progress::{Reporter, Reporting};
 use crate::reference::{Reference, check_safe};
 use crate::resolver::{HttpResolver, ImageInfo, ImageResolver};
@@ -145,7 +146,10 @@ fn switch_command(download_only: bool) -> Command {
                 .default_value("registry")
                 .help("The transport; e.g. oci, oci-archive, containers-storage.  Defaults to `registry`"),
         )
-        .arg(flag("enforce-container-sigpolicy", "Enable verification via an ostree remote"))
+        .arg(flag(
+            "enforce-container-sigpolicy",
+            "Enforce that `containers-policy.json` (here /etc/containers/policy.json) admits the image and does not accept anything by default",
+        ))
         .arg(flag("retain", "Retain reference to currently booted image"))
         .arg(progress_fd());
     if download_only {
@@ -416,7 +420,22 @@ fn switch(m: &ArgMatches, env: &Env, resolver: &dyn ImageResolver) -> Result<Out
         return Err(Error::UnsupportedTransport(transport.to_owned()));
     }
     let download_only = get_flag(m, "download-only");
-    mutate(env, |st| st.switch_with(resolver, &target, download_only))
+    // bootc's words, for the policy's refusals as for its own.
+    let in_bootcs_words = |e: Error| match e {
+        Error::SignaturePolicy(words) => Error::SignaturePolicy(format!(
+            "Switching: Switching (ostree): Preparing import: Fetching manifest: {words}"
+        )),
+        other => other,
+    };
+    let policy = if get_flag(m, "enforce-container-sigpolicy") {
+        Some(Policy::load(&env.root).map_err(in_bootcs_words)?)
+    } else {
+        None
+    };
+    mutate(env, |st| {
+        st.switch_checked(resolver, &target, download_only, policy.as_ref())
+            .map_err(in_bootcs_words)
+    })
 }
 
 /// `bootc upgrade [--check | --download-only | --from-downloaded]`; `None` for
@@ -450,7 +469,16 @@ fn upgrade(
         mutate(env, State::from_downloaded)?
     } else {
         let download_only = get_flag(m, "download-only");
-        mutate(env, |st| st.upgrade_with(resolver, download_only))?
+        mutate(env, |st| {
+            // The tracked image was switched to under the host's policy: so is it
+            // pulled again.
+            let policy = if st.spec_container_policy() {
+                Some(Policy::load(&env.root)?)
+            } else {
+                None
+            };
+            st.upgrade_checked(resolver, download_only, policy.as_ref())
+        })?
     };
     Ok(Some(outcome))
 }

@@ -19,6 +19,7 @@
 //! - [`cli`]: the `bootc` command line over [`State`] and a [`ImageResolver`];
 //! - [`faults`]: failures injected through `faults.json`;
 //! - [`http`]: a tiny HTTP/1.1 client and base64 for basic auth;
+//! - [`policy`]: the host's container signature policy, for `--enforce-container-sigpolicy`;
 //! - [`reference`]: image references and what the stand-in accepts of them;
 //! - [`resolver`]: pulling from a loopback registry with bootc's credentials;
 //! - [`state`]: the deployments and their transitions.
@@ -26,6 +27,7 @@
 pub mod cli;
 pub mod faults;
 pub mod http;
+pub mod policy;
 pub mod progress;
 pub mod reference;
 pub mod resolver;
@@ -35,6 +37,7 @@ use std::path::PathBuf;
 
 pub use cli::{Env, main_with};
 pub use faults::Faults;
+pub use policy::Policy;
 pub use reference::Reference;
 pub use resolver::{HttpResolver, ImageInfo, ImageResolver};
 pub use state::{Deployment, Outcome, State, seed};
@@ -82,6 +85,9 @@ pub enum Error {
     /// A `--transport` other than `registry`.
     #[error("Unsupported transport {0:?}: the bootc stand-in only knows \"registry\"")]
     UnsupportedTransport(String),
+    /// The host's container signature policy refused the image (or is unusable).
+    #[error("{0}")]
+    SignaturePolicy(String),
     /// A failure injected through `faults.json`.
     #[error("{0}")]
     Injected(String),

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::Error;
+use crate::policy::Policy;
 use crate::reference::Reference;
 use crate::resolver::{ImageInfo, ImageResolver};
 
@@ -27,6 +28,11 @@ pub struct Deployment {
     /// True when staged with `--download-only`: a boot discards it.
     #[serde(default)]
     pub locked: bool,
+    /// True when pulled under the host's `containers-policy.json` (`switch
+    /// --enforce-container-sigpolicy`, and every `upgrade` of the image it tracks): its
+    /// image reference shows `signature: containerPolicy`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub container_policy: bool,
     /// The ostree commit checksum (the hex of the image digest: the same image gives the
     /// same commit).
     pub checksum: String,
@@ -38,7 +44,7 @@ pub struct Deployment {
 
 impl Deployment {
     fn new(
-        info: ImageInfo,
+        (info, container_policy): (ImageInfo, bool),
         locked: bool,
         others: &[Option<&Deployment>],
         leftovers: &[Deployment],
@@ -60,6 +66,7 @@ impl Deployment {
         Deployment {
             info,
             locked,
+            container_policy,
             checksum,
             deploy_serial: serial,
         }
@@ -209,7 +216,7 @@ impl State {
     /// A host booted from `booted`, nothing staged, no rollback.
     pub fn new(booted: ImageInfo) -> Self {
         State {
-            booted: Some(Deployment::new(booted, false, &[], &[])),
+            booted: Some(Deployment::new((booted, false), false, &[], &[])),
             staged: None,
             rollback: None,
             rollback_queued: false,
@@ -258,24 +265,30 @@ impl State {
     /// The image the host tracks (`spec.image`): the staged deployment's, else the
     /// booted one's.
     pub fn spec_image(&self) -> Option<&str> {
-        self.staged
-            .as_ref()
-            .or(self.booted.as_ref())
-            .map(|d| d.info.image.as_str())
+        self.tracked().map(|d| d.info.image.as_str())
+    }
+
+    /// Whether the tracked image is pulled under the host's `containers-policy.json`.
+    pub fn spec_container_policy(&self) -> bool {
+        self.tracked().is_some_and(|d| d.container_policy)
+    }
+
+    fn tracked(&self) -> Option<&Deployment> {
+        self.staged.as_ref().or(self.booted.as_ref())
     }
 
     fn require_booted(&self) -> Result<&Deployment, Error> {
         self.booted.as_ref().ok_or(Error::NotBootcHost)
     }
 
-    fn stage(&mut self, info: ImageInfo, locked: bool) -> Outcome {
+    fn stage(&mut self, (info, container_policy): (ImageInfo, bool), locked: bool) -> Outcome {
         let outcome = Outcome::Staged {
             image: info.image.clone(),
             digest: info.digest.clone(),
             locked,
         };
         let d = Deployment::new(
-            info,
+            (info, container_policy),
             locked,
             &[self.booted.as_ref(), self.rollback.as_ref()],
             &self.leftovers,
@@ -290,8 +303,20 @@ impl State {
     /// `bootc switch [--download-only]` with an image already pulled: stages it
     /// (replacing any staged deployment), locked for `download_only`.
     pub fn switch(&mut self, info: ImageInfo, download_only: bool) -> Result<Outcome, Error> {
+        self.switch_under(info, download_only, false)
+    }
+
+    /// [`State::switch`] of an image pulled under the host's signature policy when
+    /// `container_policy` (`switch --enforce-container-sigpolicy`, the policy already
+    /// checked), which its deployment remembers.
+    pub fn switch_under(
+        &mut self,
+        info: ImageInfo,
+        download_only: bool,
+        container_policy: bool,
+    ) -> Result<Outcome, Error> {
         self.require_booted()?;
-        Ok(self.stage(info, download_only))
+        Ok(self.stage((info, container_policy), download_only))
     }
 
     /// `bootc switch`: checks `image` ([`Reference::parse`]); like bootc, does nothing
@@ -303,19 +328,37 @@ impl State {
         image: &str,
         download_only: bool,
     ) -> Result<Outcome, Error> {
+        self.switch_checked(resolver, image, download_only, None)
+    }
+
+    /// [`State::switch_with`] under the host's signature policy when `policy` is given
+    /// (`--enforce-container-sigpolicy`): the policy must admit `image` before anything
+    /// is pulled. The tracked image with another policy is not unchanged.
+    pub fn switch_checked(
+        &mut self,
+        resolver: &dyn ImageResolver,
+        image: &str,
+        download_only: bool,
+        policy: Option<&Policy>,
+    ) -> Result<Outcome, Error> {
         Reference::parse(image)?;
         self.require_booted()?;
-        if self.spec_image() == Some(image) {
+        if self.spec_image() == Some(image) && self.spec_container_policy() == policy.is_some() {
             return Ok(Outcome::SpecUnchanged);
         }
+        if let Some(policy) = policy {
+            policy.admit(image)?;
+        }
         let info = resolver.resolve(image)?;
-        self.switch(info, download_only)
+        self.switch_under(info, download_only, policy.is_some())
     }
 
     /// `bootc upgrade [--download-only]` with the tracked image already re-pulled:
     /// nothing when it is the booted digest and nothing is staged, nothing when it is
-    /// already staged with the same lock state, else stages it.
+    /// already staged with the same lock state, else stages it (under the tracked
+    /// image's signature policy).
     pub fn upgrade(&mut self, info: ImageInfo, download_only: bool) -> Result<Outcome, Error> {
+        let container_policy = self.spec_container_policy();
         let booted_digest = self.require_booted()?.info.digest.clone();
         if let Some(staged) = &mut self.staged {
             if staged.info.digest == info.digest {
@@ -332,7 +375,7 @@ impl State {
         } else if booted_digest == info.digest {
             return Ok(Outcome::NoUpdate);
         }
-        Ok(self.stage(info, download_only))
+        Ok(self.stage((info, container_policy), download_only))
     }
 
     /// `bootc upgrade [--download-only]`: re-pulls the tracked image and stages it.
@@ -341,8 +384,24 @@ impl State {
         resolver: &dyn ImageResolver,
         download_only: bool,
     ) -> Result<Outcome, Error> {
+        self.upgrade_checked(resolver, download_only, None)
+    }
+
+    /// [`State::upgrade_with`], the tracked image re-pulled under `policy` when it was
+    /// switched to under the host's signature policy (`policy` is then required).
+    pub fn upgrade_checked(
+        &mut self,
+        resolver: &dyn ImageResolver,
+        download_only: bool,
+        policy: Option<&Policy>,
+    ) -> Result<Outcome, Error> {
         self.require_booted()?;
         let image = self.spec_image().ok_or(Error::NoImageSource)?.to_owned();
+        if self.spec_container_policy() {
+            policy
+                .ok_or_else(|| Error::Other("no signature policy loaded".to_owned()))?
+                .admit(&image)?;
+        }
         let info = resolver.resolve(&image)?;
         self.upgrade(info, download_only)
     }
@@ -422,10 +481,20 @@ impl State {
         self.booted.is_some() && d.info.kernel.as_deref() == self.booted_kernel()
     }
 
+    /// The image reference as bootc shows it: with `signature: containerPolicy` when
+    /// pulled under the host's policy, without a signature when not.
+    fn reference(image: &str, container_policy: bool) -> Value {
+        let mut reference = json!({"image": image, "transport": "registry"});
+        if container_policy {
+            reference["signature"] = json!("containerPolicy");
+        }
+        reference
+    }
+
     fn entry(d: &Deployment, soft_reboot_capable: bool) -> Value {
         json!({
             "image": {
-                "image": {"image": d.info.image, "transport": "registry"},
+                "image": State::reference(&d.info.image, d.container_policy),
                 "version": d.info.version,
                 "timestamp": d.info.created,
                 "imageDigest": d.info.digest,
@@ -458,8 +527,8 @@ impl State {
             .map(|d| State::entry(d, self.rollback_queued && self.soft_reboot_capable(d)));
         let booted = self.booted.as_ref().map(|d| State::entry(d, false));
         let spec_image = self
-            .spec_image()
-            .map(|i| json!({"image": i, "transport": "registry"}));
+            .tracked()
+            .map(|d| State::reference(&d.info.image, d.container_policy));
         json!({
             "apiVersion": "org.containers.bootc/v1",
             "kind": "BootcHost",

@@ -478,3 +478,80 @@ fn progress_fd_refuses_what_bootc_refuses() {
     assert_eq!(not_a_pipe.code, 1);
     assert!(not_a_pipe.err.contains("not a pipe"), "{}", not_a_pipe.err);
 }
+
+#[test]
+fn enforce_container_sigpolicy_lets_the_hosts_policy_decide_as_bootc_does() {
+    let (_d, e) = seeded();
+    let r = resolver();
+    let policy = e.root.join("etc/containers/policy.json");
+    let enforce = ["switch", "--enforce-container-sigpolicy", B];
+    let refused = |out: &Run, words: &str| {
+        assert_eq!(out.code, 1, "{}", out.out);
+        assert!(
+            out.err.starts_with(
+                "error: Switching: Switching (ostree): Preparing import: Fetching manifest: "
+            ),
+            "{}",
+            out.err
+        );
+        assert!(out.err.contains(words), "{}", out.err);
+    };
+    // No policy, and one that accepts anything by default: bootc 1.16.9's refusals.
+    refused(&run(&e, &r, &enforce), "No containers policy.json found");
+    std::fs::create_dir_all(policy.parent().unwrap()).unwrap();
+    std::fs::write(
+        &policy,
+        r#"{"default":[{"type":"insecureAcceptAnything"}]}"#,
+    )
+    .unwrap();
+    refused(
+        &run(&e, &r, &enforce),
+        "containers-policy.json specifies a default of `insecureAcceptAnything`; refusing usage",
+    );
+    // A policy that rejects the image.
+    std::fs::write(&policy, r#"{"default":[{"type":"reject"}]}"#).unwrap();
+    refused(&run(&e, &r, &enforce), "is rejected by policy");
+    assert!(
+        status(&e, &r)["status"]["staged"].is_null(),
+        "nothing staged"
+    );
+    // `upgrade` takes no such flag (exit 2, as 1.16.9).
+    let out = run(&e, &r, &["upgrade", "--enforce-container-sigpolicy"]);
+    assert_eq!(out.code, 2, "{}", out.err);
+
+    // Without the flag the policy is not consulted.
+    let out = run(&e, &r, &["switch", B]);
+    assert_eq!(out.code, 0, "{}", out.err);
+    let doc = status(&e, &r);
+    assert!(
+        doc["status"]["staged"]["image"]["image"]
+            .get("signature")
+            .is_none()
+    );
+
+    // A policy that admits the registry: staged under it (`signature: containerPolicy`,
+    // not unchanged although the image is the tracked one), and `upgrade
+    // --download-only` keeps it, pulling under the policy again.
+    std::fs::write(
+        &policy,
+        r#"{"default":[{"type":"reject"}],
+            "transports":{"docker":{"127.0.0.1:5000":[{"type":"insecureAcceptAnything"}]}}}"#,
+    )
+    .unwrap();
+    let out = run(&e, &r, &enforce);
+    assert_eq!(out.code, 0, "{}", out.err);
+    let out = run(&e, &r, &["upgrade", "--download-only"]);
+    assert_eq!(out.code, 0, "{}", out.err);
+    let doc = status(&e, &r);
+    assert_eq!(doc["spec"]["image"]["signature"], "containerPolicy");
+    assert_eq!(
+        doc["status"]["staged"]["image"]["image"]["signature"],
+        "containerPolicy"
+    );
+    assert_eq!(doc["status"]["staged"]["downloadOnly"], true);
+    // The policy tightened: the tracked image is pulled under it, and refused.
+    std::fs::write(&policy, r#"{"default":[{"type":"reject"}]}"#).unwrap();
+    let out = run(&e, &r, &["upgrade", "--download-only"]);
+    assert_eq!(out.code, 1, "{}", out.out);
+    assert!(out.err.contains("is rejected by policy"), "{}", out.err);
+}

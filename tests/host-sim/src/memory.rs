@@ -442,12 +442,24 @@ impl Host for MemoryHost {
         Ok(identity)
     }
 
-    async fn stage(&self, pin: &bootc_crds::ImageRef) -> Result<(), HostError> {
+    async fn stage(
+        &self,
+        pin: &bootc_crds::ImageRef,
+        policy: bootc_crds::pool::SignaturePolicy,
+    ) -> Result<(), HostError> {
         let reference = pin.to_string();
         if !pin.is_pin() || pin.pinned().as_deref() != Some(reference.as_str()) {
             return Err(HostError::NotAPin { reference });
         }
-        let command = format!("bootc switch --download-only {reference}");
+        // No policy file here: an enforced staging is recorded as such (bootc shows
+        // `signature: containerPolicy`), and admitted.
+        let enforce = policy == bootc_crds::pool::SignaturePolicy::Enforce;
+        let flag = if enforce {
+            " --enforce-container-sigpolicy"
+        } else {
+            ""
+        };
+        let command = format!("bootc switch --download-only{flag} {reference}");
         self.step("stage", false).await;
         self.require_up(&command)?;
         let behaviour = {
@@ -491,7 +503,7 @@ impl Host for MemoryHost {
             }
             inner
                 .state
-                .switch(info, true)
+                .switch_under(info, true, enforce)
                 .map_err(|e| failed(&command, format!("error: {e}")))?;
             Self::signal(&inner);
         }

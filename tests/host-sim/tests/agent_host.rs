@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bootc_crds::ImageRef;
+use bootc_crds::pool::SignaturePolicy;
 use bootc_node_agent::bootc_status::BootcHost as Status;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
@@ -142,7 +143,9 @@ fn pin(s: &str) -> ImageRef {
 async fn stage_and_unlock(f: &Fixture, host: &DbusHost) {
     let mut changes = host.changes();
     let seen = *changes.borrow_and_update();
-    host.stage(&pin(&f.v2)).await.unwrap();
+    host.stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap();
     // The stand-in touched /ostree/bootc; bootc-status-updated.path started
     // bootc-status-updated.target; the agent saw it on the bus.
     tokio::time::timeout(Duration::from_secs(10), changes.wait_for(|n| *n > seen))
@@ -245,7 +248,9 @@ async fn soft_reboot_keeps_the_boot_id_and_boots_the_new_image() {
 async fn a_locked_deployment_is_discarded_by_an_unasked_reboot() {
     let f = Fixture::new("agent-locked").await;
     let host = f.host().await;
-    host.stage(&pin(&f.v2)).await.unwrap();
+    host.stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap();
     let boots = f.node.status().boots;
     f.node.reboot(false).await.unwrap();
     f.node.wait_booted(boots, common::BOOT).await.unwrap();
@@ -351,7 +356,10 @@ async fn a_failing_command_surfaces_its_stderr() {
     let f = Fixture::new("agent-fail").await;
     f.faults(r#"{"fail": {"switch": "injected: the registry is on fire"}}"#);
     let host = f.host().await;
-    let err = host.stage(&pin(&f.v2)).await.unwrap_err();
+    let err = host
+        .stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap_err();
     eprintln!("agent-fail: {err}");
     match &err {
         HostError::CommandFailed {
@@ -384,7 +392,10 @@ async fn a_hanging_command_times_out_and_its_unit_is_stopped() {
     let timeout = Duration::from_secs(3);
     let host = f.host_with_timeout(timeout).await;
     let started = Instant::now();
-    let err = host.stage(&pin(&f.v2)).await.unwrap_err();
+    let err = host
+        .stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap_err();
     let took = started.elapsed();
     eprintln!("agent-hang: {err} after {took:?}");
     assert!(matches!(err, HostError::Timeout { .. }), "{err:?}");
@@ -397,7 +408,9 @@ async fn without_switch_download_only_stage_falls_back_and_ends_locked() {
     let f = Fixture::new("agent-fallback").await;
     f.faults(r#"{"switchHelpWithoutDownloadOnly": true}"#);
     let host = f.host().await;
-    host.stage(&pin(&f.v2)).await.unwrap();
+    host.stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap();
     let status = host.status().await.unwrap();
     assert_eq!(booted_digest(&status), digest_of(&f.v1));
     assert_eq!(
@@ -417,7 +430,10 @@ async fn pulls_with_the_credentials_in_run_ostree_auth_json() {
     let f = Fixture::with_registry("agent-auth", registry).await;
     let host = f.host().await;
     // Without credentials the registry says 401 and stage fails with bootc's error.
-    let err = host.stage(&pin(&f.v2)).await.unwrap_err();
+    let err = host
+        .stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap_err();
     assert!(matches!(err, HostError::CommandFailed { .. }), "{err:?}");
     // The pull secret goes to the node's /run/ostree/auth.json, mode 0600.
     host.write_credentials(Some(f.registry.auth_json().as_bytes()))
@@ -426,7 +442,9 @@ async fn pulls_with_the_credentials_in_run_ostree_auth_json() {
     let auth = f.node.root_path().unwrap().join("run/ostree/auth.json");
     let mode = std::os::unix::fs::PermissionsExt::mode(&auth.metadata().unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
-    host.stage(&pin(&f.v2)).await.unwrap();
+    host.stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap();
     let status = host.status().await.unwrap();
     assert_eq!(
         staged(&status),
@@ -505,7 +523,9 @@ async fn staging_reports_bootcs_progress_through_a_fifo_and_leaves_nothing_behin
     let f = Fixture::new("agent-progress").await;
     let host = f.host().await;
     let seen = collect_progress(&host);
-    host.stage(&pin(&f.v2)).await.unwrap();
+    host.stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap();
     // The reader publishes before stage() returns; give the collector a moment.
     let deadline = Instant::now() + Duration::from_secs(5);
     let last = loop {
@@ -536,7 +556,9 @@ async fn staging_reports_bootcs_progress_through_a_fifo_and_leaves_nothing_behin
     f.faults(r#"{"switchHelpWithoutDownloadOnly": true}"#);
     let host = f.host().await;
     let seen = collect_progress(&host);
-    host.stage(&pin(&f.v1)).await.unwrap();
+    host.stage(&pin(&f.v1), SignaturePolicy::Default)
+        .await
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while !seen
         .lock()
@@ -558,7 +580,10 @@ async fn a_failed_staging_runs_bootc_once_and_leaves_no_socket_behind() {
     // its FIFO; the service may start only once, and the socket goes first.
     let missing = format!("{}/sim/os@sha256:{}", f.registry.host(), "0".repeat(64));
     let host = f.host().await;
-    let err = host.stage(&pin(&missing)).await.unwrap_err();
+    let err = host
+        .stage(&pin(&missing), SignaturePolicy::Default)
+        .await
+        .unwrap_err();
     assert!(matches!(err, HostError::CommandFailed { .. }), "{err:?}");
     assert_no_agent_units(&f.node, Duration::from_secs(10)).await;
     let pid = f.node.init_pid().unwrap().to_string();

@@ -168,6 +168,7 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
             desired_image: v2.clone(),
             desired_image_state: DesiredImageState::Staged,
             reboot_policy: Default::default(),
+            signature_policy: Default::default(),
             pull_secret_ref: Some(SecretRef {
                 name: "pull".into(),
                 namespace: "bootc-system".into(),

@@ -109,6 +109,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
             desired_image: v2.clone(),
             desired_image_state: DesiredImageState::Staged,
             reboot_policy: RebootPolicy::AllowSoftReboot,
+            signature_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
             health_units: Vec::new(),

@@ -76,6 +76,7 @@ fn bootc_node(name: &str, image: &str) -> BootcNode {
             desired_image: image.to_owned(),
             desired_image_state: DesiredImageState::Staged,
             reboot_policy: Default::default(),
+            signature_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
             health_units: Vec::new(),

@@ -220,6 +220,7 @@ async fn the_agent_reports_the_units_in_status_health() {
             desired_image: format!("127.0.0.1:5000/sim/os@sha256:{}", "0".repeat(64)),
             desired_image_state: DesiredImageState::Staged,
             reboot_policy: Default::default(),
+            signature_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
             health_units: names(&["health-ok.service", "health-late.service"]),

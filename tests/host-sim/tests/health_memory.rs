@@ -69,6 +69,7 @@ async fn create(api: &Api<BootcNode>, image: &str, units: &[&str]) {
             desired_image: image.to_owned(),
             desired_image_state: DesiredImageState::Staged,
             reboot_policy: Default::default(),
+            signature_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
             health_units: units.iter().map(|u| (*u).to_owned()).collect(),

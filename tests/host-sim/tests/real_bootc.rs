@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::pool::SignaturePolicy;
 use bootc_crds::{ImageRef, REBOOT_SLOT_ANNOTATION};
 use bootc_node_agent::bootc_status::BootcHost as Status;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
@@ -49,6 +50,17 @@ struct Fixture {
 impl Fixture {
     /// Boots node `name` with v1 deployed by tag (`by_tag`) or by digest.
     async fn new(name: &str, by_tag: bool, kube: Option<kube::Client>) -> Option<Fixture> {
+        Fixture::with_etc(name, by_tag, kube, Vec::new()).await
+    }
+
+    /// [`Fixture::new`], with `etc` written under the node's `/etc` before its first
+    /// boot (paths relative to `/etc`).
+    async fn with_etc(
+        name: &str,
+        by_tag: bool,
+        kube: Option<kube::Client>,
+        etc: Vec<(String, Vec<u8>)>,
+    ) -> Option<Fixture> {
         let archive = common::real_archive()?;
         let serial = SERIAL.lock().await;
         host_sim::image::require_root().unwrap();
@@ -84,7 +96,7 @@ impl Fixture {
             image: first,
             boot_timeout: BOOT,
             kube,
-            etc: Vec::new(),
+            etc,
         };
         let node = RealNode::start(&image, options)
             .await
@@ -139,6 +151,7 @@ fn staged_spec(image: &str) -> BootcNodeSpec {
         desired_image: image.to_owned(),
         desired_image_state: DesiredImageState::Staged,
         reboot_policy: Default::default(),
+        signature_policy: Default::default(),
         pull_secret_ref: None,
         pull_secret_hash: None,
         health_units: Vec::new(),
@@ -181,7 +194,9 @@ async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_rebo
     assert_eq!(f.node.version_id().unwrap(), "1");
 
     let started = Instant::now();
-    host.stage(&pin(&f.v2)).await.unwrap();
+    host.stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap();
     eprintln!("real-tag: stage v1 → v2 took {:?}", started.elapsed());
     let status = host.status().await.unwrap();
     assert_eq!(
@@ -204,7 +219,9 @@ async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_rebo
     assert_eq!(f.node.version_id().unwrap(), "1");
 
     // The agent stages again, locked again.
-    host.stage(&pin(&f.v2)).await.unwrap();
+    host.stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap();
     let status = host.status().await.unwrap();
     assert_eq!(
         staged(&status),
@@ -218,7 +235,9 @@ async fn from_downloaded_boots_the_target_once_and_rollback_fetches_nothing() {
         return;
     };
     let host = f.host().await;
-    host.stage(&pin(&f.v2)).await.unwrap();
+    host.stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap();
 
     // (c) Approval: `upgrade --from-downloaded`, then exactly one reboot.
     host.unlock(Unlock::FromDownloaded).await.unwrap();
@@ -287,7 +306,7 @@ async fn watch_window(
     pin: ImageRef,
     reboot_inside: bool,
 ) -> (Option<Duration>, Result<(), HostError>) {
-    let stage = tokio::spawn(async move { host.stage(&pin).await });
+    let stage = tokio::spawn(async move { host.stage(&pin, SignaturePolicy::Default).await });
     let mut opened: Option<Instant> = None;
     let mut window = None;
     let deadline = Instant::now() + COMMAND_TIMEOUT;
@@ -367,7 +386,9 @@ async fn the_unlocked_window_of_switch_then_download_only_and_a_reboot_inside_it
     );
 
     // And the agent stages again, locked, after that boot.
-    host.stage(&pin(&f.v2)).await.unwrap();
+    host.stage(&pin(&f.v2), SignaturePolicy::Default)
+        .await
+        .unwrap();
     let status = host.status().await.unwrap();
     assert_eq!(
         staged(&status),
@@ -396,7 +417,10 @@ async fn a_missing_or_failing_bootc_reads_as_such() {
         f.registry.host(),
         "0".repeat(64)
     );
-    let err = host.stage(&pin(&absent)).await.unwrap_err();
+    let err = host
+        .stage(&pin(&absent), SignaturePolicy::Default)
+        .await
+        .unwrap_err();
     eprintln!("real-fail: failing: {err}");
     match &err {
         HostError::CommandFailed {
@@ -1148,4 +1172,133 @@ fn layout_with_big_layer(layout: &std::path::Path, dir: &std::path::Path, size: 
     std::fs::remove_file(&index_path).unwrap();
     std::fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
     copy
+}
+
+/// A container signature policy that accepts anything by default (Debian's own
+/// `/etc/containers/policy.json`): under `--enforce-container-sigpolicy` bootc refuses
+/// it, and so refuses to stage. The node's skopeo (bookworm's 1.9.3) evaluates no
+/// policy in its image proxy (skopeo 1.14 added that), so with this bootc the policy's
+/// `reject` and `signedBy` requirements are not applied; bootc's own refusal of an
+/// accept-anything default is.
+const ACCEPT_ANYTHING: &str = r#"{"default": [{"type": "insecureAcceptAnything"}]}"#;
+
+/// The staged deployment's image reference `signature`, as bootc shows it.
+fn staged_signature(status: &Status) -> Option<String> {
+    let image = status.status.staged.as_ref()?.image.as_ref()?;
+    Some(image.image.signature.as_ref()?.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_enforce_the_nodes_signature_policy_decides_and_a_rejected_image_is_not_staged() {
+    let (emulator, client) = common::emulator_with_crds().await;
+    let name = "real-sigpolicy";
+    let etc = vec![(
+        "containers/policy.json".to_owned(),
+        ACCEPT_ANYTHING.as_bytes().to_vec(),
+    )];
+    let Some(f) = Fixture::with_etc(name, false, Some(client.clone()), etc).await else {
+        return;
+    };
+    let (kubeconfig, log) = f.agent_files(&emulator);
+    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
+    let spec = BootcNodeSpec {
+        signature_policy: SignaturePolicy::Enforce,
+        ..staged_spec(&f.v2)
+    };
+    api.create(&PostParams::default(), &BootcNode::new(name, spec))
+        .await
+        .unwrap();
+    let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
+
+    // Enforce, a policy that accepts anything by default: bootc refuses it, Degraded
+    // in bootc's words, nothing staged. (Waiting for either outcome, so that an agent
+    // that stages anyway fails here at once rather than by a timeout.)
+    let node = common::wait_logged("Degraded or Staged", &log, BOOT, async || {
+        let n = api.get(name).await.ok()?;
+        (degraded(&n).is_some() || condition(&n, "Idle")?.1 == "Staged").then_some(n)
+    })
+    .await;
+    let status = node.status.as_ref().unwrap();
+    let (reason, message) = degraded(&node)
+        .unwrap_or_else(|| panic!("staged although the policy rejects the image: {status:?}"));
+    eprintln!("real-sigpolicy: Enforce, accept-anything policy: Degraded {reason}: {message}");
+    assert_eq!(reason, "SignaturePolicyRejected", "{message}");
+    assert!(
+        message.contains(
+            "error: Switching: Switching (ostree): Preparing import: Fetching manifest: \
+             containers-policy.json specifies a default of `insecureAcceptAnything`; \
+             refusing usage"
+        ),
+        "bootc's own words: {message}"
+    );
+    assert!(message.contains(&f.v2), "names the image: {message}");
+    assert_eq!(condition(&node, "Idle").unwrap().1, "Staging");
+    assert!(status.staged.is_none(), "{status:?}");
+    let host = f.host().await;
+    let seen = host.status().await.unwrap();
+    assert_eq!(staged(&seen), None, "bootc shows nothing staged: {seen:#?}");
+    assert_eq!(booted_digest(&seen), digest_of(&f.v1));
+    assert!(!f.node.run_ostree_has("staged-deployment"));
+    assert!(
+        message.contains("bootc switch --enforce-container-sigpolicy"),
+        "the command as run carries the flag: {message}"
+    );
+
+    // The same node and policy without Enforce: bootc does not consult the policy, and
+    // the image is staged (so the refusal above was the flag's doing).
+    let default = json!({"spec": {"signaturePolicy": "Default"}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&default))
+        .await
+        .unwrap();
+    let node = common::wait_logged("Staged v2 without Enforce", &log, BOOT, async || {
+        let n = api.get(name).await.ok()?;
+        let s = n.status.as_ref()?.staged.as_ref()?;
+        (s.image.image == f.v2 && s.download_only && degraded(&n).is_none()).then_some(n)
+    })
+    .await;
+    assert_eq!(condition(&node, "Idle").unwrap().1, "Staged");
+    let seen = host.status().await.unwrap();
+    assert_eq!(
+        staged(&seen),
+        Some((digest_of(&f.v2).to_owned(), Some(true)))
+    );
+    assert_eq!(staged_signature(&seen), None, "unverified: {seen:#?}");
+    eprintln!("real-sigpolicy: Default, same policy: staged v2, locked");
+
+    // Enforce again, with a policy that admits the test registry: what was staged
+    // without the check is staged again under it (`signature: containerPolicy`), and
+    // locked again by the fallback's `upgrade --download-only`.
+    let mut scopes = serde_json::Map::new();
+    scopes.insert(
+        f.registry.host(),
+        json!([{"type": "insecureAcceptAnything"}]),
+    );
+    let admit = json!({"default": [{"type": "reject"}], "transports": {"docker": scopes}});
+    let policy = f
+        .node
+        .root_path()
+        .unwrap()
+        .join("etc/containers/policy.json");
+    std::fs::write(&policy, serde_json::to_vec(&admit).unwrap()).unwrap();
+    let enforce = json!({"spec": {"signaturePolicy": "Enforce"}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&enforce))
+        .await
+        .unwrap();
+    let seen = common::wait_logged("v2 staged again under the policy", &log, BOOT, async || {
+        let seen = host.status().await.ok()?;
+        let checked = staged_signature(&seen).as_deref() == Some("containerPolicy");
+        let locked = staged(&seen)? == (digest_of(&f.v2).to_owned(), Some(true));
+        (checked && locked).then_some(seen)
+    })
+    .await;
+    eprintln!(
+        "real-sigpolicy: Enforce, policy admits the registry: staged v2 again, signature {:?}",
+        staged_signature(&seen)
+    );
+    common::wait_logged("Staged, not Degraded", &log, BOOT, async || {
+        let n = api.get(name).await.ok()?;
+        (condition(&n, "Idle")?.1 == "Staged" && degraded(&n).is_none()).then_some(())
+    })
+    .await;
+    agents.stop().await;
 }

@@ -11,6 +11,7 @@ fn at(rv: &str) -> BootcNode {
             desired_image: "registry.test/os@sha256:1".into(),
             desired_image_state: Default::default(),
             reboot_policy: Default::default(),
+            signature_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
             health_units: Vec::new(),

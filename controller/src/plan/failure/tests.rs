@@ -81,6 +81,7 @@ fn member(name: &str, booted: ImageStatus, since: DateTime<Utc>, staged: bool) -
             desired_image: pin('b'),
             desired_image_state: DesiredImageState::Staged,
             reboot_policy: Default::default(),
+            signature_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
             health_units: Vec::new(),

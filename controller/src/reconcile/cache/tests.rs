@@ -14,6 +14,7 @@ fn object(rv: &str, uid: &str, image: &str) -> BootcNode {
             desired_image: image.into(),
             desired_image_state: Default::default(),
             reboot_policy: Default::default(),
+            signature_policy: Default::default(),
             pull_secret_ref: None,
             pull_secret_hash: None,
             health_units: Vec::new(),

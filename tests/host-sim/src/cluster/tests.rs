@@ -47,6 +47,7 @@ async fn local_agents_stage_through_their_watch_and_are_logged_by_user_agent() {
         desired_image: v2.clone(),
         desired_image_state: DesiredImageState::Staged,
         reboot_policy: Default::default(),
+        signature_policy: Default::default(),
         pull_secret_ref: None,
         pull_secret_hash: None,
         health_units: Vec::new(),

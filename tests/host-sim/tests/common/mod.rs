@@ -131,9 +131,17 @@ pub async fn wait_logged<T>(
 }
 
 /// The real-bootc archive directory, or `None` (and a message) when a real-bootc test
-/// must skip.
+/// must skip. Under `CI=true` an absent archive fails the test instead.
 pub fn real_archive() -> Option<PathBuf> {
     let dir = host_sim::real::archive_dir();
+    if dir.is_none() && std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "the real-bootc archive directory is absent, and under CI=true a real-bootc \
+             test fails rather than skips (set ${} or put it at shared/tools/real-bootc \
+             beside the checkout)",
+            host_sim::real::ARCHIVE_ENV
+        );
+    }
     if dir.is_none() {
         eprintln!(
             "SKIPPED: the real-bootc archive directory is absent (set ${} or put it at \
