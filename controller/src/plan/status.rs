@@ -66,7 +66,7 @@ impl StateCounts {
         c
     }
 
-    /// `3/10 updated; 2 staged, 1 rebooting, …`.
+    /// `3/10 updated; 2 staged, 1 rebooting, …`, or `0/0 updated` alone.
     fn breakdown(&self) -> String {
         let mut parts = Vec::new();
         for (n, what) in [
@@ -81,12 +81,12 @@ impl StateCounts {
                 parts.push(format!("{n} {what}"));
             }
         }
-        format!(
-            "{}/{} updated; {}",
-            self.updated,
-            self.nodes,
-            parts.join(", ")
-        )
+        let updated = format!("{}/{} updated", self.updated, self.nodes);
+        if parts.is_empty() {
+            updated
+        } else {
+            format!("{updated}; {}", parts.join(", "))
+        }
     }
 }
 

@@ -71,13 +71,21 @@ pub fn decide(snap: &Snapshot) -> TargetDecision {
         return out;
     }
     if let Some(target) = Target::from_ref(&pool.spec.image.r#ref) {
-        // Pinned: nothing to resolve; the version is known once a tag gave this digest.
+        // Pinned: nothing to resolve; the version is known once a tag gave this digest
+        // (the status's, while the target stays; else the history's entry for it, as
+        // after a rollback by digest), and never the version of another digest.
         let digest = target.digest.to_string();
-        out.version = pool
-            .status
-            .as_ref()
+        let status = pool.status.as_ref();
+        out.version = status
             .filter(|s| s.target_digest.as_deref() == Some(digest.as_str()))
-            .and_then(|s| s.target_version.clone());
+            .and_then(|s| s.target_version.clone())
+            .or_else(|| {
+                status?
+                    .deploy_history
+                    .iter()
+                    .find(|e| e.digest == digest)
+                    .and_then(|e| e.version.clone())
+            });
         out.target = Ok(target);
         return out;
     }

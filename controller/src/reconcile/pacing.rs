@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bootc_crds::pool::{BootcNodePool, BootcNodePoolStatus};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::cache::lock;
 use super::{Context, FIELD_MANAGER, ReconcileError, api_error};
@@ -74,7 +74,7 @@ pub(super) async fn write_status(
         return Ok(Some(wait));
     }
     let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
-    let patch = json!({ "status": status });
+    let patch = json!({ "status": status_patch(old, status) });
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
@@ -85,6 +85,35 @@ pub(super) async fn write_status(
     ctx.pacing.written(&name, Instant::now());
     ctx.notifier.status_written(pool, status);
     Ok(None)
+}
+
+/// The merge patch that makes the stored status `new`: `new` itself, with `null` for
+/// every field `old` has and `new` does not, at every depth (a merge patch leaves a field
+/// it does not name as it was: a target version, an alert gate message or a canary from
+/// before would stay). Lists are replaced whole, as a merge patch does anyway.
+pub(super) fn status_patch(old: Option<&BootcNodePoolStatus>, new: &BootcNodePoolStatus) -> Value {
+    let new = serde_json::to_value(new).unwrap_or(Value::Null);
+    match old.map(serde_json::to_value) {
+        Some(Ok(old)) => with_removals(&old, &new),
+        _ => new,
+    }
+}
+
+fn with_removals(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = n.clone();
+            for (key, was) in o {
+                let now = match n.get(key) {
+                    Some(now) => with_removals(was, now),
+                    None => Value::Null,
+                };
+                out.insert(key.clone(), now);
+            }
+            Value::Object(out)
+        }
+        _ => new.clone(),
+    }
 }
 
 /// Whether `new` differs from `old` only in what moves with every node.
@@ -136,6 +165,47 @@ mod tests {
             }],
             ..BootcNodePoolStatus::default()
         }
+    }
+
+    #[test]
+    fn the_patch_removes_what_the_new_status_no_longer_has() {
+        let mut old = status();
+        old.target_version = Some("2.0".into());
+        old.canary = Some(CanaryStatus {
+            digest: "sha256:aa".into(),
+            phase: CanaryPhase::Soaking,
+            nodes: 1,
+            soak_started_time: bootc_crds::conditions::to_time(chrono::DateTime::UNIX_EPOCH),
+        });
+        let mut new = status();
+        new.target_digest = Some("sha256:bb".into());
+        new.canary = Some(CanaryStatus {
+            digest: "sha256:bb".into(),
+            phase: CanaryPhase::Updating,
+            nodes: 1,
+            soak_started_time: None,
+        });
+        let patch = status_patch(Some(&old), &new);
+        assert_eq!(patch["targetVersion"], Value::Null);
+        assert!(patch.as_object().unwrap().contains_key("targetVersion"));
+        assert_eq!(
+            patch["canary"],
+            json!({"digest": "sha256:bb", "phase": "Updating", "nodes": 1, "soakStartedTime": null})
+        );
+        assert_eq!(patch["targetDigest"], "sha256:bb");
+        assert_eq!(
+            patch["conditions"],
+            serde_json::to_value(&new.conditions).unwrap()
+        );
+        // Nothing to remove: the status itself.
+        assert_eq!(
+            status_patch(None, &new),
+            serde_json::to_value(&new).unwrap()
+        );
+        assert_eq!(
+            status_patch(Some(&new), &new),
+            serde_json::to_value(&new).unwrap()
+        );
     }
 
     #[test]

@@ -68,6 +68,16 @@ pub fn why_pool(cluster: &Cluster, pool: &BootcNodePool) -> Why {
             .push(format!("stalled (Progressing/Stalled): {}", c.message));
     }
     let message = up.map(|c| c.message.clone()).unwrap_or_default();
+    if status.target_short_digest.is_none() {
+        // Nothing to roll out yet: say so, with the controller's words for it.
+        let said = up.map_or_else(
+            || "the controller has not said why".to_owned(),
+            |c| format!("UpToDate/{}: {}", c.reason, c.message),
+        );
+        why.progressing
+            .push(format!("no target yet, nothing to roll out ({said})"));
+        return why;
+    }
     let doing = if up.is_some_and(|c| c.reason == up_to_date::ROLLING_BACK) {
         "rolling back to"
     } else {

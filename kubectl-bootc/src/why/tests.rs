@@ -394,3 +394,21 @@ fn a_pool_the_controller_never_answered_says_so() {
         "the controller has not written its status yet"
     ));
 }
+
+#[test]
+fn a_pool_with_no_target_says_so_instead_of_a_rollout() {
+    let status = json!({
+        "nodeCount": 0,
+        "conditions": [
+            cond("UpToDate", "False", "NoTarget", "0/0 updated", 5),
+            cond("Degraded", "False", "Healthy", "", 60),
+        ],
+    });
+    let c = cluster(vec![pool("empty", json!({}), status)], vec![], vec![]);
+    let why = pool_why(&c);
+    assert_eq!(
+        why.progressing,
+        ["no target yet, nothing to roll out (UpToDate/NoTarget: 0/0 updated)"]
+    );
+    assert!(!has(&why.progressing, "rolling out -"), "{why:?}");
+}

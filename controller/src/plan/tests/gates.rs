@@ -630,3 +630,25 @@ fn with_halt_or_nothing_to_go_back_to_a_failing_target_only_halts() {
         d.message
     );
 }
+
+#[test]
+fn a_pinned_target_carries_its_own_version_never_the_previous_one() {
+    // The pool ran v-b (digest b) and pins a, as `kubectl bootc rollback` does.
+    let mut spec = pool_spec(IntOrString::Int(1));
+    spec.image.r#ref = pin('a');
+    let mut snap = snapshot(spec.clone(), &[node("n1").staged()]);
+    snap.pool.status = Some(BootcNodePoolStatus {
+        target_digest: Some(digest('b').to_string()),
+        target_version: Some("v-b".into()),
+        deploy_history: vec![history('b', 1, 10), history('a', 1, 60)],
+        ..BootcNodePoolStatus::default()
+    });
+    let plan = super::plan(&snap);
+    assert_eq!(plan.status.target_digest, Some(digest('a').to_string()));
+    assert_eq!(plan.status.target_version.as_deref(), Some("v-a"));
+    // A digest no history entry knows: no version at all.
+    spec.image.r#ref = pin('c');
+    snap.pool.spec = spec;
+    let plan = super::plan(&snap);
+    assert_eq!(plan.status.target_version, None);
+}
