@@ -7,6 +7,7 @@
 mod create;
 mod delete;
 mod effects;
+mod events;
 mod secret;
 mod update;
 

@@ -409,3 +409,44 @@ fn secrets_keep_string_data_as_data_and_never_show_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("stringData"), "{err}");
 }
+
+#[test]
+fn events_written_through_either_api_are_read_through_both() {
+    let server = Server::start();
+    server.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm1, namespace: default}\n");
+    let uid = server.ok(&["get", "configmap", "cm1", "-o", "jsonpath={.metadata.uid}"]);
+    // Written as the controller writes its Events: events.k8s.io/v1.
+    server.apply(&format!(
+        "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata: {{name: cm1.1, namespace: default}}\n\
+         eventTime: \"2026-11-27T10:00:00.000000Z\"\nreportingController: example.com/test\n\
+         reportingInstance: test-1\naction: Update\nreason: Rebooted\ntype: Normal\n\
+         note: node n1 runs v2\nregarding: {{apiVersion: v1, kind: ConfigMap, name: cm1, namespace: default, uid: \"{uid}\"}}\n"
+    ));
+    let listed = server.ok(&["get", "events", "-n", "default"]);
+    assert!(listed.contains("node n1 runs v2"), "{listed}");
+    let described = server.ok(&["describe", "configmap", "cm1"]);
+    assert!(
+        described.contains("Rebooted") && described.contains("node n1 runs v2"),
+        "{described}"
+    );
+    // Written through core/v1, read through events.k8s.io.
+    server.apply(
+        "apiVersion: v1\nkind: Event\nmetadata: {name: cm1.2, namespace: default}\n\
+         message: the old API\nreason: Legacy\ntype: Warning\ncount: 2\n\
+         involvedObject: {kind: ConfigMap, name: cm1, namespace: default}\n",
+    );
+    let note = server.ok(&[
+        "get",
+        "events.events.k8s.io",
+        "cm1.2",
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.note}/{.deprecatedCount}",
+    ]);
+    assert_eq!(note, "the old API/2");
+    // Deleted through one, gone from both.
+    server.ok(&["delete", "events.events.k8s.io", "cm1.1", "-n", "default"]);
+    let out = server.kubectl(&["get", "event", "cm1.1", "-n", "default"]);
+    assert!(!out.status.success());
+}

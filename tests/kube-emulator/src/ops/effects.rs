@@ -28,6 +28,7 @@ impl Inner {
         if t.group.is_empty() && t.plural == "pods" || t.group == "policy" {
             policy::refresh_budgets(self, ns);
         }
+        self.mirror_event(t, ns, object);
     }
 
     /// Side effects of a removal.
@@ -42,6 +43,7 @@ impl Inner {
         if t.group.is_empty() && t.plural == "pods" {
             policy::refresh_budgets(self, ns);
         }
+        self.mirror_event_removal(t, ns, object);
     }
 
     /// Registers a stored CRD's kinds and reports it Established, as the apiextensions
