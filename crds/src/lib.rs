@@ -23,6 +23,7 @@ pub mod image_ref;
 pub mod matcher;
 pub mod node;
 pub mod pool;
+pub mod rules;
 pub mod selector;
 pub mod validate;
 pub mod window;

@@ -87,7 +87,11 @@ use crate::pool::{RebootPolicy, SecretRef, SignaturePolicy};
 #[serde(rename_all = "camelCase")]
 pub struct BootcNodeSpec {
     /// The image the node should run, always pinned: registry/repo@sha256:<64 hex>.
-    #[schemars(length(max = REF_MAX_LEN), regex(pattern = IMAGE_PIN_PATTERN))]
+    #[schemars(
+        length(max = REF_MAX_LEN),
+        regex(pattern = IMAGE_PIN_PATTERN),
+        transform = crate::rules::image_pin
+    )]
     pub desired_image: String,
 
     /// Staged: pull desiredImage and keep it staged (locked, so an unplanned reboot does

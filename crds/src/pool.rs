@@ -143,7 +143,11 @@ pub struct ImageSpec {
     /// resolveIntervalSeconds), registry/repo@sha256:<64 hex> (pinned), or
     /// registry/repo:tag@sha256:<64 hex> (pinned; the digest wins). The registry defaults
     /// to docker.io and single-segment names to library/, as docker does.
-    #[schemars(length(min = 1, max = REF_MAX_LEN), regex(pattern = IMAGE_REF_PATTERN))]
+    #[schemars(
+        length(min = 1, max = REF_MAX_LEN),
+        regex(pattern = IMAGE_REF_PATTERN),
+        transform = crate::rules::image_ref
+    )]
     pub r#ref: String,
 
     /// How often, in seconds, a tag is re-resolved to a digest.
@@ -355,7 +359,11 @@ pub struct SecretKeyRef {
 
     /// The key in the Secret's data whose value is used.
     #[serde(default = "default_secret_key")]
-    #[schemars(length(min = 1, max = SECRET_KEY_MAX_LEN), regex(pattern = SECRET_KEY_PATTERN))]
+    #[schemars(
+        length(min = 1, max = SECRET_KEY_MAX_LEN),
+        regex(pattern = SECRET_KEY_PATTERN),
+        transform = crate::rules::secret_key
+    )]
     pub key: String,
 }
 

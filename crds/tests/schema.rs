@@ -676,3 +676,61 @@ fn bootcnode_validate_wants_a_canonical_pin() {
         assert_eq!(errors.0[0].path, "spec.desiredImage", "{bad}");
     }
 }
+
+/// A format rule refuses with what the field must hold, never with its regular
+/// expression.
+#[test]
+fn format_refusals_say_what_the_field_must_hold() {
+    let cases = [
+        (
+            "spec.image.ref",
+            json!("Quay.io/Example/OS:stable"),
+            "must be an image reference",
+        ),
+        (
+            "spec.image.ref",
+            json!("quay.io/x y:1"),
+            "e.g. quay.io/example/os:stable",
+        ),
+        (
+            "spec.rollout.maintenanceWindows",
+            json!([{"days": ["Mon"], "start": "25:00", "duration": "1h"}]),
+            "must be a 24-hour time HH:MM",
+        ),
+        (
+            "spec.rollout.maintenanceWindows",
+            json!([{"days": ["Mon"], "start": "02:00", "duration": "1d"}]),
+            "must be hours and minutes such as 3h, 90m or 1h30m",
+        ),
+        (
+            "spec.health",
+            json!({"alerts": {"url": "https://u:p@am.example"}}),
+            "credentialsSecretRef",
+        ),
+    ];
+    for (field, value, want) in cases {
+        let errors = admit("bootcnodepools", &with(field, value.clone())).expect_err(want);
+        assert!(
+            errors.iter().any(|e| e.contains(want)),
+            "{value}: {errors:?}"
+        );
+        assert!(
+            !errors.iter().any(|e| e.contains("should match")),
+            "{value}: {errors:?}"
+        );
+    }
+    let node = load_yaml("samples/bootcnode.yaml");
+    let mut object = node.clone();
+    set(
+        &mut object,
+        "spec.desiredImage",
+        json!("quay.io/example/os:stable"),
+    );
+    let errors = admit("bootcnodes", &object).expect_err("a tag");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("must be an image pinned by digest")),
+        "{errors:?}"
+    );
+}

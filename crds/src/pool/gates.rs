@@ -95,7 +95,11 @@ pub struct AlertGateSpec {
     /// e.g. http://alertmanager.monitoring:9093. Which one is found out from its answers.
     /// Credentials in the URL (`user:password@`) are refused: name a Secret in
     /// credentialsSecretRef instead.
-    #[schemars(length(min = 1, max = URL_MAX_LEN), regex(pattern = URL_PATTERN))]
+    #[schemars(
+        length(min = 1, max = URL_MAX_LEN),
+        regex(pattern = URL_PATTERN),
+        transform = crate::rules::alert_url
+    )]
     pub url: String,
 
     /// A Secret holding what the URL is asked with: keys `username` and `password`

@@ -17,7 +17,11 @@ pub struct MaintenanceWindow {
     pub days: Vec<Weekday>,
 
     /// Local time the window opens, 24-hour "HH:MM".
-    #[schemars(regex(pattern = START_PATTERN))]
+    #[schemars(
+        length(min = 5, max = 5),
+        regex(pattern = START_PATTERN),
+        transform = crate::rules::window_start
+    )]
     pub start: String,
 
     /// How long the window stays open: "3h", "90m" or "1h30m", from 1m to 168h. A window
@@ -28,7 +32,8 @@ pub struct MaintenanceWindow {
         extend("x-kubernetes-validations" = [{
             "rule": "duration(self) >= duration('1m') && duration(self) <= duration('168h')",
             "message": "must be from 1m to 168h"
-        }])
+        }]),
+        transform = crate::rules::window_duration
     )]
     pub duration: String,
 
