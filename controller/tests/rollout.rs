@@ -205,6 +205,13 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
     let mut sorted = approved.clone();
     sorted.sort();
     assert_eq!(sorted, names, "approvals told: {seen:#?}");
+    // And on each Node, as `kubectl describe node` shows them.
+    for n in names {
+        let on_node = node_events(&env.client, n).await;
+        for reason in ["RebootApproved", "NodeUpdated"] {
+            assert!(on_node.iter().any(|r| r == reason), "{n}: {on_node:?}");
+        }
+    }
 
     // The controller's API requests for this update cycle, for the record.
     let ours: Vec<_> = handle
@@ -769,7 +776,7 @@ async fn wait_cordoned(client: &Client, node: &str) {
     }
 }
 
-/// The reasons and notes of the Events recorded so far.
+/// The reasons and notes of the Events recorded on pools so far.
 async fn events(client: &Client) -> Vec<(String, String)> {
     let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
     api.list(&Default::default())
@@ -777,7 +784,25 @@ async fn events(client: &Client) -> Vec<(String, String)> {
         .unwrap()
         .items
         .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("BootcNodePool"))
         .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// The reasons of the Events on Node `node`, found as `kubectl describe node` finds
+/// them (core/v1 Events by the involved object's kind, name and uid).
+async fn node_events(client: &Client, node: &str) -> Vec<String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let uid = nodes.get(node).await.unwrap().metadata.uid.unwrap();
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::all(client.clone());
+    let selector =
+        format!("involvedObject.kind=Node,involvedObject.name={node},involvedObject.uid={uid}");
+    api.list(&kube::api::ListParams::default().fields(&selector))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| e.reason.unwrap_or_default())
         .collect()
 }
 

@@ -91,6 +91,14 @@ async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEv
     }
     let merged = super::batch::merge(events);
     publish_all(ctx, pool, &merged.iter().collect::<Vec<_>>()).await;
+    // Each on its Node too (unmerged), so that `kubectl describe node` says why the node
+    // was cordoned, drained and rebooted.
+    for event in events {
+        let Some(node) = event.node.as_deref().and_then(|n| ctx.node_of(n)) else {
+            continue;
+        };
+        publish_on(ctx, &node.object_ref(&()), event).await;
+    }
 }
 
 /// Runs each node's actions (in order), the nodes side by side; the first error. The
@@ -414,7 +422,16 @@ fn series_action(event: &PlannedEvent) -> String {
 
 async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
     let pool_name = pool.name_any();
-    let reference = pool.object_ref(&());
+    publish_on(ctx, &pool.object_ref(&()), event).await;
+    info!(pool = %pool_name, reason = event.reason, "{}", event.message);
+}
+
+/// Records `event` regarding `reference` (best effort: the log says it too).
+async fn publish_on(
+    ctx: &Context,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    event: &PlannedEvent,
+) {
     let ev = KubeEvent {
         type_: if event.warning {
             EventType::Warning
@@ -426,8 +443,8 @@ async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
         action: series_action(event),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&ev, &reference).await {
-        warn!(pool = %pool_name, error = %e, reason = event.reason, "cannot record an event");
+    if let Err(e) = ctx.recorder.publish(&ev, reference).await {
+        let on = reference.name.as_deref().unwrap_or_default();
+        warn!(on, error = %e, reason = event.reason, "cannot record an event");
     }
-    info!(pool = %pool_name, reason = event.reason, "{}", event.message);
 }

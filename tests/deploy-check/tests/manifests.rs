@@ -43,6 +43,7 @@ fn every_manifest_parses_and_names_its_objects() {
         "RoleBinding",
         "Deployment",
         "DaemonSet",
+        "PodDisruptionBudget",
     ];
     for file in &files {
         let docs = documents(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -105,6 +106,7 @@ fn stored(emulator: &Emulator, docs: &[Value]) {
             "RoleBinding" => ("rbac.authorization.k8s.io", "rolebindings"),
             "Deployment" => ("apps", "deployments"),
             "DaemonSet" => ("apps", "daemonsets"),
+            "PodDisruptionBudget" => ("policy", "poddisruptionbudgets"),
             "ValidatingAdmissionPolicy" => (
                 "admissionregistration.k8s.io",
                 "validatingadmissionpolicies",
@@ -146,11 +148,30 @@ async fn install_yaml_and_each_manifest_apply_with_kubectl() {
     );
     stored(&emulator, &docs);
 
-    // Applying again changes nothing.
+    // Applying again changes nothing. kubectl always sends a PodDisruptionBudget's
+    // selector (its patch strategy is `replace`) and so says "configured"; what is stored
+    // stays as it was, generation included.
+    let pdb = || {
+        emulator.handle().get(
+            "policy",
+            "poddisruptionbudgets",
+            NAMESPACE,
+            "bootc-pool-controller",
+        )
+    };
+    let before = pdb().expect("the controller's disruption budget");
     let again = ok(dir.path(), &["apply", "-f", deploy_check::INSTALL]).await;
     for line in again.lines() {
-        assert!(line.ends_with(" unchanged"), "{line}\n{again}");
+        let resent = line == "poddisruptionbudget.policy/bootc-pool-controller configured";
+        assert!(line.ends_with(" unchanged") || resent, "{line}\n{again}");
     }
+    let after = pdb().unwrap();
+    assert_eq!(after["spec"], before["spec"]);
+    assert_eq!(
+        after["metadata"]["generation"],
+        before["metadata"]["generation"]
+    );
+    stored(&emulator, &docs);
 
     // The sources, file by file, on a fresh server (CRDs first, as install.yaml orders them).
     drop(emulator);
