@@ -213,13 +213,30 @@ async fn demo(
 
     if args.keep_running {
         println!(
-            "\nstill running; kubectl --kubeconfig {} get bootcnodepools,bootcnodes\n\
+            "\nstill running; kubectl --kubeconfig {} get bootcnodepools,bootcnodes\n{}\n\
              press Ctrl-C to tear everything down",
-            api.kubeconfig.display()
+            api.kubeconfig.display(),
+            plugin_hint(&api.kubeconfig)
         );
         std::future::pending::<()>().await;
     }
     Ok(true)
+}
+
+/// How to use `kubectl bootc` against the demo: the plugin built beside this executable
+/// (kubectl finds `kubectl-bootc` on the PATH), or how to build it.
+fn plugin_hint(kubeconfig: &std::path::Path) -> String {
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf));
+    match dir.filter(|d| d.join("kubectl-bootc").is_file()) {
+        Some(dir) => format!(
+            "the plugin: PATH={}:$PATH kubectl --kubeconfig {} bootc status (also: bootc why demo, bootc history demo)",
+            dir.display(),
+            kubeconfig.display()
+        ),
+        None => "the plugin: build it with `cargo build -p kubectl-bootc` and put target/debug on the PATH".to_owned(),
+    }
 }
 
 /// The API, the registry with v1, the nodes (real or stand-in), the controller and (but
