@@ -72,6 +72,15 @@ fn generate(root: &Path, mode: Mode) -> Result<(), String> {
     for (name, text) in kustomize {
         write_or_compare(root, &name, &text, mode, &mut stale)?;
     }
+    let reference = xtask::reference::render(root)
+        .map_err(|e| format!("cannot render {}: {e}", xtask::reference::REFERENCE))?;
+    write_or_compare(
+        root,
+        xtask::reference::REFERENCE,
+        &reference,
+        mode,
+        &mut stale,
+    )?;
     if stale.is_empty() {
         Ok(())
     } else {
