@@ -4,6 +4,7 @@
 //! - [`kustomize`]: the kustomize base in `deploy/manifests/` (its kustomization and
 //!   copies of the CRDs) and the monitoring overlay's PrometheusRule, from the alerts;
 //! - [`limits`]: the size limits of non-test source files and functions;
+//! - [`msrv`]: the workspace's `rust-version` is the newest its dependencies need;
 //! - [`reference`]: `docs/reference.md`, every metric, condition, Event reason, label,
 //!   annotation and finalizer, read from the code that defines them;
 //! - the CRDs themselves are rendered by `bootc_crds::crdgen` from the API types.
@@ -14,4 +15,5 @@
 pub mod install;
 pub mod kustomize;
 pub mod limits;
+pub mod msrv;
 pub mod reference;

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: cargo xtask <gen|check|limits>
 
-  gen     write the CRDs (crds/*.yaml), deploy/install.yaml, the kustomize base's files
-          and the monitoring overlay's PrometheusRule from their sources
-  check   fail when a generated file is stale or a source breaks the size limits
+  gen     write the CRDs (crds/*.yaml), deploy/install.yaml, the kustomize base's files,
+          the monitoring overlay's PrometheusRule and docs/reference.md from their sources
+  check   fail when a generated file is stale, a source breaks the size limits, or
+          rust-version is not the newest the dependencies need
   limits  print every source file and function over the size limits";
 
 fn main() -> ExitCode {
@@ -23,7 +24,8 @@ fn main() -> ExitCode {
         ["check"] => {
             let generated = generate(&root, Mode::Check);
             let limits = limits(&root);
-            report(generated.and(limits))
+            let msrv = xtask::msrv::check(&root);
+            report(generated.and(limits).and(msrv))
         }
         ["limits"] => report(limits(&root)),
         ["-h" | "--help"] => {

@@ -40,11 +40,7 @@ fn doc_of(attrs: &[syn::Attribute]) -> String {
         }
     }
     // Rustdoc links read as plain code on the page.
-    lines
-        .join(" ")
-        .trim()
-        .replace("[`", "`")
-        .replace("`]", "`")
+    lines.join(" ").trim().replace("[`", "`").replace("`]", "`")
 }
 
 fn collect(items: &[syn::Item], module: &str, out: &mut Modules) {
