@@ -262,7 +262,7 @@ async fn forty_percent_of_five_is_two_and_pause_holds_approvals() {
     })
     .await;
     let report = invariants.settled(Duration::from_secs(10)).await;
-    assert!(report.is_clean(), "{report:?}");
+    assert!(report.is_clean_rollout(), "{report:?}");
     assert_eq!(report.max_unavailable_seen, 2, "40% of 5 is 2");
     controller.stop().await;
 }
@@ -298,7 +298,7 @@ async fn changing_the_ref_back_mid_rollout_brings_updated_nodes_back() {
     // been in flight when the ref changed) and none of them is left on v2.
     assert_eq!(env.cluster.host("n1").unwrap().counters().reboots, 2);
     let report = invariants.settled(Duration::from_secs(10)).await;
-    assert!(report.is_clean(), "{report:?}");
+    assert!(report.is_clean_rollout(), "{report:?}");
     no_slots_left(&env.client).await;
     controller.stop().await;
 }
@@ -350,7 +350,7 @@ async fn a_blocking_disruption_budget_times_the_drain_out_and_frees_the_slot() {
     assert!(!unschedulable(&env.client, "n1").await, "n1 uncordoned");
     no_slots_left(&env.client).await;
     let report = invariants.settled(Duration::from_secs(10)).await;
-    assert!(report.is_clean(), "{report:?}");
+    assert!(report.is_clean_rollout(), "{report:?}");
     controller.stop().await;
 }
 
@@ -663,7 +663,7 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
         );
     }
     let report = invariants.settled(Duration::from_secs(10)).await;
-    assert!(report.is_clean(), "{report:?}");
+    assert!(report.is_clean_rollout(), "{report:?}");
     no_slots_left(&env.client).await;
     controller.stop().await;
 }
@@ -683,7 +683,7 @@ async fn budgets_of_one_three_and_thirty_percent_are_never_exceeded() {
         })
         .await;
         let report = invariants.settled(Duration::from_secs(10)).await;
-        assert!(report.is_clean(), "{budget}: {report:?}");
+        assert!(report.is_clean_rollout(), "{budget}: {report:?}");
         assert_eq!(
             report.max_unavailable_seen, resolved,
             "{budget}: the budget is used"
