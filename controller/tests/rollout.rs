@@ -367,6 +367,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     let mut options = Dependencies::default();
     let now = Arc::clone(&clock);
     options.clock = Arc::new(move || *now.lock().unwrap());
+    let metrics = options.metrics.clone();
     let controller = start(&env.emulator, options);
     let pools = env
         .apply_workers(json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}))
@@ -439,15 +440,19 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
         message.contains("n1: RebootTimeout") && message.contains("n2: RebootTimeout"),
         "{message}"
     );
-    let quiet = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < quiet {
-        let n4 = bootc.get("n4").await.unwrap();
-        assert!(
-            !n4.annotations().contains_key(REBOOT_SLOT_ANNOTATION),
-            "n4 approved while halted"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    never_over_reconciles(
+        &env.client,
+        &metrics,
+        ("workers", 3),
+        "n4 approved while halted",
+        async || {
+            let n4 = bootc.get("n4").await.ok()?;
+            n4.annotations()
+                .contains_key(REBOOT_SLOT_ANNOTATION)
+                .then(|| "n4 holds the reboot slot".to_owned())
+        },
+    )
+    .await;
     // Healing n1 lifts the halt: n4 updates.
     env.cluster.host("n1").unwrap().power_on();
     wait_for("n4 on v2", async || {

@@ -247,3 +247,63 @@ pub async fn ensure_namespace(client: &Client, name: &str) {
         Err(e) => panic!("creating namespace {name}: {e}"),
     }
 }
+
+/// Successful reconciles of pool `pool` counted in `metrics`.
+pub fn reconciles(metrics: &bootc_pool_controller::metrics::Metrics, pool: &str) -> u64 {
+    let prefix = format!(r#"bootc_pool_reconciles_total{{pool="{pool}",outcome="ok"}} "#);
+    metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A negative check held over counted plans, not over time: `bad` (which says what went
+/// wrong, or `None`) is asked on every poll until pool `pool` has been reconciled `n`
+/// more times (counted in `metrics`), and once more after. The pool is touched after each
+/// counted reconcile, so the next one comes at once rather than at a requeue.
+pub async fn never_over_reconciles(
+    client: &Client,
+    metrics: &bootc_pool_controller::metrics::Metrics,
+    (pool, n): (&str, u64),
+    what: &str,
+    mut bad: impl AsyncFnMut() -> Option<String>,
+) {
+    let start = reconciles(metrics, pool);
+    let deadline = Instant::now() + DEADLINE;
+    let mut poked = None;
+    loop {
+        if let Some(why) = bad().await {
+            panic!("{what}: {why}");
+        }
+        let done = reconciles(metrics, pool).saturating_sub(start);
+        if done > n {
+            break;
+        }
+        if poked != Some(done) {
+            poked = Some(done);
+            poke(client, pool).await;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: only {done} of {n} reconciles of {pool} came"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Touches an annotation of pool `name` to a value never used before: a reconcile.
+pub async fn poke(client: &Client, name: &str) {
+    static POKES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = POKES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"test/poke": n.to_string()}}})),
+        )
+        .await
+        .unwrap();
+}
