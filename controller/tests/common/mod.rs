@@ -307,3 +307,66 @@ pub async fn poke(client: &Client, name: &str) {
         .await
         .unwrap();
 }
+
+/// Every stored change from its start, in resourceVersion order, kept by a task that
+/// reads the emulator's event stream as it comes (a continuous property is checked on
+/// all of them, not on samples).
+pub struct Recorder {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<std::sync::Arc<kube_emulator::Event>>>>,
+    missed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    handle: kube_emulator::Handle,
+    start: u64,
+    task: JoinHandle<()>,
+}
+
+impl Recorder {
+    /// Starts recording every change stored from now on.
+    pub fn start(emulator: &Emulator) -> Recorder {
+        let handle = emulator.handle();
+        let mut events = handle.events();
+        let start = handle.resource_version();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let missed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (sink, lost) = (seen.clone(), missed.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(e) => sink.lock().unwrap().push(e),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        lost.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Recorder {
+            seen,
+            missed,
+            handle,
+            start,
+            task,
+        }
+    }
+
+    /// Every change stored so far, once all of them have been read; panics when one
+    /// was missed or the reader stopped.
+    pub async fn all(&self) -> Vec<std::sync::Arc<kube_emulator::Event>> {
+        let target = self.handle.resource_version();
+        wait_for("the recorder to read every change", async || {
+            let seen = self.seen.lock().unwrap();
+            assert!(!self.task.is_finished(), "the recorder stopped");
+            (target <= self.start || seen.last().is_some_and(|e| e.rv >= target))
+                .then(|| seen.clone())
+        })
+        .await;
+        let missed = self.missed.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(missed, 0, "the recorder missed {missed} changes");
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
