@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use bootc_pool_controller::leader::{LeaderElector, LeaseConfig};
+use bootc_pool_controller::leader::{LeaderElector, LeaseConfig, from_micro_time};
 use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -164,6 +164,27 @@ async fn lease_spec(emulator: &Emulator, name: &str) -> LeaseSpec {
     api.get(name).await.unwrap().spec.unwrap_or_default()
 }
 
+/// The renewTime of Lease `name`, which `holder` must hold now.
+async fn lease_renewed_by(
+    emulator: &Emulator,
+    name: &str,
+    holder: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime {
+    let spec = lease_spec(emulator, name).await;
+    assert_eq!(spec.holder_identity.as_deref(), Some(holder), "{spec:?}");
+    spec.renew_time.unwrap()
+}
+
+/// Lease requests made by the replica named `identity`.
+fn lease_requests(emulator: &Emulator, identity: &str) -> usize {
+    emulator
+        .handle()
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "leases" && r.user_agent.ends_with(identity))
+        .count()
+}
+
 /// Lease writes the emulator refused with 409, by verb.
 fn lease_conflicts(emulator: &Emulator, name: &str) -> Vec<String> {
     emulator
@@ -299,7 +320,10 @@ async fn failing_renewals_step_down_before_the_lease_expires() {
     let monitor = Monitor::start(&a, &b);
 
     // replica-a's writes now fail: it must stop acting within the renew deadline, before
-    // replica-b may take over the expired lease.
+    // replica-b may take over the expired lease. Every stored change of the Lease from
+    // here on is read: the last one naming replica-a holds its last renewal.
+    let mut changes = emulator.handle().events();
+    let before = lease_renewed_by(&emulator, "cutoff", "replica-a").await;
     emulator.handle().set_faults(FaultConfig {
         error_rate: 1.0,
         error_codes: vec![500],
@@ -307,15 +331,35 @@ async fn failing_renewals_step_down_before_the_lease_expires() {
         user_agent: Some("replica-a".to_owned()),
         ..FaultConfig::default()
     });
-    let cut = Instant::now();
     let mut a_rx = a.leader.clone();
-    timeout(RENEW_DEADLINE + RETRY + SLACK, a_rx.wait_for(|l| !*l))
+    timeout(10 * LEASE, a_rx.wait_for(|l| !*l))
         .await
         .expect("replica-a kept leading without renewing")
         .unwrap();
-    let stepped_down = cut.elapsed();
-    assert!(stepped_down <= RENEW_DEADLINE + RETRY + SLACK);
-    wait_until_leader(&b, LEASE + 2 * RETRY + SLACK).await;
+    let stepped_down_at = chrono::Utc::now();
+    let mut renewed = from_micro_time(&before).unwrap();
+    loop {
+        let change = match changes.try_recv() {
+            Ok(change) => change,
+            Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
+            Err(e) => panic!("Lease changes missed: {e}"),
+        };
+        if change.key.plural != "leases" {
+            continue;
+        }
+        let lease: Lease = serde_json::from_value((*change.object).clone()).unwrap();
+        let spec = lease.spec.unwrap_or_default();
+        if spec.holder_identity.as_deref() == Some("replica-a") {
+            renewed = spec.renew_time.as_ref().and_then(from_micro_time).unwrap();
+        }
+    }
+    let expires = renewed + chrono::Duration::from_std(LEASE).unwrap();
+    assert!(
+        stepped_down_at < expires,
+        "replica-a stepped down at {stepped_down_at}, after the lease it renewed at \
+         {renewed} expired"
+    );
+    wait_until_leader(&b, 10 * LEASE).await;
     assert!(!a.is_leader());
     assert_eq!(
         lease_spec(&emulator, "cutoff")
@@ -325,9 +369,17 @@ async fn failing_renewals_step_down_before_the_lease_expires() {
         Some("replica-b")
     );
 
-    // replica-a's requests work again: it stays a follower.
+    // replica-a's requests work again: it stays a follower for three more tries.
     emulator.handle().clear_faults();
-    tokio::time::sleep(3 * RETRY).await;
+    let tries = lease_requests(&emulator, "replica-a");
+    timeout(10 * LEASE, async {
+        while lease_requests(&emulator, "replica-a") < tries + 3 {
+            assert!(b.is_leader() && !a.is_leader());
+            tokio::time::sleep(RETRY / 4).await;
+        }
+    })
+    .await
+    .expect("replica-a stopped trying");
     assert!(b.is_leader() && !a.is_leader());
     monitor.check().await;
     a.shutdown().await;
