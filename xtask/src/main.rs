@@ -7,7 +7,8 @@ const USAGE: &str = "usage: cargo xtask <gen|check|limits>
 
   gen     write the CRDs (crds/*.yaml), deploy/install.yaml, the kustomize base's files
           and the monitoring overlay's PrometheusRule from their sources
-  check   fail when a generated file is stale or a source breaks the size limits
+  check   fail when a generated file is stale, a source breaks the size limits, or a
+          test holds a hollow assertion, an early return or a negative check after a sleep
   limits  print every source file and function over the size limits";
 
 fn main() -> ExitCode {
@@ -23,7 +24,8 @@ fn main() -> ExitCode {
         ["check"] => {
             let generated = generate(&root, Mode::Check);
             let limits = limits(&root);
-            report(generated.and(limits))
+            let guard = test_guard(&root);
+            report(generated.and(limits).and(guard))
         }
         ["limits"] => report(limits(&root)),
         ["-h" | "--help"] => {
@@ -124,6 +126,22 @@ fn limits(root: &Path) -> Result<(), String> {
             xtask::limits::MAX_FILE_LINES,
             xtask::limits::MAX_FN_LINES,
             xtask::limits::MAX_FN_ARGS
+        ))
+    }
+}
+
+fn test_guard(root: &Path) -> Result<(), String> {
+    let found =
+        xtask::test_guard::check(root).map_err(|e| format!("cannot read the tests: {e}"))?;
+    for f in &found {
+        println!("{f}");
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} places in tests prove nothing (see xtask/src/test_guard.rs)",
+            found.len()
         ))
     }
 }

@@ -120,12 +120,7 @@ pub(super) async fn measure(
     if let Some(gate) = &gate {
         gate.stop();
     }
-    // A checker that did not see every change cannot vouch for the run.
-    let report = invariants.try_settled(SETTLE).await.unwrap_or_else(|e| {
-        let mut seen = invariants.report();
-        seen.violations.push(e.to_string());
-        seen
-    });
+    let report = settled(&invariants).await;
     Ok(Measured {
         t0,
         samples,
@@ -281,4 +276,14 @@ fn report_progress(elapsed: Duration, counts: Counts) {
         states.join(", "),
         counts.unavailable
     );
+}
+
+/// What the checker saw once it examined every change; a checker that did not get there
+/// cannot vouch for the run, which is a violation.
+async fn settled(invariants: &Invariants) -> InvariantReport {
+    invariants.try_settled(SETTLE).await.unwrap_or_else(|e| {
+        let mut seen = invariants.report();
+        seen.violations.push(e.to_string());
+        seen
+    })
 }
