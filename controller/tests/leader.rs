@@ -538,14 +538,10 @@ async fn a_replica_that_stepped_down_sends_no_write() {
         latency: LEASE,
         ..FaultConfig::default()
     });
-    let started = Instant::now();
+    // The server answers only after a lease duration; the fence's error came first, so
+    // the write was cut off before the lease could pass (no clock needed to tell).
     let cut = write_through(&b, "slow").await.unwrap_err();
     assert!(cut.to_string().contains("abandoned"), "{cut}");
-    assert!(
-        started.elapsed() < LEASE,
-        "cut off before the lease could pass: {:?}",
-        started.elapsed()
-    );
     // The server dropped it with the connection: it is never written.
     tokio::time::sleep(2 * LEASE).await;
     emulator.handle().clear_faults();
