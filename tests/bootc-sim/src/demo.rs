@@ -158,6 +158,11 @@ async fn demo(
     let api = &setup.api;
 
     let degraded = health::DegradedWatch::start(&api.handle);
+    let checker = host_sim::cluster::Invariants::follow(
+        api.handle.clone(),
+        max_unavailable as usize,
+        std::collections::BTreeSet::new(),
+    );
     // The pool, converged on v1.
     let canary = args.canary.map(|n| (n, args.canary_soak));
     apply_pool(
@@ -172,6 +177,7 @@ async fn demo(
         handle: &api.handle,
         display: Display::new(max_unavailable as usize, started),
         nodes,
+        checker,
     };
     watch
         .until(parts, &setup.v1, phase_timeout, "converging on v1")
@@ -204,7 +210,7 @@ async fn demo(
     }
     degraded.check()?;
     step(started, "no node or pool reported Degraded");
-    print_summary(&api.handle, watch.display.max_slots);
+    print_summary(&api.handle, watch.max_slots().await?);
 
     if args.rollback {
         roll_back(parts, &setup, &mut watch, started, phase_timeout).await?;
@@ -317,7 +323,7 @@ async fn roll_back(
         }
         println!("the rollback fetched no blob from the registry (bootc rollback)");
     }
-    print_summary(&api.handle, watch.display.max_slots);
+    print_summary(&api.handle, watch.max_slots().await?);
     Ok(())
 }
 

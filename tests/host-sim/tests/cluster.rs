@@ -307,6 +307,7 @@ async fn the_checker_counts_cordons_slots_and_not_ready_nodes_and_flags_more_tha
     set_slot(&api, "n2", true).await;
     let report = checker.settled(SETTLE).await;
     assert_eq!(report.max_unavailable_seen, 2, "{report:?}");
+    assert_eq!(report.max_slots_seen, 2, "{report:?}");
     assert_eq!(report.violations.len(), 1, "{report:?}");
     let violation = &report.violations[0];
     assert!(

@@ -39,6 +39,7 @@ struct Tracker {
     processed_rv: u64,
     events: u64,
     max_unavailable_seen: usize,
+    max_slots_seen: usize,
     last: BTreeSet<String>,
     violations: Vec<String>,
     reboots: BTreeMap<String, u32>,
@@ -206,6 +207,8 @@ impl Tracker {
         let unavailable = self.unavailable();
         let count = unavailable.len();
         self.max_unavailable_seen = self.max_unavailable_seen.max(count);
+        let slots = self.bootc_nodes.values().filter(|f| f.slot).count();
+        self.max_slots_seen = self.max_slots_seen.max(slots);
         let names: BTreeSet<String> = unavailable.keys().cloned().collect();
         if count > self.budget && names != self.last {
             let which: Vec<String> = unavailable
@@ -239,6 +242,7 @@ impl Tracker {
             budget: self.budget,
             events: self.events,
             max_unavailable_seen: self.max_unavailable_seen,
+            max_slots_seen: self.max_slots_seen,
             violations: self.violations.clone(),
             reboots: self.reboots.clone(),
             left_cordoned: self
@@ -276,6 +280,8 @@ pub struct InvariantReport {
     /// The most nodes unavailable at once: cordoned by us (unschedulable and not
     /// admin-cordoned) ∪ NotReady ∪ holding the reboot-slot annotation.
     pub max_unavailable_seen: usize,
+    /// The most BootcNodes holding the reboot-slot annotation at once.
+    pub max_slots_seen: usize,
     /// Every instant the unavailable set exceeded the budget (recorded each time the
     /// set changed while over it): the event's resourceVersion and the nodes, with why.
     /// A checker that fell behind the event stream also reports it here.
