@@ -434,3 +434,52 @@ fn twenty_nodes_wait_for_the_alert_gate_and_the_canary_soak() {
         result["makespan_s"]
     );
 }
+
+/// Memory ceilings a doubling breaks (debug build, measured 2026-11-27: controller 45.6
+/// MiB, bench process 256.4 MiB at 1,000 nodes; docs/bench.md has the release figures).
+const CONTROLLER_RSS_CEILING_MIB: f64 = 96.0;
+const SIM_RSS_CEILING_MIB: f64 = 512.0;
+
+/// The figures the docs give for 1,000 nodes, held by CI: the controller as a child
+/// process, its peak resident size under a ceiling twice what was measured, and the
+/// bench process (the emulator and 1,000 in-process agents and hosts) likewise.
+#[test]
+fn a_thousand_nodes_keep_the_controller_under_its_memory_ceiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("thousand.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+        .args(["bench", "--controller-process", "--nodes", "1000"])
+        .args([
+            "--max-unavailable",
+            "10%",
+            "--stage-ms",
+            "50",
+            "--reboot-ms",
+            "100",
+        ])
+        .args(["--ready-ms", "50", "--deadline-s", "300", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let result = std::fs::read_to_string(&json).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "bootc-sim bench --controller-process --nodes 1000 failed ({}); stderr:\n{}\nresult: {result}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(result["ok"], true, "{result:#}");
+    assert_eq!(result["nodes_on_target"], 1000, "{result:#}");
+    let controller = result["controller_peak_rss_mib"].as_f64().unwrap();
+    let sim = result["bench_peak_rss_mib"].as_f64().unwrap();
+    println!("1,000 nodes: controller {controller} MiB, bench process {sim} MiB");
+    assert!(
+        0.0 < controller && controller < CONTROLLER_RSS_CEILING_MIB,
+        "the controller's peak RSS at 1,000 nodes: {controller} MiB (ceiling {CONTROLLER_RSS_CEILING_MIB})"
+    );
+    assert!(
+        0.0 < sim && sim < SIM_RSS_CEILING_MIB,
+        "the bench process's peak RSS at 1,000 nodes: {sim} MiB (ceiling {SIM_RSS_CEILING_MIB})"
+    );
+}
