@@ -37,7 +37,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::time::Instant;
 
-use display::{Display, print_summary};
+use display::print_summary;
 use nodes::NodeSetup;
 pub(crate) use processes::controller_binary;
 use processes::{Launch, Parts, start_controller_and_agents};
@@ -158,11 +158,7 @@ async fn demo(
     let api = &setup.api;
 
     let degraded = health::DegradedWatch::start(&api.handle);
-    let checker = host_sim::cluster::Invariants::follow(
-        api.handle.clone(),
-        max_unavailable as usize,
-        std::collections::BTreeSet::new(),
-    );
+    let mut watch = Watch::new(&api.handle, max_unavailable as usize, nodes, started);
     // The pool, converged on v1.
     let canary = args.canary.map(|n| (n, args.canary_soak));
     apply_pool(
@@ -173,12 +169,6 @@ async fn demo(
         started,
     )
     .await?;
-    let mut watch = Watch {
-        handle: &api.handle,
-        display: Display::new(max_unavailable as usize, started),
-        nodes,
-        checker,
-    };
     watch
         .until(parts, &setup.v1, phase_timeout, "converging on v1")
         .await?;

@@ -21,7 +21,27 @@ pub(super) struct Watch<'a> {
     pub(super) checker: host_sim::cluster::Invariants,
 }
 
-impl Watch<'_> {
+impl<'a> Watch<'a> {
+    /// Starts following every stored change now; shows `nodes` nodes against `budget`.
+    pub(super) fn new(
+        handle: &'a kube_emulator::Handle,
+        budget: usize,
+        nodes: usize,
+        started: Instant,
+    ) -> Self {
+        let checker = host_sim::cluster::Invariants::follow(
+            handle.clone(),
+            budget,
+            std::collections::BTreeSet::new(),
+        );
+        Watch {
+            handle,
+            display: Display::new(budget, started),
+            nodes,
+            checker,
+        }
+    }
+
     /// The most reboot slots held at once, over every stored change so far.
     pub(super) async fn max_slots(&self) -> Result<usize, String> {
         let report = self
