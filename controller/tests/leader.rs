@@ -2,6 +2,8 @@
 //! Leader election between two replicas against the in-process API emulator, with
 //! short durations (lease 1 s, renew deadline 600 ms, retry 100 ms).
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bootc_pool_controller::leader::{LeaderElector, LeaseConfig, from_micro_time};
@@ -86,39 +88,121 @@ impl Replica {
 }
 
 /// Watches two replicas' leadership flags on every change, until stopped; answers
-/// whether both were ever leader at once.
+/// whether both were ever leader at once. A `watch` keeps only the latest value, so a
+/// short term could pass unseen: every stored change of the Lease is read too, and each
+/// replica's terms (a new `acquireTime` under its name) must all have been seen.
 #[derive(Debug)]
 struct Monitor {
     stop: oneshot::Sender<()>,
-    task: JoinHandle<bool>,
+    task: JoinHandle<(bool, [u32; 2])>,
+    /// Per holder, the acquireTimes stored; and the newest resourceVersion read.
+    terms: Arc<Mutex<(BTreeMap<String, BTreeSet<String>>, u64)>>,
+    lease: JoinHandle<()>,
+    handle: kube_emulator::Handle,
+    identities: [String; 2],
 }
 
 impl Monitor {
-    fn start(a: &Replica, b: &Replica) -> Monitor {
-        let (mut a, mut b) = (a.leader.clone(), b.leader.clone());
-        let (stop, mut stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let (mut a_open, mut b_open) = (true, true);
+    fn start(emulator: &Emulator, name: &str, a: &Replica, b: &Replica) -> Monitor {
+        let handle = emulator.handle();
+        let mut changes = handle.events();
+        // A term under way when the monitor starts counts on both sides: as stored here,
+        // and as seen when the monitor first reads the flags.
+        let mut stored: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let before = handle.get("coordination.k8s.io", "leases", NAMESPACE, name);
+        if let Some((Some(holder), Some(at))) = before.as_ref().map(term_of) {
+            stored.entry(holder).or_default().insert(at);
+        }
+        let name = name.to_owned();
+        let terms = Arc::new(Mutex::new((stored, handle.resource_version())));
+        let sink = Arc::clone(&terms);
+        let lease = tokio::spawn(async move {
             loop {
-                if *a.borrow_and_update() && *b.borrow_and_update() {
-                    return true;
-                }
-                tokio::select! {
-                    _ = &mut stopped => return false,
-                    r = a.changed(), if a_open => a_open = r.is_ok(),
-                    r = b.changed(), if b_open => b_open = r.is_ok(),
+                let c = match changes.recv().await {
+                    Ok(c) => c,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        panic!("the monitor missed {n} stored changes")
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let mut t = sink.lock().unwrap();
+                t.1 = c.rv;
+                if c.key.plural == "leases"
+                    && c.object["metadata"]["name"] == name
+                    && let (Some(holder), Some(at)) = term_of(&c.object)
+                {
+                    t.0.entry(holder).or_default().insert(at);
                 }
             }
         });
-        Monitor { stop, task }
+        let (mut ra, mut rb) = (a.leader.clone(), b.leader.clone());
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let (mut a_open, mut b_open) = (true, true);
+            let mut last = [false; 2];
+            let mut seen = [0u32; 2];
+            loop {
+                let now = [*ra.borrow_and_update(), *rb.borrow_and_update()];
+                for i in 0..2 {
+                    if now[i] && !last[i] {
+                        seen[i] += 1;
+                    }
+                }
+                last = now;
+                if now[0] && now[1] {
+                    return (true, seen);
+                }
+                tokio::select! {
+                    _ = &mut stopped => return (false, seen),
+                    r = ra.changed(), if a_open => a_open = r.is_ok(),
+                    r = rb.changed(), if b_open => b_open = r.is_ok(),
+                }
+            }
+        });
+        Monitor {
+            stop,
+            task,
+            terms,
+            lease,
+            handle,
+            identities: [a.identity.clone(), b.identity.clone()],
+        }
     }
 
-    /// Panics if both replicas were ever leader at once.
+    /// Panics if both replicas were ever leader at once, or if a term was stored that
+    /// the monitor did not see (its check would be incomplete).
     async fn check(self) {
         let _ = self.stop.send(());
-        let both = self.task.await.unwrap();
+        let (both, seen) = self.task.await.unwrap();
         assert!(!both, "both replicas were leader at the same time");
+        let target = self.handle.resource_version();
+        timeout(10 * LEASE, async {
+            while self.terms.lock().unwrap().1 < target {
+                assert!(!self.lease.is_finished(), "the Lease reader stopped");
+                tokio::time::sleep(RETRY / 10).await;
+            }
+        })
+        .await
+        .expect("the Lease reader fell behind");
+        self.lease.abort();
+        let stored = self.terms.lock().unwrap().0.clone();
+        for (identity, seen) in self.identities.iter().zip(seen) {
+            let terms = stored.get(identity).map_or(0, BTreeSet::len);
+            assert_eq!(
+                terms, seen as usize,
+                "{identity}: {terms} terms stored, {seen} seen: the check is incomplete"
+            );
+        }
     }
+}
+
+/// A Lease's (holder, acquireTime).
+fn term_of(lease: &serde_json::Value) -> (Option<String>, Option<String>) {
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+    (
+        text(&lease["spec"]["holderIdentity"]),
+        text(&lease["spec"]["acquireTime"]),
+    )
 }
 
 /// Waits (with a deadline) until one of the two replicas is leader; returns its index.
@@ -202,7 +286,7 @@ async fn exactly_one_leader_at_a_time() {
     let emulator = emulator().await;
     let a = Replica::start(&emulator, "steady", "replica-a");
     let b = Replica::start(&emulator, "steady", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "steady", &a, &b);
 
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     let (leader, follower) = if first == 0 { (&a, &b) } else { (&b, &a) };
@@ -247,7 +331,7 @@ async fn shutdown_releases_and_hands_over_at_once() {
     let emulator = emulator().await;
     let a = Replica::start(&emulator, "handover", "replica-a");
     let b = Replica::start(&emulator, "handover", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "handover", &a, &b);
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     let (leader, follower) = if first == 0 { (a, b) } else { (b, a) };
 
@@ -301,7 +385,7 @@ async fn crashed_leader_is_replaced_after_expiry() {
     let emulator = emulator().await;
     let a = Replica::start(&emulator, "crash", "replica-a");
     let b = Replica::start(&emulator, "crash", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "crash", &a, &b);
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     let (leader, follower) = if first == 0 { (a, b) } else { (b, a) };
     // Let a few renewals happen.
@@ -333,7 +417,7 @@ async fn failing_renewals_step_down_before_the_lease_expires() {
     // Let replica-a win alone, then start replica-b.
     wait_until_leader(&a, LEASE + SLACK).await;
     let b = Replica::start(&emulator, "cutoff", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "cutoff", &a, &b);
 
     // replica-a's writes now fail: it must stop acting within the renew deadline, before
     // replica-b may take over the expired lease. Every stored change of the Lease from
@@ -416,7 +500,7 @@ async fn simultaneous_start_leaves_one_leader() {
     emulator.handle().clear_requests();
     let a = Replica::start(&emulator, "race-create", "replica-a");
     let b = Replica::start(&emulator, "race-create", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "race-create", &a, &b);
     wait_leader([&a, &b], LEASE + SLACK).await;
     tokio::time::sleep(LEASE).await;
     assert!(a.is_leader() ^ b.is_leader());
@@ -445,7 +529,7 @@ async fn simultaneous_start_leaves_one_leader() {
     emulator.handle().clear_requests();
     let a = Replica::start(&emulator, "race-update", "replica-a");
     let b = Replica::start(&emulator, "race-update", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "race-update", &a, &b);
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     tokio::time::sleep(LEASE).await;
     assert!(a.is_leader() ^ b.is_leader());
