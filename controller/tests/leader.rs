@@ -96,7 +96,7 @@ struct Monitor {
     stop: oneshot::Sender<()>,
     task: JoinHandle<(bool, [u32; 2])>,
     /// Per holder, the acquireTimes stored; and the newest resourceVersion read.
-    terms: Arc<Mutex<(BTreeMap<String, BTreeSet<String>>, u64)>>,
+    terms: Arc<Mutex<(Terms, u64)>>,
     lease: JoinHandle<()>,
     handle: kube_emulator::Handle,
     identities: [String; 2],
@@ -108,7 +108,7 @@ impl Monitor {
         let mut changes = handle.events();
         // A term under way when the monitor starts counts on both sides: as stored here,
         // and as seen when the monitor first reads the flags.
-        let mut stored: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut stored = Terms::new();
         let before = handle.get("coordination.k8s.io", "leases", NAMESPACE, name);
         if let Some((Some(holder), Some(at))) = before.as_ref().map(term_of) {
             stored.entry(holder).or_default().insert(at);
@@ -195,6 +195,9 @@ impl Monitor {
         }
     }
 }
+
+/// Per holder, the acquireTimes of its terms.
+type Terms = BTreeMap<String, BTreeSet<String>>;
 
 /// A Lease's (holder, acquireTime).
 fn term_of(lease: &serde_json::Value) -> (Option<String>, Option<String>) {
