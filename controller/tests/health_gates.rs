@@ -6,9 +6,10 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::pool::{BootcNodePool, CanaryPhase};
 use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
@@ -115,7 +116,7 @@ async fn the_canary_updates_first_and_soaks_before_the_rest_go() {
         "the rest went after {soaked:?}"
     );
     let report = invariants.settled(Duration::from_secs(10)).await;
-    assert!(report.is_clean(), "{report:?}");
+    assert!(report.is_clean_rollout(), "{report:?}");
     controller.stop().await;
 }
 
@@ -155,8 +156,50 @@ async fn a_node_someone_else_cordoned_is_skipped_and_stays_cordoned() {
     let p = wait_pool(&client, "workers", "all on v2", |p| all_updated(p, 3)).await;
     assert_eq!(p.status.as_ref().unwrap().cordoned_count, 0);
     let report = invariants.settled(Duration::from_secs(10)).await;
-    assert!(report.is_clean(), "{report:?}");
+    assert!(report.is_clean_rollout(), "{report:?}");
     controller.stop().await;
+}
+
+/// Over `changes`: a worker's BootcNode gets the reboot slot only once both infra nodes
+/// report v2 booted, one did get it, and before that `workers` said it waited for infra.
+fn ordered_after_infra(changes: &[std::sync::Arc<kube_emulator::Event>]) {
+    let v2 = json!(digest('2'));
+    let mut infra_on_v2: BTreeMap<String, bool> = BTreeMap::new();
+    let (mut first_worker_slot, mut waited) = (None, false);
+    for change in changes {
+        let o = &change.object;
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        match change.key.plural.as_str() {
+            "bootcnodes" if name.starts_with('i') => {
+                let on = o.pointer("/status/booted/imageDigest") == Some(&v2);
+                infra_on_v2.insert(name.to_owned(), on);
+            }
+            "bootcnodes" if o["metadata"]["annotations"][REBOOT_SLOT_ANNOTATION].is_string() => {
+                let done = ["i1", "i2"]
+                    .iter()
+                    .all(|n| infra_on_v2.get(*n) == Some(&true));
+                assert!(
+                    done,
+                    "rv {}: {name} got a slot before infra ran v2 everywhere: {infra_on_v2:?}",
+                    change.rv
+                );
+                first_worker_slot.get_or_insert(change.rv);
+            }
+            "bootcnodepools" if name == "workers" && first_worker_slot.is_none() => {
+                let conditions = o["status"]["conditions"].as_array().cloned();
+                waited |= conditions.unwrap_or_default().iter().any(|c| {
+                    c["type"] == "UpToDate"
+                        && c["reason"] == "WaitingForPools"
+                        && c["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("pool infra"))
+                });
+            }
+            _ => {}
+        }
+    }
+    assert!(first_worker_slot.is_some(), "no worker ever got a slot");
+    assert!(waited, "workers never said it waited for infra");
 }
 
 fn role_pool(name: &str, role: &str, image: &str, after: &[&str]) -> BootcNodePool {
@@ -205,38 +248,17 @@ async fn a_pool_waits_for_the_pools_it_follows_and_a_cycle_is_refused() {
     wait_pool(&client, "infra", "infra on v1", |p| all_updated(p, 2)).await;
     wait_pool(&client, "workers", "workers on v1", |p| all_updated(p, 2)).await;
 
-    // Both move to v2 at once: no worker gets a slot before infra runs v2 everywhere.
+    // Both move to v2 at once: no worker gets a slot before infra runs v2 everywhere,
+    // checked on every stored change.
+    let recorder = Recorder::start(&emulator);
     set_image(&client, "workers", &v2).await;
     set_image(&client, "infra", &v2).await;
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let holders = slot_holders(&client).await;
-        let infra = pools.get("infra").await.unwrap();
-        let infra_done = ["i1", "i2"]
-            .iter()
-            .all(|n| booted(&cluster, n) == digest('2'));
-        if holders.iter().any(|h| h.starts_with('w')) {
-            assert!(
-                infra_done,
-                "a worker got a slot before infra was done: {holders:?}"
-            );
-        }
-        let workers = pools.get("workers").await.unwrap();
-        if all_updated(&workers, 2)
-            && workers.status.as_ref().unwrap().target_digest.as_deref()
-                == Some(digest('2').as_str())
-        {
-            assert!(all_updated(&infra, 2) || infra_done);
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out; workers {:#?}",
-            workers.status
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    // While infra was rolling, workers said why it waited.
+    wait_pool(&client, "workers", "workers on v2", |p| {
+        all_updated(p, 2)
+            && p.status.as_ref().unwrap().target_digest.as_deref() == Some(digest('2').as_str())
+    })
+    .await;
+    ordered_after_infra(&recorder.all().await);
     // A cycle: infra now follows workers too.
     pools
         .patch(
@@ -257,6 +279,6 @@ async fn a_pool_waits_for_the_pools_it_follows_and_a_cycle_is_refused() {
     })
     .await;
     let report = invariants.settled(Duration::from_secs(10)).await;
-    assert!(report.is_clean(), "{report:?}");
+    assert!(report.is_clean_rollout(), "{report:?}");
     controller.stop().await;
 }

@@ -2,9 +2,11 @@
 //! Leader election between two replicas against the in-process API emulator, with
 //! short durations (lease 1 s, renew deadline 600 ms, retry 100 ms).
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bootc_pool_controller::leader::{LeaderElector, LeaseConfig};
+use bootc_pool_controller::leader::{LeaderElector, LeaseConfig, from_micro_time};
 use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -86,39 +88,124 @@ impl Replica {
 }
 
 /// Watches two replicas' leadership flags on every change, until stopped; answers
-/// whether both were ever leader at once.
+/// whether both were ever leader at once. A `watch` keeps only the latest value, so a
+/// short term could pass unseen: every stored change of the Lease is read too, and each
+/// replica's terms (a new `acquireTime` under its name) must all have been seen.
 #[derive(Debug)]
 struct Monitor {
     stop: oneshot::Sender<()>,
-    task: JoinHandle<bool>,
+    task: JoinHandle<(bool, [u32; 2])>,
+    /// Per holder, the acquireTimes stored; and the newest resourceVersion read.
+    terms: Arc<Mutex<(Terms, u64)>>,
+    lease: JoinHandle<()>,
+    handle: kube_emulator::Handle,
+    identities: [String; 2],
 }
 
 impl Monitor {
-    fn start(a: &Replica, b: &Replica) -> Monitor {
-        let (mut a, mut b) = (a.leader.clone(), b.leader.clone());
-        let (stop, mut stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let (mut a_open, mut b_open) = (true, true);
+    fn start(emulator: &Emulator, name: &str, a: &Replica, b: &Replica) -> Monitor {
+        let handle = emulator.handle();
+        let mut changes = handle.events();
+        // A term under way when the monitor starts counts on both sides: as stored here,
+        // and as seen when the monitor first reads the flags.
+        let mut stored = Terms::new();
+        let before = handle.get("coordination.k8s.io", "leases", NAMESPACE, name);
+        if let Some((Some(holder), Some(at))) = before.as_ref().map(term_of) {
+            stored.entry(holder).or_default().insert(at);
+        }
+        let name = name.to_owned();
+        let terms = Arc::new(Mutex::new((stored, handle.resource_version())));
+        let sink = Arc::clone(&terms);
+        let lease = tokio::spawn(async move {
             loop {
-                if *a.borrow_and_update() && *b.borrow_and_update() {
-                    return true;
-                }
-                tokio::select! {
-                    _ = &mut stopped => return false,
-                    r = a.changed(), if a_open => a_open = r.is_ok(),
-                    r = b.changed(), if b_open => b_open = r.is_ok(),
+                let c = match changes.recv().await {
+                    Ok(c) => c,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        panic!("the monitor missed {n} stored changes")
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let mut t = sink.lock().unwrap();
+                t.1 = c.rv;
+                if c.key.plural == "leases"
+                    && c.object["metadata"]["name"] == name
+                    && let (Some(holder), Some(at)) = term_of(&c.object)
+                {
+                    t.0.entry(holder).or_default().insert(at);
                 }
             }
         });
-        Monitor { stop, task }
+        let (mut ra, mut rb) = (a.leader.clone(), b.leader.clone());
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let (mut a_open, mut b_open) = (true, true);
+            let mut last = [false; 2];
+            let mut seen = [0u32; 2];
+            loop {
+                let now = [*ra.borrow_and_update(), *rb.borrow_and_update()];
+                for i in 0..2 {
+                    if now[i] && !last[i] {
+                        seen[i] += 1;
+                    }
+                }
+                last = now;
+                if now[0] && now[1] {
+                    return (true, seen);
+                }
+                tokio::select! {
+                    _ = &mut stopped => return (false, seen),
+                    r = ra.changed(), if a_open => a_open = r.is_ok(),
+                    r = rb.changed(), if b_open => b_open = r.is_ok(),
+                }
+            }
+        });
+        Monitor {
+            stop,
+            task,
+            terms,
+            lease,
+            handle,
+            identities: [a.identity.clone(), b.identity.clone()],
+        }
     }
 
-    /// Panics if both replicas were ever leader at once.
+    /// Panics if both replicas were ever leader at once, or if a term was stored that
+    /// the monitor did not see (its check would be incomplete).
     async fn check(self) {
         let _ = self.stop.send(());
-        let both = self.task.await.unwrap();
+        let (both, seen) = self.task.await.unwrap();
         assert!(!both, "both replicas were leader at the same time");
+        let target = self.handle.resource_version();
+        timeout(10 * LEASE, async {
+            while self.terms.lock().unwrap().1 < target {
+                assert!(!self.lease.is_finished(), "the Lease reader stopped");
+                tokio::time::sleep(RETRY / 10).await;
+            }
+        })
+        .await
+        .expect("the Lease reader fell behind");
+        self.lease.abort();
+        let stored = self.terms.lock().unwrap().0.clone();
+        for (identity, seen) in self.identities.iter().zip(seen) {
+            let terms = stored.get(identity).map_or(0, BTreeSet::len);
+            assert_eq!(
+                terms, seen as usize,
+                "{identity}: {terms} terms stored, {seen} seen: the check is incomplete"
+            );
+        }
     }
+}
+
+/// Per holder, the acquireTimes of its terms.
+type Terms = BTreeMap<String, BTreeSet<String>>;
+
+/// A Lease's (holder, acquireTime).
+fn term_of(lease: &serde_json::Value) -> (Option<String>, Option<String>) {
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+    (
+        text(&lease["spec"]["holderIdentity"]),
+        text(&lease["spec"]["acquireTime"]),
+    )
 }
 
 /// Waits (with a deadline) until one of the two replicas is leader; returns its index.
@@ -164,6 +251,27 @@ async fn lease_spec(emulator: &Emulator, name: &str) -> LeaseSpec {
     api.get(name).await.unwrap().spec.unwrap_or_default()
 }
 
+/// The renewTime of Lease `name`, which `holder` must hold now.
+async fn lease_renewed_by(
+    emulator: &Emulator,
+    name: &str,
+    holder: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime {
+    let spec = lease_spec(emulator, name).await;
+    assert_eq!(spec.holder_identity.as_deref(), Some(holder), "{spec:?}");
+    spec.renew_time.unwrap()
+}
+
+/// Lease requests made by the replica named `identity`.
+fn lease_requests(emulator: &Emulator, identity: &str) -> usize {
+    emulator
+        .handle()
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "leases" && r.user_agent.ends_with(identity))
+        .count()
+}
+
 /// Lease writes the emulator refused with 409, by verb.
 fn lease_conflicts(emulator: &Emulator, name: &str) -> Vec<String> {
     emulator
@@ -181,7 +289,7 @@ async fn exactly_one_leader_at_a_time() {
     let emulator = emulator().await;
     let a = Replica::start(&emulator, "steady", "replica-a");
     let b = Replica::start(&emulator, "steady", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "steady", &a, &b);
 
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     let (leader, follower) = if first == 0 { (&a, &b) } else { (&b, &a) };
@@ -226,22 +334,38 @@ async fn shutdown_releases_and_hands_over_at_once() {
     let emulator = emulator().await;
     let a = Replica::start(&emulator, "handover", "replica-a");
     let b = Replica::start(&emulator, "handover", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "handover", &a, &b);
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     let (leader, follower) = if first == 0 { (a, b) } else { (b, a) };
 
     let before = lease_spec(&emulator, "handover").await;
-    let started = Instant::now();
     let mut old = leader.leader.clone();
     leader.shutdown().await;
+    let released_at = emulator.handle().requests().len();
     assert!(
         !*old.borrow_and_update(),
         "a stopped elector still reads leader"
     );
-    wait_until_leader(&follower, LEASE).await;
-    // Released, so the follower takes over at its next retry, well before expiry.
-    let handover = started.elapsed();
-    assert!(handover < LEASE, "handover took {handover:?}");
+    wait_until_leader(&follower, 10 * LEASE).await;
+    // Released, so the follower takes over at its next try, not after the ten or so
+    // tries that waiting for the lease to expire takes: counted in the request log.
+    let after_release: Vec<_> = emulator.handle().requests()[released_at..]
+        .iter()
+        .filter(|r| r.resource == "leases" && r.user_agent.ends_with(&follower.identity))
+        .cloned()
+        .collect();
+    let took = after_release
+        .iter()
+        .position(|r| r.is_write() && r.code < 300)
+        .expect("the follower's acquiring write");
+    let reads = after_release[..took]
+        .iter()
+        .filter(|r| !r.is_write())
+        .count();
+    assert!(
+        reads <= 2,
+        "{reads} reads before taking over: {after_release:#?}"
+    );
 
     let after = lease_spec(&emulator, "handover").await;
     assert_eq!(
@@ -264,7 +388,7 @@ async fn crashed_leader_is_replaced_after_expiry() {
     let emulator = emulator().await;
     let a = Replica::start(&emulator, "crash", "replica-a");
     let b = Replica::start(&emulator, "crash", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "crash", &a, &b);
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     let (leader, follower) = if first == 0 { (a, b) } else { (b, a) };
     // Let a few renewals happen.
@@ -296,10 +420,13 @@ async fn failing_renewals_step_down_before_the_lease_expires() {
     // Let replica-a win alone, then start replica-b.
     wait_until_leader(&a, LEASE + SLACK).await;
     let b = Replica::start(&emulator, "cutoff", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "cutoff", &a, &b);
 
     // replica-a's writes now fail: it must stop acting within the renew deadline, before
-    // replica-b may take over the expired lease.
+    // replica-b may take over the expired lease. Every stored change of the Lease from
+    // here on is read: the last one naming replica-a holds its last renewal.
+    let mut changes = emulator.handle().events();
+    let before = lease_renewed_by(&emulator, "cutoff", "replica-a").await;
     emulator.handle().set_faults(FaultConfig {
         error_rate: 1.0,
         error_codes: vec![500],
@@ -307,15 +434,35 @@ async fn failing_renewals_step_down_before_the_lease_expires() {
         user_agent: Some("replica-a".to_owned()),
         ..FaultConfig::default()
     });
-    let cut = Instant::now();
     let mut a_rx = a.leader.clone();
-    timeout(RENEW_DEADLINE + RETRY + SLACK, a_rx.wait_for(|l| !*l))
+    timeout(10 * LEASE, a_rx.wait_for(|l| !*l))
         .await
         .expect("replica-a kept leading without renewing")
         .unwrap();
-    let stepped_down = cut.elapsed();
-    assert!(stepped_down <= RENEW_DEADLINE + RETRY + SLACK);
-    wait_until_leader(&b, LEASE + 2 * RETRY + SLACK).await;
+    let stepped_down_at = chrono::Utc::now();
+    let mut renewed = from_micro_time(&before).unwrap();
+    loop {
+        let change = match changes.try_recv() {
+            Ok(change) => change,
+            Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
+            Err(e) => panic!("Lease changes missed: {e}"),
+        };
+        if change.key.plural != "leases" {
+            continue;
+        }
+        let lease: Lease = serde_json::from_value((*change.object).clone()).unwrap();
+        let spec = lease.spec.unwrap_or_default();
+        if spec.holder_identity.as_deref() == Some("replica-a") {
+            renewed = spec.renew_time.as_ref().and_then(from_micro_time).unwrap();
+        }
+    }
+    let expires = renewed + chrono::Duration::from_std(LEASE).unwrap();
+    assert!(
+        stepped_down_at < expires,
+        "replica-a stepped down at {stepped_down_at}, after the lease it renewed at \
+         {renewed} expired"
+    );
+    wait_until_leader(&b, 10 * LEASE).await;
     assert!(!a.is_leader());
     assert_eq!(
         lease_spec(&emulator, "cutoff")
@@ -325,9 +472,17 @@ async fn failing_renewals_step_down_before_the_lease_expires() {
         Some("replica-b")
     );
 
-    // replica-a's requests work again: it stays a follower.
+    // replica-a's requests work again: it stays a follower for three more tries.
     emulator.handle().clear_faults();
-    tokio::time::sleep(3 * RETRY).await;
+    let tries = lease_requests(&emulator, "replica-a");
+    timeout(10 * LEASE, async {
+        while lease_requests(&emulator, "replica-a") < tries + 3 {
+            assert!(b.is_leader() && !a.is_leader());
+            tokio::time::sleep(RETRY / 4).await;
+        }
+    })
+    .await
+    .expect("replica-a stopped trying");
     assert!(b.is_leader() && !a.is_leader());
     monitor.check().await;
     a.shutdown().await;
@@ -348,7 +503,7 @@ async fn simultaneous_start_leaves_one_leader() {
     emulator.handle().clear_requests();
     let a = Replica::start(&emulator, "race-create", "replica-a");
     let b = Replica::start(&emulator, "race-create", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "race-create", &a, &b);
     wait_leader([&a, &b], LEASE + SLACK).await;
     tokio::time::sleep(LEASE).await;
     assert!(a.is_leader() ^ b.is_leader());
@@ -377,7 +532,7 @@ async fn simultaneous_start_leaves_one_leader() {
     emulator.handle().clear_requests();
     let a = Replica::start(&emulator, "race-update", "replica-a");
     let b = Replica::start(&emulator, "race-update", "replica-b");
-    let monitor = Monitor::start(&a, &b);
+    let monitor = Monitor::start(&emulator, "race-update", &a, &b);
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     tokio::time::sleep(LEASE).await;
     assert!(a.is_leader() ^ b.is_leader());
@@ -470,14 +625,10 @@ async fn a_replica_that_stepped_down_sends_no_write() {
         latency: LEASE,
         ..FaultConfig::default()
     });
-    let started = Instant::now();
+    // The server answers only after a lease duration; the fence's error came first, so
+    // the write was cut off before the lease could pass (no clock needed to tell).
     let cut = write_through(&b, "slow").await.unwrap_err();
     assert!(cut.to_string().contains("abandoned"), "{cut}");
-    assert!(
-        started.elapsed() < LEASE,
-        "cut off before the lease could pass: {:?}",
-        started.elapsed()
-    );
     // The server dropped it with the connection: it is never written.
     tokio::time::sleep(2 * LEASE).await;
     emulator.handle().clear_faults();

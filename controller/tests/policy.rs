@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
+use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::reconcile::Dependencies;
 use chrono::{DateTime, TimeZone, Utc};
 use common::*;
@@ -42,13 +43,14 @@ async fn env(nodes: &[&str], behaviour: Behaviour) -> Env {
     }
 }
 
-/// The controller with the test's clock (or the real one).
-fn start_with(emulator: &Emulator, clock: Option<TestClock>) -> Running {
+/// The controller with the test's clock (or the real one), and its metrics.
+fn start_with(emulator: &Emulator, clock: Option<TestClock>) -> (Running, Metrics) {
     let mut options = Dependencies::default();
     if let Some(clock) = clock {
         options.clock = Arc::new(move || *clock.0.lock().unwrap());
     }
-    start(emulator, options)
+    let metrics = options.metrics.clone();
+    (start(emulator, options), metrics)
 }
 
 /// A clock the test moves.
@@ -86,7 +88,7 @@ async fn no_approval_outside_the_window_and_approvals_at_its_start() {
     let env = env(&["n1", "n2"], Behaviour::default()).await;
     // Sunday 2026-11-22 12:00 UTC; the window opens Monday 02:00 Europe/Berlin (01:00 UTC).
     let clock = TestClock::new(Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap());
-    let controller = start_with(&env.emulator, Some(clock.clone()));
+    let (controller, metrics) = start_with(&env.emulator, Some(clock.clone()));
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -116,16 +118,17 @@ async fn no_approval_outside_the_window_and_approvals_at_its_start() {
     assert!(message.contains("2026-11-23T01:00:00Z"), "{message}");
     // An hour later (still outside), still nothing.
     clock.advance(chrono::Duration::hours(1));
-    nudge(&env.client, "workers", 1).await;
-    let quiet = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < quiet {
-        assert_eq!(
-            approvals(&env.client).await,
-            0,
-            "approved outside the window"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    never_over_reconciles(
+        &env.client,
+        &metrics,
+        ("workers", 3),
+        "approved outside the window",
+        async || {
+            let n = approvals(&env.client).await;
+            (n != 0).then(|| format!("{n} approvals"))
+        },
+    )
+    .await;
     // The window opens.
     clock.set(Utc.with_ymd_and_hms(2026, 11, 23, 1, 0, 1).unwrap());
     nudge(&env.client, "workers", 2).await;
@@ -177,7 +180,7 @@ async fn max_staging_two_of_six_is_never_exceeded() {
             max.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
         }
     });
-    let controller = start_with(&env.emulator, None);
+    let (controller, _) = start_with(&env.emulator, None);
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -239,7 +242,7 @@ async fn the_next_approval_waits_the_soak_time_after_a_node_returns() {
         }
         (first_back, None)
     });
-    let controller = start_with(&env.emulator, None);
+    let (controller, _) = start_with(&env.emulator, None);
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -272,7 +275,7 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
         .unwrap()
         .set_next_boot(NextBoot::Never);
     let clock = TestClock::new(Utc::now());
-    let controller = start_with(&env.emulator, Some(clock.clone()));
+    let (controller, metrics) = start_with(&env.emulator, Some(clock.clone()));
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
     pools
         .create(
@@ -314,19 +317,20 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
         (recorded && ready.as_deref() != Some("True")).then_some(())
     })
     .await;
-    nudge(&env.client, "workers", 1).await;
     // Before the fix this halted within a reconcile of the Node going NotReady.
-    let halted = tokio::time::timeout(
-        Duration::from_secs(3),
-        wait_pool(&env.client, "workers", "a halt", |p| {
-            condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
-        }),
+    never_over_reconciles(
+        &env.client,
+        &metrics,
+        ("workers", 3),
+        "halted while n1 is in its own reboot",
+        async || {
+            let p = pools.get("workers").await.ok()?;
+            condition(&p, "Degraded")
+                .filter(|c| c.1 == "RolloutHalted")
+                .map(|c| c.2)
+        },
     )
     .await;
-    assert!(
-        halted.is_err(),
-        "halted while n1 is in its own reboot: {halted:?}"
-    );
     let p = pools.get("workers").await.unwrap();
     assert_eq!(condition(&p, "Progressing").unwrap().1, "Advancing");
 

@@ -207,7 +207,7 @@ async fn a_pool_following_a_tag_rolls_out_each_push_and_keeps_its_history() {
         .collect();
     assert_eq!(history, vec![(v2.clone(), 3), (v1.clone(), 3)]);
     let report = invariants.settled(Duration::from_secs(10)).await;
-    assert!(report.is_clean(), "{report:?}");
+    assert!(report.is_clean_rollout(), "{report:?}");
     let seen = scrapes.await.unwrap();
     assert!(
         seen.contains("Rebooting") && seen.contains("UpToDate=3 after Rebooting"),
@@ -230,12 +230,17 @@ async fn a_pool_following_a_tag_rolls_out_each_push_and_keeps_its_history() {
     let before = s.deploy_history.clone();
     let controller = start(&emulator, options(&registry, &metrics));
     let pools_api: Api<BootcNodePool> = Api::all(client.clone());
-    let settle = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < settle {
-        let now = pools_api.get("workers").await.unwrap();
-        assert_eq!(now.status.unwrap().deploy_history, before);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    never_over_reconciles(
+        &client,
+        &metrics,
+        ("workers", 3),
+        "deployHistory changed after the restart",
+        async || {
+            let now = pools_api.get("workers").await.ok()?.status?.deploy_history;
+            (now != before).then(|| format!("{now:?}"))
+        },
+    )
+    .await;
     controller.stop().await;
     let _ = server_stop.send(());
     let _ = server.await;
@@ -583,12 +588,12 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let handover = died.elapsed();
-    // Not released, so the Lease must expire first: at most one lease duration after the
-    // last renewal (at most a retry period before the crash), plus a retry period and
-    // scheduling slack.
+    // Not released, so the Lease must expire first: no sooner than a lease duration
+    // after the last renewal, which came at most a retry period before the crash. (How
+    // soon after is bounded only by the generous deadline above: a loaded machine may
+    // delay the standby's next try.)
     assert!(
-        handover >= Duration::from_millis(1000)
-            && handover <= Duration::from_millis(2000 + 200 + 800),
+        handover >= Duration::from_millis(1000 - 200),
         "handover took {handover:?}"
     );
     println!("leader handover after a crash: {handover:?}");

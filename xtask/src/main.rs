@@ -7,8 +7,9 @@ const USAGE: &str = "usage: cargo xtask <gen|check|limits>
 
   gen     write the CRDs (crds/*.yaml), deploy/install.yaml, the kustomize base's files,
           the monitoring overlay's PrometheusRule and docs/reference.md from their sources
-  check   fail when a generated file is stale, a source breaks the size limits, or
-          rust-version is not the newest the dependencies need
+  check   fail when a generated file is stale, a source breaks the size limits,
+          rust-version is not the newest the dependencies need, or a test holds a hollow
+          assertion, an early return or a negative check after a sleep
   limits  print every source file and function over the size limits";
 
 fn main() -> ExitCode {
@@ -25,7 +26,8 @@ fn main() -> ExitCode {
             let generated = generate(&root, Mode::Check);
             let limits = limits(&root);
             let msrv = xtask::msrv::check(&root);
-            report(generated.and(limits).and(msrv))
+            let guard = test_guard(&root);
+            report(generated.and(limits).and(msrv).and(guard))
         }
         ["limits"] => report(limits(&root)),
         ["-h" | "--help"] => {
@@ -135,6 +137,22 @@ fn limits(root: &Path) -> Result<(), String> {
             xtask::limits::MAX_FILE_LINES,
             xtask::limits::MAX_FN_LINES,
             xtask::limits::MAX_FN_ARGS
+        ))
+    }
+}
+
+fn test_guard(root: &Path) -> Result<(), String> {
+    let found =
+        xtask::test_guard::check(root).map_err(|e| format!("cannot read the tests: {e}"))?;
+    for f in &found {
+        println!("{f}");
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} places in tests prove nothing (see xtask/src/test_guard.rs)",
+            found.len()
         ))
     }
 }

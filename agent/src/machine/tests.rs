@@ -562,7 +562,17 @@ fn at_most_one_reboot_per_approval_exhaustively() {
         Some(record(B, "boot-1", 0, 30)),
         Some(record(C, "boot-1", 0, 1)),
     ];
-    let mut checked = 0;
+    // Every record is of boot-1 with no soft reboot: its reboot happened exactly when the
+    // host is on another boot or has soft-rebooted since (stated here, not asked of
+    // `RebootRecord::happened`, which has its own table).
+    assert!(
+        records
+            .iter()
+            .flatten()
+            .all(|r| r.boot_id == "boot-1" && r.soft_reboots == 0)
+    );
+    // How often each property was put to the test (each must be, or it proves nothing).
+    let (mut refused_second, mut approved, mut under_way_seen, mut idle) = (0, 0, 0, 0);
     for booted in &slots {
         for staged in &slots {
             for rollback in &slots {
@@ -590,16 +600,18 @@ fn at_most_one_reboot_per_approval_exhaustively() {
                                     };
                                     let d = decide(&want(B, state, holds_slot), &h, &memory, now());
                                     let on_b = booted.as_ref().is_some_and(|s| s.image_digest == B);
-                                    let rebooted_for_b = last_reboot
-                                        .as_ref()
-                                        .is_some_and(|r| r.digest == B && r.happened(&h));
+                                    let happened = boot_id != "boot-1" || soft_reboots > 0;
+                                    let rebooted_for_b = happened
+                                        && last_reboot.as_ref().is_some_and(|r| r.digest == B);
                                     if rebooted_for_b && !on_b {
+                                        refused_second += 1;
                                         assert!(
                                             !matches!(d.action, HostAction::Reboot { .. }),
                                             "{h:?} {memory:?}"
                                         );
                                     }
                                     if matches!(d.action, HostAction::Reboot { .. }) {
+                                        approved += 1;
                                         assert!(
                                             state == Booted && holds_slot,
                                             "reboot without approval: {h:?}"
@@ -609,10 +621,11 @@ fn at_most_one_reboot_per_approval_exhaustively() {
                                     // an unlocked deployment: that reboot may be under way.
                                     let under_way = last_reboot.as_ref().is_some_and(|r| {
                                         r.digest == B
-                                            && !r.happened(&h)
+                                            && !happened
                                             && now() - r.time < chrono::TimeDelta::minutes(10)
                                     });
                                     if under_way {
+                                        under_way_seen += 1;
                                         assert!(
                                             !matches!(
                                                 d.action,
@@ -625,12 +638,12 @@ fn at_most_one_reboot_per_approval_exhaustively() {
                                         );
                                     }
                                     if on_b {
+                                        idle += 1;
                                         assert_eq!(
                                             (d.phase, &d.action),
                                             (Phase::Idle, &HostAction::Wait)
                                         );
                                     }
-                                    checked += 1;
                                 }
                             }
                         }
@@ -639,7 +652,37 @@ fn at_most_one_reboot_per_approval_exhaustively() {
             }
         }
     }
-    assert_eq!(checked, 5 * 5 * 5 * 3 * 2 * 4 * 2 * 2);
+    for (what, n) in [
+        ("no second reboot after one happened", refused_second),
+        ("reboots, each approved", approved),
+        ("no second request while one is under way", under_way_seen),
+        ("on the target: idle", idle),
+    ] {
+        assert!(n > 0, "{what}: never put to the test");
+    }
+}
+
+#[test]
+fn a_reboot_record_happened_once_the_boot_changed_or_a_soft_reboot_came() {
+    let r = record(B, "boot-1", 2, 1);
+    for (boot_id, soft_reboots, happened) in [
+        ("boot-1", 2, false),
+        ("boot-1", 1, false),
+        ("boot-1", 3, true),
+        ("boot-2", 2, true),
+        ("boot-2", 0, true),
+    ] {
+        let h = HostFacts {
+            booted: None,
+            staged: None,
+            rollback: None,
+            rollback_queued: false,
+            boot_id: boot_id.into(),
+            soft_reboots,
+            can_soft_reboot: true,
+        };
+        assert_eq!(r.happened(&h), happened, "{boot_id} {soft_reboots}");
+    }
 }
 
 #[test]

@@ -247,3 +247,126 @@ pub async fn ensure_namespace(client: &Client, name: &str) {
         Err(e) => panic!("creating namespace {name}: {e}"),
     }
 }
+
+/// Successful reconciles of pool `pool` counted in `metrics`.
+pub fn reconciles(metrics: &bootc_pool_controller::metrics::Metrics, pool: &str) -> u64 {
+    let prefix = format!(r#"bootc_pool_reconciles_total{{pool="{pool}",outcome="ok"}} "#);
+    metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A negative check held over counted plans, not over time: `bad` (which says what went
+/// wrong, or `None`) is asked on every poll until pool `pool` has been reconciled `n`
+/// more times (counted in `metrics`), and once more after. The pool is touched after each
+/// counted reconcile, so the next one comes at once rather than at a requeue.
+pub async fn never_over_reconciles(
+    client: &Client,
+    metrics: &bootc_pool_controller::metrics::Metrics,
+    (pool, n): (&str, u64),
+    what: &str,
+    mut bad: impl AsyncFnMut() -> Option<String>,
+) {
+    let start = reconciles(metrics, pool);
+    let deadline = Instant::now() + DEADLINE;
+    let mut poked = None;
+    loop {
+        if let Some(why) = bad().await {
+            panic!("{what}: {why}");
+        }
+        let done = reconciles(metrics, pool).saturating_sub(start);
+        if done > n {
+            break;
+        }
+        if poked != Some(done) {
+            poked = Some(done);
+            poke(client, pool).await;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: only {done} of {n} reconciles of {pool} came"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Touches an annotation of pool `name` to a value never used before: a reconcile.
+pub async fn poke(client: &Client, name: &str) {
+    static POKES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = POKES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"test/poke": n.to_string()}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Every stored change from its start, in resourceVersion order, kept by a task that
+/// reads the emulator's event stream as it comes (a continuous property is checked on
+/// all of them, not on samples).
+pub struct Recorder {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<std::sync::Arc<kube_emulator::Event>>>>,
+    missed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    handle: kube_emulator::Handle,
+    start: u64,
+    task: JoinHandle<()>,
+}
+
+impl Recorder {
+    /// Starts recording every change stored from now on.
+    pub fn start(emulator: &Emulator) -> Recorder {
+        let handle = emulator.handle();
+        let mut events = handle.events();
+        let start = handle.resource_version();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let missed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (sink, lost) = (seen.clone(), missed.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(e) => sink.lock().unwrap().push(e),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        lost.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Recorder {
+            seen,
+            missed,
+            handle,
+            start,
+            task,
+        }
+    }
+
+    /// Every change stored so far, once all of them have been read; panics when one
+    /// was missed or the reader stopped.
+    pub async fn all(&self) -> Vec<std::sync::Arc<kube_emulator::Event>> {
+        let target = self.handle.resource_version();
+        wait_for("the recorder to read every change", async || {
+            let seen = self.seen.lock().unwrap();
+            assert!(!self.task.is_finished(), "the recorder stopped");
+            (target <= self.start || seen.last().is_some_and(|e| e.rv >= target))
+                .then(|| seen.clone())
+        })
+        .await;
+        let missed = self.missed.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(missed, 0, "the recorder missed {missed} changes");
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -597,3 +597,43 @@ proptest! {
         }
     }
 }
+
+/// Every whole minute of `[from, to)` (and `from` itself): windows start and end on
+/// whole minutes of their zones, and the zones of these years are whole minutes off UTC,
+/// so the state can change only there.
+fn minutes(from: DateTime<Utc>, to: DateTime<Utc>) -> impl Iterator<Item = DateTime<Utc>> {
+    let first = from.timestamp().div_euclid(60) * 60 + 60;
+    std::iter::once(from).chain(
+        (first..to.timestamp())
+            .step_by(60)
+            .filter_map(|s| DateTime::from_timestamp(s, 0)),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Not six samples: every minute up to the next change is checked.
+    #[test]
+    fn the_state_holds_at_every_minute_until_it_changes(
+        windows in proptest::collection::vec(window_strategy(), 1..4),
+        secs in 946_684_800i64..2_208_988_800,
+    ) {
+        let now = DateTime::from_timestamp(secs, 0).unwrap();
+        match window_state(&windows, now).unwrap() {
+            WindowState::Always => prop_assert!(false, "windows are set"),
+            WindowState::Closed { next } => {
+                // Never opening: a week and a day shows it, as every window is weekly.
+                let next = next.unwrap_or(now + TimeDelta::days(8));
+                for t in minutes(now, next) {
+                    prop_assert!(!window_state(&windows, t).unwrap().is_open(), "open at {}", t);
+                }
+            }
+            WindowState::Open { until } => {
+                for t in minutes(now, until.min(now + TimeDelta::days(8))) {
+                    prop_assert!(window_state(&windows, t).unwrap().is_open(), "closed at {}", t);
+                }
+            }
+        }
+    }
+}

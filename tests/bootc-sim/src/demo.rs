@@ -37,7 +37,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::time::Instant;
 
-use display::{Display, print_summary};
+use display::print_summary;
 use nodes::NodeSetup;
 pub(crate) use processes::controller_binary;
 use processes::{Launch, Parts, start_controller_and_agents};
@@ -158,6 +158,7 @@ async fn demo(
     let api = &setup.api;
 
     let degraded = health::DegradedWatch::start(&api.handle);
+    let mut watch = Watch::new(&api.handle, max_unavailable as usize, nodes, started);
     // The pool, converged on v1.
     let canary = args.canary.map(|n| (n, args.canary_soak));
     apply_pool(
@@ -168,11 +169,6 @@ async fn demo(
         started,
     )
     .await?;
-    let mut watch = Watch {
-        handle: &api.handle,
-        display: Display::new(max_unavailable as usize, started),
-        nodes,
-    };
     watch
         .until(parts, &setup.v1, phase_timeout, "converging on v1")
         .await?;
@@ -204,7 +200,7 @@ async fn demo(
     }
     degraded.check()?;
     step(started, "no node or pool reported Degraded");
-    print_summary(&api.handle, watch.display.max_slots);
+    print_summary(&api.handle, watch.max_slots().await?);
 
     if args.rollback {
         roll_back(parts, &setup, &mut watch, started, phase_timeout).await?;
@@ -334,7 +330,7 @@ async fn roll_back(
         }
         println!("the rollback fetched no blob from the registry (bootc rollback)");
     }
-    print_summary(&api.handle, watch.display.max_slots);
+    print_summary(&api.handle, watch.max_slots().await?);
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -67,12 +67,11 @@ fn bench(dir: &Path, name: &str, extra: &[&str]) -> Value {
         out.status,
         std::fs::read_to_string(&json).unwrap_or_default()
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "the run took {:?}",
-        started.elapsed()
-    );
+    // No wall-clock bound: `--deadline-s` bounds the rollout itself, and the run fails
+    // when it is passed.
+    println!("bench {extra:?} took {:?}", started.elapsed());
     let result: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_faults_happened(&result, extra);
     for field in FIELDS {
         assert!(
             result.get(field).is_some_and(|v| !v.is_null()),
@@ -137,6 +136,29 @@ fn fifty_nodes_roll_out_within_the_budget() {
     check_rollout_figures(&result);
 }
 
+/// Every disturbance `args` asked for is shown to have happened: API faults injected,
+/// the controller killed, agents killed. A run over before its first kill proves nothing.
+fn assert_faults_happened(result: &Value, args: &[&str]) {
+    let asked = |flag: &str| {
+        args.iter()
+            .position(|a| *a == flag)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|v| v > 0.0)
+    };
+    let chaos = args.contains(&"--chaos");
+    for (flag, field) in [
+        ("--api-fault-rate", "api_faults_injected"),
+        ("--kill-controller-every", "controller_kills"),
+        ("--kill-agents-rate", "agents_killed"),
+    ] {
+        if chaos || asked(flag) {
+            let n = result[field].as_u64().unwrap_or(0);
+            assert!(n > 0, "{flag} given but {field} is {n}: {result:#}");
+        }
+    }
+}
+
 /// The figures every run reports on the slots and the writes, within their bounds.
 fn check_rollout_figures(result: &Value) {
     let number = |field: &str| {
@@ -177,11 +199,7 @@ fn twenty_nodes_roll_out_with_the_controller_as_a_child_process() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(90),
-        "{:?}",
-        started.elapsed()
-    );
+    println!("bench --controller-process took {:?}", started.elapsed());
     let result: Value = serde_json::from_str(&result).unwrap();
     assert_eq!(result["ok"], true, "{result:#}");
     assert_eq!(result["controller_process"], true, "{result:#}");
@@ -210,7 +228,7 @@ fn twenty_nodes_roll_out_with_the_controller_as_a_child_process() {
 
 /// Also the run whose agents and kubelets go over loopback HTTP, as the controller does.
 #[test]
-fn fifty_nodes_roll_out_despite_api_faults_and_a_controller_killed_every_two_seconds() {
+fn fifty_nodes_roll_out_despite_api_faults_and_a_controller_killed_every_second() {
     let dir = tempfile::tempdir().unwrap();
     let result = bench(
         dir.path(),
@@ -219,7 +237,7 @@ fn fifty_nodes_roll_out_despite_api_faults_and_a_controller_killed_every_two_sec
             "--api-fault-rate",
             "0.05",
             "--kill-controller-every",
-            "2",
+            "1",
             "--seed",
             "3",
             "--sim-transport",
@@ -247,7 +265,7 @@ fn fifty_nodes_stay_within_the_budget_with_faults_on_every_client() {
             "--kill-agents-rate",
             "0.05",
             "--kill-controller-every",
-            "5",
+            "1",
             "--seed",
             "5",
         ],
@@ -302,12 +320,7 @@ fn chaos_run(extra: &[&str], deadline_s: u32) -> Value {
     assert_eq!(result["ok"], true, "{result:#}");
     assert_eq!(result["invariant_violations"], 0, "{result:#}");
     assert_eq!(result["nodes_left_cordoned"], 0, "{result:#}");
-    for happened in ["controller_kills", "api_faults_injected"] {
-        assert!(
-            result[happened].as_u64().unwrap() > 0,
-            "{happened}: {result:#}"
-        );
-    }
+    assert_faults_happened(&result, &["--chaos"]);
     let chaos = &result["chaos"];
     assert_eq!(chaos["no_trace_violations"], 0, "{result:#}");
     assert_eq!(chaos["pool_deleted_and_created_again"], 1, "{result:#}");
@@ -388,7 +401,6 @@ fn twenty_nodes_wait_for_the_alert_gate_and_the_canary_soak() {
         String::from_utf8_lossy(&out.stderr)
     );
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(60), "{took:?}");
     let result: Value = serde_json::from_str(&result).unwrap();
     assert_eq!(result["ok"], true, "{result:#}");
     assert_eq!(result["invariant_violations"], 0, "{result:#}");
@@ -420,5 +432,54 @@ fn twenty_nodes_wait_for_the_alert_gate_and_the_canary_soak() {
         "bench with a canary and an alert gate: {took:?}, first reboot {first_reboot} s, \
          makespan {} s",
         result["makespan_s"]
+    );
+}
+
+/// Memory ceilings a doubling breaks (debug build, measured 2026-11-27: controller 45.6
+/// MiB, bench process 256.4 MiB at 1,000 nodes; docs/bench.md has the release figures).
+const CONTROLLER_RSS_CEILING_MIB: f64 = 96.0;
+const SIM_RSS_CEILING_MIB: f64 = 512.0;
+
+/// The figures the docs give for 1,000 nodes, held by CI: the controller as a child
+/// process, its peak resident size under a ceiling twice what was measured, and the
+/// bench process (the emulator and 1,000 in-process agents and hosts) likewise.
+#[test]
+fn a_thousand_nodes_keep_the_controller_under_its_memory_ceiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("thousand.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+        .args(["bench", "--controller-process", "--nodes", "1000"])
+        .args([
+            "--max-unavailable",
+            "10%",
+            "--stage-ms",
+            "50",
+            "--reboot-ms",
+            "100",
+        ])
+        .args(["--ready-ms", "50", "--deadline-s", "300", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let result = std::fs::read_to_string(&json).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "bootc-sim bench --controller-process --nodes 1000 failed ({}); stderr:\n{}\nresult: {result}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(result["ok"], true, "{result:#}");
+    assert_eq!(result["nodes_on_target"], 1000, "{result:#}");
+    let controller = result["controller_peak_rss_mib"].as_f64().unwrap();
+    let sim = result["bench_peak_rss_mib"].as_f64().unwrap();
+    println!("1,000 nodes: controller {controller} MiB, bench process {sim} MiB");
+    assert!(
+        0.0 < controller && controller < CONTROLLER_RSS_CEILING_MIB,
+        "the controller's peak RSS at 1,000 nodes: {controller} MiB (ceiling {CONTROLLER_RSS_CEILING_MIB})"
+    );
+    assert!(
+        0.0 < sim && sim < SIM_RSS_CEILING_MIB,
+        "the bench process's peak RSS at 1,000 nodes: {sim} MiB (ceiling {SIM_RSS_CEILING_MIB})"
     );
 }

@@ -42,7 +42,7 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 
-pub use invariants::{InvariantReport, Invariants};
+pub use invariants::{InvariantReport, Invariants, NotSettled};
 use tasks::{kubelet, supervise};
 
 /// The CRDs the cluster serves, as `crds/` holds them.

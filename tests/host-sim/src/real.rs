@@ -49,6 +49,47 @@ pub fn archive_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
+/// The variable a developer sets to `1` to skip the real-bootc tests on a machine without
+/// the archive: an explicit opt-out, reported by each test it skips. CI cannot opt out.
+pub const SKIP_ENV: &str = "BOOTC_SKIP_REAL";
+
+/// The archive directory for a real-bootc test: `Ok(Some(dir))` when it is there;
+/// `Ok(None)` (the test skips, and says so) only when it is absent, `$BOOTC_SKIP_REAL` is
+/// `1` and `CI` is not `true`; otherwise an error the test fails with.
+pub fn archive_for_test(test: &str) -> Result<Option<PathBuf>, String> {
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let decision = archive_decision(archive_dir(), env("CI") == "true", env(SKIP_ENV) == "1");
+    if let Ok(None) = &decision {
+        // Straight to stderr, past the test harness's capture: a skip is always seen.
+        use std::io::Write;
+        let line = format!("SKIPPED {test}: the real-bootc archive is absent and {SKIP_ENV}=1\n");
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    }
+    decision
+}
+
+/// What [`archive_for_test`] decides from what it found and the two variables.
+pub fn archive_decision(
+    found: Option<PathBuf>,
+    ci: bool,
+    opted_out: bool,
+) -> Result<Option<PathBuf>, String> {
+    let where_ =
+        format!("set ${ARCHIVE_ENV} or put it at shared/tools/real-bootc beside the checkout");
+    match (found, ci, opted_out) {
+        (Some(dir), _, _) => Ok(Some(dir)),
+        (None, true, _) => Err(format!(
+            "the real-bootc archive directory is absent, and under CI=true a real-bootc test \
+             fails rather than skips ({where_})"
+        )),
+        (None, false, true) => Ok(None),
+        (None, false, false) => Err(format!(
+            "the real-bootc archive directory is absent ({where_}); to skip the real-bootc \
+             tests on purpose, set {SKIP_ENV}=1"
+        )),
+    }
+}
+
 /// `<checkout>/../shared/tools/real-bootc`, the checkout found from this crate's manifest.
 fn default_archive_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/real-bootc")
@@ -66,4 +107,31 @@ pub(crate) fn tools_env(tools: &Path) -> Vec<(String, String)> {
             format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::archive_decision;
+
+    #[test]
+    fn an_absent_archive_fails_unless_a_developer_opts_out_outside_ci() {
+        let dir = PathBuf::from("/archive");
+        for (found, ci, out, expect) in [
+            (Some(dir.clone()), false, false, Ok(Some(dir.clone()))),
+            (Some(dir.clone()), true, true, Ok(Some(dir.clone()))),
+            (None, false, true, Ok(None)),
+            (None, false, false, Err("BOOTC_SKIP_REAL=1")),
+            (None, true, false, Err("CI=true")),
+            (None, true, true, Err("CI=true")),
+        ] {
+            let got = archive_decision(found.clone(), ci, out);
+            match (&got, expect) {
+                (Ok(a), Ok(b)) => assert_eq!(a, &b),
+                (Err(e), Err(says)) => assert!(e.contains(says), "{e}"),
+                _ => panic!("{found:?} ci={ci} opted out={out}: {got:?}"),
+            }
+        }
+    }
 }

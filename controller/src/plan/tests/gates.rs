@@ -237,7 +237,7 @@ fn a_pool_approves_only_once_the_pools_it_follows_are_up_to_date() {
             vec![("infra", summary(&[], true, false))],
             1,
             "RolloutInProgress",
-            "",
+            "0/1 updated; 1 rebooting",
         ),
         (
             vec![
@@ -246,7 +246,7 @@ fn a_pool_approves_only_once_the_pools_it_follows_are_up_to_date() {
             ],
             0,
             "WaitingForPools",
-            "",
+            "rollout.after forms a cycle (see the Degraded condition)",
         ),
     ];
     for (pools, grants, reason, says) in cases {

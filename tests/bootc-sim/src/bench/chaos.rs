@@ -204,7 +204,14 @@ async fn script(
     images.set_up(true).await?;
     tally.registry_down_s = secs(down.elapsed());
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The pool goes mid-rollout: once a node is cordoned or holds a reboot slot.
+    let waiting = Instant::now();
+    while in_flight(&world.handle) == 0 {
+        if waiting.elapsed() > GONE_DEADLINE {
+            return Err("no node was in flight to delete the pool under".to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     tally.on_target_at_pool_delete = tracker.counts().states[0];
     recreate_pool(world, &pools, tally).await
 }

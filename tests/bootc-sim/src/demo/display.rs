@@ -96,7 +96,6 @@ pub(super) struct Display {
     started: Instant,
     pub(super) last: Vec<Row>,
     last_header: String,
-    pub(super) max_slots: usize,
 }
 
 impl Display {
@@ -107,14 +106,12 @@ impl Display {
             started,
             last: Vec::new(),
             last_header: String::new(),
-            max_slots: 0,
         }
     }
 
     pub(super) fn show(&mut self, phase: &str, pool: &Value, rows: Vec<Row>) {
         let status = pool.get("status");
         let slots = rows.iter().filter(|r| r.slot).count();
-        self.max_slots = self.max_slots.max(slots);
         let target = status
             .and_then(|s| s.get("targetDigest"))
             .and_then(Value::as_str)

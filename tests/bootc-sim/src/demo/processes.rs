@@ -131,6 +131,11 @@ impl Parts {
 /// The controller binary, beside this executable in `target/<profile>/`.
 pub(crate) fn controller_binary() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    controller_binary_beside(&exe)
+}
+
+/// The controller binary in the directory of `exe`.
+pub(crate) fn controller_binary_beside(exe: &Path) -> Result<PathBuf, String> {
     let binary = exe
         .parent()
         .map(|d| d.join("bootc-pool-controller"))

@@ -2,7 +2,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 
 use super::api::CRDS;
 use super::display::{health_note, short};
-use super::processes::controller_binary;
+use super::processes::controller_binary_beside;
 
 #[test]
 fn short_digests() {
@@ -22,9 +22,15 @@ fn the_crds_parse() {
 
 #[test]
 fn the_controller_is_looked_up_beside_this_executable() {
-    if let Err(e) = controller_binary() {
-        assert!(e.contains("cargo build -p bootc-pool-controller"), "{e}");
-    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("bootc-sim");
+    let e = controller_binary_beside(&exe).unwrap_err();
+    assert!(e.contains("cargo build -p bootc-pool-controller"), "{e}");
+    assert!(e.contains(&dir.path().display().to_string()), "{e}");
+    let binary = dir.path().join("bootc-pool-controller");
+    std::fs::write(&binary, b"").unwrap();
+    assert_eq!(controller_binary_beside(&exe).unwrap(), binary);
+    assert!(controller_binary_beside(std::path::Path::new("/")).is_err());
 }
 
 #[test]

@@ -16,9 +16,42 @@ pub(super) struct Watch<'a> {
     pub(super) display: Display,
     /// How many nodes the pool must report updated.
     pub(super) nodes: usize,
+    /// Follows every stored change, so the most slots held at once is counted on each
+    /// (the display samples only every refresh).
+    pub(super) checker: host_sim::cluster::Invariants,
 }
 
-impl Watch<'_> {
+impl<'a> Watch<'a> {
+    /// Starts following every stored change now; shows `nodes` nodes against `budget`.
+    pub(super) fn new(
+        handle: &'a kube_emulator::Handle,
+        budget: usize,
+        nodes: usize,
+        started: Instant,
+    ) -> Self {
+        let checker = host_sim::cluster::Invariants::follow(
+            handle.clone(),
+            budget,
+            std::collections::BTreeSet::new(),
+        );
+        Watch {
+            handle,
+            display: Display::new(budget, started),
+            nodes,
+            checker,
+        }
+    }
+
+    /// The most reboot slots held at once, over every stored change so far.
+    pub(super) async fn max_slots(&self) -> Result<usize, String> {
+        let report = self
+            .checker
+            .try_settled(std::time::Duration::from_secs(30))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(report.max_slots_seen)
+    }
+
     /// Shows the nodes until the pool reports every node updated on `digest` with no node
     /// cordoned or holding a slot; fails when the controller exits or `timeout` passes.
     pub(super) async fn until(

@@ -39,6 +39,7 @@ struct Tracker {
     processed_rv: u64,
     events: u64,
     max_unavailable_seen: usize,
+    max_slots_seen: usize,
     last: BTreeSet<String>,
     violations: Vec<String>,
     reboots: BTreeMap<String, u32>,
@@ -206,6 +207,8 @@ impl Tracker {
         let unavailable = self.unavailable();
         let count = unavailable.len();
         self.max_unavailable_seen = self.max_unavailable_seen.max(count);
+        let slots = self.bootc_nodes.values().filter(|f| f.slot).count();
+        self.max_slots_seen = self.max_slots_seen.max(slots);
         let names: BTreeSet<String> = unavailable.keys().cloned().collect();
         if count > self.budget && names != self.last {
             let which: Vec<String> = unavailable
@@ -239,6 +242,7 @@ impl Tracker {
             budget: self.budget,
             events: self.events,
             max_unavailable_seen: self.max_unavailable_seen,
+            max_slots_seen: self.max_slots_seen,
             violations: self.violations.clone(),
             reboots: self.reboots.clone(),
             left_cordoned: self
@@ -276,6 +280,8 @@ pub struct InvariantReport {
     /// The most nodes unavailable at once: cordoned by us (unschedulable and not
     /// admin-cordoned) ∪ NotReady ∪ holding the reboot-slot annotation.
     pub max_unavailable_seen: usize,
+    /// The most BootcNodes holding the reboot-slot annotation at once.
+    pub max_slots_seen: usize,
     /// Every instant the unavailable set exceeded the budget (recorded each time the
     /// set changed while over it): the event's resourceVersion and the nodes, with why.
     /// A checker that fell behind the event stream also reports it here.
@@ -290,10 +296,50 @@ pub struct InvariantReport {
 }
 
 impl InvariantReport {
-    /// No violation and no node left cordoned.
+    /// No violation and no node left cordoned. An idle checker is clean too: after a
+    /// rollout, ask [`InvariantReport::is_clean_rollout`].
     pub fn is_clean(&self) -> bool {
         self.violations.is_empty() && self.left_cordoned.is_empty()
     }
+
+    /// How many reboots were seen, over every node.
+    pub fn total_reboots(&self) -> u32 {
+        self.reboots.values().sum()
+    }
+
+    /// Clean, and the checker saw a rollout happen under its eye: events examined, at
+    /// least one node unavailable at some point and at least one reboot.
+    pub fn is_clean_rollout(&self) -> bool {
+        self.is_clean()
+            && self.events > 0
+            && self.max_unavailable_seen > 0
+            && self.total_reboots() > 0
+    }
+}
+
+/// Why [`Invariants::try_settled`] gave up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotSettled {
+    /// The checker had not examined every stored change by the deadline.
+    #[error(
+        "the invariant checker examined changes up to rv {processed} of {target} within {timeout:?}"
+    )]
+    Timeout {
+        /// The newest resourceVersion examined.
+        processed: u64,
+        /// The resourceVersion it had to reach.
+        target: u64,
+        /// How long it was given.
+        timeout: Duration,
+    },
+    /// The checker's task ended (the event stream closed or the task panicked).
+    #[error("the invariant checker stopped at rv {processed} before reaching rv {target}")]
+    Stopped {
+        /// The newest resourceVersion examined.
+        processed: u64,
+        /// The resourceVersion it had to reach.
+        target: u64,
+    },
 }
 
 impl Invariants {
@@ -366,17 +412,38 @@ impl Invariants {
     }
 
     /// Waits until every change stored before this call has been examined (for at most
-    /// `timeout`), then reports.
+    /// `timeout`), then reports. Panics when the checker did not get there (fell behind
+    /// past the deadline, or its task ended): a report of what it did not see proves
+    /// nothing. Outside a test, use [`Invariants::try_settled`].
     pub async fn settled(&self, timeout: Duration) -> InvariantReport {
+        match self.try_settled(timeout).await {
+            Ok(report) => report,
+            Err(e) => panic!("{e}; saw so far: {:?}", self.report()),
+        }
+    }
+
+    /// Waits until every change stored before this call has been examined (for at most
+    /// `timeout`), then reports; an error when the checker did not get there.
+    pub async fn try_settled(&self, timeout: Duration) -> Result<InvariantReport, NotSettled> {
         let target = self.handle.resource_version();
         let deadline = Instant::now() + timeout;
-        while lock(&self.tracker).processed_rv < target
-            && Instant::now() < deadline
-            && !self.task.is_finished()
-        {
+        loop {
+            let processed = lock(&self.tracker).processed_rv;
+            if processed >= target {
+                return Ok(self.report());
+            }
+            if self.task.is_finished() {
+                return Err(NotSettled::Stopped { processed, target });
+            }
+            if Instant::now() >= deadline {
+                return Err(NotSettled::Timeout {
+                    processed,
+                    target,
+                    timeout,
+                });
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        self.report()
     }
 }
 
@@ -385,3 +452,6 @@ impl Drop for Invariants {
         self.task.abort();
     }
 }
+
+#[cfg(test)]
+mod tests;

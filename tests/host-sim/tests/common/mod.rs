@@ -130,24 +130,14 @@ pub async fn wait_logged<T>(
     }
 }
 
-/// The real-bootc archive directory, or `None` (and a message) when a real-bootc test
-/// must skip. Under `CI=true` an absent archive fails the test instead.
+/// The real-bootc archive directory, or `None` when a developer opted out with
+/// `BOOTC_SKIP_REAL=1` outside CI (the skip is reported); otherwise an absent archive
+/// fails the test.
+#[track_caller]
 pub fn real_archive() -> Option<PathBuf> {
-    let dir = host_sim::real::archive_dir();
-    if dir.is_none() && std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!(
-            "the real-bootc archive directory is absent, and under CI=true a real-bootc \
-             test fails rather than skips (set ${} or put it at shared/tools/real-bootc \
-             beside the checkout)",
-            host_sim::real::ARCHIVE_ENV
-        );
-    }
-    if dir.is_none() {
-        eprintln!(
-            "SKIPPED: the real-bootc archive directory is absent (set ${} or put it at \
-             shared/tools/real-bootc beside the checkout)",
-            host_sim::real::ARCHIVE_ENV
-        );
-    }
-    dir
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a real-bootc test")
+        .to_owned();
+    host_sim::real::archive_for_test(&test).unwrap_or_else(|e| panic!("{e}"))
 }
