@@ -404,18 +404,14 @@ async fn the_standin_and_the_real_bootc_print_the_same_status_through_one_sequen
     let v1 = format!("{}/{REPOSITORY}@{d1}", registry.host());
     let v2 = format!("{}/{REPOSITORY}@{d2}", registry.host());
 
-    // The stand-in node, as a bootc without `switch --download-only` (1.16.9), booted
-    // on v1 as the stand-in itself pulls it.
+    // The stand-in node in its default mode, bootc 1.16.9 (no `switch
+    // --download-only`), no fault injected, booted on v1 as the stand-in itself pulls it.
     let started = Instant::now();
     let standin_dir = dir.path().join("standin");
     std::fs::create_dir_all(&standin_dir).unwrap();
-    let options = common::options("diff-standin", &standin_dir);
+    let mut options = common::options("diff-standin", &standin_dir);
+    options.bootc_version = None;
     std::fs::create_dir_all(&options.state_dir).unwrap();
-    std::fs::write(
-        options.state_dir.join("faults.json"),
-        r#"{"switchHelpWithoutDownloadOnly": true}"#,
-    )
-    .unwrap();
     let first = v1.clone();
     let info = tokio::task::spawn_blocking(move || HttpResolver::new("/").resolve(&first))
         .await
