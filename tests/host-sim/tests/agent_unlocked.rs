@@ -72,14 +72,14 @@ fn staged_unlocked(object: &Value) -> bool {
     staged && status["staged"]["downloadOnly"] != true
 }
 
-/// The agent log's lines that start a command on the host (`staging`, with what it
-/// does: `Stage(…)` or `Lock`).
+/// The agent log's lines that start a staging or locking command on the host
+/// (`staging image=… work=Stage(…)` or `work=Lock`).
 fn commands_started(log: &Path) -> Vec<String> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.contains("staging") && (l.contains("Lock") || l.contains("Stage(")))
-        .map(str::to_owned)
+        .map(common::without_ansi)
+        .filter(|l| l.contains(": staging image="))
         .collect()
 }
 
@@ -159,7 +159,7 @@ async fn unlocked_by_hand_is_locked_then_an_unplanned_reboot_keeps_the_old_image
     // One command, a lock: no staging, no second try.
     let commands = commands_started(&log);
     assert_eq!(commands.len(), 1, "{commands:#?}");
-    assert!(commands[0].contains("Lock"), "{commands:#?}");
+    assert!(commands[0].contains("work=Lock"), "{commands:#?}");
     let status = staged.status.as_ref().unwrap();
     assert_eq!(status.bootc_version.as_deref(), Some(version.shown()));
     // No stored version of the BootcNode ever said Staged of an unlocked deployment.

@@ -151,3 +151,21 @@ pub fn real_archive() -> Option<PathBuf> {
     }
     dir
 }
+
+/// `line` without terminal colour codes (`ESC [ … m`), as the agent's log has them.
+pub fn without_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
