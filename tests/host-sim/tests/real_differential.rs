@@ -180,6 +180,10 @@ const STEPS: &[(&str, &[Action])] = &[
         &[Action::Bootc(&["switch", "V2"])],
     ),
     (
+        "switch again to the image staged unlocked: unchanged, still unlocked (bootc #2425)",
+        &[Action::Bootc(&["switch", "V2"])],
+    ),
+    (
         "then upgrade --download-only: locked",
         &[Action::Bootc(&["upgrade", "--download-only"])],
     ),
@@ -447,8 +451,16 @@ async fn the_standin_and_the_real_bootc_print_the_same_status_through_one_sequen
     for (side, seen) in [("stand-in", &standin), ("real", &real)] {
         let booted = |i: usize| seen[i].status["status"]["booted"]["image"]["imageDigest"].clone();
         assert_eq!(booted(0), Value::String(d1.clone()), "{side}");
-        assert_eq!(booted(7), Value::String(d2.clone()), "{side}");
-        assert_eq!(booted(9), Value::String(d1.clone()), "{side}");
+        assert_eq!(booted(8), Value::String(d2.clone()), "{side}");
+        assert_eq!(booted(10), Value::String(d1.clone()), "{side}");
+        // The second `switch` of the staged image changed nothing: still unlocked.
+        let staged = &seen[3].status["status"]["staged"];
+        assert_eq!(staged["downloadOnly"], Value::Bool(false), "{side}");
+        assert_eq!(
+            staged["image"]["imageDigest"],
+            Value::String(d2.clone()),
+            "{side}"
+        );
     }
 
     normalise("stand-in", &mut standin);
