@@ -80,16 +80,12 @@ impl<H: Host + 'static> Agent<H> {
             });
         match action {
             HostAction::Wait => {}
-            HostAction::Stage { image, policy } => {
-                if self.staging.is_none() {
-                    self.start_staging(image, policy);
-                }
+            HostAction::Stage { image, policy } if self.staging.is_none() => {
+                self.start_staging(image, policy);
             }
-            HostAction::Lock { image } => {
-                if self.staging.is_none() {
-                    self.start_locking(image);
-                }
-            }
+            HostAction::Lock { image } if self.staging.is_none() => self.start_locking(image),
+            // The command in flight is for this image (the others were cancelled).
+            HostAction::Stage { .. } | HostAction::Lock { .. } => {}
             HostAction::Reboot {
                 unlock,
                 soft,
