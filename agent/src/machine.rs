@@ -107,6 +107,20 @@ pub struct Failure {
     pub attempts: u32,
     /// When the last one happened.
     pub at: DateTime<Utc>,
+    /// `Degraded`'s reason when the agent's own check failed (the command succeeded but
+    /// the host did not show what it should); `None`: read from the message
+    /// ([`failure_condition`]).
+    pub reason: Option<&'static str>,
+}
+
+impl Failure {
+    /// `Degraded`'s reason and message for this failure.
+    pub fn condition(&self) -> (&'static str, String) {
+        match self.reason {
+            Some(reason) => (reason, self.message.clone()),
+            None => failure_condition(&self.message),
+        }
+    }
 }
 
 /// What the agent remembers between decisions (its last report and its own failures).
@@ -144,6 +158,16 @@ pub enum Unlock {
 pub enum HostAction {
     /// Nothing; wait for a change (or `retry_after`).
     Wait,
+    /// Lock the desired image's deployment, staged unlocked with no approval (by a
+    /// hand-made `bootc switch`, a staging cut off between its two commands, bootc's
+    /// own timer): `bootc upgrade --download-only`, which every bootc with download-only
+    /// has and which locks a deployment already staged. Never `switch --download-only`
+    /// of the same image: bootc answers it "Image specification is unchanged" and
+    /// leaves the deployment unlocked (bootc issue #2425).
+    Lock {
+        /// The desired image (`registry/repo@sha256:<hex>`) whose deployment is locked.
+        image: String,
+    },
     /// Pull and stage this canonical pin, locked.
     Stage {
         /// `registry/repo@sha256:<hex>`.
@@ -258,9 +282,9 @@ pub fn decide(
     }
     if staged && situation.unlocked_unapproved() {
         // Staged unlocked with no approval (a `switch` whose lock failed or was cut off by
-        // a reboot, or bootc staging on its own): an unplanned reboot would apply it, and
-        // the agent's staging is what locks it. Stage again, with the failure's backoff.
-        return situation.stage();
+        // a reboot, or bootc staging on its own): an unplanned reboot would apply it.
+        // Lock it, with the failure's backoff; `Staged` is reported once it is locked.
+        return situation.lock();
     }
     if staged || situation.on(&host.rollback) {
         return situation.reboot_into(staged);
@@ -413,7 +437,7 @@ impl Situation<'_> {
 
     /// `Degraded` from the last failure for the desired image.
     fn degraded(&self) -> Option<(&'static str, String)> {
-        self.failure().map(|f| failure_condition(&f.message))
+        self.failure().map(Failure::condition)
     }
 
     /// How long the last failure's backoff still runs.
@@ -504,6 +528,23 @@ impl Situation<'_> {
 
     /// The desired image is nowhere on the host: stage it, unless backing off.
     fn stage(&self) -> Decision {
+        self.staging_step(HostAction::Stage {
+            image: self.desired.image.clone(),
+            policy: self.desired.signature_policy,
+        })
+    }
+
+    /// The desired image is staged unlocked with no approval: lock it, unless backing
+    /// off. Still `Staging`: it is not staged as the agent stages until it is locked.
+    fn lock(&self) -> Decision {
+        self.staging_step(HostAction::Lock {
+            image: self.desired.image.clone(),
+        })
+    }
+
+    /// `action` (staging or locking), reported as `Staging`, unless the last failure's
+    /// backoff still runs.
+    fn staging_step(&self, action: HostAction) -> Decision {
         let degraded = self.degraded();
         if let Some(wait) = self.backing_off() {
             return Decision {
@@ -515,14 +556,15 @@ impl Situation<'_> {
         Decision {
             phase: Phase::Staging,
             degraded,
-            action: HostAction::Stage {
-                image: self.desired.image.clone(),
-                policy: self.desired.signature_policy,
-            },
+            action,
             retry_after: None,
         }
     }
 }
+
+mod verify;
+
+pub use verify::{check_locked, check_unlockable};
 
 #[cfg(test)]
 mod tests;

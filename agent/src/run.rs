@@ -49,7 +49,6 @@ mod retry;
 mod staging;
 mod status;
 
-use bootc_crds::pool::SignaturePolicy;
 pub use reconcile::facts;
 use retry::Retry;
 use staging::{Staging, StagingOutcome, staging_done};
@@ -143,7 +142,7 @@ enum Wake {
     Shutdown,
     Watch(Box<Option<Result<Event<BootcNode>, watcher::Error>>>),
     HostChanged(bool),
-    Staged((String, SignaturePolicy), StagingOutcome),
+    Staged((String, staging::Work), StagingOutcome),
     /// bootc reported progress (false: the host will report none any more).
     Progress(bool),
     /// A progress report's turn to be shown has come.

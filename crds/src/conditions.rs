@@ -114,6 +114,13 @@ pub mod node_degraded {
     /// True: the host's own update timer (`bootc-fetch-apply-updates.timer`) could not be
     /// masked, so the host may update and reboot itself; the message names the error.
     pub const UPDATE_TIMER_NOT_MASKED: &str = "UpdateTimerNotMasked";
+    /// True: after a staging or locking command, or right before unlocking, `bootc
+    /// status` did not show the desired image staged and locked (`downloadOnly`): e.g. a
+    /// bootc that answers `switch --download-only` of an image already staged unlocked
+    /// with "Image specification is unchanged" and leaves it unlocked. The message says
+    /// what the status showed; nothing is unlocked or rebooted, and the agent retries
+    /// with the same backoff as `Error`.
+    pub const STAGING_NOT_LOCKED: &str = "StagingNotLocked";
     /// False: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
 }

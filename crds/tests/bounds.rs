@@ -442,6 +442,9 @@ fn condition_types_and_reasons_fit_the_condition_schema() {
         node_degraded::ERROR,
         node_degraded::REBOOT_DID_NOT_APPLY,
         node_degraded::UPDATE_TIMER_NOT_MASKED,
+        node_degraded::STAGING_NOT_LOCKED,
+        node_degraded::REGISTRY_AUTH_FAILED,
+        node_degraded::SIGNATURE_POLICY_REJECTED,
         node_degraded::HEALTHY,
     ];
     for reason in reasons.iter().chain(&pool_degraded::PRECEDENCE) {

@@ -361,6 +361,11 @@ impl Host for DbusHost {
         }
     }
 
+    async fn lock(&self) -> Result<(), HostError> {
+        self.bootc(&["upgrade", "--download-only"]).await?;
+        Ok(())
+    }
+
     async fn unlock(&self, how: Unlock) -> Result<(), HostError> {
         match how {
             Unlock::FromDownloaded => {

@@ -249,6 +249,13 @@ pub trait Host: Send + Sync {
         policy: SignaturePolicy,
     ) -> impl Future<Output = Result<(), HostError>> + Send;
 
+    /// Locks the staged deployment of the image the host tracks: `bootc upgrade
+    /// --download-only`, which every bootc with download-only has, and which locks a
+    /// deployment staged unlocked without pulling anything new when the tracked image
+    /// has not moved. (`switch --download-only` of the tracked image does not lock it:
+    /// bootc answers "Image specification is unchanged", bootc issue #2425.)
+    fn lock(&self) -> impl Future<Output = Result<(), HostError>> + Send;
+
     /// Makes the staged (or rollback) deployment the next boot's.
     fn unlock(
         &self,

@@ -77,6 +77,10 @@ fn stage() -> HostAction {
     }
 }
 
+fn lock() -> HostAction {
+    HostAction::Lock { image: pin(B) }
+}
+
 #[test]
 fn every_state() {
     let staged_b = HostFacts {
@@ -450,6 +454,7 @@ fn a_record_without_its_unlock_holds_back_no_reboot() {
             message: "error: upgrade --from-downloaded: no space left".into(),
             attempts: 1,
             at: now() - chrono::TimeDelta::seconds(4),
+            reason: None,
         }),
         ..recent
     };
@@ -475,6 +480,7 @@ fn failures_back_off_and_stay_reported() {
             message: "error: pulling image: 401 Unauthorized".into(),
             attempts,
             at: now() - chrono::TimeDelta::seconds(seconds_ago),
+            reason: None,
         }),
     };
     let d = decide(
@@ -717,18 +723,20 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
     let d = decide(&want(B, Staged, false), &locked, &staging, now());
     assert_eq!(d.phase, Phase::Staged);
     // Staging another image: the unlocked B is not ours to wait for; unapproved, it is
-    // staged again so that it ends up locked.
+    // locked.
     let other = Memory {
         enforced: None,
         staging: Some(pin(C)),
         ..Memory::default()
     };
     let d = decide(&want(B, Staged, false), &half, &other, now());
-    assert_eq!((d.phase, d.action), (Phase::Staging, stage()));
+    assert_eq!((d.phase, d.action), (Phase::Staging, lock()));
     // No staging running (an unlocked deployment bootc staged on its own, or one left
     // by a `switch` whose agent or host went away): without an approval an unplanned
-    // reboot would apply it, so it is staged again to lock it, after a failure's backoff;
-    // with one, the reboot goes into it as is.
+    // reboot would apply it, so it is locked (`upgrade --download-only`, never a second
+    // `switch --download-only`, which bootc answers "Image specification is unchanged"
+    // and leaves unlocked: bootc #2425), after a failure's backoff; with an approval,
+    // the reboot goes into it as is.
     for (state, holds_slot) in [(Staged, false), (Booted, false)] {
         let d = decide(
             &want(B, state, holds_slot),
@@ -736,11 +744,7 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
             &Memory::default(),
             now(),
         );
-        assert_eq!(
-            (d.phase, &d.action),
-            (Phase::Staging, &stage()),
-            "{state:?}"
-        );
+        assert_eq!((d.phase, &d.action), (Phase::Staging, &lock()), "{state:?}");
     }
     let failed = Memory {
         enforced: None,
@@ -749,6 +753,7 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
             message: "`bootc upgrade --download-only` failed (exit status 219)".into(),
             attempts: 1,
             at: now(),
+            reason: None,
         }),
         ..Memory::default()
     };
@@ -757,7 +762,7 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
     assert!(d.degraded.is_some() && d.retry_after.is_some(), "{d:?}");
     let later = now() + chrono::TimeDelta::seconds(11);
     let d = decide(&want(B, Staged, false), &half, &failed, later);
-    assert_eq!((d.phase, &d.action), (Phase::Staging, &stage()));
+    assert_eq!((d.phase, &d.action), (Phase::Staging, &lock()));
     let d = decide(&want(B, Booted, true), &half, &Memory::default(), now());
     assert!(matches!(
         d.action,
@@ -808,6 +813,7 @@ fn a_failure_is_over_once_the_host_shows_the_image_staged_locked_or_booted() {
             message: "error: pulling image: 401 Unauthorized".into(),
             attempts: 1,
             at: now(),
+            reason: None,
         }),
     };
     // Staged unlocked (a `switch` without the lock yet): still the failure.
@@ -938,4 +944,57 @@ fn enforce_stages_under_the_policy_and_never_boots_what_was_staged_without_it() 
     };
     let d = decide(&enforced(B, Staged, false), &unchecked, &other, now());
     assert_eq!(d.action, stage_enforced());
+}
+
+#[test]
+fn a_deployment_staged_unlocked_by_hand_is_locked_and_staged_only_once_locked() {
+    // bootc #2425: a hand-made `bootc switch` staged B unlocked; nothing approves a
+    // reboot. The agent locks it and never asks bootc to stage it again.
+    let unlocked = HostFacts {
+        staged: Some(Slot {
+            download_only: false,
+            ..slot(B)
+        }),
+        ..host(A)
+    };
+    for state in [Staged, Booted] {
+        let d = decide(&want(B, state, false), &unlocked, &Memory::default(), now());
+        assert_eq!(
+            (d.phase, &d.action, &d.degraded),
+            (Phase::Staging, &lock(), &None),
+            "{state:?}"
+        );
+    }
+    // The lock did not take (the status after it still shows B unlocked): Degraded
+    // with the agent's own reason, no action until the backoff ends, then lock again.
+    let memory = Memory {
+        failure: Some(Failure {
+            image: pin(B),
+            message: "locking of B succeeded, but bootc status shows it staged unlocked".into(),
+            attempts: 1,
+            at: now(),
+            reason: Some(node_degraded::STAGING_NOT_LOCKED),
+        }),
+        ..Memory::default()
+    };
+    let d = decide(&want(B, Staged, false), &unlocked, &memory, now());
+    assert_eq!((d.phase, &d.action), (Phase::Staging, &HostAction::Wait));
+    assert_eq!(
+        d.degraded.as_ref().map(|(r, _)| *r),
+        Some(node_degraded::STAGING_NOT_LOCKED)
+    );
+    assert!(d.retry_after.is_some());
+    let later = now() + chrono::TimeDelta::seconds(11);
+    let d = decide(&want(B, Staged, false), &unlocked, &memory, later);
+    assert_eq!((d.phase, &d.action), (Phase::Staging, &lock()));
+    // Locked: Staged, healthy.
+    let locked = HostFacts {
+        staged: Some(slot(B)),
+        ..host(A)
+    };
+    let d = decide(&want(B, Staged, false), &locked, &memory, later);
+    assert_eq!(
+        (d.phase, d.action, d.degraded),
+        (Phase::Staged, HostAction::Wait, None)
+    );
 }

@@ -80,11 +80,12 @@ impl<H: Host + 'static> Agent<H> {
             });
         match action {
             HostAction::Wait => {}
-            HostAction::Stage { image, policy } => {
-                if self.staging.is_none() {
-                    self.start_staging(image, policy);
-                }
+            HostAction::Stage { image, policy } if self.staging.is_none() => {
+                self.start_staging(image, policy);
             }
+            HostAction::Lock { image } if self.staging.is_none() => self.start_locking(image),
+            // The command in flight is for this image (the others were cancelled).
+            HostAction::Stage { .. } | HostAction::Lock { .. } => {}
             HostAction::Reboot {
                 unlock,
                 soft,
@@ -107,8 +108,8 @@ impl<H: Host + 'static> Agent<H> {
     /// is wanted any more).
     async fn cancel_unwanted_staging(&mut self, action: &HostAction) {
         let wanted = match action {
-            HostAction::Stage { image, .. } => Some(image.as_str()),
-            _ => None,
+            HostAction::Stage { image, .. } | HostAction::Lock { image } => Some(image.as_str()),
+            HostAction::Wait | HostAction::Reboot { .. } => None,
         };
         if self
             .staging
@@ -175,16 +176,15 @@ impl<H: Host + 'static> Agent<H> {
             self.memory.last_reboot = previous;
             return;
         }
-        if let Err(e) = self.host.unlock(unlock).await {
+        if let Err((message, reason)) = self.unlock_checked(unlock, &image).await {
             // The record stays: the deployment may have been unlocked all the same.
-            let message = error_chain(&e);
             warn!(%image, error = %message, "unlocking the staged deployment failed");
-            self.record_failure(&image, message, now);
+            self.record_failure_as(&image, message, now, reason);
             let degraded = self
                 .memory
                 .failure
                 .as_ref()
-                .map(|f| crate::machine::failure_condition(&f.message));
+                .map(machine::Failure::condition);
             self.report(node, Some(status), Phase::Rebooting, degraded, now)
                 .await;
             return;
@@ -197,6 +197,32 @@ impl<H: Host + 'static> Agent<H> {
             warn!(%image, error = %message, "the reboot request failed");
             self.record_failure(&image, message, now);
         }
+    }
+}
+
+impl<H: Host + 'static> Agent<H> {
+    /// Unlocks as `unlock` says; right before `upgrade --from-downloaded`, reads the
+    /// status again and unlocks only when the staged deployment is still `image` (else
+    /// `StagingNotLocked`). The error: its message, and `Degraded`'s reason when it is
+    /// not read from the message.
+    async fn unlock_checked(
+        &self,
+        unlock: Unlock,
+        image: &str,
+    ) -> Result<(), (String, Option<&'static str>)> {
+        let failed = |e: HostError| (error_chain(&e), None);
+        if unlock == Unlock::FromDownloaded {
+            let status = self.host.status().await.map_err(failed)?;
+            let target = bootc_crds::ImageRef::parse(image)
+                .ok()
+                .and_then(|r| r.digest().cloned());
+            let Some(target) = target else {
+                return Err((format!("{image:?} carries no digest to check"), None));
+            };
+            machine::check_unlockable(slot(&status.status.staged).as_ref(), image, &target)
+                .map_err(|m| (m, Some(node_degraded::STAGING_NOT_LOCKED)))?;
+        }
+        self.host.unlock(unlock).await.map_err(failed)
     }
 }
 
@@ -214,20 +240,23 @@ fn desired(node: &BootcNode) -> Desired {
     }
 }
 
+/// One slot of the host's report, reduced to what decisions need (`None` when empty or
+/// not an image).
+pub(super) fn slot(entry: &Option<BootEntry>) -> Option<Slot> {
+    entry.as_ref().and_then(|e| {
+        let image = e.image.as_ref()?;
+        Some(Slot {
+            image: image.image.image.clone(),
+            image_digest: image.image_digest.to_string(),
+            soft_reboot_capable: e.soft_reboot_capable.unwrap_or(false),
+            download_only: e.download_only.unwrap_or(false),
+            policy_checked: image.image.signature == Some(ImageSignature::ContainerPolicy),
+        })
+    })
+}
+
 /// The host's report reduced to what decisions need.
 pub fn facts(status: &BootcHost, identity: &BootIdentity) -> HostFacts {
-    let slot = |entry: &Option<BootEntry>| {
-        entry.as_ref().and_then(|e| {
-            let image = e.image.as_ref()?;
-            Some(Slot {
-                image: image.image.image.clone(),
-                image_digest: image.image_digest.to_string(),
-                soft_reboot_capable: e.soft_reboot_capable.unwrap_or(false),
-                download_only: e.download_only.unwrap_or(false),
-                policy_checked: image.image.signature == Some(ImageSignature::ContainerPolicy),
-            })
-        })
-    };
     HostFacts {
         booted: slot(&status.status.booted),
         staged: slot(&status.status.staged),

@@ -16,9 +16,10 @@ use crate::progress::{Reporter, Reporting};
 use crate::reference::{Reference, check_safe};
 use crate::resolver::{HttpResolver, ImageInfo, ImageResolver};
 use crate::state::{self, Outcome, State};
+use crate::version::{VERSION_ENV, Version};
 use crate::{Error, seed};
 
-/// The version `bootc --version` prints (after `bootc `).
+/// The version `bootc --version` prints (after `bootc `) in the default mode (1.16.9).
 pub const VERSION: &str = "1.16.9-standin";
 /// The default state directory.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/bootc-standin";
@@ -44,6 +45,8 @@ pub struct Env {
     pub container_var: Option<String>,
     /// The effective uid (`None`: unknown, treated as not root).
     pub uid: Option<u32>,
+    /// `BOOTC_STANDIN_VERSION`, if set: the bootc to play ([`Version::choose`]).
+    pub version: Option<String>,
 }
 
 /// The effective uid, from the `Uid:` line of `/proc/self/status`.
@@ -64,6 +67,7 @@ impl Env {
             allow_container: var(ALLOW_CONTAINER_ENV).is_some_and(|v| v == "1"),
             container_var: var("container").map(|v| v.to_string_lossy().into_owned()),
             uid: effective_uid(),
+            version: var(VERSION_ENV).map(|v| v.to_string_lossy().into_owned()),
         }
     }
 
@@ -108,11 +112,11 @@ fn soft_reboot() -> Arg {
         .help("Configure soft reboot behavior (only with --apply; the stand-in never reboots)")
 }
 
-/// The clap command; `switch_download_only` is false for a bootc older than
-/// `switch --download-only`.
-pub fn command(switch_download_only: bool) -> Command {
+/// The clap command of `version`; `switch_download_only` is false for a bootc older
+/// than `switch --download-only` (1.16.9, or the `switchHelpWithoutDownloadOnly` fault).
+pub fn command(version: Version, switch_download_only: bool) -> Command {
     Command::new("bootc")
-        .version(VERSION)
+        .version(version.shown())
         .about("Deploy and transactionally in-place with bootable container images (stand-in for tests)")
         .subcommand_required(true)
         .arg_required_else_help(true)
@@ -134,7 +138,7 @@ pub fn command(switch_download_only: bool) -> Command {
 }
 
 fn switch_command(download_only: bool) -> Command {
-    let mut switch = Command::new("switch")
+    let switch = Command::new("switch")
         .about("Target a new container image reference to boot")
         .arg(flag("quiet", "Don't display progress"))
         .arg(flag("apply", "Restart or reboot into the new target image (the stand-in does not reboot)"))
@@ -152,18 +156,27 @@ fn switch_command(download_only: bool) -> Command {
         ))
         .arg(flag("retain", "Retain reference to currently booted image"))
         .arg(progress_fd());
-    if download_only {
-        switch = switch.arg(flag(
-            "download-only",
-            "Download and stage the image without applying it: the staged deployment is locked until `bootc upgrade --from-downloaded`",
-        ));
+    let target = Arg::new("target")
+        .value_name("TARGET")
+        .help("Target image to use for the next boot");
+    if !download_only {
+        return switch.arg(target.required(true));
     }
-    switch.arg(
-        Arg::new("target")
-            .value_name("TARGET")
-            .required(true)
-            .help("Target image to use for the next boot"),
-    )
+    // bootc >= 1.16.10: the target is optional with `--from-downloaded` (the stand-in
+    // refuses both together, as a usage error).
+    switch
+        .arg(flag(
+            "download-only",
+            "Download and stage the image without applying it: the staged deployment is locked until `bootc switch --from-downloaded` (or `bootc upgrade --from-downloaded`)",
+        ))
+        .arg(
+            flag(
+                "from-downloaded",
+                "Apply a staged deployment that was previously downloaded with --download-only, without fetching anything",
+            )
+            .conflicts_with_all(["download-only", "target", "enforce-container-sigpolicy", "retain"]),
+        )
+        .arg(target.required_unless_present("from-downloaded"))
 }
 
 fn upgrade_command() -> Command {
@@ -243,24 +256,28 @@ pub fn main_with(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let faults = match Faults::load(&env.state_dir) {
-        Ok(f) => f,
+    let loaded = Faults::load(&env.state_dir).and_then(|faults| {
+        Version::choose(env.version.as_deref(), &env.state_dir).map(|v| (faults, v))
+    });
+    let (faults, version) = match loaded {
+        Ok(loaded) => loaded,
         Err(e) => {
             let _ = writeln!(err, "error: {e}");
             return 1;
         }
     };
     let argv = std::iter::once("bootc".to_owned()).chain(args.iter().cloned());
-    let matches =
-        match command(!faults.switch_help_without_download_only).try_get_matches_from(argv) {
-            Ok(m) => m,
-            Err(e) => {
-                let text = e.render().to_string();
-                let sink: &mut dyn Write = if e.use_stderr() { err } else { out };
-                let _ = write!(sink, "{text}");
-                return e.exit_code();
-            }
-        };
+    let switch_download_only =
+        version.switch_download_only() && !faults.switch_help_without_download_only;
+    let matches = match command(version, switch_download_only).try_get_matches_from(argv) {
+        Ok(m) => m,
+        Err(e) => {
+            let text = e.render().to_string();
+            let sink: &mut dyn Write = if e.use_stderr() { err } else { out };
+            let _ = write!(sink, "{text}");
+            return e.exit_code();
+        }
+    };
     let Some((sub, sub_matches)) = matches.subcommand() else {
         let _ = writeln!(err, "error: no subcommand");
         return 2;
@@ -408,9 +425,14 @@ fn status(m: &ArgMatches, env: &Env, out: &mut dyn Write) -> Result<(), Error> {
     Ok(())
 }
 
-/// `bootc switch [--download-only] TARGET` (registry transport only).
+/// `bootc switch [--download-only] TARGET` (registry transport only), or `bootc switch
+/// --from-downloaded` (bootc >= 1.16.10), which unlocks the staged deployment as
+/// `upgrade --from-downloaded` does.
 fn switch(m: &ArgMatches, env: &Env, resolver: &dyn ImageResolver) -> Result<Outcome, Error> {
     env.check_privileges()?;
+    if get_flag(m, "from-downloaded") {
+        return mutate(env, State::from_downloaded);
+    }
     let target = m.get_one::<String>("target").cloned().unwrap_or_default();
     check_safe(&target)?;
     let transport = m

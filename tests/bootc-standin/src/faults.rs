@@ -13,6 +13,8 @@
 //! - `switchHelpWithoutDownloadOnly`: `switch` behaves like a bootc older than
 //!   `switch --download-only`: the flag is missing from `bootc switch --help` and
 //!   `bootc switch --download-only` fails with clap's unknown-argument error (exit 2).
+//!   The stand-in's default mode, bootc 1.16.9 ([`crate::version`]), is such a bootc
+//!   already; the fault takes the flags away in its 1.16.10 mode too.
 //!
 //! A key matches a command when it is the subcommand's name (`status`, `switch`,
 //! `upgrade`, `rollback`, `internal-finalize-boot`), or the name followed by one

@@ -22,7 +22,8 @@
 //! - [`policy`]: the host's container signature policy, for `--enforce-container-sigpolicy`;
 //! - [`reference`]: image references and what the stand-in accepts of them;
 //! - [`resolver`]: pulling from a loopback registry with bootc's credentials;
-//! - [`state`]: the deployments and their transitions.
+//! - [`state`]: the deployments and their transitions;
+//! - [`version`]: which bootc it plays (1.16.9 by default, or 1.16.10 and later).
 
 pub mod cli;
 pub mod faults;
@@ -32,6 +33,7 @@ pub mod progress;
 pub mod reference;
 pub mod resolver;
 pub mod state;
+pub mod version;
 
 use std::path::PathBuf;
 
@@ -41,6 +43,7 @@ pub use policy::Policy;
 pub use reference::Reference;
 pub use resolver::{HttpResolver, ImageInfo, ImageResolver};
 pub use state::{Deployment, Outcome, State, seed};
+pub use version::Version;
 
 /// Why a stand-in command failed (the CLI prints `error: <this>` and exits 1).
 #[derive(Debug, thiserror::Error)]

@@ -28,6 +28,7 @@ fn env(dir: &Path) -> Env {
         allow_container: false,
         container_var: None,
         uid: Some(0),
+        version: Some("1.16.10".to_owned()),
     }
 }
 
@@ -263,7 +264,90 @@ fn help_and_version() {
     assert_eq!(out.code, 0);
     assert!(out.out.contains("switch") && !out.out.contains("internal-finalize-boot"));
     let out = run(&e, &r, &["--version"]);
+    assert_eq!((out.code, out.out.trim()), (0, "bootc 1.16.10-standin"));
+}
+
+#[test]
+fn by_default_it_plays_the_measured_1_16_9_without_switch_download_only() {
+    let (_d, mut e) = seeded();
+    e.version = None;
+    let r = resolver();
+    let out = run(&e, &r, &["--version"]);
     assert_eq!((out.code, out.out.trim()), (0, "bootc 1.16.9-standin"));
+    let out = run(&e, &r, &["switch", "--help"]);
+    assert!(!out.out.contains("--download-only"), "{}", out.out);
+    assert!(!out.out.contains("--from-downloaded"), "{}", out.out);
+    // As the real 1.16.9 (reference: switch-download-only.stderr): clap's usage error.
+    for args in [
+        &["switch", "--download-only", B][..],
+        &["switch", "--from-downloaded"][..],
+    ] {
+        let out = run(&e, &r, args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.err);
+        assert!(
+            out.err.starts_with("error: unexpected argument '--"),
+            "{}",
+            out.err
+        );
+    }
+    // The version file in the state directory chooses too; the variable wins over it.
+    bootc_standin::Version::V1_16_10.save(&e.state_dir).unwrap();
+    assert_eq!(
+        run(&e, &r, &["--version"]).out.trim(),
+        "bootc 1.16.10-standin"
+    );
+    e.version = Some("1.16.9".to_owned());
+    assert_eq!(
+        run(&e, &r, &["--version"]).out.trim(),
+        "bootc 1.16.9-standin"
+    );
+    e.version = Some("1.15.0".to_owned());
+    let out = run(&e, &r, &["status", "--json"]);
+    assert_eq!(out.code, 1);
+    assert!(out.err.contains("BOOTC_STANDIN_VERSION"), "{}", out.err);
+}
+
+#[test]
+fn as_1_16_10_switch_download_only_of_an_image_staged_unlocked_changes_nothing() {
+    let (_d, e) = seeded();
+    let r = resolver();
+    let staged = |e: &Env| {
+        let s = status(e, &r)["status"]["staged"].clone();
+        (s["imageDigest"].clone(), s["downloadOnly"].clone())
+    };
+    let out = run(&e, &r, &["switch", "--help"]);
+    assert!(out.out.contains("--download-only") && out.out.contains("--from-downloaded"));
+    // bootc #2425: a hand-made `switch` stages B unlocked; `switch --download-only B`
+    // then says the spec is unchanged, exits 0, and leaves it unlocked.
+    assert_eq!(run(&e, &r, &["switch", B]).code, 0);
+    let unlocked = status(&e, &r)["status"]["staged"]["downloadOnly"].clone();
+    assert_eq!(unlocked, Value::Bool(false));
+    let out = run(&e, &r, &["switch", "--download-only", B]);
+    assert_eq!(out.code, 0, "{}", out.err);
+    assert!(
+        out.out.contains("Image specification is unchanged"),
+        "{}",
+        out.out
+    );
+    assert_eq!(status(&e, &r)["status"]["staged"]["downloadOnly"], false);
+    // `upgrade --download-only` locks it (as on the real 1.16.9: reference 05).
+    assert_eq!(run(&e, &r, &["upgrade", "--download-only"]).code, 0);
+    assert_eq!(status(&e, &r)["status"]["staged"]["downloadOnly"], true);
+    // `switch --from-downloaded [--apply]` unlocks it, without a target.
+    let out = run(&e, &r, &["switch", "--from-downloaded", "--apply"]);
+    assert_eq!(out.code, 0, "{}", out.err);
+    assert!(out.out.contains("--apply"), "{}", out.out);
+    assert_eq!(status(&e, &r)["status"]["staged"]["downloadOnly"], false);
+    let out = run(&e, &r, &["switch", "--from-downloaded", B]);
+    assert_eq!(out.code, 2, "a target with --from-downloaded: {}", out.err);
+    // Nothing staged: `switch --from-downloaded` fails as `upgrade --from-downloaded`.
+    let (_d2, fresh) = seeded();
+    let out = run(&fresh, &r, &["switch", "--from-downloaded"]);
+    assert_eq!(out.code, 1, "{}", out.err);
+    // `switch --download-only` of a new image stages it locked.
+    let (_d3, other) = seeded();
+    assert_eq!(run(&other, &r, &["switch", "--download-only", B]).code, 0);
+    assert_eq!(staged(&other).1, Value::Bool(true));
 }
 
 #[test]
@@ -341,7 +425,7 @@ fn process_hangs_when_asked_and_is_killed() {
 #[test]
 fn process_cli_basics() {
     let host = Host::new();
-    assert_eq!(host.ok(&["--version"]).trim(), "bootc 1.16.9-standin");
+    assert_eq!(host.ok(&["--version"]).trim(), "bootc 1.16.10-standin");
     assert!(host.ok(&["switch", "--help"]).contains("--download-only"));
     let (doc, _) = host.status();
     assert_eq!(doc["status"]["booted"], Value::Null);

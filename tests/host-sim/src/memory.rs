@@ -22,6 +22,7 @@ use bootc_node_agent::machine::Unlock;
 use bootc_standin::{ImageInfo, ImageResolver, State};
 use tokio::sync::{Notify, watch};
 
+mod lock;
 mod steps;
 mod units;
 
@@ -509,6 +510,10 @@ impl Host for MemoryHost {
         }
         self.step("stage", true).await;
         Ok(())
+    }
+
+    async fn lock(&self) -> Result<(), HostError> {
+        self.lock_staged().await
     }
 
     async fn unlock(&self, how: Unlock) -> Result<(), HostError> {

@@ -858,3 +858,62 @@ async fn a_refused_reboot_record_stops_the_unlock_and_the_reboot() {
     assert_eq!(reboots(&host), 1);
     agent.stop().await;
 }
+
+#[tokio::test]
+async fn a_staged_image_changed_right_before_the_unlock_is_neither_unlocked_nor_booted() {
+    let (_emulator, client) = cluster(false).await;
+    let catalog = Catalog::new();
+    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
+    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
+    let v3 = catalog.push(REPO, "v3", &digest('3'), None);
+    let host = MemoryHost::new(catalog.clone(), &v1, Behaviour::default()).unwrap();
+    // v2 staged and locked already, and the reboot into it approved: the agent's first
+    // pass reads the host, decides to unlock and reboot, and records the reboot.
+    let staged = catalog.get(&v2).unwrap();
+    host.by_hand(|state| {
+        state.switch(staged, true).unwrap();
+    });
+    // Right after that read, someone stages v3 by hand (locked): the agent must see it
+    // when it checks again right before `upgrade --from-downloaded`.
+    let other = catalog.get(&v3).unwrap();
+    host.by_hand_at("after identity", 1, move |state| {
+        state.switch(other, true).unwrap();
+    });
+    let api: Api<BootcNode> = Api::all(client.clone());
+    let mut bn = node("n1", &v2);
+    bn.spec.desired_image_state = DesiredImageState::Booted;
+    bn.metadata.annotations =
+        Some([(REBOOT_SLOT_ANNOTATION.to_owned(), "pool-a".to_owned())].into());
+    api.create(&PostParams::default(), &bn).await.unwrap();
+    let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
+
+    let message = wait_for("StagingNotLocked", async || {
+        let n = api.get("n1").await.ok()?;
+        let (status, reason, message) = condition(&n, "Degraded")?;
+        (status == "True" && reason == "StagingNotLocked").then_some(message)
+    })
+    .await;
+    assert!(
+        message.contains(&digest('3')) && message.contains("nothing was unlocked"),
+        "{message}"
+    );
+    let counters = host.counters();
+    assert_eq!((counters.reboots, counters.soft_reboots), (0, 0));
+    let state = host.state();
+    let staged = state.staged.as_ref().unwrap();
+    assert_eq!(
+        (staged.info.digest.as_str(), staged.locked),
+        (digest('3').as_str(), true),
+        "v3 left as it was: locked, not unlocked"
+    );
+    // After the backoff the agent stages v2 again, and the approval still holds: one
+    // reboot, into v2.
+    let idle = wait_reason(&api, "n1", "Idle").await;
+    assert_eq!(
+        idle.status.unwrap().booted.unwrap().image.image_digest,
+        digest('2')
+    );
+    let counters = host.counters();
+    assert_eq!((counters.reboots, counters.soft_reboots), (1, 0));
+    agent.stop().await;
+}

@@ -202,7 +202,7 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     // What the stand-in's `bootc --version` says, read through a transient unit.
     assert_eq!(
         status.bootc_version.as_deref(),
-        Some(bootc_standin::cli::VERSION),
+        Some(bootc_standin::Version::V1_16_10.shown()),
         "{status:?}"
     );
     assert_eq!(&s.image.image, v2);

@@ -1302,3 +1302,78 @@ async fn with_enforce_the_nodes_signature_policy_decides_and_a_rejected_image_is
     .await;
     agents.stop().await;
 }
+
+/// bootc issue #2425 on the real 1.16.9 (which has no `switch --download-only`): the
+/// desired image staged unlocked by a hand-made `bootc switch`, nothing approving a
+/// reboot. The agent locks it with one command (`upgrade --download-only`), reports
+/// `Staged` only once it is locked, and an unplanned reboot then boots the old image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_the_old_one() {
+    let (emulator, client) = common::emulator_with_crds().await;
+    let name = "real-unlocked";
+    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+        return;
+    };
+    let (kubeconfig, log) = f.agent_files(&emulator);
+    bootc_on_node(&f, &["switch", &f.v2]);
+    let status = f.host().await.status().await.unwrap();
+    assert_eq!(
+        staged(&status),
+        Some((digest_of(&f.v2).to_owned(), Some(false))),
+        "staged unlocked by hand: {status:#?}"
+    );
+    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
+    api.create(
+        &PostParams::default(),
+        &BootcNode::new(name, staged_spec(&f.v2)),
+    )
+    .await
+    .unwrap();
+    let mut events = emulator.handle().events();
+    // An hour's poll: only the agent's first pass, its commands' ends and bootc's
+    // status-updated signal make it read the host.
+    let options = AgentOptions {
+        poll_interval: "1h".to_owned(),
+        ..AgentOptions::default()
+    };
+    let agents = DaemonSet::start_with(&f.node, &kubeconfig, &log, options);
+    let staged_node = common::wait_logged("Staged v2, locked", &log, BOOT, async || {
+        let n = api.get(name).await.ok()?;
+        let locked = n.status.as_ref()?.staged.as_ref()?.download_only;
+        (condition(&n, "Idle")?.1 == "Staged" && locked).then_some(n)
+    })
+    .await;
+    assert!(f.node.run_ostree_has("staged-deployment-locked"));
+    let status = staged_node.status.as_ref().unwrap();
+    assert_eq!(status.staged.as_ref().unwrap().image.image, f.v2);
+    // One command, a lock: no staging, no second try.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let commands: Vec<String> = text
+        .lines()
+        .map(common::without_ansi)
+        .filter(|l| l.contains(": staging image="))
+        .collect();
+    assert_eq!(commands.len(), 1, "{commands:#?}");
+    assert!(commands[0].contains("work=Lock"), "{commands:#?}");
+    while let Ok(event) = events.try_recv() {
+        if event.key.plural != "bootcnodes" || event.object["metadata"]["name"] != name {
+            continue;
+        }
+        let status = &event.object["status"];
+        let staged_reason = status["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Idle"))
+            .is_some_and(|c| c["reason"] == "Staged");
+        assert!(
+            !staged_reason || status["staged"]["downloadOnly"] == true,
+            "Staged reported while unlocked: {status}"
+        );
+    }
+    // An unplanned reboot: the real ostree-finalize-staged leaves the locked
+    // deployment, v1 boots again.
+    f.reboot().await;
+    let status = f.host().await.status().await.unwrap();
+    assert_eq!(booted_digest(&status), digest_of(&f.v1), "{}", f.log());
+    assert_eq!(f.node.version_id().unwrap(), "1");
+    agents.stop().await;
+}

@@ -180,6 +180,10 @@ const STEPS: &[(&str, &[Action])] = &[
         &[Action::Bootc(&["switch", "V2"])],
     ),
     (
+        "switch again to the image staged unlocked: unchanged, still unlocked (bootc #2425)",
+        &[Action::Bootc(&["switch", "V2"])],
+    ),
+    (
         "then upgrade --download-only: locked",
         &[Action::Bootc(&["upgrade", "--download-only"])],
     ),
@@ -404,18 +408,14 @@ async fn the_standin_and_the_real_bootc_print_the_same_status_through_one_sequen
     let v1 = format!("{}/{REPOSITORY}@{d1}", registry.host());
     let v2 = format!("{}/{REPOSITORY}@{d2}", registry.host());
 
-    // The stand-in node, as a bootc without `switch --download-only` (1.16.9), booted
-    // on v1 as the stand-in itself pulls it.
+    // The stand-in node in its default mode, bootc 1.16.9 (no `switch
+    // --download-only`), no fault injected, booted on v1 as the stand-in itself pulls it.
     let started = Instant::now();
     let standin_dir = dir.path().join("standin");
     std::fs::create_dir_all(&standin_dir).unwrap();
-    let options = common::options("diff-standin", &standin_dir);
+    let mut options = common::options("diff-standin", &standin_dir);
+    options.bootc_version = None;
     std::fs::create_dir_all(&options.state_dir).unwrap();
-    std::fs::write(
-        options.state_dir.join("faults.json"),
-        r#"{"switchHelpWithoutDownloadOnly": true}"#,
-    )
-    .unwrap();
     let first = v1.clone();
     let info = tokio::task::spawn_blocking(move || HttpResolver::new("/").resolve(&first))
         .await
@@ -451,8 +451,16 @@ async fn the_standin_and_the_real_bootc_print_the_same_status_through_one_sequen
     for (side, seen) in [("stand-in", &standin), ("real", &real)] {
         let booted = |i: usize| seen[i].status["status"]["booted"]["image"]["imageDigest"].clone();
         assert_eq!(booted(0), Value::String(d1.clone()), "{side}");
-        assert_eq!(booted(7), Value::String(d2.clone()), "{side}");
-        assert_eq!(booted(9), Value::String(d1.clone()), "{side}");
+        assert_eq!(booted(8), Value::String(d2.clone()), "{side}");
+        assert_eq!(booted(10), Value::String(d1.clone()), "{side}");
+        // The second `switch` of the staged image changed nothing: still unlocked.
+        let staged = &seen[3].status["status"]["staged"];
+        assert_eq!(staged["downloadOnly"], Value::Bool(false), "{side}");
+        assert_eq!(
+            staged["image"]["imageDigest"],
+            Value::String(d2.clone()),
+            "{side}"
+        );
     }
 
     normalise("stand-in", &mut standin);

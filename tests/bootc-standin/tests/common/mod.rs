@@ -94,12 +94,20 @@ impl ImageResolver for FakeResolver {
 #[derive(Debug)]
 pub struct Host {
     pub dir: tempfile::TempDir,
+    /// `BOOTC_STANDIN_VERSION` for every command (`None`: unset, the stand-in's default).
+    pub version: Option<&'static str>,
 }
 
 impl Host {
+    /// A host whose stand-in plays bootc 1.16.10 (with `switch --download-only`).
     pub fn new() -> Host {
+        Host::playing(Some("1.16.10"))
+    }
+    /// A host whose stand-in plays `version` (`None`: the default, 1.16.9).
+    pub fn playing(version: Option<&'static str>) -> Host {
         Host {
             dir: tempfile::tempdir().unwrap(),
+            version,
         }
     }
     pub fn state_dir(&self) -> PathBuf {
@@ -121,7 +129,11 @@ impl Host {
             .env("BOOTC_STANDIN_ROOT", self.root())
             .env("BOOTC_STANDIN_ALLOW_CONTAINER", "1")
             .env_remove("container")
+            .env_remove("BOOTC_STANDIN_VERSION")
             .stdin(Stdio::null());
+        if let Some(v) = self.version {
+            c.env("BOOTC_STANDIN_VERSION", v);
+        }
         c
     }
     /// Runs the binary and returns its output.

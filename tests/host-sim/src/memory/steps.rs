@@ -9,7 +9,26 @@
 //! the point after one call and the point before the next one stop the agent on either
 //! side of them.
 
+use bootc_standin::State;
+
 use super::MemoryHost;
+
+/// A change made by hand to the host's deployments (an admin's `bootc switch`) when a
+/// step point is reached the `nth` time.
+pub(super) struct ByHand {
+    point: String,
+    nth: usize,
+    change: Box<dyn FnOnce(&mut State) + Send>,
+}
+
+impl std::fmt::Debug for ByHand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ByHand")
+            .field("point", &self.point)
+            .field("nth", &self.nth)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The step trace and the halt.
 #[derive(Debug, Default)]
@@ -20,6 +39,8 @@ pub(super) struct Steps {
     halt_at: Option<(String, usize)>,
     /// The point the host halted at, while it is frozen.
     halted: Option<String>,
+    /// A change to make by hand at a point.
+    by_hand: Option<ByHand>,
 }
 
 impl MemoryHost {
@@ -42,6 +63,30 @@ impl MemoryHost {
         inner.steps.halt_at = None;
     }
 
+    /// Changes the host's deployments by hand now (as an admin's `bootc` on the host
+    /// would), and signals the change.
+    pub fn by_hand(&self, change: impl FnOnce(&mut State)) {
+        let mut inner = self.lock();
+        change(&mut inner.state);
+        Self::signal(&inner);
+    }
+
+    /// Changes the host's deployments by hand the `nth` time (1: the first) the host
+    /// reaches `point` (`after identity`, …), before the call goes on: what a call
+    /// after it reads shows the change, what the agent read before does not.
+    pub fn by_hand_at(
+        &self,
+        point: &str,
+        nth: usize,
+        change: impl FnOnce(&mut State) + Send + 'static,
+    ) {
+        self.lock().steps.by_hand = Some(ByHand {
+            point: point.to_owned(),
+            nth,
+            change: Box::new(change),
+        });
+    }
+
     /// Every step point passed so far, in order.
     pub fn steps(&self) -> Vec<String> {
         self.lock().steps.trace.clone()
@@ -53,18 +98,32 @@ impl MemoryHost {
         let frozen = {
             let mut inner = self.lock();
             let steps = &mut inner.steps;
+            let mut change = None;
             if steps.halted.is_none() {
                 let moment = if after { "after" } else { "before" };
                 let point = format!("{moment} {call}");
+                let reached = steps.trace.iter().filter(|p| **p == point).count() + 1;
                 if let Some((halt, nth)) = &steps.halt_at
                     && *halt == point
-                    && steps.trace.iter().filter(|p| **p == point).count() + 1 == *nth
+                    && reached == *nth
                 {
                     steps.halted = Some(format!("{point} ({nth})"));
                 }
+                if steps
+                    .by_hand
+                    .as_ref()
+                    .is_some_and(|h| h.point == point && h.nth == reached)
+                {
+                    change = steps.by_hand.take();
+                }
                 steps.trace.push(point);
             }
-            steps.halted.is_some()
+            let frozen = steps.halted.is_some();
+            if let Some(by_hand) = change {
+                (by_hand.change)(&mut inner.state);
+                Self::signal(&inner);
+            }
+            frozen
         };
         if frozen {
             std::future::pending::<()>().await;

@@ -37,6 +37,9 @@ pub struct NodeOptions {
     /// When set, the harness plays the kubelet against this API: it creates the Node
     /// object and keeps its `Ready` condition (see [`crate::kubelet`]).
     pub kube: Option<kube::Client>,
+    /// Which bootc the stand-in plays, written to the state directory's `version` file
+    /// at start (`None`: the file removed, the stand-in's default, 1.16.9).
+    pub bootc_version: Option<bootc_standin::Version>,
 }
 
 impl std::fmt::Debug for NodeOptions {
@@ -52,13 +55,16 @@ impl std::fmt::Debug for NodeOptions {
             .field("boot_timeout", &self.boot_timeout)
             .field("stop_timeout", &self.stop_timeout)
             .field("kube", &self.kube.as_ref().map(|_| "kube::Client"))
+            .field("bootc_version", &self.bootc_version)
             .finish()
     }
 }
 
 impl NodeOptions {
     /// RunOptions with the defaults: the cached node image, no extra mounts, 60 s to boot,
-    /// 30 s to stop, no kubelet.
+    /// 30 s to stop, no kubelet, the stand-in playing bootc 1.16.10 (with `switch
+    /// --download-only`; the fallback of 1.16.9 is the stand-in's default and is asked
+    /// for with `bootc_version: None`).
     pub fn new(
         name: impl Into<String>,
         state_dir: impl Into<PathBuf>,
@@ -75,6 +81,7 @@ impl NodeOptions {
             boot_timeout: Duration::from_secs(60),
             stop_timeout: Duration::from_secs(30),
             kube: None,
+            bootc_version: Some(bootc_standin::Version::V1_16_10),
         }
     }
 }
@@ -147,7 +154,20 @@ pub(super) fn create_dirs(options: &NodeOptions) -> Result<()> {
         std::fs::create_dir_all(dir)
             .map_err(|e| SimError::io("creating a node directory", dir, e))?;
     }
-    Ok(())
+    let file = options.state_dir.join(bootc_standin::version::VERSION_FILE);
+    match options.bootc_version {
+        Some(version) => version
+            .save(&options.state_dir)
+            .map_err(|e| SimError::InvalidOptions(format!("bootc_version: {e}"))),
+        None => match std::fs::remove_file(&file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(SimError::io(
+                "removing the stand-in's version file",
+                &file,
+                e,
+            )),
+            _ => Ok(()),
+        },
+    }
 }
 
 /// The `systemd-nspawn` command that boots `image` as the node.

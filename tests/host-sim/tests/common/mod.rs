@@ -141,3 +141,21 @@ pub fn real_archive() -> Option<PathBuf> {
         .to_owned();
     host_sim::real::archive_for_test(&test).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// `line` without terminal colour codes (`ESC [ … m`), as the agent's log has them.
+pub fn without_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
