@@ -104,6 +104,19 @@ pub mod node_degraded {
     /// True: the registry refused the pull's credentials (wrong or missing pull Secret);
     /// the message carries bootc's `error:` line.
     pub const REGISTRY_AUTH_FAILED: &str = "RegistryAuthFailed";
+    /// True: the host has too little free disk space to pull and stage the image: ostree
+    /// refused to write below its free-space floor (`min-free-space-size` or
+    /// `min-free-space-percent` "would be exceeded"), bootc's own check before a pull
+    /// (bootc 1.14 and later: "Insufficient free space"), or the disk is full ("No space
+    /// left on device"). Nothing was staged; the message carries bootc's `error:` line.
+    pub const INSUFFICIENT_SPACE: &str = "InsufficientSpace";
+    /// True: the registry has no such image ("manifest unknown", "name unknown", HTTP
+    /// 404): the pool's image names a repository or digest the registry does not hold.
+    /// The message carries bootc's `error:` line.
+    pub const IMAGE_NOT_FOUND: &str = "ImageNotFound";
+    /// True: the node cannot reach the registry ("connection refused", "no such host",
+    /// "i/o timeout", …). The message carries bootc's `error:` line.
+    pub const REGISTRY_UNREACHABLE: &str = "RegistryUnreachable";
     /// True: with `signaturePolicy: Enforce`, the host's container signature policy
     /// (`/etc/containers/policy.json`) refused the image, or bootc refused the policy
     /// itself (one that accepts anything by default); nothing was staged. The message
@@ -123,6 +136,19 @@ pub mod node_degraded {
     pub const STAGING_NOT_LOCKED: &str = "StagingNotLocked";
     /// False: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
+    /// Every reason of the node's `Degraded` condition (`HEALTHY` last).
+    pub const ALL: [&str; 10] = [
+        ERROR,
+        REGISTRY_AUTH_FAILED,
+        INSUFFICIENT_SPACE,
+        IMAGE_NOT_FOUND,
+        REGISTRY_UNREACHABLE,
+        SIGNATURE_POLICY_REJECTED,
+        REBOOT_DID_NOT_APPLY,
+        UPDATE_TIMER_NOT_MASKED,
+        STAGING_NOT_LOCKED,
+        HEALTHY,
+    ];
 }
 
 /// Converts a chrono time to the Kubernetes type, at second precision (as the API keeps

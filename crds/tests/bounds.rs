@@ -439,15 +439,12 @@ fn condition_types_and_reasons_fit_the_condition_schema() {
         idle::STAGING,
         idle::STAGED,
         idle::REBOOTING,
-        node_degraded::ERROR,
-        node_degraded::REBOOT_DID_NOT_APPLY,
-        node_degraded::UPDATE_TIMER_NOT_MASKED,
-        node_degraded::STAGING_NOT_LOCKED,
-        node_degraded::REGISTRY_AUTH_FAILED,
-        node_degraded::SIGNATURE_POLICY_REJECTED,
-        node_degraded::HEALTHY,
     ];
-    for reason in reasons.iter().chain(&pool_degraded::PRECEDENCE) {
+    let all = reasons
+        .iter()
+        .chain(&node_degraded::ALL)
+        .chain(&pool_degraded::PRECEDENCE);
+    for reason in all {
         assert!(reason_pattern.is_match(reason), "{reason}");
     }
 }

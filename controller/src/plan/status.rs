@@ -110,6 +110,12 @@ pub(super) fn status(
     status.staging_count = as_i32(counts.staging);
     status.staging_percent = staging_percent(p, members, decision);
     status.degraded_count = as_i32(counts.degraded);
+    status.degraded_by_reason = bootc_crds::pool::degraded_by_reason(
+        p.states
+            .iter()
+            .filter(|(_, state)| **state == NodeState::Degraded)
+            .filter_map(|(name, _)| p.degraded_reasons.get(name).map(String::as_str)),
+    );
     status.held_count = as_i32(p.held.len());
     status.cordoned_count = as_i32(p.cordoned.len());
     if decision.target.is_ok() || snap.pool.spec.rollout.canary.is_none() {

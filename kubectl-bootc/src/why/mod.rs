@@ -7,7 +7,8 @@
 //! - `health`: the health-gated rollout's findings (alert gate, canary, `rollout.after`,
 //!   a failed target, a node cordoned by someone else, health units);
 //! - `pool`: a pool's reasons;
-//! - `node`: a node's reasons.
+//! - `node`: a node's reasons;
+//! - `reasons`: degraded nodes by reason, and what each reason asks of an admin.
 
 use std::fmt::Write as _;
 
@@ -18,6 +19,7 @@ mod gates;
 mod health;
 mod node;
 mod pool;
+mod reasons;
 
 pub use gates::{BudgetGate, Gate, GateKind, budget_gate, pool_gates};
 pub use node::why_node;

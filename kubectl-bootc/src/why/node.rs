@@ -119,8 +119,11 @@ fn agent_findings(cluster: &Cluster, bootc: &BootcNode, why: &mut Why) {
         let since = from_time(&d.last_transition_time)
             .map(|t| format!(" for {}", age(t, cluster.now)))
             .unwrap_or_default();
+        let hint = super::reasons::hint(&d.reason)
+            .map(|h| format!(" ({h})"))
+            .unwrap_or_default();
         why.blocked.push(format!(
-            "its agent reports Degraded/{}{since}: {}",
+            "its agent reports Degraded/{}{since}{hint}: {}",
             d.reason, d.message
         ));
     }
