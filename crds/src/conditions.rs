@@ -10,6 +10,8 @@ pub const DEGRADED: &str = "Degraded";
 pub const PROGRESSING: &str = "Progressing";
 /// Node condition: the agent has nothing to do.
 pub const IDLE: &str = "Idle";
+/// Node condition: the booted system is not the image it claims to be.
+pub const DRIFTED: &str = "Drifted";
 
 /// Reasons of the pool's `UpToDate` condition.
 pub mod up_to_date {
@@ -95,6 +97,18 @@ pub mod idle {
     pub const STAGED: &str = "Staged";
     /// False: rebooting into the desired image.
     pub const REBOOTING: &str = "Rebooting";
+}
+
+/// Reasons of the node's `Drifted` condition.
+pub mod drifted {
+    /// True: `/usr` carries a writable overlay (`bootc usr-overlay`): what runs may differ
+    /// from the image until the next boot (or for good, with a persistent overlay).
+    pub const USR_OVERLAY: &str = "UsrOverlay";
+    /// True: bootc marks the booted deployment incompatible: it carries local changes
+    /// (local package layering) that are not in the image.
+    pub const LOCAL_CHANGES: &str = "LocalChanges";
+    /// False: the booted system is its image, as far as bootc can tell.
+    pub const IN_SYNC: &str = "InSync";
 }
 
 /// Reasons of the node's `Degraded` condition.

@@ -454,6 +454,12 @@ pub struct BootcNodePoolStatus {
     )]
     pub degraded_by_reason: Vec<DegradedReason>,
 
+    /// Nodes whose agent reports Drifted: the booted system is not the image it claims
+    /// (a writable /usr overlay, local changes). Counted apart: drift does not stop a
+    /// rollout, the next image's boot replaces a transient overlay.
+    #[serde(default)]
+    pub drifted_count: i32,
+
     /// Nodes an admin holds with the label node.bootc.dev/hold=true (`kubectl bootc hold
     /// NODE`): while held, a node is not moved to a new target nor given a reboot slot (one
     /// that already holds a slot finishes its update). Held nodes count neither as

@@ -277,7 +277,10 @@ pub fn nodes_table(cluster: &Cluster, nodes: &[&Object<BootcNode>]) -> Table {
     for object in nodes {
         let bootc = &object.typed;
         let status = bootc.status.as_ref();
-        let (state, since) = node_state(cluster, bootc);
+        let (mut state, since) = node_state(cluster, bootc);
+        if crate::why::drift(bootc).is_some() {
+            state.push_str("+Drifted");
+        }
         let target = digest_in(&bootc.spec.desired_image)
             .map_or_else(|| NONE.to_owned(), |d| d.short().to_owned());
         table.rows.push(vec![

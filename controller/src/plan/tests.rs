@@ -1881,3 +1881,27 @@ fn degraded_nodes_are_counted_by_their_reason() {
     ));
     assert!(plan.status.degraded_by_reason.is_empty());
 }
+
+#[test]
+fn drifted_nodes_are_counted_apart() {
+    let drifted = |name| {
+        let mut n = node(name).staged();
+        status_mut(&mut n.bootc).conditions.push(agent_condition(
+            conditions::DRIFTED,
+            "True",
+            "UsrOverlay",
+            "/usr carries a writable overlay",
+        ));
+        n
+    };
+    let mut in_sync = node("n3").staged();
+    status_mut(&mut in_sync.bootc)
+        .conditions
+        .push(agent_condition(conditions::DRIFTED, "False", "InSync", ""));
+    let plan = super::plan(&snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[drifted("n1"), drifted("n2"), in_sync],
+    ));
+    assert_eq!(plan.status.drifted_count, 2);
+    assert_eq!(plan.status.degraded_count, 0, "drift is not degradation");
+}

@@ -54,6 +54,11 @@ pub fn why_node(cluster: &Cluster, name: &str) -> Why {
         ));
     }
     agent_findings(cluster, bootc, &mut why);
+    if let Some(drift) = super::reasons::drift(bootc) {
+        why.notes.push(format!(
+            "the booted system is not the image it claims ({drift}); it does not stop the rollout"
+        ));
+    }
     why.blocked.extend(
         [
             super::health::unit_health(cluster, bootc),

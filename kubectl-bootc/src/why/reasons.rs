@@ -55,6 +55,30 @@ pub fn by_reason(cluster: &Cluster, pool: &BootcNodePool) -> Option<String> {
     Some(format!("degraded nodes by reason: {}", parts.join(", ")))
 }
 
+/// `Drifted/REASON: message` when `bootc`'s agent reports `Drifted=True`.
+pub fn drift(bootc: &bootc_crds::node::BootcNode) -> Option<String> {
+    let status = bootc.status.as_ref()?;
+    let c = condition(&status.conditions, conditions::DRIFTED).filter(|c| c.status == "True")?;
+    Some(format!("Drifted/{}: {}", c.reason, c.message))
+}
+
+/// `N nodes drifted: w1 (Drifted/UsrOverlay: …)`: the members whose agent reports
+/// `Drifted=True`.
+pub fn drifted_members(cluster: &Cluster, pool: &BootcNodePool) -> Option<String> {
+    let members = cluster.members(&pool.name_any());
+    let drifted: Vec<String> = members
+        .iter()
+        .filter_map(|m| Some(format!("{} ({})", m.typed.name_any(), drift(&m.typed)?)))
+        .collect();
+    (!drifted.is_empty()).then(|| {
+        format!(
+            "{} drifted from their image (status.driftedCount): {}",
+            drifted.len(),
+            drifted.join("; ")
+        )
+    })
+}
+
 /// Whether `bootc`'s agent reports `Degraded=True` with `reason`.
 fn reports(bootc: &bootc_crds::node::BootcNode, reason: &str) -> bool {
     bootc.status.as_ref().is_some_and(|s| {

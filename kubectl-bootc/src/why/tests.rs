@@ -453,3 +453,44 @@ fn degraded_nodes_are_named_by_reason_with_what_it_asks() {
         "{pool:?}"
     );
 }
+
+#[test]
+fn a_drifted_node_is_noted_by_why_and_status() {
+    let mut c = workers(json!({"maxUnavailable": 2}), in_progress());
+    let drifted = cond(
+        "Drifted",
+        "True",
+        "UsrOverlay",
+        "/usr carries a writable overlay (readWrite/transient, `bootc usr-overlay`): what runs may differ from the image",
+        2,
+    );
+    c.bootc_nodes[0] = bootc(
+        "w1",
+        "workers",
+        '2',
+        json!({}),
+        agent('2', ' ', "Idle", 30, &[drifted]),
+    );
+    let w1 = why_node(&c, "w1");
+    assert!(w1.blocked.is_empty(), "{w1:?}");
+    assert_eq!(w1.notes.len(), 1, "{w1:?}");
+    assert!(
+        w1.notes[0].contains("Drifted/UsrOverlay: /usr carries a writable overlay"),
+        "{w1:?}"
+    );
+    assert!(
+        w1.render()
+            .contains("  note: the booted system is not the image it claims")
+    );
+    let pool = pool_why(&c);
+    assert!(
+        pool.notes.iter().any(|n| n.starts_with(
+            "1 drifted from their image (status.driftedCount): w1 (Drifted/UsrOverlay"
+        )),
+        "{pool:?}"
+    );
+    let nodes: Vec<_> = c.bootc_nodes.iter().collect();
+    let table = crate::status::nodes_table(&c, &nodes);
+    assert_eq!(table.rows[0][2], "Idle+Drifted");
+    assert_eq!(table.rows[1][2], "Rebooting");
+}

@@ -1430,3 +1430,72 @@ async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stage
     assert_eq!(staged(&status), None, "nothing staged: {status:#?}");
     assert_eq!(booted_digest(&status), digest_of(&f.v1), "{}", f.log());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_usr_overlay_reads_as_drift_and_clears_after_the_reboot() {
+    let (emulator, client) = common::emulator_with_crds().await;
+    let name = "real-drift";
+    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+        return;
+    };
+    let (kubeconfig, log) = f.agent_files(&emulator);
+    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
+    api.create(
+        &PostParams::default(),
+        &BootcNode::new(name, staged_spec(&f.v1)),
+    )
+    .await
+    .unwrap();
+    let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
+    let drift = |want: &'static str| {
+        let api = api.clone();
+        async move || {
+            let n = api.get(name).await.ok()?;
+            let (_, reason, message) = condition(&n, "Drifted")?;
+            (reason == want).then_some((n, message))
+        }
+    };
+    let (clean, _) = common::wait_logged("Drifted/InSync", &log, BOOT, drift("InSync")).await;
+    let host = clean.status.as_ref().unwrap().host.clone().unwrap();
+    assert_eq!(host.backend.as_deref(), Some("ostree"), "{host:?}");
+    assert_eq!(host.usr_overlay, None, "{host:?}");
+    assert_eq!(host.update_timer_masked, Some(true), "{host:?}");
+
+    // An admin makes /usr writable on the node.
+    bootc_on_node(&f, &["usr-overlay"]);
+    let (drifted, message) =
+        common::wait_logged("Drifted/UsrOverlay", &log, BOOT, drift("UsrOverlay")).await;
+    eprintln!("{name}: after `bootc usr-overlay`: {message}");
+    let host = drifted.status.as_ref().unwrap().host.clone().unwrap();
+    assert_eq!(
+        host.usr_overlay.as_deref(),
+        Some("readWrite/transient"),
+        "{host:?}"
+    );
+    assert_eq!(
+        condition(&drifted, "Drifted").map(|c| c.0),
+        Some("True".to_owned())
+    );
+
+    // The transient overlay is gone after a reboot: in sync again.
+    f.reboot().await;
+    let (clean, _) = common::wait_logged(
+        "Drifted/InSync after the reboot",
+        &log,
+        BOOT,
+        drift("InSync"),
+    )
+    .await;
+    assert_eq!(
+        clean
+            .status
+            .as_ref()
+            .unwrap()
+            .host
+            .as_ref()
+            .unwrap()
+            .usr_overlay,
+        None
+    );
+    agents.stop().await;
+}
