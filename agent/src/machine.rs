@@ -292,50 +292,6 @@ pub fn decide(
     situation.stage()
 }
 
-/// What the registry answers, in bootc's words (through containers-image), when it refuses
-/// the credentials or asks for some.
-const AUTH_REFUSED: [&str; 3] = [
-    "unauthorized: ",
-    "authentication required",
-    "401 unauthorized",
-];
-
-/// What bootc says, under `--enforce-container-sigpolicy`, when it refuses the host's
-/// container signature policy (one that accepts anything by default, or none at all;
-/// bootc 1.16.9's words), and what containers-image says when the policy refuses the
-/// image (a `reject` scope, a signature missing or not verified). Lowercase.
-const SIGNATURE_POLICY_REFUSED: [&str; 5] = [
-    "containers-policy.json specifies a default of `insecureacceptanything`",
-    "no containers policy.json found",
-    "is rejected by policy",
-    "a signature was required, but no signature exists",
-    "signature verification failed",
-];
-
-/// `Degraded`'s reason and message for a failed host command: `RegistryAuthFailed` with
-/// bootc's own `error:` line when the registry refused the credentials,
-/// `SignaturePolicyRejected` with the whole message when the host's signature policy
-/// refused the image, else `Error` with the whole message.
-pub fn failure_condition(message: &str) -> (&'static str, String) {
-    let lower = message.to_ascii_lowercase();
-    if SIGNATURE_POLICY_REFUSED.iter().any(|m| lower.contains(m)) {
-        return (node_degraded::SIGNATURE_POLICY_REJECTED, message.to_owned());
-    }
-    if AUTH_REFUSED.iter().any(|m| lower.contains(m)) {
-        let line = message
-            .find("error: ")
-            .map_or(message, |at| &message[at..])
-            .lines()
-            .next()
-            .unwrap_or(message);
-        return (
-            node_degraded::REGISTRY_AUTH_FAILED,
-            format!("the registry refused the pull credentials (check the pull Secret): {line}"),
-        );
-    }
-    (node_degraded::ERROR, message.to_owned())
-}
-
 /// `spec.desiredImage` as an image reference, when it is a canonical pin; else the
 /// decision that refuses it (nothing reaches a command line unless it is a canonical pin).
 fn checked_target(desired: &Desired) -> Result<ImageRef, Box<Decision>> {
@@ -562,8 +518,10 @@ impl Situation<'_> {
     }
 }
 
+mod failure;
 mod verify;
 
+pub use failure::failure_condition;
 pub use verify::{check_locked, check_unlockable};
 
 #[cfg(test)]

@@ -2,8 +2,11 @@
 //! decision, so that an unchanged situation gives an identical status (and no write).
 
 use bootc_crds::bounds::{PROGRESS_STEP_MAX_LEN, VERSION_MAX_LEN, truncate};
-use bootc_crds::conditions::{DEGRADED, IDLE, node_degraded};
-use bootc_crds::node::{BootcNodeStatus, LastReboot, NodeHealth, StagingProgress, UnitHealth};
+use bootc_crds::conditions::{DEGRADED, DRIFTED, IDLE, drifted, node_degraded};
+use bootc_crds::node::{
+    BootcNodeStatus, HOST_STATE_MAX_LEN, HostState, LastReboot, NodeHealth, StagingProgress,
+    UnitHealth,
+};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Map, Value};
@@ -43,8 +46,64 @@ pub struct Inputs<'a> {
     /// Their states as last read in this boot; `None` when not read (the previous
     /// `status.health` is kept while it is about the same units).
     pub health: Option<&'a NodeHealth>,
+    /// Whether the host's update timer is masked; `None` before the agent tried.
+    pub timer_masked: Option<bool>,
     /// The time of this report.
     pub now: DateTime<Utc>,
+}
+
+/// `status.host` from bootc's document (the previous one when it could not be read) and
+/// the update timer's mask.
+fn host_state(inputs: &Inputs<'_>) -> Option<HostState> {
+    let mut state = match inputs.host {
+        Some(host) => {
+            let booted = host.status.booted.as_ref();
+            let backend = booted.and_then(|b| {
+                if b.composefs.is_some() {
+                    Some("composefs")
+                } else if b.ostree.is_some() {
+                    Some("ostree")
+                } else {
+                    None
+                }
+            });
+            HostState {
+                backend: backend.map(str::to_owned),
+                usr_overlay: host.status.usr_overlay.as_ref().map(|o| {
+                    truncate(
+                        format!("{}/{}", o.access_mode, o.persistence),
+                        HOST_STATE_MAX_LEN,
+                    )
+                }),
+                incompatible: booted.is_some_and(|b| b.incompatible),
+                update_timer_masked: None,
+            }
+        }
+        None => inputs.previous.and_then(|p| p.host.clone())?,
+    };
+    state.update_timer_masked = inputs.timer_masked.or(state.update_timer_masked);
+    Some(state)
+}
+
+/// The `Drifted` condition's status, reason and message for `state`.
+fn drift(state: &HostState) -> (bool, &'static str, String) {
+    if let Some(overlay) = &state.usr_overlay {
+        return (
+            true,
+            drifted::USR_OVERLAY,
+            format!(
+                "/usr carries a writable overlay ({overlay}, `bootc usr-overlay`): what runs may differ from the image"
+            ),
+        );
+    }
+    if state.incompatible {
+        return (
+            true,
+            drifted::LOCAL_CHANGES,
+            "bootc marks the booted deployment incompatible: it carries local changes (package layering) that are not in the image".to_owned(),
+        );
+    }
+    (false, drifted::IN_SYNC, String::new())
 }
 
 /// Longest `activeState` and `subState` reported (systemd's are far shorter).
@@ -232,6 +291,11 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
         Some((reason, message)) => conditions.next(DEGRADED, true, reason, message.clone()),
         None => conditions.next(DEGRADED, false, node_degraded::HEALTHY, String::new()),
     };
+    let host = host_state(inputs);
+    let drifted = host.as_ref().and_then(|h| {
+        let (status, reason, message) = drift(h);
+        conditions.next(DRIFTED, status, reason, message)
+    });
     BootcNodeStatus {
         observed_generation: inputs.generation,
         booted,
@@ -246,7 +310,7 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
             .map(|v| truncate(v.to_owned(), VERSION_MAX_LEN))
             .or_else(|| previous.and_then(|p| p.bootc_version.clone())),
         agent_version: Some(truncate(inputs.agent_version.to_owned(), VERSION_MAX_LEN)),
-        conditions: idle.into_iter().chain(degraded).collect(),
+        conditions: idle.into_iter().chain(degraded).chain(drifted).collect(),
         // The controller's fields: left out of the agent's merge patch, so never touched.
         drain_blocked: None,
         held: None,
@@ -255,6 +319,7 @@ pub fn compose(inputs: &Inputs<'_>) -> BootcNodeStatus {
             .filter(|_| inputs.phase == Phase::Staging)
             .and_then(|(p, at)| progress_status(p, at, inputs.desired)),
         health: health_status(inputs),
+        host,
     }
 }
 
@@ -276,8 +341,16 @@ pub fn merge_patch(status: &BootcNodeStatus) -> Value {
         "conditions",
         "progress",
         "health",
+        "host",
     ] {
         body.entry(key).or_insert(Value::Null);
+    }
+    // A merge patch keeps nested keys it does not name: a usr overlay gone since the last
+    // report must be named too.
+    if let Some(Value::Object(host)) = body.get_mut("host") {
+        for key in ["backend", "usrOverlay", "updateTimerMasked"] {
+            host.entry(key).or_insert(Value::Null);
+        }
     }
     serde_json::json!({ "status": body })
 }

@@ -10,6 +10,8 @@ pub const DEGRADED: &str = "Degraded";
 pub const PROGRESSING: &str = "Progressing";
 /// Node condition: the agent has nothing to do.
 pub const IDLE: &str = "Idle";
+/// Node condition: the booted system is not the image it claims to be.
+pub const DRIFTED: &str = "Drifted";
 
 /// Reasons of the pool's `UpToDate` condition.
 pub mod up_to_date {
@@ -97,6 +99,18 @@ pub mod idle {
     pub const REBOOTING: &str = "Rebooting";
 }
 
+/// Reasons of the node's `Drifted` condition.
+pub mod drifted {
+    /// True: `/usr` carries a writable overlay (`bootc usr-overlay`): what runs may differ
+    /// from the image until the next boot (or for good, with a persistent overlay).
+    pub const USR_OVERLAY: &str = "UsrOverlay";
+    /// True: bootc marks the booted deployment incompatible: it carries local changes
+    /// (local package layering) that are not in the image.
+    pub const LOCAL_CHANGES: &str = "LocalChanges";
+    /// False: the booted system is its image, as far as bootc can tell.
+    pub const IN_SYNC: &str = "InSync";
+}
+
 /// Reasons of the node's `Degraded` condition.
 pub mod node_degraded {
     /// True: a host command failed; the message carries its stderr.
@@ -104,6 +118,19 @@ pub mod node_degraded {
     /// True: the registry refused the pull's credentials (wrong or missing pull Secret);
     /// the message carries bootc's `error:` line.
     pub const REGISTRY_AUTH_FAILED: &str = "RegistryAuthFailed";
+    /// True: the host has too little free disk space to pull and stage the image: ostree
+    /// refused to write below its free-space floor (`min-free-space-size` or
+    /// `min-free-space-percent` "would be exceeded"), bootc's own check before a pull
+    /// (bootc 1.14 and later: "Insufficient free space"), or the disk is full ("No space
+    /// left on device"). Nothing was staged; the message carries bootc's `error:` line.
+    pub const INSUFFICIENT_SPACE: &str = "InsufficientSpace";
+    /// True: the registry has no such image ("manifest unknown", "name unknown", HTTP
+    /// 404): the pool's image names a repository or digest the registry does not hold.
+    /// The message carries bootc's `error:` line.
+    pub const IMAGE_NOT_FOUND: &str = "ImageNotFound";
+    /// True: the node cannot reach the registry ("connection refused", "no such host",
+    /// "i/o timeout", …). The message carries bootc's `error:` line.
+    pub const REGISTRY_UNREACHABLE: &str = "RegistryUnreachable";
     /// True: with `signaturePolicy: Enforce`, the host's container signature policy
     /// (`/etc/containers/policy.json`) refused the image, or bootc refused the policy
     /// itself (one that accepts anything by default); nothing was staged. The message
@@ -123,6 +150,19 @@ pub mod node_degraded {
     pub const STAGING_NOT_LOCKED: &str = "StagingNotLocked";
     /// False: nothing is wrong.
     pub const HEALTHY: &str = "Healthy";
+    /// Every reason of the node's `Degraded` condition (`HEALTHY` last).
+    pub const ALL: [&str; 10] = [
+        ERROR,
+        REGISTRY_AUTH_FAILED,
+        INSUFFICIENT_SPACE,
+        IMAGE_NOT_FOUND,
+        REGISTRY_UNREACHABLE,
+        SIGNATURE_POLICY_REJECTED,
+        REBOOT_DID_NOT_APPLY,
+        UPDATE_TIMER_NOT_MASKED,
+        STAGING_NOT_LOCKED,
+        HEALTHY,
+    ];
 }
 
 /// Converts a chrono time to the Kubernetes type, at second precision (as the API keeps

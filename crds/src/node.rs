@@ -212,6 +212,43 @@ pub struct BootcNodeStatus {
     /// The state of spec.healthUnits in the running boot, as the agent last read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<NodeHealth>,
+
+    /// The booted system beyond its image, as bootc reports it (drift), and the host's
+    /// own update timer. Whether a soft reboot can switch to a deployment is in each
+    /// image's softRebootCapable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostState>,
+}
+
+/// The longest `status.host.backend` and `usrOverlay`.
+pub const HOST_STATE_MAX_LEN: usize = 64;
+
+/// The booted system as bootc sees it beyond its image.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostState {
+    /// The booted deployment's backend: ostree or composefs (absent when bootc does not
+    /// say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = HOST_STATE_MAX_LEN))]
+    pub backend: Option<String>,
+
+    /// bootc's usrOverlay (bootc 1.14 and later): /usr carries a writable overlay
+    /// (`bootc usr-overlay`), as ACCESS/PERSISTENCE (readWrite/transient); absent when
+    /// there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = HOST_STATE_MAX_LEN))]
+    pub usr_overlay: Option<String>,
+
+    /// bootc's incompatible for the booted deployment: it carries local changes bootc
+    /// cannot manage (local package layering).
+    #[serde(default)]
+    pub incompatible: bool,
+
+    /// Whether the host's own update timer (bootc-fetch-apply-updates.timer) is masked,
+    /// as the agent last did it; absent before the agent tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_timer_masked: Option<bool>,
 }
 
 /// The named units' states in one boot.

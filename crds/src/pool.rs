@@ -12,9 +12,11 @@ use crate::bounds::{
 };
 use crate::image_ref::{IMAGE_REF_PATTERN, REF_MAX_LEN};
 
+mod degraded;
 mod gates;
 mod history;
 mod windows;
+pub use degraded::*;
 pub use gates::*;
 pub use history::*;
 pub use windows::*;
@@ -442,6 +444,21 @@ pub struct BootcNodePoolStatus {
     /// Nodes reporting Degraded or found unhealthy by the controller.
     #[serde(default)]
     pub degraded_count: i32,
+
+    /// degradedCount by reason: for each reason, how many degraded nodes have it (the
+    /// node's own Degraded reason, or the one the controller found), most first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_DEGRADED_REASONS),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["reason"])
+    )]
+    pub degraded_by_reason: Vec<DegradedReason>,
+
+    /// Nodes whose agent reports Drifted: the booted system is not the image it claims
+    /// (a writable /usr overlay, local changes). Counted apart: drift does not stop a
+    /// rollout, the next image's boot replaces a transient overlay.
+    #[serde(default)]
+    pub drifted_count: i32,
 
     /// Nodes an admin holds with the label node.bootc.dev/hold=true (`kubectl bootc hold
     /// NODE`): while held, a node is not moved to a new target nor given a reboot slot (one

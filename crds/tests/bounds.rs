@@ -13,13 +13,13 @@ use bootc_crds::bounds::{
     VERSION_MAX_LEN,
 };
 use bootc_crds::conditions::{
-    self, DEGRADED, IDLE, NewCondition, PROGRESSING, UP_TO_DATE, idle, node_degraded,
-    pool_degraded, progressing, up_to_date,
+    self, DEGRADED, DRIFTED, IDLE, NewCondition, PROGRESSING, UP_TO_DATE, drifted, idle,
+    node_degraded, pool_degraded, progressing, up_to_date,
 };
 use bootc_crds::image_ref::{NAME_MAX_LEN, REF_MAX_LEN, TAG_MAX_LEN};
 use bootc_crds::node::{
-    BootedImage, DrainBlocked, ImageStatus, LastReboot, NodeHealth, StagedImage, StagingProgress,
-    UNIT_NAME_MAX_LEN, UnitHealth,
+    BootedImage, DrainBlocked, HOST_STATE_MAX_LEN, HostState, ImageStatus, LastReboot, NodeHealth,
+    StagedImage, StagingProgress, UNIT_NAME_MAX_LEN, UnitHealth,
 };
 use bootc_crds::pool::{
     AlertGateState, AlertGateStatus, CanaryPhase, CanaryStatus, DeployHistoryEntry,
@@ -372,6 +372,7 @@ fn the_longest_node_status_is_admitted() {
         agent_version: Some("0.1.0".into()),
         conditions: vec![
             condition(IDLE, idle::STAGING, "pulling".into()),
+            condition(DRIFTED, drifted::USR_OVERLAY, "/usr".into()),
             condition(
                 DEGRADED,
                 node_degraded::ERROR,
@@ -405,6 +406,12 @@ fn the_longest_node_status_is_admitted() {
                 })
                 .collect(),
         }),
+        host: Some(HostState {
+            backend: Some("b".repeat(HOST_STATE_MAX_LEN)),
+            usr_overlay: Some("u".repeat(HOST_STATE_MAX_LEN)),
+            incompatible: true,
+            update_timer_masked: Some(true),
+        }),
     };
     let mut object = load_yaml("samples/bootcnode.yaml");
     object["status"] = serde_json::to_value(&status).unwrap();
@@ -421,7 +428,7 @@ fn the_longest_node_status_is_admitted() {
 fn condition_types_and_reasons_fit_the_condition_schema() {
     let type_pattern = regex::Regex::new(CONDITION_TYPE_PATTERN).unwrap();
     let reason_pattern = regex::Regex::new(CONDITION_REASON_PATTERN).unwrap();
-    for type_ in [UP_TO_DATE, DEGRADED, PROGRESSING, IDLE] {
+    for type_ in [UP_TO_DATE, DEGRADED, PROGRESSING, IDLE, DRIFTED] {
         assert!(type_pattern.is_match(type_), "{type_}");
     }
     let reasons = [
@@ -439,15 +446,15 @@ fn condition_types_and_reasons_fit_the_condition_schema() {
         idle::STAGING,
         idle::STAGED,
         idle::REBOOTING,
-        node_degraded::ERROR,
-        node_degraded::REBOOT_DID_NOT_APPLY,
-        node_degraded::UPDATE_TIMER_NOT_MASKED,
-        node_degraded::STAGING_NOT_LOCKED,
-        node_degraded::REGISTRY_AUTH_FAILED,
-        node_degraded::SIGNATURE_POLICY_REJECTED,
-        node_degraded::HEALTHY,
+        drifted::USR_OVERLAY,
+        drifted::LOCAL_CHANGES,
+        drifted::IN_SYNC,
     ];
-    for reason in reasons.iter().chain(&pool_degraded::PRECEDENCE) {
+    let all = reasons
+        .iter()
+        .chain(&node_degraded::ALL)
+        .chain(&pool_degraded::PRECEDENCE);
+    for reason in all {
         assert!(reason_pattern.is_match(reason), "{reason}");
     }
 }

@@ -235,8 +235,9 @@ pub fn image_short(image: Option<&ImageStatus>) -> String {
 }
 
 /// A BootcNode's `status.progress` (`{bytesDone, bytesTotal, step, …}`, newer than these
-/// types, so read from the raw object) as `step 42% (120Mi/300Mi)`, or `step 2/5` by
-/// steps before bytes are known; `-` without one.
+/// types, so read from the raw object) as `step 42% (120Mi/300Mi)`, or, while no byte
+/// total is known (0: unspecified, as bootc's composefs backend reports), the bytes so
+/// far and the steps (`step 12Mi 2/5`), never a percentage; `-` without one.
 pub fn progress(raw: &Value) -> String {
     let Some(p) = raw.pointer("/status/progress").filter(|p| p.is_object()) else {
         return NONE.to_owned();
@@ -251,8 +252,10 @@ pub fn progress(raw: &Value) -> String {
             let percent = done.min(total).saturating_mul(100) / total;
             parts.push(format!("{percent}% ({}/{})", bytes(done), bytes(total)));
         }
-        (Some(done), None) if done > 0 => parts.push(bytes(done)),
-        _ => {
+        (done, _) => {
+            if let Some(done) = done.filter(|d| *d > 0) {
+                parts.push(bytes(done));
+            }
             if let (Some(n), Some(of)) = (
                 p["stepsDone"].as_u64(),
                 p["stepsTotal"].as_u64().filter(|t| *t > 0),
@@ -274,7 +277,10 @@ pub fn nodes_table(cluster: &Cluster, nodes: &[&Object<BootcNode>]) -> Table {
     for object in nodes {
         let bootc = &object.typed;
         let status = bootc.status.as_ref();
-        let (state, since) = node_state(cluster, bootc);
+        let (mut state, since) = node_state(cluster, bootc);
+        if crate::why::drift(bootc).is_some() {
+            state.push_str("+Drifted");
+        }
         let target = digest_in(&bootc.spec.desired_image)
             .map_or_else(|| NONE.to_owned(), |d| d.short().to_owned());
         table.rows.push(vec![

@@ -795,7 +795,7 @@ fn a_refused_pull_reads_as_registry_auth_failed_with_bootcs_own_words() {
         "{message}"
     );
     // Anything else stays `Error`, whole.
-    let other = "`/usr/bin/bootc switch x` failed (exit status 1): error: No space left on device";
+    let other = "`/usr/bin/bootc switch x` failed (exit status 1): error: Switching: boom";
     assert_eq!(
         crate::machine::failure_condition(other),
         (node_degraded::ERROR, other.to_owned())
@@ -868,7 +868,7 @@ fn a_refusal_of_the_signature_policy_reads_as_such_with_bootcs_own_words() {
     // Other failures keep their reasons.
     assert_eq!(
         crate::machine::failure_condition("error: pulling image: manifest unknown").0,
-        node_degraded::ERROR
+        node_degraded::IMAGE_NOT_FOUND
     );
 }
 
@@ -997,4 +997,89 @@ fn a_deployment_staged_unlocked_by_hand_is_locked_and_staged_only_once_locked() 
         (d.phase, d.action, d.degraded),
         (Phase::Staged, HostAction::Wait, None)
     );
+}
+
+/// A failed staging as the agent reports it: its account of the unit, then bootc's stderr.
+fn failed_staging(stderr: &str) -> String {
+    format!(
+        "`/usr/bin/bootc switch 127.0.0.1:38689/node@sha256:490d`, then `/usr/bin/bootc \
+         upgrade --download-only` failed (job failed, result exit-code, exit status 1): {stderr}"
+    )
+}
+
+#[test]
+fn a_failed_staging_is_named_by_its_cause_in_bootcs_words() {
+    let cases = [
+        // bootc 1.16.9 on a real node whose ostree free-space floor is above what its
+        // disk has: bootc's own check before it pulls, counting the floor.
+        (
+            "error: Switching: Switching (ostree): Insufficient free space for \
+             127.0.0.1:38639/node@sha256:4f1cb404cde8 (available: 0 bytes required: 322 bytes)",
+            node_degraded::INSUFFICIENT_SPACE,
+        ),
+        // ostree's own refusal to write below its floor.
+        (
+            "error: Switching: Pulling: Importing: min-free-space-size 256MB would be \
+             exceeded, at least 156.6 MB requested",
+            node_degraded::INSUFFICIENT_SPACE,
+        ),
+        (
+            "error: Upgrading: Writing content object: min-free-space-percent '3%' would be \
+             exceeded, at least 13 bytes requested",
+            node_degraded::INSUFFICIENT_SPACE,
+        ),
+        (
+            "error: Switching: Importing: writing object: No space left on device (os error 28)",
+            node_degraded::INSUFFICIENT_SPACE,
+        ),
+        // containers-image through bootc: no such digest, no such repository.
+        (
+            "error: Switching: Switching (ostree): Preparing import: Fetching manifest: failed \
+             to invoke method OpenImage: reading manifest sha256:490d in 127.0.0.1:38689/node: \
+             manifest unknown",
+            node_degraded::IMAGE_NOT_FOUND,
+        ),
+        (
+            "error: Fetching manifest: failed to invoke method OpenImage: reading manifest \
+             sha256:490d in 127.0.0.1:38689/nothing: name unknown: repository name not known \
+             to registry",
+            node_degraded::IMAGE_NOT_FOUND,
+        ),
+        // The stand-in's words for the same.
+        (
+            "error: pulling image 127.0.0.1:38689/node@sha256:490d: manifest_unknown: manifest \
+             unknown (HTTP 404 Not Found)",
+            node_degraded::IMAGE_NOT_FOUND,
+        ),
+        // Go's net errors through containers-image: refused, no DNS, timeout.
+        (
+            "error: Fetching manifest: failed to invoke method OpenImage: pinging container \
+             registry 127.0.0.1:1: Get \"https://127.0.0.1:1/v2/\": dial tcp 127.0.0.1:1: \
+             connect: connection refused",
+            node_degraded::REGISTRY_UNREACHABLE,
+        ),
+        (
+            "error: Fetching manifest: failed to invoke method OpenImage: pinging container \
+             registry registry.invalid: Get \"https://registry.invalid/v2/\": dial tcp: lookup \
+             registry.invalid on 10.0.0.10:53: no such host",
+            node_degraded::REGISTRY_UNREACHABLE,
+        ),
+        (
+            "error: Fetching manifest: failed to invoke method OpenImage: pinging container \
+             registry 10.9.9.9:5000: Get \"https://10.9.9.9:5000/v2/\": dial tcp \
+             10.9.9.9:5000: i/o timeout",
+            node_degraded::REGISTRY_UNREACHABLE,
+        ),
+        (
+            "error: Fetching manifest: reading manifest sha256:490d in 127.0.0.1:38689/node: \
+             unauthorized: authentication required",
+            node_degraded::REGISTRY_AUTH_FAILED,
+        ),
+    ];
+    for (stderr, expected) in cases {
+        let (reason, message) = crate::machine::failure_condition(&failed_staging(stderr));
+        assert_eq!(reason, expected, "{stderr}");
+        assert!(message.ends_with(stderr), "bootc's own line: {message}");
+        assert!(!message.contains("exit status"), "{message}");
+    }
 }

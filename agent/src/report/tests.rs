@@ -45,6 +45,7 @@ fn inputs<'a>(
         progress: None,
         health_units: &[],
         health: None,
+        timer_masked: Some(true),
         now,
     }
 }
@@ -167,7 +168,9 @@ fn merge_patch_removes_what_the_status_no_longer_has() {
     assert!(body["lastReboot"].is_null() && body.get("lastReboot").is_some());
     assert_eq!(body["booted"]["imageDigest"], A);
     assert_eq!(body["agentVersion"], "0.1.0");
-    assert_eq!(body["conditions"].as_array().unwrap().len(), 2);
+    assert_eq!(body["conditions"].as_array().unwrap().len(), 3);
+    // Nested: a usr overlay gone since the last report is removed too.
+    assert!(body["host"]["usrOverlay"].is_null() && body["host"].get("usrOverlay").is_some());
 }
 
 #[test]
@@ -348,4 +351,60 @@ fn units_the_host_could_not_read_are_unknown_and_long_states_are_cut() {
     assert_eq!(read.units[0].active_state.chars().count(), 32);
     assert_eq!(read.units[0].sub_state.chars().count(), 32);
     assert!(!read.healthy);
+}
+
+/// A host whose booted deployment carries `booted_extra` and whose status carries
+/// `status_extra` (JSON members, each led by a comma).
+fn host_with(booted_extra: &str, status_extra: &str) -> crate::bootc_status::BootcHost {
+    let json = format!(
+        r#"{{"apiVersion":"org.containers.bootc/v1","kind":"BootcHost","metadata":{{"name":"host"}},"spec":{{}},"status":{{"booted":{},"staged":null,"rollback":null{status_extra}}}}}"#,
+        entry(A, booted_extra)
+    );
+    crate::bootc_status::parse(json.as_bytes()).unwrap()
+}
+
+#[test]
+fn a_usr_overlay_or_local_changes_read_as_drift_and_clear_with_them() {
+    let ostree = r#","ostree":{"checksum":"26836632adf6","deploySerial":0,"stateroot":"default"}"#;
+    // As bootc's own fixture (spec-booted-usroverlay.yaml) says it.
+    let overlay = r#","usrOverlay":{"accessMode":"readWrite","persistence":"transient"}"#;
+    let h = host_with(ostree, overlay);
+    let drifted = compose(&inputs(None, Some(&h), Phase::Idle, at(0)));
+    let host = drifted.host.clone().expect("status.host");
+    assert_eq!(host.backend.as_deref(), Some("ostree"));
+    assert_eq!(host.usr_overlay.as_deref(), Some("readWrite/transient"));
+    assert_eq!(host.update_timer_masked, Some(true));
+    let c = condition_of(&drifted, "Drifted");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "UsrOverlay")
+    );
+    assert!(c.message.contains("readWrite/transient"), "{}", c.message);
+
+    // After the reboot the overlay is gone: in sync again.
+    let h = host_with(ostree, "");
+    let clean = compose(&inputs(Some(&drifted), Some(&h), Phase::Idle, at(5)));
+    let c = condition_of(&clean, "Drifted");
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "InSync"));
+    assert_eq!(clean.host.as_ref().unwrap().usr_overlay, None);
+
+    // Local layering: bootc marks the booted deployment incompatible.
+    let composefs = r#","composefs":{"verity":"ab","bootType":"bls","bootloader":"grub","missingVerityAllowed":false}"#;
+    let mut h = host_with(composefs, "");
+    h.status.booted.as_mut().unwrap().incompatible = true;
+    let local = compose(&inputs(None, Some(&h), Phase::Idle, at(0)));
+    assert_eq!(
+        local.host.as_ref().unwrap().backend.as_deref(),
+        Some("composefs")
+    );
+    let c = condition_of(&local, "Drifted");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "LocalChanges")
+    );
+
+    // The host cannot be read: the last report stands.
+    let kept = compose(&inputs(Some(&drifted), None, Phase::Idle, at(9)));
+    assert_eq!(kept.host, drifted.host);
+    assert_eq!(condition_of(&kept, "Drifted").reason, "UsrOverlay");
 }

@@ -83,6 +83,7 @@ impl<H: Host + 'static> Agent<H> {
             progress: self.progress.current(),
             health_units: &node.spec.health_units,
             health: self.health.current(),
+            timer_masked: Some(self.timer_masked),
             now,
         })
     }

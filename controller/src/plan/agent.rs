@@ -39,14 +39,14 @@ impl<'a> AgentReport<'a> {
         self.status?.conditions.iter().find(|c| c.type_ == type_)
     }
 
-    /// `Degraded=True` for the current spec: its message.
-    pub(super) fn degraded(&self) -> Option<String> {
+    /// `Degraded=True` for the current spec: its reason and message.
+    pub(super) fn degraded(&self) -> Option<(&'a str, &'a str)> {
         if !self.current {
             return None;
         }
         self.condition(conditions::DEGRADED)
             .filter(|c| c.status == "True")
-            .map(|c| format!("{}: {}", c.reason, c.message))
+            .map(|c| (c.reason.as_str(), c.message.as_str()))
     }
 
     pub(super) fn rebooting(&self) -> bool {

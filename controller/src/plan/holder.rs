@@ -194,8 +194,7 @@ fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
                 events::DRAIN_FAILED,
                 format!("node {name}: drain timed out ({message}); uncordoned and its slot freed"),
             );
-            p.degraded
-                .push(format!("node {name}: DrainTimeout: {message}"));
+            p.degrade(&name, "DrainTimeout", &message);
             p.states.insert(name, NodeState::Degraded);
             return;
         }
@@ -270,16 +269,18 @@ fn approved(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     let soft_possible = node.bootc.spec().reboot_policy == RebootPolicy::AllowSoftReboot;
     let kubelet_back =
         kubelet_reported_since_reboot(info, agent.last_reboot(), digest, soft_possible);
-    if let Some(message) = &degraded {
-        p.unhealthy.push(format!("node {name}: {message}"));
-        p.degraded.push(format!("node {name}: {message}"));
+    if let Some((reason, message)) = degraded {
+        p.unhealthy
+            .push(format!("node {name}: {reason}: {message}"));
+        p.degrade(&name, reason, message);
     } else if deadline.overdue && !(info.ready && kubelet_back && agent.booted(digest)) {
         let problem = format!(
-            "node {name}: RebootTimeout: not back Ready on the target within {}s of its approval",
+            "not back Ready on the target within {}s of its approval",
             p.snap.pool.spec.rollout.reboot_timeout_seconds
         );
-        p.unhealthy.push(problem.clone());
-        p.degraded.push(problem);
+        p.unhealthy
+            .push(format!("node {name}: RebootTimeout: {problem}"));
+        p.degrade(&name, "RebootTimeout", &problem);
     } else if !info.ready && !in_own_reboot(agent, info, digest, kubelet_back) {
         p.unhealthy.push(format!("node {name}: NotReady"));
     }
@@ -338,9 +339,9 @@ fn back_on_target(p: &mut Planner<'_>, holder: &mut Holder<'_, '_>) -> Back {
             Back::Waiting
         }
         BootHealth::Failed(why) => {
-            let problem = format!("node {name}: UnhealthyUnits: {why}");
-            p.unhealthy.push(problem.clone());
-            p.degraded.push(problem);
+            p.unhealthy
+                .push(format!("node {name}: UnhealthyUnits: {why}"));
+            p.degrade(&name, "UnhealthyUnits", &why);
             Back::Sick
         }
         BootHealth::Waiting(why) => {
@@ -350,11 +351,12 @@ fn back_on_target(p: &mut Planner<'_>, holder: &mut Holder<'_, '_>) -> Back {
                 return Back::Waiting;
             }
             let problem = format!(
-                "node {name}: BootHealthTimeout: its units were not all active within {}s of its return: {why}",
+                "its units were not all active within {}s of its return: {why}",
                 limit.as_secs()
             );
-            p.unhealthy.push(problem.clone());
-            p.degraded.push(problem);
+            p.unhealthy
+                .push(format!("node {name}: BootHealthTimeout: {problem}"));
+            p.degrade(&name, "BootHealthTimeout", &problem);
             Back::Sick
         }
     }

@@ -124,6 +124,8 @@ struct Planner<'a> {
     unhealthy: Vec<String>,
     /// Nodes whose agent or drain reports a problem, with the message.
     degraded: Vec<String>,
+    /// Each degraded node's reason (the first found), for `status.degradedByReason`.
+    degraded_reasons: BTreeMap<String, String>,
     /// Nodes selected by more than one pool, as messages, and their names.
     conflicts: Vec<String>,
     conflicted: BTreeSet<String>,
@@ -180,6 +182,7 @@ impl<'a> Planner<'a> {
             states: BTreeMap::new(),
             unhealthy: Vec::new(),
             degraded: Vec::new(),
+            degraded_reasons: BTreeMap::new(),
             conflicts: Vec::new(),
             conflicted: BTreeSet::new(),
             held: BTreeSet::new(),
@@ -206,6 +209,16 @@ impl<'a> Planner<'a> {
             canary_note: None,
             rolling_back: None,
         }
+    }
+
+    /// Notes node `name` degraded for `reason`: `node NAME: REASON: MESSAGE` in the
+    /// pool's `Degraded` message, and the reason in `status.degradedByReason`.
+    fn degrade(&mut self, name: &str, reason: &str, message: &str) {
+        self.degraded
+            .push(format!("node {name}: {reason}: {message}"));
+        self.degraded_reasons
+            .entry(name.to_owned())
+            .or_insert_with(|| reason.to_owned());
     }
 
     /// The value read, noting its problem when it had to fall back.

@@ -210,13 +210,13 @@ fn waiting<'a>(
         .get(DRAIN_FAILED_ANNOTATION)
         .is_some_and(|d| *d == target.digest.to_string());
     let state = if drain_failed {
-        p.degraded.push(format!(
-            "node {name}: DrainTimeout: its drain for {} timed out; remove its {DRAIN_FAILED_ANNOTATION} annotation to try again",
+        p.degrade(&name, "DrainTimeout", &format!(
+            "its drain for {} timed out; remove its {DRAIN_FAILED_ANNOTATION} annotation to try again",
             target.digest
         ));
         NodeState::Degraded
-    } else if let Some(message) = agent.degraded().filter(|_| !retargeted) {
-        p.degraded.push(format!("node {name}: {message}"));
+    } else if let Some((reason, message)) = agent.degraded().filter(|_| !retargeted) {
+        p.degrade(&name, reason, message);
         NodeState::Degraded
     } else if retargeted {
         NodeState::Pending

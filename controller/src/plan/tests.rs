@@ -1825,3 +1825,83 @@ fn the_signature_policy_reaches_every_bootc_node() {
     };
     assert_eq!(updated.signature_policy, SignaturePolicy::Default);
 }
+
+#[test]
+fn degraded_nodes_are_counted_by_their_reason() {
+    let failed = |name, reason: &str| {
+        let mut n = node(name).with(
+            'b',
+            DesiredImageState::Staged,
+            agent('a', None, "Staging", Some("error: Switching: …")),
+        );
+        let status = status_mut(&mut n.bootc);
+        for c in &mut status.conditions {
+            if c.type_ == conditions::DEGRADED {
+                c.reason = reason.to_owned();
+            }
+        }
+        n
+    };
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[
+            failed("n1", "InsufficientSpace"),
+            failed("n2", "ImageNotFound"),
+            failed("n3", "InsufficientSpace"),
+            node("n4").staged().slot().cordoned(),
+            node("n5").staged(),
+        ],
+    );
+    snap.drains.insert(
+        "n4".into(),
+        DrainView::TimedOut {
+            message: "pod default/web-0: Cannot evict pod".into(),
+        },
+    );
+    let plan = super::plan(&snap);
+    let counted: Vec<(&str, i32)> = plan
+        .status
+        .degraded_by_reason
+        .iter()
+        .map(|r| (r.reason.as_str(), r.count))
+        .collect();
+    assert_eq!(
+        counted,
+        [
+            ("InsufficientSpace", 2),
+            ("DrainTimeout", 1),
+            ("ImageNotFound", 1)
+        ]
+    );
+    assert_eq!(plan.status.degraded_count, 4);
+    // Healthy again: the list is empty.
+    let plan = super::plan(&snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("n5").staged()],
+    ));
+    assert!(plan.status.degraded_by_reason.is_empty());
+}
+
+#[test]
+fn drifted_nodes_are_counted_apart() {
+    let drifted = |name| {
+        let mut n = node(name).staged();
+        status_mut(&mut n.bootc).conditions.push(agent_condition(
+            conditions::DRIFTED,
+            "True",
+            "UsrOverlay",
+            "/usr carries a writable overlay",
+        ));
+        n
+    };
+    let mut in_sync = node("n3").staged();
+    status_mut(&mut in_sync.bootc)
+        .conditions
+        .push(agent_condition(conditions::DRIFTED, "False", "InSync", ""));
+    let plan = super::plan(&snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[drifted("n1"), drifted("n2"), in_sync],
+    ));
+    assert_eq!(plan.status.drifted_count, 2);
+    assert_eq!(plan.status.degraded_count, 0, "drift is not degradation");
+}

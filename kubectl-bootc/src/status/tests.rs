@@ -281,6 +281,14 @@ fn progress_is_read_from_the_raw_status_when_there_is_one() {
         progress(&raw(json!({"bytesDone": 0, "bytesTotal": 0}))),
         "-"
     );
+    // Bytes with no total (bootc's composefs backend): the bytes so far and the steps,
+    // no percentage.
+    assert_eq!(
+        progress(&raw(
+            json!({"step": "pulling: Pulling Image", "bytesDone": 12 * 1024 * 1024, "bytesTotal": 0, "stepsDone": 2, "stepsTotal": 5})
+        )),
+        "pulling: Pulling Image 12Mi 2/5"
+    );
     // Fields of the wrong type are left out, not a panic.
     assert_eq!(progress(&raw(json!({"bytesDone": "x", "step": 3}))), "-");
     assert_eq!(progress(&raw(json!("busy"))), "-");

@@ -7,7 +7,8 @@
 //! - `health`: the health-gated rollout's findings (alert gate, canary, `rollout.after`,
 //!   a failed target, a node cordoned by someone else, health units);
 //! - `pool`: a pool's reasons;
-//! - `node`: a node's reasons.
+//! - `node`: a node's reasons;
+//! - `reasons`: degraded nodes by reason, and what each reason asks of an admin.
 
 use std::fmt::Write as _;
 
@@ -18,10 +19,12 @@ mod gates;
 mod health;
 mod node;
 mod pool;
+mod reasons;
 
 pub use gates::{BudgetGate, Gate, GateKind, budget_gate, pool_gates};
 pub use node::why_node;
 pub use pool::why_pool;
+pub use reasons::drift;
 
 /// What `why` found about one pool or node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +37,8 @@ pub struct Why {
     pub progressing: Vec<String>,
     /// The one line said when it is up to date (only when both lists are empty).
     pub up_to_date: String,
+    /// What is worth knowing that neither blocks nor progresses (drift), said last.
+    pub notes: Vec<String>,
 }
 
 impl Why {
@@ -44,6 +49,7 @@ impl Why {
             blocked: Vec::new(),
             progressing: Vec::new(),
             up_to_date: "up to date".to_owned(),
+            notes: Vec::new(),
         }
     }
 
@@ -57,6 +63,7 @@ impl Why {
             ("is progressing", &self.progressing)
         } else {
             let _ = writeln!(out, "{}: {}", self.subject, self.up_to_date);
+            self.render_notes(&mut out);
             return out;
         };
         let _ = writeln!(out, "{} {head}:", self.subject);
@@ -69,7 +76,14 @@ impl Why {
                 let _ = writeln!(out, "  - {item}");
             }
         }
+        self.render_notes(&mut out);
         out
+    }
+
+    fn render_notes(&self, out: &mut String) {
+        for note in &self.notes {
+            let _ = writeln!(out, "  note: {note}");
+        }
     }
 }
 

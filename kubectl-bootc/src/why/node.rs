@@ -54,6 +54,11 @@ pub fn why_node(cluster: &Cluster, name: &str) -> Why {
         ));
     }
     agent_findings(cluster, bootc, &mut why);
+    if let Some(drift) = super::reasons::drift(bootc) {
+        why.notes.push(format!(
+            "the booted system is not the image it claims ({drift}); it does not stop the rollout"
+        ));
+    }
     why.blocked.extend(
         [
             super::health::unit_health(cluster, bootc),
@@ -119,8 +124,11 @@ fn agent_findings(cluster: &Cluster, bootc: &BootcNode, why: &mut Why) {
         let since = from_time(&d.last_transition_time)
             .map(|t| format!(" for {}", age(t, cluster.now)))
             .unwrap_or_default();
+        let hint = super::reasons::hint(&d.reason)
+            .map(|h| format!(" ({h})"))
+            .unwrap_or_default();
         why.blocked.push(format!(
-            "its agent reports Degraded/{}{since}: {}",
+            "its agent reports Degraded/{}{since}{hint}: {}",
             d.reason, d.message
         ));
     }

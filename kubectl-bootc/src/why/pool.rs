@@ -44,6 +44,9 @@ pub fn why_pool(cluster: &Cluster, pool: &BootcNodePool) -> Why {
     {
         why.blocked.push(text);
     }
+    why.blocked.extend(super::reasons::by_reason(cluster, pool));
+    why.notes
+        .extend(super::reasons::drifted_members(cluster, pool));
     let target = status
         .target_short_digest
         .clone()

@@ -412,3 +412,85 @@ fn a_pool_with_no_target_says_so_instead_of_a_rollout() {
     );
     assert!(!has(&why.progressing, "rolling out -"), "{why:?}");
 }
+
+#[test]
+fn degraded_nodes_are_named_by_reason_with_what_it_asks() {
+    let mut c = workers(json!({"maxUnavailable": 2}), in_progress());
+    let no_space = cond(
+        "Degraded",
+        "True",
+        "InsufficientSpace",
+        "the host has too little free disk space to stage the image (free space under /sysroot): error: Switching: Switching (ostree): Insufficient free space for registry.test/os@sha256:22 (available: 0 bytes required: 322 bytes)",
+        4,
+    );
+    c.bootc_nodes[0] = bootc(
+        "w1",
+        "workers",
+        '2',
+        json!({}),
+        agent('1', ' ', "Staging", 4, &[no_space]),
+    );
+    let mut raw = serde_json::to_value(&c.pools[0].typed).unwrap();
+    raw["status"]["degradedByReason"] = json!([
+        {"reason": "InsufficientSpace", "count": 1},
+        {"reason": "DrainTimeout", "count": 1},
+    ]);
+    c.pools[0] = crate::objects::Object::from_raw("BootcNodePool", raw).unwrap();
+
+    let w1 = why_node(&c, "w1");
+    assert_eq!(w1.blocked.len(), 1, "{w1:?}");
+    assert!(
+        w1.blocked[0].starts_with(
+            "its agent reports Degraded/InsufficientSpace for 4m (out of disk: free space on the node's /sysroot; the agent tries again): the host has too little"
+        ),
+        "{w1:?}"
+    );
+    let pool = pool_why(&c);
+    assert!(
+        pool.blocked.contains(
+            &"degraded nodes by reason: InsufficientSpace 1 (w1), DrainTimeout 1".to_owned()
+        ),
+        "{pool:?}"
+    );
+}
+
+#[test]
+fn a_drifted_node_is_noted_by_why_and_status() {
+    let mut c = workers(json!({"maxUnavailable": 2}), in_progress());
+    let drifted = cond(
+        "Drifted",
+        "True",
+        "UsrOverlay",
+        "/usr carries a writable overlay (readWrite/transient, `bootc usr-overlay`): what runs may differ from the image",
+        2,
+    );
+    c.bootc_nodes[0] = bootc(
+        "w1",
+        "workers",
+        '2',
+        json!({}),
+        agent('2', ' ', "Idle", 30, &[drifted]),
+    );
+    let w1 = why_node(&c, "w1");
+    assert!(w1.blocked.is_empty(), "{w1:?}");
+    assert_eq!(w1.notes.len(), 1, "{w1:?}");
+    assert!(
+        w1.notes[0].contains("Drifted/UsrOverlay: /usr carries a writable overlay"),
+        "{w1:?}"
+    );
+    assert!(
+        w1.render()
+            .contains("  note: the booted system is not the image it claims")
+    );
+    let pool = pool_why(&c);
+    assert!(
+        pool.notes.iter().any(|n| n.starts_with(
+            "1 drifted from their image (status.driftedCount): w1 (Drifted/UsrOverlay"
+        )),
+        "{pool:?}"
+    );
+    let nodes: Vec<_> = c.bootc_nodes.iter().collect();
+    let table = crate::status::nodes_table(&c, &nodes);
+    assert_eq!(table.rows[0][2], "Idle+Drifted");
+    assert_eq!(table.rows[1][2], "Rebooting");
+}

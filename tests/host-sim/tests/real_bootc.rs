@@ -1377,3 +1377,125 @@ async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_th
     assert_eq!(f.node.version_id().unwrap(), "1");
     agents.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stages_nothing() {
+    let (emulator, client) = common::emulator_with_crds().await;
+    let name = "real-space";
+    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+        return;
+    };
+    // The node's ostree keeps a free-space floor far above what its disk has: every
+    // write to the repository is refused, as on a full disk.
+    on_node(
+        &f,
+        "/usr/bin/ostree",
+        &[
+            "config",
+            "--repo",
+            "/sysroot/ostree/repo",
+            "set",
+            "core.min-free-space-size",
+            "1000000GB",
+        ],
+    );
+    let (kubeconfig, log) = f.agent_files(&emulator);
+    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
+    api.create(
+        &PostParams::default(),
+        &BootcNode::new(name, staged_spec(&f.v2)),
+    )
+    .await
+    .unwrap();
+    let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
+    let (reason, message) =
+        common::wait_logged("Degraded for lack of space", &log, BOOT, async || {
+            degraded(&api.get(name).await.ok()?)
+        })
+        .await;
+    eprintln!("{name}: a full disk reads as {reason}: {message}");
+    assert_eq!(reason, "InsufficientSpace", "{message}");
+    // bootc's own check before it pulls, counting ostree's floor (bootc's words).
+    assert!(
+        message.contains("error: Switching: Switching (ostree): Insufficient free space for"),
+        "{message}"
+    );
+    assert!(!message.contains("exit status"), "{message}");
+    let node = api.get(name).await.unwrap();
+    let status = node.status.as_ref().unwrap();
+    assert!(status.staged.is_none(), "{status:?}");
+    agents.stop().await;
+    let host = f.host().await;
+    let status = host.status().await.unwrap();
+    assert_eq!(staged(&status), None, "nothing staged: {status:#?}");
+    assert_eq!(booted_digest(&status), digest_of(&f.v1), "{}", f.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_usr_overlay_reads_as_drift_and_clears_after_the_reboot() {
+    let (emulator, client) = common::emulator_with_crds().await;
+    let name = "real-drift";
+    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+        return;
+    };
+    let (kubeconfig, log) = f.agent_files(&emulator);
+    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
+    api.create(
+        &PostParams::default(),
+        &BootcNode::new(name, staged_spec(&f.v1)),
+    )
+    .await
+    .unwrap();
+    let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
+    let drift = |want: &'static str| {
+        let api = api.clone();
+        async move || {
+            let n = api.get(name).await.ok()?;
+            let (_, reason, message) = condition(&n, "Drifted")?;
+            (reason == want).then_some((n, message))
+        }
+    };
+    let (clean, _) = common::wait_logged("Drifted/InSync", &log, BOOT, drift("InSync")).await;
+    let host = clean.status.as_ref().unwrap().host.clone().unwrap();
+    assert_eq!(host.backend.as_deref(), Some("ostree"), "{host:?}");
+    assert_eq!(host.usr_overlay, None, "{host:?}");
+    assert_eq!(host.update_timer_masked, Some(true), "{host:?}");
+
+    // An admin makes /usr writable on the node.
+    bootc_on_node(&f, &["usr-overlay"]);
+    let (drifted, message) =
+        common::wait_logged("Drifted/UsrOverlay", &log, BOOT, drift("UsrOverlay")).await;
+    eprintln!("{name}: after `bootc usr-overlay`: {message}");
+    let host = drifted.status.as_ref().unwrap().host.clone().unwrap();
+    assert_eq!(
+        host.usr_overlay.as_deref(),
+        Some("readWrite/transient"),
+        "{host:?}"
+    );
+    assert_eq!(
+        condition(&drifted, "Drifted").map(|c| c.0),
+        Some("True".to_owned())
+    );
+
+    // The transient overlay is gone after a reboot: in sync again.
+    f.reboot().await;
+    let (clean, _) = common::wait_logged(
+        "Drifted/InSync after the reboot",
+        &log,
+        BOOT,
+        drift("InSync"),
+    )
+    .await;
+    assert_eq!(
+        clean
+            .status
+            .as_ref()
+            .unwrap()
+            .host
+            .as_ref()
+            .unwrap()
+            .usr_overlay,
+        None
+    );
+    agents.stop().await;
+}
