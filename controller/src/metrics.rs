@@ -16,6 +16,7 @@
 //! | `bootc_pool_leader` | gauge | — |
 //! | `bootc_pool_condition` | gauge (1 True, 0 False) | `pool`, `type`, `reason` |
 //! | `bootc_pool_nodes_unreported` | gauge | `pool` |
+//! | `bootc_pool_nodes_drifted` | gauge | `pool` |
 //! | `bootc_pool_oldest_in_state_seconds` | gauge | `pool`, `state` (`Staging`, `Rebooting`) |
 //! | `bootc_pool_notifications_total` | counter | `pool`, `event`, `outcome` (`delivered`, `failed`, `dropped`) |
 //!
@@ -32,11 +33,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::drain::DrainOutcome;
 use crate::plan::NodeState;
 
 mod health;
+mod results;
 pub use health::PoolHealth;
+pub use results::{DrainResult, TagResult};
 
 /// The states of `bootc_pool_nodes`, in the order the plan knows them.
 pub const NODE_STATES: [&str; 6] = [
@@ -74,72 +76,6 @@ pub fn node_state_name(state: NodeState) -> &'static str {
         NodeState::Rebooting => "Rebooting",
         NodeState::UpToDate => "UpToDate",
         NodeState::Degraded => "Degraded",
-    }
-}
-
-/// How a tag resolution ended (`result` label of `bootc_pool_tag_resolutions_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TagResult {
-    /// The tag resolved to a digest.
-    Success,
-    /// The registry answered 401 or 403.
-    Unauthorized,
-    /// The registry answered 404.
-    NotFound,
-    /// The registry answered 429.
-    RateLimited,
-    /// The request timed out.
-    Timeout,
-    /// The registry could not be reached (DNS, TCP, TLS).
-    Connection,
-    /// Anything else.
-    Other,
-}
-
-impl TagResult {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TagResult::Success => "success",
-            TagResult::Unauthorized => "unauthorized",
-            TagResult::NotFound => "not_found",
-            TagResult::RateLimited => "rate_limited",
-            TagResult::Timeout => "timeout",
-            TagResult::Connection => "connection",
-            TagResult::Other => "other",
-        }
-    }
-}
-
-/// How a drain ended (`outcome` label of `bootc_pool_drain_duration_seconds`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DrainResult {
-    /// Every pod that had to go is gone.
-    Drained,
-    /// The drain timeout passed first.
-    TimedOut,
-    /// The drain was cancelled.
-    Cancelled,
-}
-
-impl DrainResult {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DrainResult::Drained => "drained",
-            DrainResult::TimedOut => "timed_out",
-            DrainResult::Cancelled => "cancelled",
-        }
-    }
-}
-
-impl From<&DrainOutcome> for DrainResult {
-    fn from(outcome: &DrainOutcome) -> Self {
-        match outcome {
-            DrainOutcome::Drained { .. } => DrainResult::Drained,
-            DrainOutcome::TimedOut { .. } => DrainResult::TimedOut,
-            DrainOutcome::Cancelled => DrainResult::Cancelled,
-        }
     }
 }
 

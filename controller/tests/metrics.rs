@@ -149,6 +149,7 @@ async fn metrics_endpoint_has_every_family() {
             ],
             unreported: 2,
             oldest: [90, 1800],
+            drifted: 1,
         },
     );
 
@@ -174,6 +175,7 @@ async fn metrics_endpoint_has_every_family() {
         ("bootc_pool_leader", "gauge"),
         ("bootc_pool_condition", "gauge"),
         ("bootc_pool_nodes_unreported", "gauge"),
+        ("bootc_pool_nodes_drifted", "gauge"),
         ("bootc_pool_oldest_in_state_seconds", "gauge"),
     ] {
         assert!(
@@ -198,6 +200,7 @@ async fn metrics_endpoint_has_every_family() {
         "bootc_pool_drain_duration_seconds_bucket{le=\"60.0\",pool=\"web\",outcome=\"timed_out\"} 0",
         "bootc_pool_drain_duration_seconds_bucket{le=\"120.0\",pool=\"web\",outcome=\"timed_out\"} 1",
         "bootc_pool_reboots_approved_total{pool=\"web\"} 1",
+        "bootc_pool_nodes_drifted{pool=\"web\"} 1",
         "bootc_pool_leader 1",
         "bootc_pool_condition{pool=\"web\",type=\"Progressing\",reason=\"Stalled\"} 0",
         "bootc_pool_condition{pool=\"web\",type=\"Degraded\",reason=\"RolloutHalted\"} 1",
@@ -305,6 +308,7 @@ fn pool_health_gauges_follow_the_latest_plan_and_go_with_the_pool() {
         ],
         unreported: 1,
         oldest: [600, 0],
+        drifted: 2,
     };
     metrics.set_pool_health("web", &stalled);
     metrics.set_pool_health("db", &PoolHealth::default());
@@ -316,6 +320,7 @@ fn pool_health_gauges_follow_the_latest_plan_and_go_with_the_pool() {
         ],
         unreported: 0,
         oldest: [0, 0],
+        drifted: 0,
     };
     metrics.set_pool_health("web", &done);
     let text = metrics.encode();
@@ -334,6 +339,13 @@ fn pool_health_gauges_follow_the_latest_plan_and_go_with_the_pool() {
         ]
     );
     assert_eq!(
+        samples(&text, "bootc_pool_nodes_drifted"),
+        [
+            "bootc_pool_nodes_drifted{pool=\"db\"} 0",
+            "bootc_pool_nodes_drifted{pool=\"web\"} 0",
+        ]
+    );
+    assert_eq!(
         samples(&text, "bootc_pool_oldest_in_state_seconds").len(),
         4
     );
@@ -343,6 +355,7 @@ fn pool_health_gauges_follow_the_latest_plan_and_go_with_the_pool() {
     assert!(samples(&text, "bootc_pool_condition").is_empty(), "{text}");
     for family in [
         "bootc_pool_nodes_unreported",
+        "bootc_pool_nodes_drifted",
         "bootc_pool_oldest_in_state_seconds",
     ] {
         let left = samples(&text, family);

@@ -1,7 +1,8 @@
 //! The gauges the alerts read, from one plan: the pool's conditions
 //! (`bootc_pool_condition`), members whose agent has not answered the current spec
 //! (`bootc_pool_nodes_unreported`), and how long the longest-waiting member has been
-//! staging or holding a reboot slot (`bootc_pool_oldest_in_state_seconds`).
+//! staging or holding a reboot slot (`bootc_pool_oldest_in_state_seconds`), and members
+//! whose booted system is not the image it claims (`bootc_pool_nodes_drifted`).
 //!
 //! Everything is computed from what the plan already looked at, in one pass over the
 //! pool's nodes, with no API request.
@@ -35,6 +36,8 @@ pub struct PoolHealth {
     /// For each of [`TIMED_STATES`], the longest any member has been in it, in whole
     /// seconds (0 when no member is).
     pub oldest: [i64; TIMED_STATES.len()],
+    /// Members whose agent reports `Drifted=True` (the plan's `status.driftedCount`).
+    pub drifted: usize,
 }
 
 impl PoolHealth {
@@ -53,6 +56,7 @@ impl PoolHealth {
                 .iter()
                 .map(|c| (c.type_.clone(), c.reason.clone(), c.status == "True"))
                 .collect(),
+            drifted: usize::try_from(plan.status.drifted_count).unwrap_or(0),
             ..PoolHealth::default()
         };
         for view in &snapshot.nodes {
@@ -122,6 +126,7 @@ struct StateLabels {
 pub(super) struct Families {
     condition: Family<ConditionLabels, Gauge>,
     unreported: Family<PoolLabels, Gauge>,
+    drifted: Family<PoolLabels, Gauge>,
     oldest: Family<StateLabels, Gauge>,
     conditions: Mutex<BTreeMap<String, Vec<ConditionLabels>>>,
 }
@@ -138,6 +143,11 @@ impl Families {
             "bootc_pool_nodes_unreported",
             "Member nodes whose agent has not reported on the current spec (status.observedGeneration behind metadata.generation)",
             self.unreported.clone(),
+        );
+        r.register(
+            "bootc_pool_nodes_drifted",
+            "Member nodes whose agent reports Drifted=True: the booted system is not the image it claims (an overlay on /usr, local layering)",
+            self.drifted.clone(),
         );
         r.register_with_unit(
             "bootc_pool_oldest_in_state",
@@ -177,6 +187,8 @@ impl Families {
         };
         let unreported = i64::try_from(health.unreported).unwrap_or(i64::MAX);
         self.unreported.get_or_create(&pool_labels).set(unreported);
+        let drifted = i64::try_from(health.drifted).unwrap_or(i64::MAX);
+        self.drifted.get_or_create(&pool_labels).set(drifted);
         for (state, seconds) in TIMED_STATES.iter().zip(health.oldest) {
             self.oldest
                 .get_or_create(&StateLabels {
@@ -197,9 +209,11 @@ impl Families {
             self.condition.remove(&old);
         }
         drop(seen);
-        self.unreported.remove(&PoolLabels {
+        let pool_labels = PoolLabels {
             pool: pool.to_owned(),
-        });
+        };
+        self.unreported.remove(&pool_labels);
+        self.drifted.remove(&pool_labels);
         for state in TIMED_STATES {
             self.oldest.remove(&StateLabels {
                 pool: pool.to_owned(),
@@ -210,7 +224,7 @@ impl Families {
 }
 
 impl Metrics {
-    /// Sets `pool`'s condition, unreported-node and oldest-in-state gauges from one plan.
+    /// Sets `pool`'s condition, unreported-node, drifted-node and oldest-in-state gauges from one plan.
     /// A condition whose reason changed loses its series under the old reason.
     pub fn set_pool_health(&self, pool: &str, health: &PoolHealth) {
         self.inner.health.set(pool, health);

@@ -174,7 +174,7 @@ mod health {
             // Not a member (left the pool): not counted at all.
             member("f", 9, Some(1), None, &[]),
         ]);
-        let planned = plan(
+        let mut planned = plan(
             &[
                 ("a", NodeState::Staging),
                 ("b", NodeState::Staging),
@@ -187,8 +187,10 @@ mod health {
                 condition("Degraded", "True", "RolloutHalted", staging_since),
             ],
         );
+        planned.status.drifted_count = 2;
         let health = PoolHealth::of(&snap, &planned);
         assert_eq!(health.unreported, 2, "{health:?}");
+        assert_eq!(health.drifted, 2, "{health:?}");
         assert_eq!(health.oldest, [3600, 1200], "{health:?}");
         assert_eq!(
             health.conditions,
@@ -217,6 +219,7 @@ mod health {
             conditions: vec![("Progressing".to_owned(), "Stalled".to_owned(), false)],
             unreported: 1,
             oldest: [60, 0],
+            drifted: 3,
         };
         m.set_pool_health("p", &health);
         let text = m.encode();
@@ -228,6 +231,10 @@ mod health {
         );
         assert!(
             text.contains("bootc_pool_nodes_unreported{pool=\"p\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bootc_pool_nodes_drifted{pool=\"p\"} 3"),
             "{text}"
         );
         assert!(
