@@ -1456,6 +1456,7 @@ async fn a_usr_overlay_reads_as_drift_and_clears_after_the_reboot() {
         }
     };
     let (clean, _) = common::wait_logged("Drifted/InSync", &log, BOOT, drift("InSync")).await;
+    show_drift(name, "before `bootc usr-overlay`", &clean);
     let host = clean.status.as_ref().unwrap().host.clone().unwrap();
     assert_eq!(host.backend.as_deref(), Some("ostree"), "{host:?}");
     assert_eq!(host.usr_overlay, None, "{host:?}");
@@ -1466,6 +1467,7 @@ async fn a_usr_overlay_reads_as_drift_and_clears_after_the_reboot() {
     let (drifted, message) =
         common::wait_logged("Drifted/UsrOverlay", &log, BOOT, drift("UsrOverlay")).await;
     eprintln!("{name}: after `bootc usr-overlay`: {message}");
+    show_drift(name, "after `bootc usr-overlay`", &drifted);
     let host = drifted.status.as_ref().unwrap().host.clone().unwrap();
     assert_eq!(
         host.usr_overlay.as_deref(),
@@ -1486,6 +1488,7 @@ async fn a_usr_overlay_reads_as_drift_and_clears_after_the_reboot() {
         drift("InSync"),
     )
     .await;
+    show_drift(name, "after the reboot", &clean);
     assert_eq!(
         clean
             .status
@@ -1498,4 +1501,17 @@ async fn a_usr_overlay_reads_as_drift_and_clears_after_the_reboot() {
         None
     );
     agents.stop().await;
+}
+
+/// Prints what `kubectl get bootcnode NAME -o yaml` shows of drift: `status.host` and the
+/// `Drifted` condition.
+fn show_drift(name: &str, when: &str, node: &BootcNode) {
+    let status = node.status.as_ref();
+    let host = status.and_then(|s| s.host.as_ref());
+    let drifted = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Drifted"));
+    eprintln!(
+        "{name}: {when}: status.host: {}; Drifted: {}",
+        serde_json::to_string(&host).unwrap_or_default(),
+        serde_json::to_string(&drifted).unwrap_or_default()
+    );
 }
