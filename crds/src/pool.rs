@@ -27,7 +27,8 @@ pub const MAX_MAINTENANCE_WINDOWS: usize = 32;
 pub const MAX_HISTORY: i32 = 20;
 
 /// Desired state of a pool of nodes that run one bootc image. A pool written for
-/// bootc-operator's v1alpha1 API is accepted unchanged and means the same thing.
+/// bootc-operator's v1alpha1 API is read as docs/compatibility.md says: where the two
+/// differ, and what to write instead.
 // Each printer column repeats `type_ = ...`, which clippy takes for a duplicated attribute.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -183,7 +184,8 @@ pub enum SignaturePolicy {
 #[serde(rename_all = "camelCase")]
 pub struct RolloutSpec {
     /// Most nodes cordoned for the update or rebooting at once: an integer (at least 1) or
-    /// a percentage of the pool ("25%", rounded down, but at least one node).
+    /// a percentage of the pool ("25%", rounded down, but at least one node). 0 is
+    /// refused: to approve no reboots, set paused.
     #[serde(default = "default_max_unavailable")]
     #[schemars(transform = crate::budget::schema)]
     pub max_unavailable: IntOrString,

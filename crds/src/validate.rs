@@ -6,6 +6,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
 use crate::MANAGED_LABEL;
 use crate::bounds::SECRET_KEY_MAX_LEN;
 use crate::budget::Budget;
@@ -93,12 +95,28 @@ impl BootcNodePoolSpec {
     }
 }
 
+/// Said after the refusal of a `maxUnavailable` that bootc-operator reads as "no reboot
+/// slots" (0, a negative integer, `0%`), so that an admin bringing such a pool over knows
+/// what to write instead (`docs/compatibility.md`).
+pub const NO_SLOTS_HINT: &str = "bootc-operator reads this as \"approve no reboots\"; \
+     here, set spec.rollout.paused: true for that";
+
+/// Whether bootc-operator would resolve this `maxUnavailable` to no reboot slots.
+fn means_no_slots(value: &IntOrString) -> bool {
+    match value {
+        IntOrString::Int(n) => *n <= 0,
+        IntOrString::String(s) => s == "0%",
+    }
+}
+
 fn check_rollout(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
     if let Err(e) = Budget::parse(&rollout.max_unavailable) {
-        errors.push(FieldError::new(
-            "spec.rollout.maxUnavailable",
-            e.to_string(),
-        ));
+        let message = if means_no_slots(&rollout.max_unavailable) {
+            format!("{e} ({NO_SLOTS_HINT})")
+        } else {
+            e.to_string()
+        };
+        errors.push(FieldError::new("spec.rollout.maxUnavailable", message));
     }
     if let Some(Err(e)) = rollout.max_staging.as_ref().map(Budget::parse) {
         errors.push(FieldError::new("spec.rollout.maxStaging", e.to_string()));

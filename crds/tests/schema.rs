@@ -654,7 +654,9 @@ fn validate_lists_every_problem() {
     );
     assert_eq!(
         errors.0[1].to_string(),
-        "spec.rollout.maxUnavailable: 0% is out of range: a percentage must be from 1% to 100%"
+        "spec.rollout.maxUnavailable: 0% is out of range: a percentage must be from 1% to 100% \
+         (bootc-operator reads this as \"approve no reboots\"; here, set spec.rollout.paused: \
+         true for that)"
     );
 }
 
