@@ -20,6 +20,7 @@
 //!   the minimal v2 one (`openapi/v2`).
 //! - [`policy`]: PodDisruptionBudgets and eviction; `gc`: garbage collection of dependents and namespaces.
 //! - [`local`]: kube-rs clients that hand their requests straight to the router, without sockets.
+//! - [`tls`]: HTTPS with a certificate authority made at start ([`EmulatorOptions::tls`]).
 //! - [`error`]: API errors as `Status` objects; [`faults`]: fault injection and the request log; [`audit`]: the
 //!   request log written for the audit check.
 
@@ -38,6 +39,7 @@ pub mod selectors;
 pub mod server;
 pub mod store;
 pub mod table;
+pub mod tls;
 mod watch;
 
 use std::net::SocketAddr;
@@ -63,6 +65,9 @@ pub struct EmulatorOptions {
     pub fanout: usize,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
+    /// Serve HTTPS with a certificate authority made at start (see [`tls`]) instead of
+    /// plain HTTP.
+    pub tls: bool,
 }
 
 impl Default for EmulatorOptions {
@@ -72,6 +77,7 @@ impl Default for EmulatorOptions {
             history_limit: 100_000,
             fanout: 16_384,
             bookmark_interval: Duration::from_secs(5),
+            tls: false,
         }
     }
 }
@@ -81,6 +87,7 @@ impl Default for EmulatorOptions {
 pub struct Emulator {
     addr: SocketAddr,
     app: Arc<server::App>,
+    certificates: Option<tls::Certificates>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -109,28 +116,38 @@ impl Emulator {
         ));
         let router = server::router(app.clone());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::error!(error = %e, "kube-emulator server failed");
-            }
-        });
+        let certificates = match options.tls {
+            true => Some(tls::Certificates::generate()?),
+            false => None,
+        };
+        let task = match certificates.clone() {
+            Some(certs) => tokio::spawn(tls::serve(listener, router, certs, stopped)),
+            None => tokio::spawn(serve_http(listener, router, stopped)),
+        };
         Ok(Emulator {
             addr,
             app,
+            certificates,
             stop: Some(stop),
             task: Some(task),
         })
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://…` when serving TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme(), self.addr)
+    }
+
+    fn scheme(&self) -> &'static str {
+        match self.certificates {
+            Some(_) => "https",
+            None => "http",
+        }
+    }
+
+    /// The certificate authority clients must trust (PEM), when serving TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.certificates.as_ref().map(|c| c.ca_pem())
     }
 
     /// The listening address.
@@ -138,16 +155,19 @@ impl Emulator {
         self.addr
     }
 
-    /// A kube-rs configuration for this server (plain HTTP, no credentials).
+    /// A kube-rs configuration for this server, without credentials; over TLS it
+    /// trusts the emulator's authority.
     pub fn config(&self) -> kube::Config {
         // A SocketAddr always renders as a valid authority.
         let uri = axum::http::Uri::builder()
-            .scheme("http")
+            .scheme(self.scheme())
             .authority(self.addr.to_string())
             .path_and_query("/")
             .build()
             .unwrap_or_default();
-        kube::Config::new(uri)
+        let mut config = kube::Config::new(uri);
+        config.root_cert = self.certificates.as_ref().map(|c| vec![c.ca_der()]);
+        config
     }
 
     /// A kube-rs client for this server, configured as kube-rs configures clients by default
@@ -165,9 +185,13 @@ impl Emulator {
         local::client(self.app.clone(), user_agent)
     }
 
-    /// A kubeconfig for kubectl and kube-rs (plain HTTP, no credentials).
+    /// A kubeconfig for kubectl and kube-rs: over plain HTTP without credentials; over
+    /// TLS trusting the emulator's authority, with a bearer token (the emulator takes any).
     pub fn kubeconfig(&self) -> String {
-        kubeconfig(&self.url())
+        match self.ca_pem() {
+            Some(ca) => tls_kubeconfig(&self.url(), ca, "emulator-admin"),
+            None => kubeconfig(&self.url()),
+        }
     }
 
     /// Writes [`Emulator::kubeconfig`] to `path`.
@@ -232,6 +256,33 @@ pub fn kubeconfig(url: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n    server: {url}\ncontexts:\n- name: emulator\n  context:\n    cluster: emulator\n    user: emulator\ncurrent-context: emulator\nusers:\n- name: emulator\n  user: {{}}\npreferences: {{}}\n"
     )
+}
+
+/// A kubeconfig pointing at the HTTPS `url`, trusting the authority `ca_pem` and
+/// sending `token` (the emulator authenticates nobody; kubectl sends it over TLS).
+pub fn tls_kubeconfig(url: &str, ca_pem: &str, token: &str) -> String {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\ncontexts:\n- name: emulator\n  context:\n    cluster: emulator\n    user: emulator\ncurrent-context: emulator\nusers:\n- name: emulator\n  user:\n    token: {token}\npreferences: {{}}\n"
+    )
+}
+
+/// Serves `router` over plain HTTP on `listener` until `stopped` fires.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    stopped: oneshot::Receiver<()>,
+) {
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!(error = %e, "kube-emulator server failed");
+    }
 }
 
 /// Looks inside a running emulator and injects faults into it.

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use kube_emulator::{Emulator, EmulatorOptions};
 
-/// An in-memory Kubernetes API server for tests and demos (loopback only, no auth).
+/// An in-memory Kubernetes API server for tests and demos (loopback only, no auth; HTTP or HTTPS).
 #[derive(Debug, Parser)]
 #[command(name = "kube-emulator", version)]
 struct Args {
@@ -22,6 +22,10 @@ struct Args {
     /// Events kept for watches to resume from (older versions get 410 Gone).
     #[arg(long, default_value_t = 100_000)]
     history: usize,
+
+    /// Serve HTTPS with a certificate authority made at start; the kubeconfig trusts it.
+    #[arg(long)]
+    tls: bool,
 }
 
 #[tokio::main]
@@ -30,6 +34,7 @@ async fn main() -> ExitCode {
     let options = EmulatorOptions {
         listen: args.listen,
         history_limit: args.history,
+        tls: args.tls,
         ..EmulatorOptions::default()
     };
     let emulator = match Emulator::start_with(options).await {

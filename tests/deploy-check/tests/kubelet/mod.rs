@@ -1,0 +1,413 @@
+//! Plays the kubelet for the pods of a Deployment read back from the API: runs each pod's
+//! container (see [`spec`]) with the service account mounted where a kubelet mounts it
+//! and the API service's variables set, and runs its declared HTTP probes on their period
+//! and failure threshold.
+//!
+//! Two runtimes: the binary from the cargo target directory as a plain process, in its
+//! own mount namespace (`unshare`, so the service account can be mounted at the standard
+//! path without touching this machine's), or the template's image with `podman run`.
+//! A plain process runs as the harness's user; podman applies the security context.
+//!
+//! The network is this machine's (`--network=host` for podman): the emulator and the
+//! pods' servers listen on loopback only, and a pod here reaches the API at 127.0.0.1
+//! where a real one would reach the service IP. Without a network namespace per pod, two
+//! replicas cannot both listen on their declared port; so each declared container port
+//! gets a free loopback port of its own, and an argument or variable that listens on all
+//! addresses at that port (`0.0.0.0:8080`) is given `127.0.0.1:<that port>` instead. The
+//! probes resolve the declared port (by name or number) through the same map.
+//!
+//! Only containers this harness started are stopped, by PID or container ID; dropping a
+//! [`Pod`] stops its container (a failed test included).
+
+pub mod spec;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use spec::{ContainerRun, Probe};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Where a kubelet mounts the service account.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// How a pod's container is run.
+#[derive(Debug, Clone)]
+pub enum Runtime {
+    /// The command's binary, by file name, from this directory.
+    Process { bin_dir: PathBuf },
+    /// `podman run` of the template's image (no test runs an image yet).
+    #[allow(dead_code)]
+    Podman,
+}
+
+/// What a kubelet writes into the service-account volume.
+#[derive(Debug, Clone)]
+pub struct ServiceAccountFiles {
+    pub token: String,
+    pub ca_pem: String,
+    pub namespace: String,
+}
+
+/// The probes' latest view of a pod.
+#[derive(Debug, Default, Clone)]
+pub struct ProbeState {
+    pub ready: bool,
+    /// The liveness probe failed `failureThreshold` times in a row (a kubelet would
+    /// restart the container).
+    pub liveness_tripped: bool,
+    pub liveness_successes: u32,
+}
+
+#[derive(Debug)]
+enum Running {
+    Process(tokio::process::Child),
+    Podman(String),
+}
+
+/// One running pod.
+#[derive(Debug)]
+pub struct Pod {
+    pub name: String,
+    pub run: ContainerRun,
+    /// Declared container port → the loopback port it got.
+    pub host_ports: BTreeMap<u16, u16>,
+    running: Option<Running>,
+    probes: Arc<Mutex<ProbeState>>,
+    probe_tasks: Vec<tokio::task::JoinHandle<()>>,
+    dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+    l.local_addr().expect("a bound address").port()
+}
+
+/// Gives each declared port a loopback port and rewrites the all-addresses listens.
+fn map_ports(run: &mut ContainerRun) -> BTreeMap<u16, u16> {
+    let map: BTreeMap<u16, u16> = run.ports.values().map(|p| (*p, free_port())).collect();
+    let rewrite = |s: &mut String| {
+        for (c, h) in &map {
+            for any in [format!("0.0.0.0:{c}"), format!("[::]:{c}")] {
+                *s = s.replace(&any, &format!("127.0.0.1:{h}"));
+            }
+        }
+    };
+    run.args.iter_mut().for_each(rewrite);
+    run.command.iter_mut().for_each(rewrite);
+    run.env.iter_mut().for_each(|(_, v)| rewrite(v));
+    map
+}
+
+fn write_service_account(dir: &Path, files: &ServiceAccountFiles) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let sa = dir.join("serviceaccount");
+    std::fs::create_dir(&sa)?;
+    for (name, text) in [
+        ("token", &files.token),
+        ("ca.crt", &files.ca_pem),
+        ("namespace", &files.namespace),
+    ] {
+        std::fs::write(sa.join(name), text)?;
+        std::fs::set_permissions(sa.join(name), std::fs::Permissions::from_mode(0o644))?;
+    }
+    // Readable by the container's user, as a kubelet's projected volume is.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+    std::fs::set_permissions(&sa, std::fs::Permissions::from_mode(0o755))?;
+    Ok(sa)
+}
+
+/// Mounts the service account at the standard path inside a private mount namespace
+/// (a tmpfs over `/run`, which `/var/run` links to), then runs the container's command.
+const PROCESS_SETUP: &str = r#"set -eu
+sa=$1
+shift
+mount -t tmpfs -o mode=0755 pod-run /run
+mkdir -p /run/secrets/kubernetes.io/serviceaccount
+mount --bind "$sa" /run/secrets/kubernetes.io/serviceaccount
+exec "$@"
+"#;
+
+impl Pod {
+    /// Starts the pod's container and its probes.
+    pub async fn start(
+        runtime: &Runtime,
+        name: &str,
+        mut run: ContainerRun,
+        files: &ServiceAccountFiles,
+    ) -> Result<Pod, String> {
+        let host_ports = map_ports(&mut run);
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let sa = write_service_account(dir.path(), files).map_err(|e| e.to_string())?;
+        let log = dir.path().join("container.log");
+        let running = match runtime {
+            Runtime::Process { bin_dir } => start_process(bin_dir, &run, &sa, &log)?,
+            Runtime::Podman => start_podman(name, &run, &sa).await?,
+        };
+        let mut pod = Pod {
+            name: name.to_owned(),
+            run,
+            host_ports,
+            running: Some(running),
+            probes: Arc::default(),
+            probe_tasks: Vec::new(),
+            dir,
+        };
+        pod.start_probes();
+        Ok(pod)
+    }
+
+    fn start_probes(&mut self) {
+        let kinds = [
+            (self.run.readiness.clone(), false),
+            (self.run.liveness.clone(), true),
+        ];
+        for (probe, liveness) in kinds {
+            let Some(mut probe) = probe else { continue };
+            probe.port = self
+                .host_ports
+                .get(&probe.port)
+                .copied()
+                .unwrap_or(probe.port);
+            let state = self.probes.clone();
+            self.probe_tasks
+                .push(tokio::spawn(run_probe(probe, liveness, state)));
+        }
+    }
+
+    /// The probes' latest view.
+    pub fn probes(&self) -> ProbeState {
+        self.probes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The loopback port the named declared port got.
+    pub fn port(&self, name: &str) -> Option<u16> {
+        let declared = self.run.ports.get(name)?;
+        self.host_ports.get(declared).copied()
+    }
+
+    /// What the container printed (plain processes; podman's through `podman logs`).
+    pub fn logs(&self) -> String {
+        match &self.running {
+            Some(Running::Podman(id)) => std::process::Command::new("podman")
+                .args(["logs", id])
+                .output()
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout).into_owned()
+                        + &String::from_utf8_lossy(&o.stderr)
+                })
+                .unwrap_or_default(),
+            _ => std::fs::read_to_string(self.dir.path().join("container.log")).unwrap_or_default(),
+        }
+    }
+
+    /// Kills the container (SIGKILL, by its PID or container ID) and stops probing it;
+    /// it is not restarted.
+    pub async fn kill(&mut self) {
+        self.probe_tasks.iter().for_each(|t| t.abort());
+        match self.running.take() {
+            Some(Running::Process(mut child)) => {
+                let _ = child.kill().await;
+            }
+            Some(Running::Podman(id)) => remove_container(&id),
+            None => {}
+        }
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        self.probe_tasks.iter().for_each(|t| t.abort());
+        match self.running.take() {
+            Some(Running::Process(mut child)) => {
+                let _ = child.start_kill();
+            }
+            Some(Running::Podman(id)) => remove_container(&id),
+            None => {}
+        }
+    }
+}
+
+fn remove_container(id: &str) {
+    let _ = std::process::Command::new("podman")
+        .args(["rm", "-f", "-t", "0", id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn start_process(
+    bin_dir: &Path,
+    run: &ContainerRun,
+    sa: &Path,
+    log: &Path,
+) -> Result<Running, String> {
+    let (program, rest) = run
+        .command
+        .split_first()
+        .ok_or("the container has no command")?;
+    let file = Path::new(program)
+        .file_name()
+        .ok_or("the command names no file")?;
+    let binary = bin_dir.join(file);
+    if !binary.is_file() {
+        return Err(format!(
+            "{} is missing: build it first (cargo build -p {})",
+            binary.display(),
+            file.to_string_lossy()
+        ));
+    }
+    let out = std::fs::File::create(log).map_err(|e| e.to_string())?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let child = tokio::process::Command::new("unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            PROCESS_SETUP,
+            "sh",
+        ])
+        .arg(sa)
+        .arg(&binary)
+        .args(rest)
+        .args(&run.args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        .envs(run.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("unshare (util-linux) runs the pod's process: {e}"))?;
+    Ok(Running::Process(child))
+}
+
+/// `podman run` arguments for `run`, the security context applied.
+fn podman_args(name: &str, run: &ContainerRun, sa: &Path) -> Vec<String> {
+    let mut a: Vec<String> = ["run", "-d", "--pull=never"].map(String::from).to_vec();
+    // Loopback only here; a pod would reach the API through the service IP instead.
+    a.push("--network=host".into());
+    a.push(format!("--name={name}"));
+    a.push(format!(
+        "--volume={}:{SERVICE_ACCOUNT_DIR}:ro",
+        sa.display()
+    ));
+    match (run.run_as_user, run.run_as_group) {
+        (Some(u), Some(g)) => a.push(format!("--user={u}:{g}")),
+        (Some(u), None) => a.push(format!("--user={u}")),
+        _ => {}
+    }
+    if run.read_only_root {
+        a.push("--read-only".into());
+    }
+    if run.no_new_privileges {
+        a.push("--security-opt=no-new-privileges".into());
+    }
+    // RuntimeDefault is podman's default profile; Unconfined turns it off.
+    if run.seccomp.as_deref() == Some("Unconfined") {
+        a.push("--security-opt=seccomp=unconfined".into());
+    }
+    a.extend(run.cap_drop.iter().map(|c| format!("--cap-drop={c}")));
+    a.extend(run.cap_add.iter().map(|c| format!("--cap-add={c}")));
+    if let Some(bytes) = run.memory_limit.as_deref().and_then(spec::memory_bytes) {
+        a.push(format!("--memory={bytes}"));
+    }
+    a.extend(run.env.iter().map(|(k, v)| format!("--env={k}={v}")));
+    if !run.command.is_empty() {
+        let json = serde_json::to_string(&run.command).unwrap_or_default();
+        a.push(format!("--entrypoint={json}"));
+    }
+    a.push(run.image.clone());
+    a.extend(run.args.iter().cloned());
+    a
+}
+
+async fn start_podman(name: &str, run: &ContainerRun, sa: &Path) -> Result<Running, String> {
+    let out = tokio::process::Command::new("podman")
+        .args(podman_args(name, run, sa))
+        .output()
+        .await
+        .map_err(|e| format!("podman is on the PATH: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "podman run: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(Running::Podman(
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+    ))
+}
+
+/// `GET path` on loopback `port` as a kubelet's httpGet probe: the status, or `None`
+/// when nothing answered within `timeout`.
+pub async fn http_get(port: u16, path: &str, timeout: Duration) -> Option<(u16, String)> {
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: kube-probe/1.33\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let code = text.split_whitespace().nth(1)?.parse().ok()?;
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        Some((code, body))
+    };
+    tokio::time::timeout(timeout, exchange).await.ok().flatten()
+}
+
+async fn run_probe(probe: Probe, liveness: bool, state: Arc<Mutex<ProbeState>>) {
+    tokio::time::sleep(probe.initial_delay).await;
+    let mut failures = 0u32;
+    let mut tick = tokio::time::interval(probe.period);
+    loop {
+        tick.tick().await;
+        let ok = http_get(probe.port, &probe.path, probe.timeout)
+            .await
+            .is_some_and(|(code, _)| (200..400).contains(&code));
+        failures = if ok { 0 } else { failures + 1 };
+        let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+        if liveness {
+            s.liveness_successes += u32::from(ok);
+            s.liveness_tripped |= failures >= probe.failure_threshold;
+        } else if ok {
+            s.ready = true;
+        } else if failures >= probe.failure_threshold {
+            s.ready = false;
+        }
+    }
+}
+
+/// Waits until `check` gives `Some`, polling every 200 ms, for at most `limit`.
+pub async fn until<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
