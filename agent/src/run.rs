@@ -37,7 +37,7 @@ use kube::{Api, Client};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::host::{Host, UPDATE_TIMER};
+use crate::host::Host;
 use crate::machine::Memory;
 
 mod health;
@@ -48,6 +48,7 @@ mod reconcile;
 mod retry;
 mod staging;
 mod status;
+mod timer;
 
 pub use reconcile::facts;
 use retry::Retry;
@@ -105,8 +106,12 @@ struct Agent<H> {
     credentials_retry: Retry,
     host_retry: Retry,
     api_retry: Retry,
-    /// The host's update timer is masked (done once per agent start, retried on failure).
+    /// The host's update timer is masked (done once per agent start, retried on failure,
+    /// undone when the BootcNode is known not to exist).
     timer_masked: bool,
+    /// A list of the BootcNode has completed, so `node: None` means it does not exist
+    /// (rather than not yet seen).
+    listed: bool,
     /// Failures to mask the update timer, reported in `Degraded` until it is masked.
     timer_retry: Retry,
     /// What `bootc --version` said at start.
@@ -279,6 +284,7 @@ impl<H: Host + 'static> Agent<H> {
             host_retry: Retry::default(),
             api_retry: Retry::default(),
             timer_masked: false,
+            listed: false,
             timer_retry: Retry::default(),
             bootc_version: None,
             last_poll: Instant::now(),
@@ -314,33 +320,6 @@ impl<H: Host + 'static> Agent<H> {
             }
             Err(e) => {
                 warn!(error = %error_chain(&e), "cannot read bootc's version; not reported");
-            }
-        }
-    }
-
-    /// Masks the host's update timer, unless it is masked already or the last failure's
-    /// backoff still runs; a failure is reported in `Degraded` until a retry succeeds.
-    async fn mask_timer(&mut self) {
-        let now = Utc::now();
-        if self.timer_masked || self.timer_retry.wait(now).is_some() {
-            return;
-        }
-        match self.host.mask_update_timer().await {
-            Ok(()) => {
-                self.timer_masked = true;
-                self.timer_retry.clear();
-                info!(
-                    unit = UPDATE_TIMER,
-                    "masked the host's update timer until the next boot"
-                );
-            }
-            Err(e) => {
-                let message = format!(
-                    "cannot mask {UPDATE_TIMER}, so the host may update and reboot itself: {}",
-                    error_chain(&e)
-                );
-                warn!(error = %message, "will retry masking the update timer");
-                self.timer_retry.fail(message, now);
             }
         }
     }

@@ -95,6 +95,10 @@ struct Record {
     started: Vec<Started>,
     stopped: Vec<String>,
     masked: Vec<(Vec<String>, bool)>,
+    unmasked: Vec<(Vec<String>, bool)>,
+    /// Unit files `GetUnitFileState` finds: name → state (`enabled`, `disabled`, …); any
+    /// other name has no unit file.
+    unit_files: HashMap<String, String>,
     reboots: Vec<u64>,
     /// The error logind answers reboot requests with, when set.
     reboot_error: Option<zbus::fdo::Error>,
@@ -365,6 +369,11 @@ impl FakeManager {
         _mode: String,
         #[zbus(connection)] conn: &Connection,
     ) -> fdo::Result<OwnedObjectPath> {
+        if name.ends_with(".timer") {
+            let mut record = self.record.lock().unwrap();
+            record.calls.push(format!("StartUnit {name}"));
+            return Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/0").unwrap());
+        }
         let pending = self.record.lock().unwrap().pending.remove(&name);
         let Some((props, fifo)) = pending else {
             return Err(fdo::Error::Failed(format!("no unit {name}")));
@@ -439,6 +448,23 @@ impl FakeManager {
 
     fn reload(&self) {
         self.record.lock().unwrap().calls.push("Reload".into());
+    }
+
+    fn unmask_unit_files(&self, files: Vec<String>, runtime: bool) -> Vec<(String, String, String)> {
+        let mut record = self.record.lock().unwrap();
+        record.calls.push("UnmaskUnitFiles".into());
+        record.unmasked.push((files, runtime));
+        Vec::new()
+    }
+
+    fn get_unit_file_state(&self, file: String) -> fdo::Result<String> {
+        let mut record = self.record.lock().unwrap();
+        record.calls.push("GetUnitFileState".into());
+        record
+            .unit_files
+            .get(&file)
+            .cloned()
+            .ok_or_else(|| fdo::Error::FileNotFound(format!("No such file or directory: {file}")))
     }
 
     #[zbus(property)]
@@ -1042,6 +1068,45 @@ async fn mask_update_timer_masks_at_runtime_and_stops() {
         record.stopped,
         vec!["bootc-fetch-apply-updates.timer".to_owned()]
     );
+}
+
+#[tokio::test]
+async fn release_update_timer_unmasks_and_starts_the_timer_only_if_enabled() {
+    const TIMER: &str = "bootc-fetch-apply-updates.timer";
+    // (unit file state, or none: no unit file) → whether the timer is started again.
+    for (state, started) in [
+        (Some("enabled"), true),
+        (Some("disabled"), false),
+        (Some("masked"), false),
+        (Some("static"), false),
+        (None, false),
+    ] {
+        let f = fixture(Some(0), Duration::from_secs(30)).await;
+        if let Some(state) = state {
+            let mut record = f.record.lock().unwrap();
+            record.unit_files.insert(TIMER.to_owned(), state.to_owned());
+        }
+        f.host.release_update_timer().await.unwrap();
+        let record = f.record.lock().unwrap();
+        let calls: Vec<&str> = record
+            .calls
+            .iter()
+            .map(String::as_str)
+            .filter(|c| {
+                ["UnmaskUnitFiles", "Reload", "GetUnitFileState", "StartUnit"]
+                    .iter()
+                    .any(|k| c.starts_with(k))
+            })
+            .collect();
+        let mut expected = vec!["UnmaskUnitFiles", "Reload", "GetUnitFileState"];
+        let start = format!("StartUnit {TIMER}");
+        if started {
+            expected.push(&start);
+        }
+        assert_eq!(calls, expected, "unit file {state:?}");
+        // Only the runtime mask (the agent's own) is removed.
+        assert_eq!(record.unmasked, vec![(vec![TIMER.to_owned()], true)]);
+    }
 }
 
 #[tokio::test]

@@ -36,7 +36,9 @@ mod unit;
 mod units;
 
 pub use bus::connection_lost;
-use bus::{call_error, follow_status_updates, is_unknown_property, stop_if_loaded};
+use bus::{
+    call_error, follow_status_updates, is_unknown_property, start_if_enabled, stop_if_loaded,
+};
 pub(crate) use files::write_private;
 use proxies::{HostnameProxy, LoginManagerProxy, SystemdManagerProxy};
 
@@ -422,6 +424,19 @@ impl Host for DbusHost {
             .map_err(call_error("Manager.Reload"))?;
         let _ = manager.reset_failed_unit(UPDATE_TIMER).await;
         Ok(())
+    }
+
+    async fn release_update_timer(&self) -> Result<(), HostError> {
+        let manager = self.manager().await?;
+        manager
+            .unmask_unit_files(&[UPDATE_TIMER], true)
+            .await
+            .map_err(call_error("Manager.UnmaskUnitFiles"))?;
+        manager
+            .reload()
+            .await
+            .map_err(call_error("Manager.Reload"))?;
+        start_if_enabled(&manager, UPDATE_TIMER).await
     }
 
     async fn write_credentials(&self, auth: Option<&[u8]>) -> Result<(), HostError> {

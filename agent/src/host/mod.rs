@@ -21,7 +21,8 @@ pub use dbus::DbusHost;
 pub use progress::StageProgress;
 
 /// The host's own update timer, which would update and reboot the host behind the pool's
-/// back: the agent masks it at runtime ([`Host::mask_update_timer`]).
+/// back: the agent masks it at runtime ([`Host::mask_update_timer`]) while the node is in a
+/// pool, and hands it back when it is not ([`Host::release_update_timer`]).
 pub const UPDATE_TIMER: &str = "bootc-fetch-apply-updates.timer";
 
 /// Which boot the host is in: what `lastReboot` records, to tell later whether a reboot
@@ -277,6 +278,11 @@ pub trait Host: Send + Sync {
 
     /// Masks `bootc-fetch-apply-updates.timer` at runtime and stops it.
     fn mask_update_timer(&self) -> impl Future<Output = Result<(), HostError>> + Send;
+
+    /// Hands the update timer back as the host had it: removes the runtime mask and, if
+    /// the timer is enabled (so it ran before the mask), starts it again. A mask of the
+    /// host's own (in `/etc`) stays, and a disabled timer stays stopped.
+    fn release_update_timer(&self) -> impl Future<Output = Result<(), HostError>> + Send;
 
     /// Writes `auth` (a containers `auth.json`) to the host's `/run/ostree/auth.json`
     /// with mode 0600, replacing it atomically; `None` removes the file.

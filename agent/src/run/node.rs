@@ -37,6 +37,7 @@ impl<H: Host + 'static> Agent<H> {
                 false
             }
             Some(Ok(Event::InitDone)) => {
+                self.listed = true;
                 let node = listing.take().flatten();
                 if let Some(node) = &node {
                     self.versions.delivered(node, true);
@@ -59,7 +60,8 @@ impl<H: Host + 'static> Agent<H> {
             if self.node.take().is_some() {
                 info!("BootcNode deleted; waiting for it to come back");
             }
-            return false;
+            // Known not to exist: a pass hands the host's update timer back.
+            return self.timer_masked;
         };
         if !self.restored {
             self.restored = true;

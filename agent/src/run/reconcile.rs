@@ -27,7 +27,7 @@ impl<H: Host + 'static> Agent<H> {
     pub(super) async fn reconcile(&mut self) {
         self.last_poll = Instant::now();
         self.retry_at = None;
-        self.mask_timer().await;
+        self.keep_timer().await;
         let Some(node) = self.node.clone() else {
             return;
         };

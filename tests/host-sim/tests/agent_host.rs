@@ -335,6 +335,40 @@ async fn mask_update_timer_masks_at_runtime_until_the_next_boot() {
     assert_masked(&f.node, TIMER, &before).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_update_timer_hands_the_timer_back_as_the_host_had_it() {
+    let f = Fixture::new("agent-release").await;
+    const TIMER: &str = "bootc-fetch-apply-updates.timer";
+    let host = f.host().await;
+    let before = f.node.system_state().await.unwrap();
+    host.mask_update_timer().await.unwrap();
+    assert_masked(&f.node, TIMER, &before).await;
+
+    // Enabled before the mask: running again, with no mask left in /run.
+    host.release_update_timer().await.unwrap();
+    let timer = f.node.unit_state(TIMER).await.unwrap();
+    assert_eq!(
+        (timer.active_state.as_str(), timer.unit_file_state.as_str()),
+        ("active", "enabled"),
+        "{timer:?}"
+    );
+    let runtime_mask = f.node.root_path().unwrap().join("run/systemd/system").join(TIMER);
+    assert!(!runtime_mask.exists(), "the runtime mask is gone");
+
+    // The host owner's own mask (in /etc) is theirs: it stays, and the timer stays off.
+    let own_mask = f.node.root_path().unwrap().join("etc/systemd/system").join(TIMER);
+    std::os::unix::fs::symlink("/dev/null", &own_mask).unwrap();
+    host.mask_update_timer().await.unwrap();
+    host.release_update_timer().await.unwrap();
+    let timer = f.node.unit_state(TIMER).await.unwrap();
+    assert_eq!(
+        (timer.active_state.as_str(), timer.unit_file_state.as_str()),
+        ("inactive", "masked"),
+        "{timer:?}"
+    );
+    assert!(own_mask.is_symlink(), "the owner's mask is left in place");
+}
+
 /// The unit is masked at runtime as systemd sees it (loaded as masked, so it cannot be
 /// started), not running, and did not change the system's state (`before`): a system
 /// `running` before still is. (Under load a boot unit of a simulated node can fail to

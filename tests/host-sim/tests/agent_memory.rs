@@ -15,7 +15,7 @@ use host_sim::memory::{Behaviour, Catalog, MemoryHost, NextBoot};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::json;
@@ -809,6 +809,66 @@ async fn a_timer_that_cannot_be_masked_is_reported_until_it_is() {
         .filter(|s| *s == "before mask_update_timer")
         .count();
     assert!(attempts >= 2, "retried: {attempts}");
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_when_it_returns() {
+    let (_emulator, client) = cluster(false).await;
+    let catalog = Catalog::new();
+    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
+    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
+    let api: Api<BootcNode> = Api::all(client.clone());
+    api.create(&PostParams::default(), &node("n1", &v1))
+        .await
+        .unwrap();
+    let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
+    wait_reason(&api, "n1", "Idle").await;
+    assert!(host.timer_masked(), "masked while the node is in a pool");
+
+    // The pool lets go of the node (deleted, or the node left it): handed back.
+    api.delete("n1", &DeleteParams::default()).await.unwrap();
+    wait_for("the timer handed back", async || {
+        (!host.timer_masked()).then_some(())
+    })
+    .await;
+    let releases = |host: &MemoryHost| {
+        host.steps()
+            .iter()
+            .filter(|s| *s == "after release_update_timer")
+            .count()
+    };
+    assert_eq!(releases(&host), 1);
+
+    // Back in a pool: masked again.
+    api.create(&PostParams::default(), &node("n1", &v1))
+        .await
+        .unwrap();
+    wait_for("the timer masked again", async || {
+        host.timer_masked().then_some(())
+    })
+    .await;
+    wait_reason(&api, "n1", "Idle").await;
+    agent.stop().await;
+
+    // An agent that starts where the node has no BootcNode masks first (it cannot know
+    // yet), then hands the timer back once it has listed none.
+    api.delete("n1", &DeleteParams::default()).await.unwrap();
+    assert!(host.timer_masked(), "no agent ran: nothing changed");
+    let masks = |host: &MemoryHost| {
+        host.steps()
+            .iter()
+            .filter(|s| *s == "after mask_update_timer")
+            .count()
+    };
+    let masked_before = masks(&host);
+    let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
+    wait_for("the new agent's release", async || {
+        (releases(&host) == 2).then_some(())
+    })
+    .await;
+    assert!(!host.timer_masked());
+    assert_eq!(masks(&host), masked_before + 1, "masked once at start");
     agent.stop().await;
 }
 

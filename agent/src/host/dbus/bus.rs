@@ -69,6 +69,31 @@ pub(super) async fn stop_if_loaded(
     }
 }
 
+/// Starts `unit` if its unit file is enabled (`Manager.GetUnitFileState`); a unit with
+/// no unit file, or one that is masked, disabled or static, is left as it is.
+pub(super) async fn start_if_enabled(
+    manager: &SystemdManagerProxy<'_>,
+    unit: &str,
+) -> Result<(), HostError> {
+    let state = match manager.get_unit_file_state(unit).await {
+        Ok(state) => state,
+        // systemd answers ENOENT, which D-Bus names FileNotFound.
+        Err(zbus::Error::FDO(e)) if matches!(*e, zbus::fdo::Error::FileNotFound(_)) => {
+            return Ok(());
+        }
+        Err(e) if is_error(&e, "org.freedesktop.systemd1.NoSuchUnit") => return Ok(()),
+        Err(source) => return Err(call_error("Manager.GetUnitFileState")(source)),
+    };
+    if state != "enabled" {
+        return Ok(());
+    }
+    manager
+        .start_unit(unit, "replace")
+        .await
+        .map(drop)
+        .map_err(call_error("Manager.StartUnit"))
+}
+
 /// `Manager.Subscribe`; a client that is already subscribed is fine.
 pub(super) async fn subscribe(manager: &SystemdManagerProxy<'_>) -> Result<(), HostError> {
     match manager.subscribe().await {

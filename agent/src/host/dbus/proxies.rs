@@ -58,6 +58,14 @@ pub(super) trait SystemdManager {
         force: bool,
     ) -> zbus::Result<Vec<(String, String, String)>>;
 
+    fn unmask_unit_files(
+        &self,
+        files: &[&str],
+        runtime: bool,
+    ) -> zbus::Result<Vec<(String, String, String)>>;
+
+    fn get_unit_file_state(&self, file: &str) -> zbus::Result<String>;
+
     #[zbus(property)]
     fn soft_reboots_count(&self) -> zbus::Result<u32>;
 
