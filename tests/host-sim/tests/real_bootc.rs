@@ -1370,12 +1370,14 @@ async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_th
         );
     }
     // An unplanned reboot: the real ostree-finalize-staged leaves the locked
-    // deployment, v1 boots again.
+    // deployment, v1 boots again. The agent is stopped first: an agent starting in the
+    // new boot stops every bootc command it did not start itself, this test's status
+    // read included.
+    agents.stop().await;
     f.reboot().await;
     let status = f.host().await.status().await.unwrap();
     assert_eq!(booted_digest(&status), digest_of(&f.v1), "{}", f.log());
     assert_eq!(f.node.version_id().unwrap(), "1");
-    agents.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
