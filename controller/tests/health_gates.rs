@@ -19,7 +19,6 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::json;
-use tokio::time::Instant;
 
 async fn set_image(client: &Client, pool: &str, image: &str) {
     let pools: Api<BootcNodePool> = Api::all(client.clone());
@@ -49,72 +48,20 @@ async fn the_canary_updates_first_and_soaks_before_the_rest_go() {
     pools.create(&PostParams::default(), &pool).await.unwrap();
     wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 5)).await;
 
+    // Every stored change from here on is read: while the canary is not complete, at
+    // most its two nodes hold slots or run v2; the third node goes only after the soak.
+    let recorder = Recorder::start(&emulator);
     set_image(&client, "workers", &v2).await;
-    // Watch until all run v2: while the canary is not complete, at most its two nodes
-    // hold slots or run v2; the third node goes only after the soak.
-    let deadline = Instant::now() + DEADLINE;
-    let mut soaking_seen: Option<Instant> = None;
-    let mut third_at: Option<Instant> = None;
-    let mut phases = Vec::new();
-    loop {
-        // What moved is read before the pool's phase: a phase read later that still
-        // is not Complete covers it.
-        let mut moved: BTreeSet<String> = slot_holders(&client).await;
-        moved.extend(
-            names
-                .iter()
-                .filter(|n| booted(&cluster, n) == digest('2'))
-                .map(|n| (*n).to_owned()),
-        );
-        let p = pools.get("workers").await.unwrap();
-        let canary = p
-            .status
-            .as_ref()
-            .and_then(|s| s.canary.clone())
-            .filter(|c| c.digest == digest('2'));
-        if let Some(c) = &canary
-            && phases.last() != Some(&c.phase)
-        {
-            phases.push(c.phase);
-        }
-        let phase = canary.as_ref().map(|c| c.phase);
-        if phase == Some(CanaryPhase::Soaking) && soaking_seen.is_none() {
-            soaking_seen = Some(Instant::now());
-        }
-        if phase != Some(CanaryPhase::Complete) {
-            assert!(
-                moved.len() <= 2,
-                "{phase:?}: {moved:?} moved before the canary was through"
-            );
-        }
-        if moved.len() > 2 && third_at.is_none() {
-            third_at = Some(Instant::now());
-        }
-        if all_updated(&p, 5)
+    wait_pool(&client, "workers", "all on v2", |p| {
+        all_updated(p, 5)
             && p.status.as_ref().unwrap().target_digest.as_deref() == Some(digest('2').as_str())
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out; status {:#?}",
-            p.status
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
+    })
+    .await;
+    canary_went_first(&recorder.all_timed().await);
+    // The hosts agree with what was stored.
+    for n in names {
+        assert_eq!(booted(&cluster, n), digest('2'), "{n}");
     }
-    assert_eq!(
-        phases,
-        vec![
-            CanaryPhase::Updating,
-            CanaryPhase::Soaking,
-            CanaryPhase::Complete
-        ]
-    );
-    let soaked = third_at.unwrap() - soaking_seen.unwrap();
-    assert!(
-        soaked >= Duration::from_millis(2900),
-        "the rest went after {soaked:?}"
-    );
     let report = invariants.settled(Duration::from_secs(10)).await;
     assert!(report.is_clean_rollout(), "{report:?}");
     controller.stop().await;
@@ -158,6 +105,71 @@ async fn a_node_someone_else_cordoned_is_skipped_and_stays_cordoned() {
     let report = invariants.settled(Duration::from_secs(10)).await;
     assert!(report.is_clean_rollout(), "{report:?}");
     controller.stop().await;
+}
+
+/// Over `changes` (every stored change from before the pool was given v2 until all ran
+/// it): until the pool's canary for v2 says `Complete`, no more than two nodes have
+/// moved (held the reboot slot or reported v2 booted, counted from the first change on);
+/// the canary went `Updating`, `Soaking`, `Complete`; and the third node moved at least
+/// the soak (3 s, less 100 ms for the reading) after `Soaking` was stored.
+fn canary_went_first(changes: &[Timed]) {
+    let v2 = json!(digest('2'));
+    let mut phase: Option<CanaryPhase> = None;
+    let mut phases: Vec<CanaryPhase> = Vec::new();
+    let mut moved: BTreeSet<String> = BTreeSet::new();
+    let (mut soaking_at, mut third_at) = (None, None);
+    let mut node_changes = 0;
+    for (at, change) in changes {
+        let o = &change.object;
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        match change.key.plural.as_str() {
+            "bootcnodepools" if name == "workers" && o["status"]["canary"]["digest"] == v2 => {
+                let now: CanaryPhase =
+                    serde_json::from_value(o["status"]["canary"]["phase"].clone()).unwrap();
+                if now == CanaryPhase::Soaking {
+                    soaking_at.get_or_insert(*at);
+                }
+                if phases.last() != Some(&now) {
+                    phases.push(now);
+                }
+                phase = Some(now);
+            }
+            "bootcnodes" => {
+                node_changes += 1;
+                let slot = o["metadata"]["annotations"][REBOOT_SLOT_ANNOTATION]
+                    .as_str()
+                    .is_some_and(|s| !s.is_empty());
+                if slot || o.pointer("/status/booted/imageDigest") == Some(&v2) {
+                    moved.insert(name.to_owned());
+                }
+                if moved.len() > 2 {
+                    third_at.get_or_insert(*at);
+                }
+                assert!(
+                    moved.len() <= 2 || phase == Some(CanaryPhase::Complete),
+                    "rv {}: {moved:?} moved while the canary was {phase:?}",
+                    change.rv
+                );
+            }
+            _ => {}
+        }
+    }
+    assert!(node_changes > 0, "no BootcNode change was read");
+    assert_eq!(moved.len(), 5, "every node moved: {moved:?}");
+    assert_eq!(
+        phases,
+        [
+            CanaryPhase::Updating,
+            CanaryPhase::Soaking,
+            CanaryPhase::Complete
+        ]
+    );
+    let third_at = third_at.expect("a third node moved");
+    let soaked = third_at - soaking_at.expect("Soaking stored before it");
+    assert!(
+        soaked >= Duration::from_millis(2900),
+        "the rest went {soaked:?} after the soak began"
+    );
 }
 
 /// Over `changes`: a worker's BootcNode gets the reboot slot only once both infra nodes

@@ -22,6 +22,8 @@ const NAMESPACE: &str = "bootc-system";
 const LEASE: Duration = Duration::from_secs(1);
 const RENEW_DEADLINE: Duration = Duration::from_millis(600);
 const RETRY: Duration = Duration::from_millis(100);
+/// A follower's tries in one lease duration.
+const TRIES_PER_LEASE: usize = 10;
 /// Allowance for a loaded test machine (two cores shared with builds).
 const SLACK: Duration = Duration::from_millis(500);
 
@@ -170,8 +172,9 @@ impl Monitor {
     }
 
     /// Panics if both replicas were ever leader at once, or if a term was stored that
-    /// the monitor did not see (its check would be incomplete).
-    async fn check(self) {
+    /// the monitor did not see (its check would be incomplete); returns how many terms
+    /// each replica had.
+    async fn check(self) -> [u32; 2] {
         let _ = self.stop.send(());
         let (both, seen) = self.task.await.unwrap();
         assert!(!both, "both replicas were leader at the same time");
@@ -193,6 +196,7 @@ impl Monitor {
                 "{identity}: {terms} terms stored, {seen} seen: the check is incomplete"
             );
         }
+        seen
     }
 }
 
@@ -272,6 +276,29 @@ fn lease_requests(emulator: &Emulator, identity: &str) -> usize {
         .count()
 }
 
+/// Lease writes of the replica named `identity` that the emulator stored.
+fn lease_writes(emulator: &Emulator, identity: &str) -> usize {
+    emulator
+        .handle()
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "leases" && r.user_agent.ends_with(identity))
+        .filter(|r| r.is_write() && r.code < 300)
+        .count()
+}
+
+/// Waits (with a deadline of ten lease durations) until `count()`, a count from the
+/// request log, reaches `target`.
+async fn wait_count(what: &str, target: usize, count: impl Fn() -> usize) {
+    timeout(10 * LEASE, async {
+        while count() < target {
+            tokio::time::sleep(RETRY / 4).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what}: {} of {target} within {:?}", count(), 10 * LEASE));
+}
+
 /// Lease writes the emulator refused with 409, by verb.
 fn lease_conflicts(emulator: &Emulator, name: &str) -> Vec<String> {
     emulator
@@ -294,14 +321,22 @@ async fn exactly_one_leader_at_a_time() {
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     let (leader, follower) = if first == 0 { (&a, &b) } else { (&b, &a) };
 
-    // A bounded observation window: the leader keeps renewing, the follower never takes
-    // over, and the Lease names the leader.
-    let window = Instant::now() + 3 * LEASE;
-    while Instant::now() < window {
-        assert!(leader.is_leader(), "the leader stepped down while renewing");
-        assert!(!follower.is_leader());
-        tokio::time::sleep(RETRY / 2).await;
-    }
+    // Over counted tries: the leader keeps renewing, the follower never takes over
+    // (three lease durations of its tries, each one a chance to take an expired lease),
+    // and the Lease names the leader. Every change of either flag is followed.
+    let tries = TRIES_PER_LEASE * 3;
+    let renewals = lease_writes(&emulator, &leader.identity) + tries;
+    wait_count("the leader's renewals", renewals, || {
+        lease_writes(&emulator, &leader.identity)
+    })
+    .await;
+    let target = lease_requests(&emulator, &follower.identity) + tries;
+    wait_count("the follower's tries", target, || {
+        lease_requests(&emulator, &follower.identity)
+    })
+    .await;
+    assert!(leader.is_leader(), "the leader stepped down while renewing");
+    assert!(!follower.is_leader());
     let spec = lease_spec(&emulator, "steady").await;
     assert_eq!(
         spec.holder_identity.as_deref(),
@@ -324,7 +359,13 @@ async fn exactly_one_leader_at_a_time() {
             .contains("\nbootc_pool_leader 0\n")
     );
 
-    monitor.check().await;
+    let terms = monitor.check().await;
+    let (l, f) = if first == 0 { (0, 1) } else { (1, 0) };
+    assert_eq!(
+        (terms[l], terms[f]),
+        (1, 0),
+        "one term, the leader's, all along"
+    );
     a.shutdown().await;
     b.shutdown().await;
 }
@@ -391,8 +432,12 @@ async fn crashed_leader_is_replaced_after_expiry() {
     let monitor = Monitor::start(&emulator, "crash", &a, &b);
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
     let (leader, follower) = if first == 0 { (a, b) } else { (b, a) };
-    // Let a few renewals happen.
-    tokio::time::sleep(3 * RETRY).await;
+    // A few renewals, counted.
+    let renewals = lease_writes(&emulator, &leader.identity) + 3;
+    wait_count("three renewals", renewals, || {
+        lease_writes(&emulator, &leader.identity)
+    })
+    .await;
 
     // A crash: the task is gone without releasing the lease.
     leader.task.abort();
@@ -489,6 +534,18 @@ async fn failing_renewals_step_down_before_the_lease_expires() {
     b.shutdown().await;
 }
 
+/// Waits until both replicas have made a lease duration's worth of Lease requests more
+/// (the leader renewing, the follower trying): chances enough for a second leader.
+async fn both_try_for_a_lease(emulator: &Emulator) {
+    for identity in ["replica-a", "replica-b"] {
+        let target = lease_requests(emulator, identity) + TRIES_PER_LEASE;
+        wait_count(&format!("{identity}'s tries"), target, || {
+            lease_requests(emulator, identity)
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn simultaneous_start_leaves_one_leader() {
     let emulator = emulator().await;
@@ -505,7 +562,7 @@ async fn simultaneous_start_leaves_one_leader() {
     let b = Replica::start(&emulator, "race-create", "replica-b");
     let monitor = Monitor::start(&emulator, "race-create", &a, &b);
     wait_leader([&a, &b], LEASE + SLACK).await;
-    tokio::time::sleep(LEASE).await;
+    both_try_for_a_lease(&emulator).await;
     assert!(a.is_leader() ^ b.is_leader());
     assert_eq!(lease_conflicts(&emulator, "race-create"), ["create"]);
     monitor.check().await;
@@ -534,7 +591,7 @@ async fn simultaneous_start_leaves_one_leader() {
     let b = Replica::start(&emulator, "race-update", "replica-b");
     let monitor = Monitor::start(&emulator, "race-update", &a, &b);
     let first = wait_leader([&a, &b], LEASE + SLACK).await;
-    tokio::time::sleep(LEASE).await;
+    both_try_for_a_lease(&emulator).await;
     assert!(a.is_leader() ^ b.is_leader());
     let conflicts = lease_conflicts(&emulator, "race-update");
     assert!(
@@ -629,12 +686,41 @@ async fn a_replica_that_stepped_down_sends_no_write() {
     // the write was cut off before the lease could pass (no clock needed to tell).
     let cut = write_through(&b, "slow").await.unwrap_err();
     assert!(cut.to_string().contains("abandoned"), "{cut}");
-    // The server dropped it with the connection: it is never written.
-    tokio::time::sleep(2 * LEASE).await;
+    // The server dropped it with the connection: it is never written. A marker written
+    // after it, held as long, is stored only once the abandoned write's hold is over
+    // (both wait out the same latency on the server's timers); every stored change up to
+    // the marker's is read.
+    let mut changes = emulator.handle().events();
+    let admin: Api<Lease> = Api::namespaced(emulator.client().unwrap(), NAMESPACE);
+    let marker = Lease {
+        metadata: ObjectMeta {
+            name: Some("after-slow".to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Lease::default()
+    };
+    admin.create(&PostParams::default(), &marker).await.unwrap();
     emulator.handle().clear_faults();
-    let api: Api<Lease> = Api::namespaced(b.writer.clone(), NAMESPACE);
+    let mut names = Vec::new();
+    loop {
+        let change = timeout(10 * LEASE, changes.recv())
+            .await
+            .expect("the marker's change")
+            .expect("every stored change read");
+        let name = change.object["metadata"]["name"]
+            .as_str()
+            .map(str::to_owned);
+        if change.key.plural == "leases" && name.as_deref() == Some("after-slow") {
+            break;
+        }
+        names.extend(name);
+    }
     assert!(
-        api.get_opt("slow").await.unwrap().is_none(),
+        !names.iter().any(|n| n == "slow"),
+        "the abandoned write landed: {names:?}"
+    );
+    assert!(
+        admin.get_opt("slow").await.unwrap().is_none(),
         "the abandoned write landed"
     );
     a.shutdown().await;

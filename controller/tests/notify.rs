@@ -199,6 +199,17 @@ fn count(metrics: &Metrics, event: &str, outcome: &str) -> u64 {
         .map_or(0, |v| v.parse().unwrap())
 }
 
+/// Waits until `count(metrics, event, outcome)` reaches `n`, then asserts it is `n`. A
+/// delivery is counted once the receiver's answer is back, after the receiver has kept
+/// the body: a body received says nothing of the count yet.
+async fn wait_count(metrics: &Metrics, event: &str, outcome: &str, n: u64) {
+    wait_for(&format!("{n} {event} counted {outcome}"), async || {
+        (count(metrics, event, outcome) >= n).then_some(())
+    })
+    .await;
+    assert_eq!(count(metrics, event, outcome), n, "{event} {outcome}");
+}
+
 /// Holds the receiver at `n` requests while the pool is planned three more times.
 async fn no_more_than(client: &Client, metrics: &Metrics, receiver: &Receiver, n: usize) {
     never_over_reconciles(
@@ -300,7 +311,7 @@ async fn a_rollout_and_a_rollback_are_announced_once_each() {
         ("RolloutCompleted", 2),
         ("RolledBack", 1),
     ] {
-        assert_eq!(count(&metrics, event, "delivered"), delivered, "{event}");
+        wait_count(&metrics, event, "delivered", delivered).await;
         assert_eq!(count(&metrics, event, "failed"), 0, "{event}");
     }
     controller.stop().await;
@@ -329,7 +340,7 @@ async fn a_webhook_failing_at_first_gets_the_event_on_a_retry() {
     );
     // Two answers 500, then the same event again, then the next one.
     assert_eq!(receiver.seen.requests.load(Ordering::SeqCst), 4);
-    assert_eq!(count(&metrics, "RolloutStarted", "delivered"), 1);
+    wait_count(&metrics, "RolloutStarted", "delivered", 1).await;
     assert_eq!(count(&metrics, "RolloutStarted", "failed"), 0);
     controller.stop().await;
 }
@@ -416,6 +427,6 @@ async fn a_missing_secret_is_reported_and_the_rollout_goes_on() {
         .unwrap();
     let bodies = receiver.wait_bodies(1).await;
     assert_eq!(bodies[0]["event"], "RolledBack");
-    assert_eq!(count(&metrics, "RolledBack", "delivered"), 1);
+    wait_count(&metrics, "RolledBack", "delivered", 1).await;
     controller.stop().await;
 }

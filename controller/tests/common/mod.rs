@@ -308,11 +308,14 @@ pub async fn poke(client: &Client, name: &str) {
         .unwrap();
 }
 
+/// A stored change and when the recorder received it.
+pub type Timed = (Instant, std::sync::Arc<kube_emulator::Event>);
+
 /// Every stored change from its start, in resourceVersion order, kept by a task that
 /// reads the emulator's event stream as it comes (a continuous property is checked on
-/// all of them, not on samples).
+/// all of them, not on samples), with the instant each was received.
 pub struct Recorder {
-    seen: std::sync::Arc<std::sync::Mutex<Vec<std::sync::Arc<kube_emulator::Event>>>>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Timed>>>,
     missed: std::sync::Arc<std::sync::atomic::AtomicU64>,
     handle: kube_emulator::Handle,
     start: u64,
@@ -331,7 +334,7 @@ impl Recorder {
         let task = tokio::spawn(async move {
             loop {
                 match events.recv().await {
-                    Ok(e) => sink.lock().unwrap().push(e),
+                    Ok(e) => sink.lock().unwrap().push((Instant::now(), e)),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         lost.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
                     }
@@ -351,11 +354,16 @@ impl Recorder {
     /// Every change stored so far, once all of them have been read; panics when one
     /// was missed or the reader stopped.
     pub async fn all(&self) -> Vec<std::sync::Arc<kube_emulator::Event>> {
+        self.all_timed().await.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// [`Recorder::all`], each change with the instant it was received.
+    pub async fn all_timed(&self) -> Vec<Timed> {
         let target = self.handle.resource_version();
         wait_for("the recorder to read every change", async || {
             let seen = self.seen.lock().unwrap();
             assert!(!self.task.is_finished(), "the recorder stopped");
-            (target <= self.start || seen.last().is_some_and(|e| e.rv >= target))
+            (target <= self.start || seen.last().is_some_and(|(_, e)| e.rv >= target))
                 .then(|| seen.clone())
         })
         .await;

@@ -282,6 +282,10 @@ pub fn main_with(
         let _ = writeln!(err, "error: no subcommand");
         return 2;
     };
+    if let Err(e) = crate::calls::record(&env.state_dir, sub) {
+        let _ = writeln!(err, "error: {e}");
+        return 1;
+    }
     if let Some(message) = faults.failure(sub, args) {
         let _ = writeln!(err, "error: {message}");
         return 1;

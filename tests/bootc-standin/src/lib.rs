@@ -16,6 +16,7 @@
 //!
 //! The modules:
 //!
+//! - [`calls`]: which commands ran, counted from the state directory;
 //! - [`cli`]: the `bootc` command line over [`State`] and a [`ImageResolver`];
 //! - [`faults`]: failures injected through `faults.json`;
 //! - [`http`]: a tiny HTTP/1.1 client and base64 for basic auth;
@@ -25,6 +26,7 @@
 //! - [`state`]: the deployments and their transitions;
 //! - [`version`]: which bootc it plays (1.16.9 by default, or 1.16.10 and later).
 
+pub mod calls;
 pub mod cli;
 pub mod faults;
 pub mod http;

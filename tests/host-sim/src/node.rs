@@ -19,7 +19,8 @@
 //! - this file: [`Node`], what it shows ([`NodeStatus`], [`NodePhase`]) and asks the node;
 //! - `launch`: [`NodeOptions`] and the `systemd-nspawn` command line;
 //! - `supervisor`: the thread that owns nspawn, reboots the node and follows its bus;
-//! - `standin_state`: [`discard_staged`], for a node that comes back on its old image.
+//! - `standin_state`: [`discard_staged`], for a node that comes back on its old image,
+//!   and [`standin_calls`], what the node's bootc was asked.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -41,7 +42,7 @@ mod supervisor;
 pub use launch::NodeOptions;
 pub(crate) use launch::{bind_arg, machine_uuid};
 use launch::{check_options, create_dirs, nspawn_command};
-pub use standin_state::discard_staged;
+pub use standin_state::{discard_staged, standin_calls};
 use supervisor::Supervisor;
 pub(crate) use supervisor::{BootFn, DiscardFn};
 
@@ -438,6 +439,13 @@ impl Node {
                 details: format!("; last status {:?}; see {log}", self.status()),
             }),
         }
+    }
+
+    /// How many times `bootc SUB` ran on this node, over all its boots ([`standin_calls`]):
+    /// the agent reads `bootc status` once per pass, so a test counts passes with
+    /// `standin_calls("status")`.
+    pub fn standin_calls(&self, sub: &str) -> Result<u64> {
+        standin_calls(&self.state_dir, sub)
     }
 
     /// On the next reboot, before the container boots again, the staged deployment is

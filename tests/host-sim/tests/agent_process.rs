@@ -27,7 +27,6 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use test_registry::Registry;
-use tokio::time::Instant;
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -328,16 +327,24 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     })
     .await;
     assert!(message.contains(v4.as_str()), "{message}");
-    // Several polls (every 2 s) later, still no second reboot.
-    let until = Instant::now() + Duration::from_secs(8);
-    while Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(
-            node.status().boots,
-            boots + 1,
-            "rebooted twice for one approval"
-        );
-    }
+    // Several passes later, still no second reboot. The agent reads `bootc status` once
+    // a pass (every 2 s here, or sooner when woken), which the stand-in counts; the wait
+    // ends early should the node go down or come up again meanwhile.
+    const PASSES: u64 = 4;
+    let seen = node.status();
+    let calls = node.standin_calls("status").unwrap();
+    let after = wait_for("four more agent passes", &log, async || {
+        let now = node.status();
+        let done = node.standin_calls("status").ok()? >= calls + PASSES;
+        (done || now.ups != seen.ups || now.phase != seen.phase).then_some(now)
+    })
+    .await;
+    assert_eq!(
+        (after.phase, after.ups, after.boots),
+        (host_sim::NodePhase::Up, seen.ups, boots + 1),
+        "rebooted again for one approval (after {PASSES} passes)"
+    );
+    assert_eq!(after.boot_id, seen.boot_id, "the same boot");
     let host = bootc_standin::State::load(&state_dir).unwrap();
     assert_eq!(&host.booted.unwrap().info.image, v2);
 

@@ -1,5 +1,6 @@
-//! Rewriting the stand-in's state from outside the node, for failure injection (a node
-//! that comes back on its old image).
+//! The stand-in's state read and rewritten from outside the node: its call log (what the
+//! node's bootc was asked, counted), and failure injection (a node that comes back on its
+//! old image).
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -49,4 +50,16 @@ pub fn discard_staged(state_dir: &Path) -> Result<()> {
     std::fs::write(&tmp, body)
         .map_err(|e| SimError::io("writing the stand-in's state", &tmp, e))?;
     std::fs::rename(&tmp, &path).map_err(|e| SimError::io("writing the stand-in's state", &path, e))
+}
+
+/// How many times the node's `bootc SUB` ran, over all its boots: the stand-in's call log
+/// in its state directory ([`bootc_standin::calls`]).
+pub fn standin_calls(state_dir: &Path, sub: &str) -> Result<u64> {
+    bootc_standin::calls::count(state_dir, sub).map_err(|e| {
+        SimError::io(
+            "reading the stand-in's call log",
+            state_dir.join(bootc_standin::calls::CALLS_FILE),
+            std::io::Error::other(e.to_string()),
+        )
+    })
 }
