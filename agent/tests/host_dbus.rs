@@ -450,7 +450,11 @@ impl FakeManager {
         self.record.lock().unwrap().calls.push("Reload".into());
     }
 
-    fn unmask_unit_files(&self, files: Vec<String>, runtime: bool) -> Vec<(String, String, String)> {
+    fn unmask_unit_files(
+        &self,
+        files: Vec<String>,
+        runtime: bool,
+    ) -> Vec<(String, String, String)> {
         let mut record = self.record.lock().unwrap();
         record.calls.push("UnmaskUnitFiles".into());
         record.unmasked.push((files, runtime));

@@ -12,14 +12,13 @@
 //! the agent there (`steps`). The states of the units `status.health` names are set per
 //! image by the test (`units`: [`Catalog::set_boot_units`]).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bootc_crds::node::UnitHealth;
 use bootc_node_agent::host::{BootIdentity, Host, HostError, StageProgress};
 use bootc_node_agent::machine::Unlock;
-use bootc_standin::{ImageInfo, ImageResolver, State};
+use bootc_standin::{ImageResolver, State};
 use tokio::sync::{Notify, watch};
 
 mod catalog;

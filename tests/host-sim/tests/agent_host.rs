@@ -352,11 +352,21 @@ async fn release_update_timer_hands_the_timer_back_as_the_host_had_it() {
         ("active", "enabled"),
         "{timer:?}"
     );
-    let runtime_mask = f.node.root_path().unwrap().join("run/systemd/system").join(TIMER);
+    let runtime_mask = f
+        .node
+        .root_path()
+        .unwrap()
+        .join("run/systemd/system")
+        .join(TIMER);
     assert!(!runtime_mask.exists(), "the runtime mask is gone");
 
     // The host owner's own mask (in /etc) is theirs: it stays, and the timer stays off.
-    let own_mask = f.node.root_path().unwrap().join("etc/systemd/system").join(TIMER);
+    let own_mask = f
+        .node
+        .root_path()
+        .unwrap()
+        .join("etc/systemd/system")
+        .join(TIMER);
     std::os::unix::fs::symlink("/dev/null", &own_mask).unwrap();
     host.mask_update_timer().await.unwrap();
     host.release_update_timer().await.unwrap();
