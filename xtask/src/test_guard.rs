@@ -20,8 +20,14 @@ use syn::visit::Visit;
 use crate::limits::Breach;
 
 /// Calls that make an early return an explicit, reported opt-out: they return nothing
-/// only when a developer has asked to skip (`BOOTC_SKIP_REAL=1`), and say so.
-pub const OPT_OUTS: [&str; 3] = ["real_archive", "archive_for_test", "Fixture::"];
+/// only when a developer has asked to skip (`BOOTC_SKIP_REAL=1`, `BOOTC_SKIP_IMAGE=1`),
+/// and say so.
+pub const OPT_OUTS: [&str; 4] = [
+    "real_archive",
+    "archive_for_test",
+    "Fixture::",
+    "podman_for_test",
+];
 
 /// Macros that assert.
 const ASSERTS: [&str; 4] = ["assert", "assert_eq", "assert_ne", "assert_matches"];

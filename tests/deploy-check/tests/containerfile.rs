@@ -1,7 +1,7 @@
-//! The Containerfile cannot be built here (no container engine), so its one build step is
-//! the command CI runs: the builder's `RUN` line equals `deploy_check::RELEASE_BUILD`, and
-//! the project's test script runs that same command. What it copies exists and holds
-//! every workspace member; the final stage runs as a non-root user.
+//! The Containerfile's text: its one build step is the command CI runs (the builder's
+//! `RUN` line equals `deploy_check::RELEASE_BUILD`, and the project's test script runs
+//! that same command); what it copies exists and holds every workspace member; the final
+//! stage runs as a non-root user. `image.rs` builds it for real with `scripts/image`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
