@@ -6,14 +6,19 @@
 //! emulator over TLS, probed as declared. Of the two replicas exactly one leads, and
 //! killing the leader's container hands the Lease to the other.
 //!
-//! Runs as root (a private mount namespace per pod puts the service account at the
-//! standard path); the controller binary must be built (`cargo build -p
-//! bootc-pool-controller`).
+//! Twice: with the controller binary from the cargo target directory as a plain process
+//! (runs as root: a private mount namespace per pod puts the service account at the
+//! standard path; the binary must be built, `cargo build -p bootc-pool-controller`), and
+//! with the image `scripts/image` builds from this checkout, run by podman under the
+//! template's security context (user, read-only root, capabilities, seccomp, memory
+//! limit). Without podman the second fails, unless `BOOTC_SKIP_IMAGE=1` asks to skip it
+//! (never under `CI=true`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 mod kubelet;
+mod podman;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -219,4 +224,35 @@ async fn two_replicas_elect_a_leader_and_hand_over(runtime: Runtime, image: &str
 async fn the_deployments_pods_run_in_cluster_as_processes_and_elect_one_leader() {
     let bin_dir = profile_dir();
     two_replicas_elect_a_leader_and_hand_over(Runtime::Process { bin_dir }, TEST_IMAGE).await;
+}
+
+/// The image the pods of the next test run, built by `scripts/image` from this checkout.
+const BUILT_IMAGE: &str = "localhost/bootc-pool:pod-check";
+
+/// Removes the test's tag of the image (its layers stay in the cache), also on failure.
+struct Untag;
+
+impl Drop for Untag {
+    fn drop(&mut self) {
+        let _ = podman::podman(&["rmi", "--ignore", BUILT_IMAGE]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deployments_pods_run_from_the_image_and_elect_one_leader() {
+    let test = "the_deployments_pods_run_from_the_image_and_elect_one_leader";
+    let Some(()) = podman::podman_for_test(test) else {
+        return;
+    };
+    let _untag = Untag;
+    let out = podman::run("scripts/image", &["--tag", BUILT_IMAGE]);
+    assert!(
+        out.status.success(),
+        "scripts/image --tag {BUILT_IMAGE}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runtime = Runtime::Podman {
+        podman: podman::podman_command(),
+    };
+    two_replicas_elect_a_leader_and_hand_over(runtime, BUILT_IMAGE).await;
 }

@@ -11,16 +11,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-use deploy_check::repo_root;
 use serde_json::Value;
 use test_registry::Registry;
 
-/// Set to `1` to skip the test on purpose on a machine without podman.
-const SKIP_ENV: &str = "BOOTC_SKIP_IMAGE";
+mod podman;
+
+use podman::{podman, podman_for_test, run};
 
 /// Paths no layer may hold: shells and package managers.
 const FORBIDDEN: [&str; 9] = [
@@ -38,39 +37,6 @@ const FORBIDDEN: [&str; 9] = [
 const CONTROLLER: &str = "/usr/bin/bootc-pool-controller";
 const AGENT: &str = "/usr/bin/bootc-node-agent";
 
-/// Whether podman is here to run the test: `Some` when it is; `None` (reported) when it is
-/// absent and `BOOTC_SKIP_IMAGE=1`; otherwise, and always under `CI=true`, a panic.
-fn podman_for_test(test: &str) -> Option<()> {
-    let found = Command::new("podman")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let env = |name: &str| std::env::var(name).unwrap_or_default();
-    match (found, env("CI") == "true", env(SKIP_ENV) == "1") {
-        (true, _, _) => Some(()),
-        (false, true, _) => panic!("podman is missing, and under CI=true {test} fails"),
-        (false, false, true) => {
-            let line = format!("SKIPPED {test}: podman is missing and {SKIP_ENV}=1\n");
-            let _ = std::io::stderr().write_all(line.as_bytes());
-            None
-        }
-        (false, false, false) => panic!(
-            "podman is missing (scripts/install-packages installs it); to skip {test} on \
-             purpose, set {SKIP_ENV}=1"
-        ),
-    }
-}
-
-fn run(program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .current_dir(repo_root())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("running {program}: {e}"))
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -79,14 +45,6 @@ fn text(bytes: &[u8]) -> String {
 fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-/// `scripts/image podman ARGS…`: podman with the storage and configuration the script
-/// builds with.
-fn podman(args: &[&str]) -> Output {
-    let mut all = vec!["podman"];
-    all.extend_from_slice(args);
-    run("scripts/image", &all)
 }
 
 /// Removes the named containers and the pulled image, also when the test fails.

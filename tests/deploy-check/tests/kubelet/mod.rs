@@ -38,9 +38,9 @@ pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceacc
 pub enum Runtime {
     /// The command's binary, by file name, from this directory.
     Process { bin_dir: PathBuf },
-    /// `podman run` of the template's image (no test runs an image yet).
-    #[allow(dead_code)]
-    Podman,
+    /// `podman run` of the template's image, with this podman (a program and its first
+    /// arguments: `scripts/image podman`, whose storage holds the image it built).
+    Podman { podman: Vec<String> },
 }
 
 /// What a kubelet writes into the service-account volume.
@@ -64,7 +64,7 @@ pub struct ProbeState {
 #[derive(Debug)]
 enum Running {
     Process(tokio::process::Child),
-    Podman(String),
+    Podman { id: String, podman: Vec<String> },
 }
 
 /// One running pod.
@@ -144,7 +144,7 @@ impl Pod {
         let log = dir.path().join("container.log");
         let running = match runtime {
             Runtime::Process { bin_dir } => start_process(bin_dir, &run, &sa, &log)?,
-            Runtime::Podman => start_podman(name, &run, &sa).await?,
+            Runtime::Podman { podman } => start_podman(podman, name, &run, &sa).await?,
         };
         let mut pod = Pod {
             name: name.to_owned(),
@@ -194,7 +194,8 @@ impl Pod {
     /// What the container printed (plain processes; podman's through `podman logs`).
     pub fn logs(&self) -> String {
         match &self.running {
-            Some(Running::Podman(id)) => std::process::Command::new("podman")
+            Some(Running::Podman { id, podman }) => std::process::Command::new(&podman[0])
+                .args(&podman[1..])
                 .args(["logs", id])
                 .output()
                 .map(|o| {
@@ -214,7 +215,7 @@ impl Pod {
             Some(Running::Process(mut child)) => {
                 let _ = child.kill().await;
             }
-            Some(Running::Podman(id)) => remove_container(&id),
+            Some(Running::Podman { id, podman }) => remove_container(&podman, &id),
             None => {}
         }
     }
@@ -227,14 +228,15 @@ impl Drop for Pod {
             Some(Running::Process(mut child)) => {
                 let _ = child.start_kill();
             }
-            Some(Running::Podman(id)) => remove_container(&id),
+            Some(Running::Podman { id, podman }) => remove_container(&podman, &id),
             None => {}
         }
     }
 }
 
-fn remove_container(id: &str) {
-    let _ = std::process::Command::new("podman")
+fn remove_container(podman: &[String], id: &str) {
+    let _ = std::process::Command::new(&podman[0])
+        .args(&podman[1..])
         .args(["rm", "-f", "-t", "0", id])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -331,8 +333,14 @@ fn podman_args(name: &str, run: &ContainerRun, sa: &Path) -> Vec<String> {
     a
 }
 
-async fn start_podman(name: &str, run: &ContainerRun, sa: &Path) -> Result<Running, String> {
-    let out = tokio::process::Command::new("podman")
+async fn start_podman(
+    podman: &[String],
+    name: &str,
+    run: &ContainerRun,
+    sa: &Path,
+) -> Result<Running, String> {
+    let out = tokio::process::Command::new(&podman[0])
+        .args(&podman[1..])
         .args(podman_args(name, run, sa))
         .output()
         .await
@@ -343,9 +351,10 @@ async fn start_podman(name: &str, run: &ContainerRun, sa: &Path) -> Result<Runni
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    Ok(Running::Podman(
-        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
-    ))
+    Ok(Running::Podman {
+        id: String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        podman: podman.to_vec(),
+    })
 }
 
 /// `GET path` on loopback `port` as a kubelet's httpGet probe: the status, or `None`
