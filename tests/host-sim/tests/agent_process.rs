@@ -18,7 +18,7 @@ use std::time::Duration;
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
 use bootc_crds::pool::SecretRef;
-use bootc_standin::{HttpResolver, ImageResolver};
+use bootc_standin::{HttpResolver, ImageResolver, Version};
 use host_sim::daemonset::DaemonSet;
 use host_sim::{Node, NodeOptions};
 use k8s_openapi::ByteString;
@@ -99,6 +99,17 @@ fn rss_kib(pid: u32) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_drives_a_simulated_node_through_a_rollout() {
+    drive_a_rollout(Version::V1_16_10).await;
+}
+
+/// The same on a bootc without `switch --download-only` (1.16.9, the stand-in's default):
+/// the agent stages with its fallback, `switch` then `upgrade --download-only`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_drives_a_simulated_node_of_bootc_1_16_9_through_a_rollout() {
+    drive_a_rollout(Version::V1_16_9).await;
+}
+
+async fn drive_a_rollout(version: Version) {
     host_sim::image::require_root().unwrap();
     let work = tempfile::Builder::new()
         .prefix("agent-process-")
@@ -128,9 +139,10 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     let info = HttpResolver::new(&seed_root).resolve(v1).unwrap();
     bootc_standin::seed(&state_dir, info).unwrap();
 
-    let name = format!("agent-e2e-{}", std::process::id());
+    let name = format!("agent-e2e-{}-{}", version.number(), std::process::id()).replace('.', "-");
     let mut options = NodeOptions::new(&name, &state_dir, host_sim::standin_binary().unwrap());
     options.kube = Some(client.clone());
+    options.bootc_version = Some(version);
     let node = Node::start(options).await.unwrap();
 
     // Agents read Secrets in the install's namespace only (the controller's copies).
@@ -201,7 +213,7 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     // What the stand-in's `bootc --version` says, read through a transient unit.
     assert_eq!(
         status.bootc_version.as_deref(),
-        Some(bootc_standin::Version::V1_16_10.shown()),
+        Some(version.shown()),
         "{status:?}"
     );
     assert_eq!(&s.image.image, v2);
@@ -267,7 +279,9 @@ async fn the_agent_drives_a_simulated_node_through_a_rollout() {
     );
 
     // 3. A new desired image during staging restarts staging: the first pull hangs.
-    write_faults(&state_dir, json!({"hang": ["switch --download-only"]}));
+    // The pull is a `switch` on every version (`switch --download-only`, or the
+    // fallback's `switch` before `upgrade --download-only`).
+    write_faults(&state_dir, json!({"hang": ["switch"]}));
     let back_to_staged = json!({
         "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: null}},
         "spec": {"desiredImage": v3, "desiredImageState": "Staged"},
