@@ -111,6 +111,12 @@ impl Certificates {
         &self.ca_pem
     }
 
+    /// The server side: the serving certificate with its chain (for tests that put
+    /// another server behind the same authority).
+    pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        Arc::clone(&self.server)
+    }
+
     /// The authority's certificate, DER-encoded.
     pub fn ca_der(&self) -> Vec<u8> {
         pem_to_der(&self.ca_pem)
