@@ -37,6 +37,13 @@ pub async fn client(options: ClientOptions<'_>) -> Result<kube::Client, String> 
         None => kube::Config::incluster()
             .map_err(|e| format!("no --kubeconfig and not in a cluster: {}", error_chain(&e)))?,
     };
+    // A plain-HTTP API server needs no TLS, so no trust store: give the client an empty
+    // one rather than let it load the system's, which a host without a CA bundle lacks
+    // (the client would refuse to start: "No CA certificates were loaded from the
+    // system"). HTTPS keeps the kubeconfig's authority, or the system's when it has none.
+    if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
+        config.root_cert = Some(Vec::new());
+    }
     config.default_retry = options.retry_transient;
     config.headers.push((
         http::header::USER_AGENT,

@@ -188,3 +188,35 @@ async fn wait_gone(pools: &Api<BootcNodePool>, name: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_over_plain_http_needs_no_system_certificates() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    ensure_namespace(&client, "bootc-system").await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    emulator.write_kubeconfig(&kubeconfig).unwrap();
+    // A host without a CA bundle: the bundle the client would load is empty.
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let mut running = controller(&kubeconfig, Some(&empty));
+    let leases: Api<Lease> = Api::namespaced(client, "bootc-system");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = running.0.try_wait().unwrap() {
+            panic!("the controller exited ({status}) instead of reaching the API");
+        }
+        let held = leases
+            .get_opt("bootc-pool-controller")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec?.holder_identity);
+        if held.is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no Lease taken within a minute");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
