@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -24,32 +24,19 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
-/// The controller's process, stopped by its PID when dropped.
-struct Controller(Child);
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        // Our own child, by its PID.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Controller {
-    /// `VmHWM` of the process, in bytes.
-    fn peak(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap();
-        let line = status
-            .lines()
-            .find(|l| l.starts_with("VmHWM:"))
-            .expect("VmHWM in /proc/PID/status");
-        let kib: u64 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .expect("VmHWM in kB");
-        kib * 1024
-    }
+/// `VmHWM` of the controller's process, in bytes.
+fn peak_of(controller: &ControllerProcess) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", controller.0.id())).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM in /proc/PID/status");
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM in kB");
+    kib * 1024
 }
 
 /// What the registry did: endless answers begun, and bytes sent in them.
@@ -151,7 +138,7 @@ async fn an_endless_manifest_leaves_the_controller_within_its_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     emulator.write_kubeconfig(&kubeconfig).unwrap();
-    let controller = Controller(
+    let controller = ControllerProcess(
         Command::new(env!("CARGO_BIN_EXE_bootc-pool-controller"))
             .arg("--kubeconfig")
             .arg(&kubeconfig)
@@ -174,7 +161,7 @@ async fn an_endless_manifest_leaves_the_controller_within_its_memory_limit() {
     let mut peak = 0;
     let deadline = Instant::now() + DEADLINE;
     let p = loop {
-        peak = peak.max(controller.peak());
+        peak = peak.max(peak_of(&controller));
         let p = pools.get("workers").await.unwrap();
         let said =
             condition(&p, "Degraded").is_some_and(|c| c.0 == "True" && c.2.contains("larger than"));
@@ -189,7 +176,7 @@ async fn an_endless_manifest_leaves_the_controller_within_its_memory_limit() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    peak = peak.max(controller.peak());
+    peak = peak.max(peak_of(&controller));
     let (_, reason, message) = condition(&p, "Degraded").unwrap();
     let bytes = sent.bytes.load(Ordering::SeqCst);
     eprintln!(

@@ -12,7 +12,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -29,19 +29,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-/// The controller's process, stopped by its PID when dropped.
-struct Controller(Child);
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        // Our own child, by its PID.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The controller against `kubeconfig`, with `SSL_CERT_FILE` set to `bundle` or unset.
-fn controller(kubeconfig: &Path, bundle: Option<&Path>) -> Controller {
+fn controller(kubeconfig: &Path, bundle: Option<&Path>) -> ControllerProcess {
     let mut command = Command::new(env!("CARGO_BIN_EXE_bootc-pool-controller"));
     command
         .arg("--kubeconfig")
@@ -56,7 +45,7 @@ fn controller(kubeconfig: &Path, bundle: Option<&Path>) -> Controller {
     if let Some(bundle) = bundle {
         command.env("SSL_CERT_FILE", bundle);
     }
-    Controller(command.spawn().expect("start the controller"))
+    ControllerProcess(command.spawn().expect("start the controller"))
 }
 
 /// TLS on `listener` in front of the plain registry at `upstream`; counts handshakes

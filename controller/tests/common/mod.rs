@@ -378,3 +378,14 @@ impl Drop for Recorder {
         self.task.abort();
     }
 }
+
+/// The controller binary run as its own process, stopped by its PID when dropped.
+pub struct ControllerProcess(pub std::process::Child);
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        // Our own child, by its PID.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
