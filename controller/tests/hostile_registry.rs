@@ -18,7 +18,6 @@ use bootc_crds::pool::BootcNodePool;
 use common::*;
 use kube::Api;
 use kube::api::PostParams;
-use kube_emulator::Emulator;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -130,14 +129,10 @@ async fn an_endless_manifest_leaves_the_controller_within_its_memory_limit() {
         })
     };
 
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
-    // The CRDs, and no nodes: the tag is resolved all the same.
-    let (_cluster, _, _) = workers_cluster(&emulator, &[], Default::default()).await;
-    ensure_namespace(&client, "bootc-system").await;
+    // No nodes: the tag is resolved all the same.
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
+    let api = api_for_a_process(dir.path()).await;
+    let (client, kubeconfig) = (api.client.clone(), api.kubeconfig.clone());
     let controller = ControllerProcess(
         Command::new(env!("CARGO_BIN_EXE_bootc-pool-controller"))
             .arg("--kubeconfig")

@@ -108,13 +108,9 @@ async fn a_registry_signed_by_a_private_authority_is_trusted_through_ssl_cert_fi
     let host = listener.local_addr().unwrap().to_string();
     let handshakes = front(listener, &certs, upstream).await;
 
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
-    let (_cluster, _, _) = workers_cluster(&emulator, &[], Default::default()).await;
-    ensure_namespace(&client, "bootc-system").await;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
+    let api = api_for_a_process(dir.path()).await;
+    let (client, kubeconfig) = (api.client.clone(), api.kubeconfig.clone());
     let bundle = dir.path().join("bundle.pem");
     std::fs::write(&bundle, certs.ca_pem()).unwrap();
     let pools: Api<BootcNodePool> = Api::all(client.clone());

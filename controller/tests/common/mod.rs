@@ -389,3 +389,29 @@ impl Drop for ControllerProcess {
         let _ = self.0.wait();
     }
 }
+
+/// What a controller process needs of the API: the emulator with the CRDs (through an
+/// empty simulated cluster, kept alive by the caller) and the install's namespace, and a
+/// kubeconfig for it written in `dir`.
+pub struct ProcessApi {
+    pub emulator: Emulator,
+    pub client: kube::Client,
+    pub kubeconfig: std::path::PathBuf,
+    _cluster: host_sim::cluster::SimCluster,
+}
+
+pub async fn api_for_a_process(dir: &std::path::Path) -> ProcessApi {
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    // The CRDs, and no nodes.
+    let (cluster, _, _) = workers_cluster(&emulator, &[], Default::default()).await;
+    ensure_namespace(&client, "bootc-system").await;
+    let kubeconfig = dir.join("kubeconfig");
+    emulator.write_kubeconfig(&kubeconfig).unwrap();
+    ProcessApi {
+        emulator,
+        client,
+        kubeconfig,
+        _cluster: cluster,
+    }
+}
