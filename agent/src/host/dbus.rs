@@ -57,6 +57,8 @@ const FINALIZATION_LOCK: &str = "/run/ostree/staged-deployment-locked";
 const FINALIZE_STAGED: &str = "ostree-finalize-staged.service";
 /// Creates the finalization lock (coreutils, on every bootc host).
 const TOUCH: &str = "/usr/bin/touch";
+/// Prints the kernel's boot ID on systemd before 256 (coreutils).
+const CAT: &str = "/usr/bin/cat";
 /// How often a restarted agent looks again for a previous agent's running commands.
 const LEFTOVER_POLL: Duration = Duration::from_millis(250);
 /// How long past the command timeout it waits for them.
@@ -78,6 +80,8 @@ pub struct DbusHost {
     /// Names this connection's units apart from any other agent's (see [`instance_id`]).
     instance: String,
     download_only: OnceCell<bool>,
+    /// The kernel's boot ID, read once where hostname1 has no `BootID`.
+    kernel_boot_id: OnceCell<String>,
     /// The staging's progress, as the reader of bootc's progress pipe last saw it.
     progress: tokio::sync::watch::Sender<Option<StageProgress>>,
     /// Cleared when this bootc refused `--progress-fd`: staging goes on without it.
@@ -122,6 +126,7 @@ impl DbusHost {
             counter: AtomicU64::new(0),
             instance: instance_id(),
             download_only: OnceCell::new(),
+            kernel_boot_id: OnceCell::new(),
             progress: tokio::sync::watch::Sender::new(None),
             progress_supported: std::sync::atomic::AtomicBool::new(true),
         })
@@ -158,6 +163,11 @@ impl DbusHost {
     async fn bootc(&self, args: &[&str]) -> Result<String, HostError> {
         let mut argv = vec![self.bootc.clone()];
         argv.extend(args.iter().map(|a| (*a).to_owned()));
+        self.output_of(argv).await
+    }
+
+    /// Runs `argv` as a transient unit and returns its standard output.
+    async fn output_of(&self, argv: Vec<String>) -> Result<String, HostError> {
         let finished = self.run(argv.clone()).await?;
         let command = argv.join(" ");
         let out = tokio::fs::read(&finished.stdout_path)
@@ -172,9 +182,11 @@ impl DbusHost {
     }
 
     /// hostname1's `BootID` as 32 lowercase hex digits. systemd before 256 (bookworm's
-    /// 252, CentOS Stream 9's) has no such property: then the kernel's boot ID, read from
-    /// `/proc/sys/kernel/random/boot_id` under the host root (a pod shares the host's
-    /// kernel, so its own `/proc` gives the same ID).
+    /// 252, CentOS Stream 9's) has no such property: then the kernel's boot ID as the
+    /// host sees it, read by the host's systemd (`cat` as a transient unit, once per
+    /// connection: a new boot ends the connection). The agent's own `/proc` is not
+    /// asked: a pod's is the kernel's, but an agent in a container nested in the host's
+    /// (a test node, a toolbox) would read another boot's.
     async fn boot_id(&self) -> Result<String, HostError> {
         let hostname = HostnameProxy::builder(&self.connection)
             .cache_properties(CacheProperties::No)
@@ -184,18 +196,11 @@ impl DbusHost {
         let id = match hostname.boot_id().await {
             Ok(id) => id,
             Err(e) if is_unknown_property(&e) => {
-                let path = self.local(Path::new(KERNEL_BOOT_ID));
-                let text =
-                    tokio::fs::read_to_string(&path)
-                        .await
-                        .map_err(|source| HostError::Output {
-                            command: "hostname1.BootID (missing), then the kernel's boot ID".into(),
-                            path: path.display().to_string(),
-                            source,
-                        })?;
-                return parse_kernel_boot_id(&text).ok_or_else(|| HostError::Unexpected {
-                    what: format!("`{}` holds no boot ID: {text:?}", path.display()),
-                });
+                return self
+                    .kernel_boot_id
+                    .get_or_try_init(|| self.read_kernel_boot_id())
+                    .await
+                    .cloned();
             }
             Err(source) => return Err(call_error("hostname1.BootID")(source)),
         };
@@ -203,6 +208,16 @@ impl DbusHost {
             return Err(HostError::BadBootId { len: id.len() });
         }
         Ok(id.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// `/proc/sys/kernel/random/boot_id`, printed by the host's `cat`.
+    async fn read_kernel_boot_id(&self) -> Result<String, HostError> {
+        let text = self
+            .output_of(vec![CAT.to_owned(), KERNEL_BOOT_ID.to_owned()])
+            .await?;
+        parse_kernel_boot_id(&text).ok_or_else(|| HostError::Unexpected {
+            what: format!("`{CAT} {KERNEL_BOOT_ID}` printed no boot ID: {text:?}"),
+        })
     }
 
     /// bootc without `switch --download-only`: `bootc switch PIN` then `bootc upgrade
