@@ -17,25 +17,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-mod kubelet;
+mod install;
 mod podman;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use deploy_check::{CONTROLLER_SA, NAMESPACE, repo_root};
+use deploy_check::{CONTROLLER_SA, NAMESPACE};
+use host_sim::pods::spec::{PodIdentity, container_run};
+use host_sim::pods::{Pod, Runtime, http_get, until};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 use kube_emulator::{Emulator, EmulatorOptions};
-use kubelet::spec::{PodIdentity, container_run};
-use kubelet::{Pod, Runtime, ServiceAccountFiles, http_get, until};
 
 const DEPLOYMENT: &str = "bootc-pool-controller";
 const LEASE: &str = "bootc-pool-controller";
-/// The image name the manifests use, which the overlay points elsewhere.
-const SHIPPED_IMAGE_NAME: &str = "ghcr.io/bootc-pool/bootc-pool";
 const TEST_IMAGE: &str = "registry.test/bootc-pool/bootc-pool:ship-check";
 
 /// `target/<profile>`, beside this test executable (in `target/<profile>/deps`).
@@ -45,39 +43,10 @@ fn profile_dir() -> PathBuf {
     deps.parent().unwrap().to_path_buf()
 }
 
-/// An overlay on the default install whose only change is the image.
-fn write_overlay(dir: &Path, image: &str) -> PathBuf {
-    let (name, tag) = image.rsplit_once(':').unwrap();
-    let overlay = dir.join("overlay");
-    std::fs::create_dir(&overlay).unwrap();
-    // kustomize takes a base by relative path only.
-    let base = repo_root()
-        .join("deploy/overlays/default")
-        .canonicalize()
-        .unwrap();
-    let up = overlay.canonicalize().unwrap().components().count() - 1;
-    let base = format!(
-        "{}{}",
-        "../".repeat(up),
-        base.strip_prefix("/").unwrap().display()
-    );
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\nimages:\n  - name: {SHIPPED_IMAGE_NAME}\n    newName: {name}\n    newTag: {tag}\n",
-            base
-        ),
-    )
-    .unwrap();
-    overlay
-}
-
-/// The install applied through an overlay, and the Deployment read back.
+/// The install applied through an overlay pointing at `image`, and the Deployment read
+/// back.
 async fn install(emulator: &Emulator, dir: &Path, image: &str) -> Deployment {
-    emulator.write_kubeconfig(&dir.join("kubeconfig")).unwrap();
-    let overlay = write_overlay(dir, image);
-    common::ok(dir, &["apply", "-k", overlay.to_str().unwrap()]).await;
-    let client = emulator.client().unwrap();
+    let client = install::apply(emulator, dir, image).await;
     let sa: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
     sa.get(CONTROLLER_SA)
         .await
@@ -93,29 +62,15 @@ async fn run_replicas(emulator: &Emulator, deployment: &Deployment, runtime: &Ru
     let pod_spec = template.spec.as_ref().unwrap();
     let service_account = pod_spec.service_account_name.clone().unwrap_or_default();
     assert_eq!(service_account, CONTROLLER_SA);
-    let service = vec![
-        ("KUBERNETES_SERVICE_HOST".to_owned(), "127.0.0.1".to_owned()),
-        (
-            "KUBERNETES_SERVICE_PORT".to_owned(),
-            emulator.addr().port().to_string(),
-        ),
-        (
-            "KUBERNETES_SERVICE_PORT_HTTPS".to_owned(),
-            emulator.addr().port().to_string(),
-        ),
-    ];
-    let files = ServiceAccountFiles {
-        // The emulator authenticates nobody; the controller must still send a token.
-        token: format!("{NAMESPACE}:{service_account}:token"),
-        ca_pem: emulator.ca_pem().unwrap().to_owned(),
-        namespace: NAMESPACE.to_owned(),
-    };
+    let service = host_sim::pods::service_env(emulator);
+    let files = host_sim::pods::service_account_files(emulator, NAMESPACE, &service_account);
     let mut pods = Vec::new();
     for i in 0..spec.replicas.unwrap_or(1) {
         let pod = PodIdentity {
             name: format!("{DEPLOYMENT}-5c7d9f8b6-r{i}x7q"),
             namespace: NAMESPACE.to_owned(),
             service_account: service_account.clone(),
+            node_name: None,
         };
         let run = container_run(template, &pod, &service).unwrap();
         pods.push(Pod::start(runtime, &pod.name, run, &files).await.unwrap());

@@ -31,6 +31,7 @@ pub mod image;
 pub mod kubelet;
 pub mod memory;
 pub mod node;
+pub mod pods;
 pub mod real;
 pub mod throttle;
 

@@ -1,7 +1,7 @@
-//! Plays the kubelet for the pods of a Deployment read back from the API: runs each pod's
-//! container (see [`spec`]) with the service account mounted where a kubelet mounts it
-//! and the API service's variables set, and runs its declared HTTP probes on their period
-//! and failure threshold.
+//! Plays the kubelet for the pods of a Deployment or DaemonSet read back from the API:
+//! runs each pod's container (see [`spec`]) with the service account mounted where a
+//! kubelet mounts it and the API service's variables set, and runs its declared probes
+//! (HTTP GET, or a command in the container) on their period and failure threshold.
 //!
 //! Two runtimes: the binary from the cargo target directory as a plain process, in its
 //! own mount namespace (`unshare`, so the service account can be mounted at the standard
@@ -19,6 +19,7 @@
 //! Only containers this harness started are stopped, by PID or container ID; dropping a
 //! [`Pod`] stops its container (a failed test included).
 
+pub mod daemon;
 pub mod spec;
 
 use std::collections::BTreeMap;
@@ -27,7 +28,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use spec::{ContainerRun, Probe};
+use spec::{ContainerRun, Probe, ProbeAction};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Where a kubelet mounts the service account.
@@ -59,6 +60,7 @@ pub struct ProbeState {
     /// restart the container).
     pub liveness_tripped: bool,
     pub liveness_successes: u32,
+    pub readiness_successes: u32,
 }
 
 #[derive(Debug)]
@@ -80,14 +82,45 @@ pub struct Pod {
     dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
-    l.local_addr().expect("a bound address").port()
+/// The variables a kubelet gives every container for the API's service: here the
+/// emulator on loopback.
+pub fn service_env(emulator: &kube_emulator::Emulator) -> Vec<(String, String)> {
+    let port = emulator.addr().port().to_string();
+    vec![
+        ("KUBERNETES_SERVICE_HOST".to_owned(), "127.0.0.1".to_owned()),
+        ("KUBERNETES_SERVICE_PORT".to_owned(), port.clone()),
+        ("KUBERNETES_SERVICE_PORT_HTTPS".to_owned(), port),
+    ]
+}
+
+/// The service-account volume of `service_account` in the install's namespace: a token
+/// (the emulator authenticates nobody, but a client must still send one) and the
+/// emulator's CA.
+pub fn service_account_files(
+    emulator: &kube_emulator::Emulator,
+    namespace: &str,
+    service_account: &str,
+) -> ServiceAccountFiles {
+    ServiceAccountFiles {
+        token: format!("{namespace}:{service_account}:token"),
+        ca_pem: emulator.ca_pem().unwrap_or_default().to_owned(),
+        namespace: namespace.to_owned(),
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
 }
 
 /// Gives each declared port a loopback port and rewrites the all-addresses listens.
-fn map_ports(run: &mut ContainerRun) -> BTreeMap<u16, u16> {
-    let map: BTreeMap<u16, u16> = run.ports.values().map(|p| (*p, free_port())).collect();
+fn map_ports(run: &mut ContainerRun) -> Result<BTreeMap<u16, u16>, String> {
+    let map = run
+        .ports
+        .values()
+        .map(|p| Ok((*p, free_port()?)))
+        .collect::<std::io::Result<BTreeMap<u16, u16>>>()
+        .map_err(|e| format!("a free loopback port: {e}"))?;
     let rewrite = |s: &mut String| {
         for (c, h) in &map {
             for any in [format!("0.0.0.0:{c}"), format!("[::]:{c}")] {
@@ -98,7 +131,7 @@ fn map_ports(run: &mut ContainerRun) -> BTreeMap<u16, u16> {
     run.args.iter_mut().for_each(rewrite);
     run.command.iter_mut().for_each(rewrite);
     run.env.iter_mut().for_each(|(_, v)| rewrite(v));
-    map
+    Ok(map)
 }
 
 fn write_service_account(dir: &Path, files: &ServiceAccountFiles) -> std::io::Result<PathBuf> {
@@ -138,7 +171,7 @@ impl Pod {
         mut run: ContainerRun,
         files: &ServiceAccountFiles,
     ) -> Result<Pod, String> {
-        let host_ports = map_ports(&mut run);
+        let host_ports = map_ports(&mut run)?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let sa = write_service_account(dir.path(), files).map_err(|e| e.to_string())?;
         let log = dir.path().join("container.log");
@@ -166,14 +199,16 @@ impl Pod {
         ];
         for (probe, liveness) in kinds {
             let Some(mut probe) = probe else { continue };
-            probe.port = self
-                .host_ports
-                .get(&probe.port)
-                .copied()
-                .unwrap_or(probe.port);
+            if let ProbeAction::HttpGet { port, .. } = &mut probe.action {
+                *port = self.host_ports.get(port).copied().unwrap_or(*port);
+            }
+            let exec_in = match &self.running {
+                Some(Running::Podman { id, podman }) => Some((podman.clone(), id.clone())),
+                _ => None,
+            };
             let state = self.probes.clone();
             self.probe_tasks
-                .push(tokio::spawn(run_probe(probe, liveness, state)));
+                .push(tokio::spawn(run_probe(probe, exec_in, liveness, state)));
         }
     }
 
@@ -183,6 +218,14 @@ impl Pod {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The container's ID, when podman runs it.
+    pub fn container_id(&self) -> Option<&str> {
+        match &self.running {
+            Some(Running::Podman { id, .. }) => Some(id),
+            _ => None,
+        }
     }
 
     /// The loopback port the named declared port got.
@@ -249,6 +292,9 @@ fn start_process(
     sa: &Path,
     log: &Path,
 ) -> Result<Running, String> {
+    if !run.host_paths.is_empty() {
+        return Err("a plain process mounts no hostPath volume: run it with podman".into());
+    }
     let (program, rest) = run
         .command
         .split_first()
@@ -320,6 +366,10 @@ fn podman_args(name: &str, run: &ContainerRun, sa: &Path) -> Vec<String> {
     }
     a.extend(run.cap_drop.iter().map(|c| format!("--cap-drop={c}")));
     a.extend(run.cap_add.iter().map(|c| format!("--cap-add={c}")));
+    for m in &run.host_paths {
+        let ro = if m.read_only { ":ro" } else { "" };
+        a.push(format!("--volume={}:{}{ro}", m.path, m.mount_path));
+    }
     if let Some(bytes) = run.memory_limit.as_deref().and_then(spec::memory_bytes) {
         a.push(format!("--memory={bytes}"));
     }
@@ -333,12 +383,38 @@ fn podman_args(name: &str, run: &ContainerRun, sa: &Path) -> Vec<String> {
     a
 }
 
+/// What a kubelet checks of each hostPath volume's `type` before it starts the
+/// container (`DirectoryOrCreate` makes the directory).
+fn prepare_host_paths(run: &ContainerRun) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt as _;
+    for m in &run.host_paths {
+        let path = Path::new(&m.path);
+        let meta = std::fs::metadata(path);
+        let fits = match m.kind.as_str() {
+            "" => true,
+            "DirectoryOrCreate" => std::fs::create_dir_all(path).is_ok(),
+            "Directory" => meta.is_ok_and(|m| m.is_dir()),
+            "Socket" => meta.is_ok_and(|m| m.file_type().is_socket()),
+            "File" => meta.is_ok_and(|m| m.is_file()),
+            other => return Err(format!("hostPath type {other} is not played")),
+        };
+        if !fits {
+            return Err(format!(
+                "hostPath {} is not a {} (the kubelet would not start the pod)",
+                m.path, m.kind
+            ));
+        }
+    }
+    Ok(())
+}
+
 async fn start_podman(
     podman: &[String],
     name: &str,
     run: &ContainerRun,
     sa: &Path,
 ) -> Result<Running, String> {
+    prepare_host_paths(run)?;
     let out = tokio::process::Command::new(&podman[0])
         .args(&podman[1..])
         .args(podman_args(name, run, sa))
@@ -381,15 +457,43 @@ pub async fn http_get(port: u16, path: &str, timeout: Duration) -> Option<(u16, 
     tokio::time::timeout(timeout, exchange).await.ok().flatten()
 }
 
-async fn run_probe(probe: Probe, liveness: bool, state: Arc<Mutex<ProbeState>>) {
+/// One probe's verdict: an HTTP answer below 400, or the command's exit status 0 (run in
+/// the container by `podman exec`; a plain process has no container to run it in).
+async fn probe_once(probe: &Probe, exec_in: Option<&(Vec<String>, String)>) -> bool {
+    match (&probe.action, exec_in) {
+        (ProbeAction::HttpGet { path, port }, _) => http_get(*port, path, probe.timeout)
+            .await
+            .is_some_and(|(code, _)| (200..400).contains(&code)),
+        (ProbeAction::Exec(command), Some((podman, id))) => {
+            let run = tokio::process::Command::new(&podman[0])
+                .args(&podman[1..])
+                .args(["exec", id.as_str()])
+                .args(command)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .status();
+            // podman exec takes its own time to start; the declared timeout is the
+            // command's, so allow it a few seconds more.
+            let limit = probe.timeout + Duration::from_secs(5);
+            matches!(tokio::time::timeout(limit, run).await, Ok(Ok(s)) if s.success())
+        }
+        (ProbeAction::Exec(_), None) => false,
+    }
+}
+
+async fn run_probe(
+    probe: Probe,
+    exec_in: Option<(Vec<String>, String)>,
+    liveness: bool,
+    state: Arc<Mutex<ProbeState>>,
+) {
     tokio::time::sleep(probe.initial_delay).await;
     let mut failures = 0u32;
     let mut tick = tokio::time::interval(probe.period);
     loop {
         tick.tick().await;
-        let ok = http_get(probe.port, &probe.path, probe.timeout)
-            .await
-            .is_some_and(|(code, _)| (200..400).contains(&code));
+        let ok = probe_once(&probe, exec_in.as_ref()).await;
         failures = if ok { 0 } else { failures + 1 };
         let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
         if liveness {
@@ -397,6 +501,7 @@ async fn run_probe(probe: Probe, liveness: bool, state: Arc<Mutex<ProbeState>>) 
             s.liveness_tripped |= failures >= probe.failure_threshold;
         } else if ok {
             s.ready = true;
+            s.readiness_successes += 1;
         } else if failures >= probe.failure_threshold {
             s.ready = false;
         }

@@ -26,7 +26,7 @@ pub mod registry;
 pub mod sysroot;
 
 pub use image::RealImage;
-pub use node::{RealNode, RealNodeOptions};
+pub use node::{RealNode, RealNodeOptions, SharedDirs};
 pub use registry::{LoggedRegistry, Request};
 pub use sysroot::Sysroot;
 

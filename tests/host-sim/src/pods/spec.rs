@@ -1,11 +1,11 @@
 //! A pod template turned into what a kubelet would run for one pod: the command line
 //! with `$(VAR)` expanded, the environment (fieldRefs and the API service's variables),
-//! the security context, the memory limit and the probes.
+//! the security context, the memory limit, the hostPath mounts and the probes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, PodTemplateSpec, Probe as KubeProbe};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec, Probe as KubeProbe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Who a pod is: what its fieldRefs read.
@@ -14,13 +14,23 @@ pub struct PodIdentity {
     pub name: String,
     pub namespace: String,
     pub service_account: String,
+    /// The node it is bound to (`spec.nodeName`), for a DaemonSet's pods.
+    pub node_name: Option<String>,
 }
 
-/// An HTTP GET probe as declared, its port resolved to the container's port number.
+/// What a probe does.
+#[derive(Debug, Clone)]
+pub enum ProbeAction {
+    /// `GET path` on the container's port (a named port resolved to its number).
+    HttpGet { path: String, port: u16 },
+    /// The command run in the container; exit status 0 passes.
+    Exec(Vec<String>),
+}
+
+/// A probe as declared.
 #[derive(Debug, Clone)]
 pub struct Probe {
-    pub path: String,
-    pub port: u16,
+    pub action: ProbeAction,
     pub initial_delay: Duration,
     pub period: Duration,
     pub timeout: Duration,
@@ -46,6 +56,18 @@ pub struct ContainerRun {
     pub cap_add: Vec<String>,
     pub seccomp: Option<String>,
     pub memory_limit: Option<String>,
+    pub host_paths: Vec<HostPathMount>,
+}
+
+/// A hostPath volume mounted into the container.
+#[derive(Debug, Clone)]
+pub struct HostPathMount {
+    /// The path on the node (rewritten by the harness to where this machine holds it).
+    pub path: String,
+    /// The volume's `type` (`Socket`, `DirectoryOrCreate`, …); empty when unset.
+    pub kind: String,
+    pub mount_path: String,
+    pub read_only: bool,
 }
 
 /// Expands `$(VAR)` from `env` as the kubelet does: `$$` is a literal `$`, an unknown
@@ -79,6 +101,10 @@ fn field_ref(path: &str, pod: &PodIdentity) -> Result<String, String> {
         "metadata.name" => Ok(pod.name.clone()),
         "metadata.namespace" => Ok(pod.namespace.clone()),
         "spec.serviceAccountName" => Ok(pod.service_account.clone()),
+        "spec.nodeName" => pod
+            .node_name
+            .clone()
+            .ok_or_else(|| "fieldRef spec.nodeName on a pod bound to no node".to_owned()),
         other => Err(format!("fieldRef {other} is not played by this kubelet")),
     }
 }
@@ -116,24 +142,50 @@ fn seconds(s: Option<i32>, default: i32) -> Duration {
 
 fn probe(p: Option<&KubeProbe>, ports: &BTreeMap<String, u16>) -> Result<Option<Probe>, String> {
     let Some(p) = p else { return Ok(None) };
-    let get = p
-        .http_get
-        .as_ref()
-        .ok_or("only httpGet probes are played")?;
-    let port = match &get.port {
-        IntOrString::Int(n) => u16::try_from(*n).map_err(|e| e.to_string())?,
-        IntOrString::String(name) => *ports
-            .get(name)
-            .ok_or_else(|| format!("probe port {name} is not a declared port"))?,
+    let action = match (&p.http_get, &p.exec) {
+        (Some(get), _) => ProbeAction::HttpGet {
+            path: get.path.clone().unwrap_or_else(|| "/".into()),
+            port: match &get.port {
+                IntOrString::Int(n) => u16::try_from(*n).map_err(|e| e.to_string())?,
+                IntOrString::String(name) => *ports
+                    .get(name)
+                    .ok_or_else(|| format!("probe port {name} is not a declared port"))?,
+            },
+        },
+        (None, Some(exec)) => ProbeAction::Exec(exec.command.clone().unwrap_or_default()),
+        (None, None) => return Err("only httpGet and exec probes are played".into()),
     };
     Ok(Some(Probe {
-        path: get.path.clone().unwrap_or_else(|| "/".into()),
-        port,
+        action,
         initial_delay: seconds(p.initial_delay_seconds, 0),
         period: seconds(p.period_seconds, 10),
         timeout: seconds(p.timeout_seconds, 1),
         failure_threshold: u32::try_from(p.failure_threshold.unwrap_or(3)).unwrap_or(3),
     }))
+}
+
+/// The container's volume mounts, each of a hostPath volume (the only kind played).
+fn host_paths(spec: &PodSpec, c: &Container) -> Result<Vec<HostPathMount>, String> {
+    let mut mounts = Vec::new();
+    for m in c.volume_mounts.iter().flatten() {
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == m.name)
+            .ok_or_else(|| format!("volumeMount {} names no volume", m.name))?;
+        let host = volume
+            .host_path
+            .as_ref()
+            .ok_or_else(|| format!("volume {}: only hostPath volumes are played", m.name))?;
+        mounts.push(HostPathMount {
+            path: host.path.clone(),
+            kind: host.type_.clone().unwrap_or_default(),
+            mount_path: m.mount_path.clone(),
+            read_only: m.read_only.unwrap_or(false),
+        });
+    }
+    Ok(mounts)
 }
 
 /// What the kubelet would run for `pod` from the template's only container.
@@ -183,6 +235,7 @@ pub fn container_run(
             .and_then(|r| r.limits.as_ref())
             .and_then(|l| l.get("memory"))
             .map(|q| q.0.clone()),
+        host_paths: host_paths(spec, c)?,
         env,
         ports,
     })
@@ -208,6 +261,7 @@ pub fn memory_bytes(q: &str) -> Option<u64> {
     q.parse().ok()
 }
 
+#[cfg(test)]
 #[test]
 fn expansion_follows_the_kubelet() {
     let env = vec![("A".to_string(), "x".to_string())];

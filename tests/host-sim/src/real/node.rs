@@ -7,6 +7,12 @@
 //! ends nspawn (status 133); at that shutdown the node's own `ostree-finalize-staged`
 //! has written the staged deployment's entry, or not when it was locked. Supervision,
 //! the bus, the kubelet's Ready marking and the agent's access are [`Node`]'s.
+//!
+//! The node's `/run/dbus` and `/run/ostree` are directories of this machine bound into
+//! the container (emptied before every boot, as the tmpfs they stand for would be), so
+//! that a container runtime here can mount them where a DaemonSet's hostPath volumes
+//! say, as it mounts the node's `/var` ([`RealNode::host_path`]). A mount cannot be
+//! bound from another mount namespace, so the node's own `/run` would not do.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -63,6 +69,8 @@ pub struct RealNode {
     // Dropped first: the container stops before its sysroot goes.
     node: Node,
     sysroot: Arc<Sysroot>,
+    /// This machine's directories bound at the node's `/run/dbus` and `/run/ostree`.
+    run: PathBuf,
     timings: Timings,
 }
 
@@ -88,7 +96,9 @@ impl RealNode {
         let sysroot = Arc::new(sysroot);
         let fallback = Arc::new(AtomicBool::new(false));
         let log_file = options.dir.join(format!("{}.log", options.name));
+        let run = options.dir.join("run");
         let command = {
+            let run = run.clone();
             let sysroot = Arc::clone(&sysroot);
             let fallback = Arc::clone(&fallback);
             let name = options.name.clone();
@@ -101,7 +111,8 @@ impl RealNode {
                     &log_file,
                     &format!("host-sim: booting {}", deployment.display()),
                 );
-                Ok(nspawn_command(&name, &sysroot, &deployment))
+                fresh_run_dirs(&run)?;
+                Ok(nspawn_command(&name, &sysroot, &deployment, &run))
             })
         };
         let boot = Boot {
@@ -126,6 +137,7 @@ impl RealNode {
         Ok(RealNode {
             node,
             sysroot,
+            run,
             timings,
         })
     }
@@ -138,6 +150,20 @@ impl RealNode {
     /// The node's sysroot on this machine.
     pub fn sysroot(&self) -> &Sysroot {
         &self.sysroot
+    }
+
+    /// Where this machine holds the node's directories that a DaemonSet's hostPath
+    /// volumes may name.
+    pub fn shared_dirs(&self) -> SharedDirs {
+        SharedDirs {
+            var: self.sysroot.var(),
+            run: self.run.clone(),
+        }
+    }
+
+    /// See [`SharedDirs::host_path`].
+    pub fn host_path(&self, path: &Path) -> Option<PathBuf> {
+        self.shared_dirs().host_path(path)
     }
 
     /// How long the deploy and the first boot took.
@@ -175,8 +201,48 @@ impl std::ops::Deref for RealNode {
     }
 }
 
-/// The nspawn command booting `deployment` of `sysroot` as node `name`.
-fn nspawn_command(name: &str, sysroot: &Sysroot, deployment: &Path) -> Command {
+/// The node's `/run` directories that are this machine's directories.
+const RUN_DIRS: [&str; 2] = ["dbus", "ostree"];
+
+/// Empties (or makes) the directories bound at the node's [`RUN_DIRS`]: a boot starts
+/// with an empty `/run`.
+fn fresh_run_dirs(run: &Path) -> std::io::Result<()> {
+    for dir in RUN_DIRS {
+        let path = run.join(dir);
+        match std::fs::remove_dir_all(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        std::fs::create_dir_all(&path)?;
+    }
+    Ok(())
+}
+
+/// Where this machine holds a node's `/var`, `/run/dbus` and `/run/ostree`.
+#[derive(Debug, Clone)]
+pub struct SharedDirs {
+    var: PathBuf,
+    run: PathBuf,
+}
+
+impl SharedDirs {
+    /// Where this machine holds `path`, an absolute path on the node, when it is under
+    /// the node's `/var`, `/run/dbus` or `/run/ostree`; `None` for any other path.
+    pub fn host_path(&self, path: &Path) -> Option<PathBuf> {
+        let under = |prefix: &str| path.strip_prefix(prefix).ok();
+        if let Some(rest) = under("/var") {
+            return Some(self.var.join(rest));
+        }
+        RUN_DIRS.iter().find_map(|dir| {
+            let rest = under(&format!("/run/{dir}"))?;
+            Some(self.run.join(dir).join(rest))
+        })
+    }
+}
+
+/// The nspawn command booting `deployment` of `sysroot` as node `name`, `run`'s
+/// directories bound at [`RUN_DIRS`].
+fn nspawn_command(name: &str, sysroot: &Sysroot, deployment: &Path, run: &Path) -> Command {
     let mut command = Command::new("systemd-nspawn");
     command
         .arg("-D")
@@ -191,6 +257,10 @@ fn nspawn_command(name: &str, sysroot: &Sysroot, deployment: &Path) -> Command {
             Path::new("/boot"),
         ))
         .arg(bind_arg("--bind", &sysroot.var(), Path::new("/var")));
+    for dir in RUN_DIRS {
+        let inside = Path::new("/run").join(dir);
+        command.arg(bind_arg("--bind", &run.join(dir), &inside));
+    }
     command
 }
 
