@@ -21,6 +21,8 @@
 mod api;
 mod display;
 mod health;
+mod install;
+mod kubelet;
 mod nodes;
 mod processes;
 mod real;
@@ -72,6 +74,19 @@ pub struct DemoArgs {
     /// the node's /etc).
     #[arg(long, requires = "real_bootc")]
     pub host_service: bool,
+    /// With --real-bootc: the demo starts neither the controller nor the agents, and
+    /// plays the kubelets instead: the install's Deployment and DaemonSet, once in the
+    /// API, run from the image they name, with podman, as their pod specs say. The API
+    /// serves TLS and starts empty (the install brings the CRDs and the namespace). Install
+    /// by hand as docs/install.md says (the demo prints the steps and waits), or with
+    /// --install.
+    #[arg(long, requires = "real_bootc", conflicts_with = "host_service")]
+    pub kubelet: bool,
+    /// With --kubelet: install as docs/install.md says (scripts/image builds and pushes
+    /// the image to the demo's registry, an overlay points the install at it by digest,
+    /// kubectl apply -k).
+    #[arg(long, requires = "kubelet")]
+    pub install: bool,
     /// On the way, reboot one staged node that holds no slot, as a person at its console
     /// would: it must come back on the old image and then reboot exactly once more.
     #[arg(long)]
@@ -200,6 +215,9 @@ async fn demo(
     }
     degraded.check()?;
     step(started, "no node or pool reported Degraded");
+    if args.kubelet {
+        step(started, &kubelet::container_list());
+    }
     print_summary(&api.handle, watch.max_slots().await?);
 
     if args.rollback {
@@ -250,7 +268,7 @@ async fn set_up(
     host_sim::daemonset::agent_binary().map_err(|e| e.to_string())?;
     step(started, &format!("work directory {}", dir.display()));
 
-    let api = api::start(parts, started, dir).await?;
+    let api = api::start(parts, started, dir, args.kubelet).await?;
     let (image_ref, registry_host, v1) = if args.real_bootc {
         let (tag, v1) = real::start_with_v1(parts, started, dir, args.host_service).await?;
         real::RealNodes {
@@ -280,15 +298,46 @@ async fn set_up(
         .await?;
         (format!("{host}/os:stable"), host, v1)
     };
-    let launch = Launch {
-        controller_bin: &controller_bin,
-        kubeconfig: &api.kubeconfig,
-        registry_host: &registry_host,
-        dir,
-        with_agents: !args.host_service,
-    };
-    start_controller_and_agents(parts, started, &launch)?;
+    if args.kubelet {
+        start_from_the_install(args, parts, &api, &registry_host, dir, started).await?;
+    } else {
+        let launch = Launch {
+            controller_bin: &controller_bin,
+            kubeconfig: &api.kubeconfig,
+            registry_host: &registry_host,
+            dir,
+            with_agents: !args.host_service,
+        };
+        start_controller_and_agents(parts, started, &launch)?;
+    }
     Ok(Setup { api, image_ref, v1 })
+}
+
+/// `--kubelet`: plays the kubelets, installs (or waits for a person to), and waits for a
+/// controller to lead.
+async fn start_from_the_install(
+    args: &DemoArgs,
+    parts: &mut Parts,
+    api: &api::ApiServer,
+    registry: &str,
+    dir: &Path,
+    started: Instant,
+) -> Result<(), String> {
+    parts.kubelets = Some(kubelet::Kubelets::start(parts, api.client.clone())?);
+    step(
+        started,
+        "playing the kubelets: waiting for the install's Deployment and DaemonSet",
+    );
+    let limit = if args.install {
+        install::as_documented(registry, &api.kubeconfig, dir, started).await?;
+        Some(Duration::from_secs(args.phase_timeout_s))
+    } else {
+        println!("{}", install::instructions(registry, &api.kubeconfig, dir));
+        None
+    };
+    let holder = install::wait_for_controller(&api.client, limit).await?;
+    step(started, &format!("the controller's pod {holder} leads"));
+    Ok(())
 }
 
 /// Points the pool at v1 by digest and watches every node go back; on real-bootc nodes,

@@ -31,13 +31,19 @@ pub(super) struct ApiServer {
 }
 
 /// Starts the emulator (kept in `parts`), writes its kubeconfig to `dir`, registers the
-/// CRDs and creates the controller's namespace.
+/// CRDs and creates the controller's namespace. `for_install`: over TLS (pods use
+/// in-cluster configuration), and empty (the install brings the CRDs and namespace).
 pub(super) async fn start(
     parts: &mut Parts,
     started: Instant,
     dir: &Path,
+    for_install: bool,
 ) -> Result<ApiServer, String> {
-    let emulator = kube_emulator::Emulator::start()
+    let options = kube_emulator::EmulatorOptions {
+        tls: for_install,
+        ..Default::default()
+    };
+    let emulator = kube_emulator::Emulator::start_with(options)
         .await
         .map_err(|e| format!("cannot start the API emulator: {e}"))?;
     let kubeconfig = dir.join("kubeconfig");
@@ -49,8 +55,10 @@ pub(super) async fn start(
         .map_err(|e| format!("cannot make a client: {e}"))?;
     let handle = emulator.handle();
     parts.emulator = Some(emulator);
-    register_crds(&client).await?;
-    create_namespace(&client, LEASE_NAMESPACE).await?;
+    if !for_install {
+        register_crds(&client).await?;
+        create_namespace(&client, LEASE_NAMESPACE).await?;
+    }
     step(
         started,
         &format!(

@@ -56,6 +56,8 @@ impl Drop for ControllerProcess {
 /// if that never runs, by the parts' own `Drop`).
 #[derive(Debug, Default)]
 pub(super) struct Parts {
+    /// `--kubelet`: the pods run from the install.
+    pub(super) kubelets: Option<super::kubelet::Kubelets>,
     pub(super) agents: Vec<DaemonSet>,
     pub(super) nodes: Vec<Node>,
     /// Real-bootc nodes (`--real-bootc`); dropping one removes its sysroot.
@@ -77,6 +79,10 @@ impl Parts {
     }
 
     pub(super) async fn teardown(&mut self) {
+        if let Some(kubelets) = self.kubelets.take() {
+            println!("stopping the pods …");
+            kubelets.stop().await;
+        }
         let agents = std::mem::take(&mut self.agents);
         let nodes = std::mem::take(&mut self.nodes);
         let real_nodes = std::mem::take(&mut self.real_nodes);
