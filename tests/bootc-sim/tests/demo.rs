@@ -168,3 +168,63 @@ fn the_agent_as_a_host_service_takes_a_real_bootc_node_from_v1_to_v2() {
     // No DaemonSet ran: the one agent that updated the node is the node's own.
     assert!(stdout.contains("stopping 0 agents and 1 nodes"), "{stdout}");
 }
+
+/// Whether podman is here (see `host_sim::pods::podman_for_test`).
+fn podman_for_test() -> bool {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a demo from the image")
+        .to_owned();
+    host_sim::pods::podman_for_test(&test).is_some()
+}
+
+#[test]
+fn the_demo_from_the_install_runs_both_components_from_the_image() {
+    if !real_archive() || !podman_for_test() {
+        return;
+    }
+    let args = ["--real-bootc", "--kubelet", "--install", "--nodes", "2"];
+    let stdout = run_demo(&[&args[..], &["--phase-timeout-s", "300"]].concat(), |l| {
+        l.contains("kubectl apply")
+            || l.contains("kubelet:")
+            || l.contains("leads")
+            || l.contains("] rolled")
+            || l.contains("bootc-node-agent-")
+            || l.contains("bootc-pool-controller-")
+            || l.starts_with("torn down")
+    });
+    for expected in [
+        "pushed 127.0.0.1:",
+        "deployment.apps/bootc-pool-controller created",
+        "daemonset.apps/bootc-node-agent created",
+        "kubelet: the agent's pod runs on",
+        "leads",
+        "rolled out v2 to 2 nodes",
+        "torn down after",
+    ] {
+        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
+    }
+    // Neither component ran from target/: no agent process, no controller child.
+    assert!(stdout.contains("stopping 0 agents and 2 nodes"), "{stdout}");
+    assert!(!stdout.contains("controller (pid"), "{stdout}");
+    // The container list while the pool was done: the controller's two replicas and an
+    // agent per node, all from the pushed image.
+    let listing: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains("the containers (podman ps)"))
+        .skip(1)
+        .take_while(|l| l.contains("bootc-"))
+        .collect();
+    let controllers = listing
+        .iter()
+        .filter(|l| l.starts_with("bootc-pool-controller-"));
+    let agents = listing
+        .iter()
+        .filter(|l| l.starts_with("bootc-node-agent-"));
+    assert_eq!(controllers.count(), 2, "{listing:?}");
+    assert_eq!(agents.count(), 2, "{listing:?}");
+    assert!(
+        listing.iter().all(|l| l.contains("/bootc-pool@sha256:")),
+        "{listing:?}"
+    );
+}
