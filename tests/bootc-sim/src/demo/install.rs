@@ -97,9 +97,12 @@ pub(super) async fn as_documented(
         .lines()
         .find_map(|l| l.strip_prefix("image: "))
         .ok_or_else(|| format!("scripts/image printed no image: {out}"))?;
-    // image: NAME:TAG@sha256:… → NAME@sha256:…
+    // image: NAME[:TAG]@sha256:… → NAME@sha256:… (a `:` before the last `/` is a port)
     let (named, digest) = image.split_once('@').ok_or("no digest")?;
-    let name = named.rsplit_once(':').map_or(named, |(n, _)| n);
+    let name = match named.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => name,
+        _ => named,
+    };
     let pinned = format!("{name}@{digest}");
     step(started, &format!("pushed {pinned}"));
     let mine = dir.join("my-install");

@@ -8,7 +8,9 @@
 //!
 //! Every few seconds it reads the Deployment, the DaemonSet and the Nodes, and brings the
 //! containers in line: a new image replaces the pods (an upgrade), a node that leaves
-//! the selector loses its pod, the install's removal stops them all.
+//! the selector loses its pod, the install's removal stops them all. It writes the two
+//! objects' status as their controllers would (replicas, ready, updated), so `kubectl
+//! rollout status` works as on a cluster; it makes no Pod objects.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,7 +23,9 @@ use host_sim::pods::{Pod, Runtime, ServiceAccountFiles, service_account_files, s
 use host_sim::real::SharedDirs;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
+use serde_json::json;
 use tokio::sync::watch;
 
 use super::processes::Parts;
@@ -152,13 +156,60 @@ impl State {
             .get_opt(DEPLOYMENT)
             .await
             .map_err(|e| format!("reading the Deployment: {e}"))?;
-        self.sync_controller(deployment).await?;
+        self.sync_controller(deployment.clone()).await?;
         let daemonsets: Api<DaemonSet> = Api::namespaced(self.client.clone(), NAMESPACE);
         let daemonset = daemonsets
             .get_opt(DAEMONSET)
             .await
             .map_err(|e| format!("reading the DaemonSet: {e}"))?;
-        self.sync_agents(daemonset).await
+        self.sync_agents(daemonset.clone()).await?;
+        self.report(deployment, daemonset).await
+    }
+
+    /// Writes the Deployment's and the DaemonSet's status as their controllers would
+    /// (so `kubectl rollout status` and `kubectl get deploy,ds` read as on a cluster).
+    async fn report(
+        &self,
+        deployment: Option<Deployment>,
+        daemonset: Option<DaemonSet>,
+    ) -> Result<(), String> {
+        let params = PatchParams::default();
+        if let Some(d) = deployment {
+            let replicas = self.replicas.len();
+            let ready = self
+                .replicas
+                .iter()
+                .filter(|(_, p)| p.probes().ready)
+                .count();
+            let status = json!({"status": {
+                "observedGeneration": d.metadata.generation,
+                "replicas": replicas, "updatedReplicas": replicas,
+                "readyReplicas": ready, "availableReplicas": ready,
+            }});
+            let api: Api<Deployment> = Api::namespaced(self.client.clone(), NAMESPACE);
+            api.patch_status(DEPLOYMENT, &params, &Patch::Merge(&status))
+                .await
+                .map_err(|e| format!("writing the Deployment's status: {e}"))?;
+        }
+        if let Some(ds) = daemonset {
+            let scheduled = self.agents.len();
+            let ready = self
+                .agents
+                .values()
+                .filter(|(_, k)| k.seen().last().is_some_and(|i| i.ready))
+                .count();
+            let status = json!({"status": {
+                "observedGeneration": ds.metadata.generation,
+                "desiredNumberScheduled": scheduled, "currentNumberScheduled": scheduled,
+                "updatedNumberScheduled": scheduled, "numberMisscheduled": 0,
+                "numberReady": ready, "numberAvailable": ready,
+            }});
+            let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), NAMESPACE);
+            api.patch_status(DAEMONSET, &params, &Patch::Merge(&status))
+                .await
+                .map_err(|e| format!("writing the DaemonSet's status: {e}"))?;
+        }
+        Ok(())
     }
 
     /// Pulls `image` from the demo's registry (plain HTTP on loopback), once.
