@@ -186,6 +186,7 @@ fn the_demo_from_the_install_runs_both_components_from_the_image() {
     let args = ["--real-bootc", "--kubelet", "--install", "--nodes", "2"];
     let stdout = run_demo(&[&args[..], &["--phase-timeout-s", "300"]].concat(), |l| {
         l.contains("kubectl apply")
+            || l.contains("rollout status")
             || l.contains("kubelet:")
             || l.contains("leads")
             || l.contains("] rolled")
@@ -197,6 +198,7 @@ fn the_demo_from_the_install_runs_both_components_from_the_image() {
         "pushed 127.0.0.1:",
         "deployment.apps/bootc-pool-controller created",
         "daemonset.apps/bootc-node-agent created",
+        "deployment \"bootc-pool-controller\" successfully rolled out",
         "kubelet: the agent's pod runs on",
         "leads",
         "rolled out v2 to 2 nodes",

@@ -135,6 +135,22 @@ pub(super) async fn as_documented(
             applied.trim_end()
         ),
     );
+    // The guide's check: the controller's Deployment rolled out.
+    let rollout = [
+        "--kubeconfig",
+        &kc,
+        "-n",
+        NAMESPACE,
+        "rollout",
+        "status",
+        "deploy/bootc-pool-controller",
+        "--timeout=600s",
+    ];
+    let out = run("kubectl", &rollout).await?;
+    step(
+        started,
+        &format!("kubectl rollout status: {}", out.trim_end()),
+    );
     Ok(())
 }
 
