@@ -31,6 +31,7 @@ use std::time::Duration;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_common::backoff::Backoff;
+use bootc_pool_common::node::owner_pool;
 use chrono::{DateTime, Utc};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
@@ -53,7 +54,6 @@ pub mod observe;
 mod pacing;
 pub mod pools;
 
-pub use cache::owner_pool;
 pub use elect::run_elected;
 
 use crate::drain::{DrainDone, Drainer};
