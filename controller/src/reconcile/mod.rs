@@ -32,7 +32,7 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_common::backoff::Backoff;
 use bootc_pool_common::node::owner_pool;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::WatchStreamExt;
@@ -54,6 +54,8 @@ pub mod observe;
 mod pacing;
 pub mod pools;
 
+/// The User-Agent of the controller's requests, as the shell's callers name it.
+pub use crate::shared::USER_AGENT;
 pub use elect::run_elected;
 
 use crate::drain::{DrainDone, Drainer};
@@ -61,19 +63,13 @@ use crate::metrics::Metrics;
 use crate::plan::{self, Progress};
 use crate::resolve::{Resolver, ResolverOptions};
 use crate::server::Health;
+use crate::shared::{Clock, FIELD_MANAGER};
 use cache::{Overlay, lock, node_fingerprint, strip_node};
 
-/// The User-Agent of the controller's requests (for audit logs and request counts).
-pub const USER_AGENT: &str = concat!("bootc-pool-controller/", env!("CARGO_PKG_VERSION"));
-/// The field manager of every write.
-pub const FIELD_MANAGER: &str = "bootc-pool-controller";
 /// Re-plan at least this often, even when nothing signals a change.
 const RESYNC: Duration = Duration::from_secs(300);
 /// The wait after failed reconciles in a row: 1 s doubling to 5 minutes.
 pub const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(300));
-
-/// A clock, injectable for tests.
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// What the reconciler works with besides its client: the clock, the tag resolver shared
 /// by all pools, the metrics, and the name this replica gives in Events.
@@ -358,6 +354,18 @@ fn recorder(client: &Client, deps: &Dependencies) -> Recorder {
     Recorder::new(client.clone(), reporter)
 }
 
+/// What sends the pools' rollout events to their webhooks.
+fn notifier(client: &Client, recorder: &Recorder, deps: &Dependencies) -> crate::notify::Notifier {
+    crate::notify::Notifier::new(
+        client.clone(),
+        recorder.clone(),
+        deps.notifications.clone(),
+        deps.secrets.clone(),
+        deps.metrics.clone(),
+        Arc::clone(&deps.clock),
+    )
+}
+
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
     client: Client,
@@ -401,7 +409,7 @@ pub async fn run(
     let controller = Controller::for_stream(pool_stream, pool_store.clone());
     let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
     let ctx = Arc::new(Context {
-        notifier: crate::notify::Notifier::new(client.clone(), recorder.clone(), &deps),
+        notifier: notifier(&client, &recorder, &deps),
         recorder,
         drainer: Drainer::new(client.clone(), done_tx.clone()).announcing_blocks(done_tx),
         client,
