@@ -35,7 +35,6 @@
 //! - slots are never reused within one plan: a freed slot is granted on the next one.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -74,15 +73,6 @@ pub use world::{
 /// controller has taken it off the nodes (uncordoned what it cordoned, removed its labels
 /// and BootcNodes), even when the controller was down when the pool was deleted.
 pub const FINALIZER: &str = "node.bootc.dev/cleanup";
-
-/// How many plans this process has made (see [`plans_made`]).
-static PLANS: AtomicU64 = AtomicU64::new(0);
-
-/// How many times [`plan`] has run in this process: one reconcile plans once, and a test
-/// holds the reconcile shell to that.
-pub fn plans_made() -> u64 {
-    PLANS.load(Ordering::Relaxed)
-}
 
 fn parse_stamp(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
@@ -137,7 +127,6 @@ struct Planner<'a> {
     unavailable: usize,
     candidates: Vec<&'a NodeView>,
     requeue: Option<Duration>,
-    approved: usize,
     /// Nodes pulling the target now (for `maxStaging`), and the limit.
     staging: usize,
     staging_limit: Option<usize>,
@@ -191,7 +180,6 @@ impl<'a> Planner<'a> {
             unavailable: 0,
             candidates: Vec::new(),
             requeue: None,
-            approved: 0,
             staging: 0,
             staging_limit: None,
             retargets: 0,
@@ -258,7 +246,6 @@ impl<'a> Planner<'a> {
 
 /// Plans one pool: every action, and the complete status.
 pub fn plan(snap: &Snapshot) -> Plan {
-    PLANS.fetch_add(1, Ordering::Relaxed);
     plan_once(snap, true)
 }
 

@@ -71,12 +71,17 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// The wait after failed reconciles in a row: 1 s doubling to 5 minutes.
 pub const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(300));
 
-/// What the reconciler works with besides its client: the clock, the tag resolver shared
-/// by all pools, the metrics, and the name this replica gives in Events.
+/// The planner a reconcile calls once: [`plan::plan`], or a test's wrapper around it.
+pub type PlanFn = Arc<dyn Fn(&plan::Snapshot) -> plan::Plan + Send + Sync>;
+
+/// What the reconciler works with besides its client: the clock, the planner, the tag
+/// resolver shared by all pools, the metrics, and the name this replica gives in Events.
 #[derive(Clone)]
 pub struct Dependencies {
     /// The time source.
     pub clock: Clock,
+    /// The planner, injectable for tests (one that counts the plans made).
+    pub plan: PlanFn,
     /// The name this instance reports in events.
     pub instance: String,
     /// The tag resolver, shared by all pools.
@@ -106,6 +111,7 @@ impl Default for Dependencies {
     fn default() -> Self {
         Dependencies {
             clock: Arc::new(Utc::now),
+            plan: Arc::new(plan::plan),
             instance: "bootc-pool-controller".to_owned(),
             resolver: Resolver::new(ResolverOptions::default()),
             metrics: Metrics::new(),
@@ -516,7 +522,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     let (lookup, pull_secret) = ctx.look_up(pool).await?;
     let gate = ctx.alert_gate(pool).await;
     let snapshot = ctx.snapshot(pool, lookup, pull_secret, gate);
-    let plan = plan::plan(&snapshot);
+    let plan = (ctx.deps.plan)(&snapshot);
     lock(&ctx.progress).insert(name.clone(), plan.progress);
     debug!(pool = %name, actions = plan.actions.len(), "planned");
 

@@ -23,8 +23,8 @@ use zbus::Variant;
 
 use super::DbusHost;
 use super::proxies::SystemdManagerProxy;
-use crate::host::progress::parse_line;
 use crate::host::StageProgress;
+use crate::host::progress::parse_line;
 
 /// How long the reader may take to drain the FIFO once the socket is stopped.
 const DRAIN_WAIT: Duration = Duration::from_secs(2);
