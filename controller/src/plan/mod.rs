@@ -13,11 +13,11 @@
 //! - [`limits`]: the spec's numbers and windows, each read to fail closed;
 //! - `membership`: members, conflicts with other pools, nodes leaving;
 //! - `member`: a member as the plan sees it, the BootcNode spec it should have;
-//! - `hold`: members an admin holds: not retargeted, never granted a slot;
+//! - `admin_hold`: members an admin holds: not retargeted, never granted a slot;
 //! - `staging`: members without a slot: `maxStaging`, node states, slot candidates;
 //! - [`agent`]: what an agent and a kubelet report, read for decisions;
 //! - `holder`: slot holders: cordon, drain, approval, return, release;
-//! - [`slots`]: the budget, halts, pause and windows closing the gate, approval order;
+//! - [`slots`]: the budget, halts, pause and windows closing the gate, grant order;
 //! - [`progress`]: stall detection;
 //! - [`status`]: counts, conditions, transition events, `deployHistory`;
 //! - `secret`: a pull Secret the controller may not read, over the status's `Degraded`;
@@ -40,12 +40,12 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 pub mod actions;
+mod admin_hold;
 pub mod agent;
 mod cleanup;
 pub mod failure;
 mod gates;
 mod health;
-mod hold;
 mod holder;
 pub mod limits;
 mod member;
@@ -62,7 +62,7 @@ pub mod world;
 pub use actions::{ACTION_KINDS, Action, NodeState, Plan, PlannedEvent, events};
 pub use agent::runs;
 pub use progress::STALL_AFTER;
-pub use slots::{ZONE_LABEL, approval_order};
+pub use slots::{ZONE_LABEL, grant_order};
 pub use target::{Target, TargetDecision, TargetProblem};
 pub use world::{
     BootcView, DrainView, GateView, Lookup, NodeInfo, NodeView, PoolSummary, PoolView, Progress,
@@ -119,7 +119,7 @@ struct Planner<'a> {
     /// Nodes selected by more than one pool, as messages, and their names.
     conflicts: Vec<String>,
     conflicted: BTreeSet<String>,
-    /// Members an admin holds (see `hold`).
+    /// Members an admin holds (see `admin_hold`).
     held: BTreeSet<String>,
     /// Drains held up, with the pod and what refuses it.
     blocked: Vec<String>,
@@ -276,7 +276,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     }
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let members = membership::members(&mut p, invalid);
-    p.held = hold::held(&members);
+    p.held = admin_hold::held(&members);
     gates::alert(&mut p);
     match &decision.target {
         Ok(target) => {
@@ -300,7 +300,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
         }
     }
     holder::report_drains(&mut p, &members);
-    hold::report(&mut p, &members);
+    admin_hold::report(&mut p, &members);
     let progress = progress::advance(snap.progress, &p.states, snap.now);
     let mut status = status::status(&mut p, &members, &decision, progress);
     secret::not_allowed(snap, &mut status);
