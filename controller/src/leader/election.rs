@@ -5,6 +5,7 @@
 
 use std::future::Future;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::{Instant, sleep, sleep_until, timeout, timeout_at};
 use tracing::{info, warn};
 
@@ -61,24 +62,14 @@ impl Election {
                 let deadline = last_renew + self.config.renew_deadline;
                 tokio::select! {
                     biased;
-                    () = &mut shutdown => {
-                        self.signal.set(false);
-                        info!(identity = %self.config.identity, "shutting down: releasing the leader lease");
-                        self.lease.release(lease).await;
-                        return;
-                    }
+                    () = &mut shutdown => return self.shut_down(lease).await,
                     () = sleep_until(deadline) => break "renewals failed past the renew deadline".to_owned(),
                     () = sleep(self.config.retry_period) => {}
                 }
                 let sent = Instant::now();
                 let renewal = tokio::select! {
                     biased;
-                    () = &mut shutdown => {
-                        self.signal.set(false);
-                        info!(identity = %self.config.identity, "shutting down: releasing the leader lease");
-                        self.lease.release(lease).await;
-                        return;
-                    }
+                    () = &mut shutdown => return self.shut_down(lease).await,
                     r = timeout_at(deadline, self.lease.renew(&lease)) => r,
                 };
                 match renewal {
@@ -97,6 +88,13 @@ impl Election {
             self.signal.set(false);
             warn!(identity = %self.config.identity, reason = %lost, "lost the leader lease; stepping down");
         }
+    }
+
+    /// Shutdown while leading: leadership ends first, then the Lease is released.
+    async fn shut_down(&self, lease: Lease) {
+        self.signal.set(false);
+        info!(identity = %self.config.identity, "shutting down: releasing the leader lease");
+        self.lease.release(lease).await;
     }
 
     /// The write authority a Lease write sent at `sent` gives.
