@@ -123,11 +123,10 @@ impl AlertGate {
     pub fn new(options: AlertGateOptions) -> Self {
         // No redirects: one would take the basic authentication, or the question, to
         // another place than the URL the pool names.
-        let http = reqwest::Client::builder()
+        let http = crate::shared::http_client()
             .timeout(options.timeout)
             .connect_timeout(options.timeout)
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(crate::reconcile::USER_AGENT)
             .build()
             .map_err(|e| format!("cannot set up the HTTP client: {e}"));
         AlertGate {

@@ -14,7 +14,9 @@
 //! - [`notify`]: a pool's rollout events sent to its webhook;
 //! - [`secrets`]: where Secrets are read and written: the pull Secrets' copies in the
 //!   install's namespace, and the namespaces sources may be read in;
-//! - [`server`]: `/metrics`, `/healthz` and `/readyz`.
+//! - [`server`]: `/metrics`, `/healthz` and `/readyz`;
+//! - [`shared`]: what the shell and its services share (the User-Agent, the field
+//!   manager, the clock, the HTTP client), below them all.
 
 pub mod drain;
 pub mod gate;
@@ -27,3 +29,4 @@ pub mod reconcile;
 pub mod resolve;
 pub mod secrets;
 pub mod server;
+pub mod shared;

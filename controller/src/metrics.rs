@@ -38,6 +38,7 @@ use crate::plan::NodeState;
 mod health;
 mod results;
 pub use health::PoolHealth;
+pub use notifications::NotificationLabels;
 pub use results::{DrainResult, TagResult};
 
 /// The states of `bootc_pool_nodes`, in the order the plan knows them.
@@ -141,6 +142,7 @@ type HistogramFamily<S> = Family<S, Histogram, fn() -> Histogram>;
 struct PoolSeries {
     target: Option<TargetLabels>,
     error_reasons: BTreeSet<String>,
+    notifications: BTreeSet<NotificationLabels>,
 }
 
 /// Every metric family, each a handle on what the registry encodes.
@@ -517,7 +519,7 @@ impl Metrics {
         self.inner.f.reconcile_duration.remove(&labels);
         self.inner.f.reboots_approved.remove(&labels);
         self.inner.health.forget(pool);
-        self.inner.f.notifications.forget(pool);
+        self.inner.f.notifications.forget(&series.notifications);
     }
 
     /// The registry in the OpenMetrics text format (ends with `# EOF`).

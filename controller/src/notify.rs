@@ -22,12 +22,12 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::Recorder;
 use kube::{Client, Resource, ResourceExt};
-use prometheus_client::encoding::EncodeLabelSet;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::metrics::Metrics;
-use crate::reconcile::{Clock, Dependencies, USER_AGENT};
+use crate::metrics::{Metrics, NotificationLabels};
+use crate::secrets::SecretNamespaces;
+use crate::shared::Clock;
 
 pub mod deliver;
 pub mod events;
@@ -83,34 +83,6 @@ impl Outcome {
     }
 }
 
-/// The labels of one `bootc_pool_notifications_total` series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct NotificationLabels {
-    /// The pool.
-    pub pool: String,
-    /// The event's name.
-    pub event: &'static str,
-    /// The outcome's name.
-    pub outcome: &'static str,
-}
-
-impl NotificationLabels {
-    /// Every series `pool` may have (to remove them when the pool goes).
-    pub fn all(pool: &str) -> Vec<NotificationLabels> {
-        let outcomes = [Outcome::Delivered, Outcome::Failed, Outcome::Dropped];
-        EVENT_KINDS
-            .iter()
-            .flat_map(|e| {
-                outcomes.iter().map(|o| NotificationLabels {
-                    pool: pool.to_owned(),
-                    event: e.as_str(),
-                    outcome: o.as_str(),
-                })
-            })
-            .collect()
-    }
-}
-
 /// One event on its way to a webhook.
 #[derive(Debug)]
 struct Job {
@@ -127,7 +99,7 @@ struct Shared {
     metrics: Metrics,
     options: NotifyOptions,
     /// Where webhook Secrets may be read.
-    secrets: crate::secrets::SecretNamespaces,
+    secrets: SecretNamespaces,
     /// The HTTP client, or why there is none.
     http: Result<reqwest::Client, String>,
 }
@@ -165,25 +137,31 @@ impl std::fmt::Debug for Notifier {
 }
 
 impl Notifier {
-    /// A notifier reading Secrets with `client` and recording failures with `recorder`.
-    pub fn new(client: Client, recorder: Recorder, deps: &Dependencies) -> Self {
-        let options = deps.notifications.clone();
-        let http = reqwest::Client::builder()
+    /// A notifier reading webhook Secrets with `client` where `secrets` allows, recording
+    /// failures with `recorder` and counting every event in `metrics`.
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        options: NotifyOptions,
+        secrets: SecretNamespaces,
+        metrics: Metrics,
+        clock: Clock,
+    ) -> Self {
+        let http = crate::shared::http_client()
             .timeout(options.attempt_timeout)
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(USER_AGENT)
             .build()
             .map_err(|e| format!("cannot set up the HTTP client: {e}"));
         Notifier {
             shared: Arc::new(Shared {
                 client,
                 recorder,
-                metrics: deps.metrics.clone(),
+                metrics,
                 options,
-                secrets: deps.secrets.clone(),
+                secrets,
                 http,
             }),
-            clock: Arc::clone(&deps.clock),
+            clock,
             pools: Mutex::new(HashMap::new()),
         }
     }

@@ -1,13 +1,15 @@
 //! One reconcile plans once: the planner owns every decision of a reconcile (windows,
 //! stalls, fallbacks, history), so the shell never plans a second time to complete a
-//! status. A whole rollout runs against the API emulator and simulated nodes; the
-//! planner's own call counter is then held to the reconciles the metrics counted.
-//!
-//! The only test in this binary: the counter is per process.
+//! status. A whole rollout runs against the API emulator and simulated nodes, with a
+//! planner that counts its calls; the plans counted are then held to the reconciles the
+//! metrics counted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bootc_pool_controller::plan;
 use bootc_pool_controller::reconcile::Dependencies;
@@ -37,9 +39,16 @@ async fn a_reconcile_plans_once() {
     let client = emulator.client().unwrap();
     let (cluster, _, v2) =
         workers_cluster(&emulator, &["n1", "n2", "n3"], Default::default()).await;
-    let deps = Dependencies::default();
+    let plans_made = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&plans_made);
+    let deps = Dependencies {
+        plan: Arc::new(move |snapshot| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            plan::plan(snapshot)
+        }),
+        ..Dependencies::default()
+    };
     let metrics = deps.metrics.clone();
-    let before = plan::plans_made();
     let controller = start(&emulator, deps);
     let pools: Api<bootc_crds::BootcNodePool> = Api::all(client.clone());
     let pool = workers_pool(&v2, json!({"maxUnavailable": 1}));
@@ -47,7 +56,7 @@ async fn a_reconcile_plans_once() {
     wait_pool(&client, "workers", "all nodes on v2", |p| all_updated(p, 3)).await;
     controller.stop().await;
 
-    let plans = plan::plans_made() - before;
+    let plans = plans_made.load(Ordering::Relaxed);
     let reconciles = planned_reconciles(&metrics.encode());
     assert!(
         reconciles >= 3,

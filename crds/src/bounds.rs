@@ -63,6 +63,20 @@ pub const CONDITION_TYPE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-
 /// A condition's `reason`: CamelCase, as Kubernetes' Condition declares it.
 pub const CONDITION_REASON_PATTERN: &str = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$";
 
+/// Longest systemd unit name.
+pub const UNIT_NAME_MAX_LEN: usize = 256;
+/// What a systemd unit name looks like: a name and one of the unit types.
+pub const UNIT_NAME_PATTERN: &str = r"^[A-Za-z0-9:_.\\@-]+\.(service|socket|target|device|mount|automount|swap|timer|path|slice|scope)$";
+
+/// Bounds and pattern of each unit name in a list.
+pub fn unit_items(schema: &mut Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
+        items.insert("minLength".into(), 1.into());
+        items.insert("maxLength".into(), UNIT_NAME_MAX_LEN.into());
+        items.insert("pattern".into(), UNIT_NAME_PATTERN.into());
+    }
+}
+
 /// `text` cut to at most `max` characters (Unicode code points, as kube-apiserver counts
 /// `maxLength`); a cut text ends with `…`.
 pub fn truncate(text: String, max: usize) -> String {

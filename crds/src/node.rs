@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bounds::{
     ARCHITECTURE_MAX_LEN, BOOT_ID_MAX_LEN, DIGEST_MAX_LEN, DRAIN_MESSAGE_MAX_LEN,
-    PROGRESS_STEP_MAX_LEN, SHORT_DIGEST_LEN, VERSION_MAX_LEN,
+    PROGRESS_STEP_MAX_LEN, SHORT_DIGEST_LEN, UNIT_NAME_MAX_LEN, VERSION_MAX_LEN, unit_items,
 };
 use crate::image_ref::{IMAGE_PIN_PATTERN, REF_MAX_LEN};
 use crate::pool::{RebootPolicy, SecretRef, SignaturePolicy};
@@ -123,20 +123,6 @@ pub struct BootcNodeSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = crate::pool::MAX_HEALTH_UNITS), transform = unit_items)]
     pub health_units: Vec<String>,
-}
-
-/// Longest systemd unit name.
-pub const UNIT_NAME_MAX_LEN: usize = 256;
-/// What a systemd unit name looks like: a name and one of the unit types.
-pub const UNIT_NAME_PATTERN: &str = r"^[A-Za-z0-9:_.\\@-]+\.(service|socket|target|device|mount|automount|swap|timer|path|slice|scope)$";
-
-/// Bounds and pattern of each unit name in a list.
-pub fn unit_items(schema: &mut schemars::Schema) {
-    if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
-        items.insert("minLength".into(), 1.into());
-        items.insert("maxLength".into(), UNIT_NAME_MAX_LEN.into());
-        items.insert("pattern".into(), UNIT_NAME_PATTERN.into());
-    }
 }
 
 /// How far the node should go with desiredImage.

@@ -10,11 +10,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::MANAGED_LABEL;
 use crate::bounds::SECRET_KEY_MAX_LEN;
+use crate::bounds::UNIT_NAME_MAX_LEN;
 use crate::budget::Budget;
 pub use crate::field_error::{FieldError, FieldErrors};
 use crate::image_ref::ImageRef;
 use crate::node::BootcNodeSpec;
-use crate::node::UNIT_NAME_MAX_LEN;
 use crate::pool::{
     AlertGateSpec, BootcNodePoolSpec, DrainSpec, HealthSpec, MAX_AFTER, MAX_HEALTH_UNITS,
     MAX_HISTORY, MAX_MAINTENANCE_WINDOWS, MAX_MATCHERS, MaintenanceWindow, RolloutSpec,

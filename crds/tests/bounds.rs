@@ -10,7 +10,7 @@ mod common;
 use bootc_crds::bounds::{
     ARCHITECTURE_MAX_LEN, BOOT_ID_MAX_LEN, CONDITION_MESSAGE_MAX_LEN, CONDITION_REASON_PATTERN,
     CONDITION_TYPE_PATTERN, DRAIN_MESSAGE_MAX_LEN, PROGRESS_STEP_MAX_LEN, SHORT_DIGEST_LEN,
-    VERSION_MAX_LEN,
+    UNIT_NAME_MAX_LEN, VERSION_MAX_LEN,
 };
 use bootc_crds::conditions::{
     self, DEGRADED, DRIFTED, IDLE, NewCondition, PROGRESSING, UP_TO_DATE, drifted, idle,
@@ -19,7 +19,7 @@ use bootc_crds::conditions::{
 use bootc_crds::image_ref::{NAME_MAX_LEN, REF_MAX_LEN, TAG_MAX_LEN};
 use bootc_crds::node::{
     BootedImage, DrainBlocked, HOST_STATE_MAX_LEN, HostState, ImageStatus, LastReboot, NodeHealth,
-    StagedImage, StagingProgress, UNIT_NAME_MAX_LEN, UnitHealth,
+    StagedImage, StagingProgress, UnitHealth,
 };
 use bootc_crds::pool::{
     AlertGateState, AlertGateStatus, CanaryPhase, CanaryStatus, DeployHistoryEntry,

@@ -1,11 +1,11 @@
 //! The command line, as kubectl's own commands take theirs.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 use crate::client::Target;
+use crate::output::Output;
 
 /// Bootc node pools from kubectl: where they stand, why they wait, and the admin's
 /// levers (pause, resume, rollback, hold, release).
@@ -52,15 +52,6 @@ impl Global {
             context: self.context.clone(),
         }
     }
-}
-
-/// `-o`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    /// The objects as a JSON `List`.
-    Json,
-    /// The objects as a YAML `List`.
-    Yaml,
 }
 
 /// The commands.
@@ -122,40 +113,4 @@ pub enum Command {
         /// A node or a pool.
         name: String,
     },
-}
-
-/// Parses the arguments, runs the command and gives the exit code: 0, or 1 after
-/// `error: …` on stderr (usage errors included, as kubectl does).
-pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            let ok = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
-            // clap words its errors `error: …` itself.
-            let _ = e.print();
-            return if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            };
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(crate::commands::run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }

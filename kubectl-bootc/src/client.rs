@@ -4,10 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+use bootc_pool_common::error_chain;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::error::{CliError, Result, chain};
+use crate::error::{CliError, Result};
 
 /// The User-Agent of every request.
 pub const USER_AGENT: &str = concat!("kubectl-bootc/", env!("CARGO_PKG_VERSION"));
@@ -31,19 +32,27 @@ fn default_path() -> Option<PathBuf> {
 /// The kubeconfig to use, or `None` for the in-cluster account.
 fn kubeconfig(target: &Target) -> Result<Option<Kubeconfig>> {
     if let Some(path) = &target.kubeconfig {
-        return Kubeconfig::read_from(path)
-            .map(Some)
-            .map_err(|e| CliError::msg(format!("kubeconfig {}: {}", path.display(), chain(&e))));
+        return Kubeconfig::read_from(path).map(Some).map_err(|e| {
+            CliError::msg(format!(
+                "kubeconfig {}: {}",
+                path.display(),
+                error_chain(&e)
+            ))
+        });
     }
-    let from_env =
-        Kubeconfig::from_env().map_err(|e| CliError::msg(format!("KUBECONFIG: {}", chain(&e))))?;
+    let from_env = Kubeconfig::from_env()
+        .map_err(|e| CliError::msg(format!("KUBECONFIG: {}", error_chain(&e))))?;
     if from_env.is_some() {
         return Ok(from_env);
     }
     match default_path() {
-        Some(path) if path.exists() => Kubeconfig::read_from(&path)
-            .map(Some)
-            .map_err(|e| CliError::msg(format!("kubeconfig {}: {}", path.display(), chain(&e)))),
+        Some(path) if path.exists() => Kubeconfig::read_from(&path).map(Some).map_err(|e| {
+            CliError::msg(format!(
+                "kubeconfig {}: {}",
+                path.display(),
+                error_chain(&e)
+            ))
+        }),
         _ => Ok(None),
     }
 }
@@ -58,12 +67,12 @@ pub async fn config(target: &Target) -> Result<Config> {
             };
             Config::from_custom_kubeconfig(file, &options)
                 .await
-                .map_err(|e| CliError::msg(format!("kubeconfig: {}", chain(&e))))?
+                .map_err(|e| CliError::msg(format!("kubeconfig: {}", error_chain(&e))))?
         }
         None => Config::incluster().map_err(|e| {
             CliError::msg(format!(
                 "no kubeconfig (--kubeconfig, KUBECONFIG or ~/.kube/config) and not running in a cluster: {}",
-                chain(&e)
+                error_chain(&e)
             ))
         })?,
     };
@@ -78,5 +87,5 @@ pub async fn config(target: &Target) -> Result<Config> {
 pub async fn client(target: &Target) -> Result<Client> {
     let config = config(target).await?;
     Client::try_from(config)
-        .map_err(|e| CliError::msg(format!("cannot build the API client: {}", chain(&e))))
+        .map_err(|e| CliError::msg(format!("cannot build the API client: {}", error_chain(&e))))
 }

@@ -2,21 +2,60 @@
 //! `kubectl patch --type merge`), and prints what it did.
 
 use std::io::Write;
+use std::process::ExitCode;
 
 use bootc_crds::HOLD_LABEL;
 use bootc_crds::pool::BootcNodePool;
+use clap::Parser;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Command, Output};
+use crate::cli::{Cli, Command};
 use crate::error::{CliError, Result};
-use crate::objects::{self, Cluster, hold_value};
-use crate::{history, rollback, status, watch, why};
+use crate::objects::{self, hold_value};
+use crate::output::{print, show};
+use crate::{history, rollback, watch, why};
 
 /// How pools are named in what the commands print, as kubectl names them.
 pub const POOL_KIND: &str = "bootcnodepool.node.bootc.dev";
+
+/// Parses the arguments, runs the command and gives the exit code: 0, or 1 after
+/// `error: …` on stderr (usage errors included, as kubectl does).
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let ok = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+            // clap words its errors `error: …` itself.
+            let _ = e.print();
+            return if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// Runs one command.
 pub async fn run(cli: Cli) -> Result<()> {
@@ -44,42 +83,6 @@ pub async fn run(cli: Cli) -> Result<()> {
             let cluster = objects::read(&client).await?;
             print(&why::why(&cluster, &name)?)
         }
-    }
-}
-
-/// Writes to stdout; a reader that went away (`| head`) ends the output quietly.
-pub fn print(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError::msg(format!("cannot write to stdout: {e}"))),
-    }
-}
-
-/// What `status` prints: the tables, or the objects as a `List`.
-pub fn show(cluster: &Cluster, pool: Option<&str>, output: Option<Output>) -> Result<String> {
-    let Some(output) = output else {
-        return status::render(cluster, pool);
-    };
-    let (pools, nodes) = status::select(cluster, pool)?;
-    let items: Vec<Value> = pools
-        .iter()
-        .map(|p| p.raw.clone())
-        .chain(nodes.iter().map(|n| n.raw.clone()))
-        .collect();
-    let list = json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "metadata": {"resourceVersion": ""},
-        "items": items,
-    });
-    match output {
-        Output::Json => serde_json::to_string_pretty(&list)
-            .map(|s| s + "\n")
-            .map_err(|e| CliError::msg(format!("cannot write JSON: {e}"))),
-        Output::Yaml => serde_yaml_ng::to_string(&list)
-            .map_err(|e| CliError::msg(format!("cannot write YAML: {e}"))),
     }
 }
 

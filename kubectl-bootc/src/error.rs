@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use bootc_pool_common::error_chain;
+
 /// What went wrong, worded for the person at the terminal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliError(String);
@@ -22,7 +24,7 @@ impl CliError {
             kube::Error::Api(status) if !status.message.is_empty() => {
                 CliError(status.message.clone())
             }
-            _ => CliError(format!("{what}: {}", chain(&error))),
+            _ => CliError(format!("{what}: {}", error_chain(&error))),
         }
     }
 
@@ -39,18 +41,3 @@ impl fmt::Display for CliError {
 }
 
 impl std::error::Error for CliError {}
-
-/// An error with its sources, joined by `: ` (each source once, repeats left out).
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}

@@ -3,9 +3,10 @@
 //!
 //! Module map:
 //!
-//! - [`cli`]: the command line and the exit code;
+//! - [`cli`]: the command line;
 //! - [`client`]: the API client, found as kubectl finds its cluster;
-//! - [`commands`]: each command's reads, writes and output;
+//! - [`commands`]: the exit code, and each command's reads and writes;
+//! - [`output`]: `-o json|yaml`, what `status` prints, and stdout;
 //! - [`objects`]: pools, BootcNodes and Nodes as read, raw and typed;
 //! - [`status`], [`history`]: the tables, from objects only;
 //! - [`rollback`]: which digest a rollback goes to, and what it says;
@@ -23,6 +24,7 @@ pub mod commands;
 pub mod error;
 pub mod history;
 pub mod objects;
+pub mod output;
 pub mod rollback;
 pub mod status;
 pub mod table;

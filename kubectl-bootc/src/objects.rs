@@ -9,6 +9,7 @@ use bootc_crds::conditions::from_time;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_crds::{HOLD_LABEL, REBOOT_SLOT_ANNOTATION};
+use bootc_pool_common::node::owner_pool;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -173,15 +174,6 @@ where
     Ok((out, version))
 }
 
-/// The pool named in a BootcNode's controller owner reference (as the controller sets it).
-pub fn owner_pool(bootc: &BootcNode) -> Option<String> {
-    bootc
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "BootcNodePool" && o.controller == Some(true))
-        .map(|o| o.name.clone())
-}
-
 /// A condition of `conditions` by type.
 pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
@@ -190,21 +182,6 @@ pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Con
 /// When a condition last changed.
 pub fn transition(c: &Condition) -> Option<DateTime<Utc>> {
     from_time(&c.last_transition_time)
-}
-
-/// The Node's `Ready` condition.
-pub fn ready_condition(node: &Node) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")
-}
-
-/// The Node's `Ready` condition is `True`.
-pub fn node_ready(node: &Node) -> bool {
-    ready_condition(node).is_some_and(|c| c.status == "True")
 }
 
 /// The Node carries the hold label with the value `true`.

@@ -6,11 +6,12 @@ use bootc_crds::conditions::{self, idle, up_to_date};
 use bootc_crds::image_ref::digest_in;
 use bootc_crds::node::{BootcNode, ImageStatus};
 use bootc_crds::pool::{AlertGateState, BootcNodePool, CanaryPhase};
+use bootc_pool_common::node::owner_pool;
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde_json::Value;
 
-use crate::objects::{Cluster, Object, condition, holds_slot, owner_pool, transition};
+use crate::objects::{Cluster, Object, condition, holds_slot, transition};
 use crate::table::{Table, age, bytes, short_digest};
 
 /// Headers of the pools table.

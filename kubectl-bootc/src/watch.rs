@@ -13,10 +13,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, WatchEvent, WatchParams};
 
-use crate::cli::Output;
-use crate::commands::{print, show};
 use crate::error::{CliError, Result};
 use crate::objects::{self, Versions};
+use crate::output::{Output, print, show};
 
 /// Seconds a watch asks the server to keep it open (kubectl's client asks for about as
 /// long); the list and watch start again after.

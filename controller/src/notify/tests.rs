@@ -317,7 +317,17 @@ fn jitter_waits_half_to_all_of_the_delay() {
 
 #[test]
 fn every_series_of_a_pool_is_known() {
-    let all = NotificationLabels::all("p");
+    let outcomes = [Outcome::Delivered, Outcome::Failed, Outcome::Dropped];
+    let all: Vec<NotificationLabels> = EVENT_KINDS
+        .iter()
+        .flat_map(|e| {
+            outcomes.iter().map(|o| NotificationLabels {
+                pool: "p".to_owned(),
+                event: e.as_str(),
+                outcome: o.as_str(),
+            })
+        })
+        .collect();
     assert_eq!(all.len(), EVENT_KINDS.len() * 3);
     let metrics = Metrics::new();
     for labels in &all {

@@ -36,7 +36,7 @@ pub(super) fn alert(p: &mut Planner<'_>) {
     let interval = Duration::from_secs(u64::try_from(spec.interval_seconds.max(1)).unwrap_or(30));
     // The URL as messages show it: its user name, password and query stay out of the
     // status, the conditions, the Events and the logs.
-    let url = crate::gate::shown(&spec.url);
+    let url = bootc_crds::bounds::shown_url(&spec.url);
     let now = p.snap.now;
     let (state, message, checked) = read_gate(&p.snap.gate, &url, now);
     match state {

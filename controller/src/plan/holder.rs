@@ -170,7 +170,6 @@ fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
                 .insert(APPROVED_AT_ANNOTATION.to_owned(), Some(stamp(p.snap.now)));
             holder.update(p);
             p.actions.push(Action::ForgetDrain { node: name.clone() });
-            p.approved += 1;
             p.node_event(
                 &name,
                 false,

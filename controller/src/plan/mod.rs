@@ -13,11 +13,11 @@
 //! - [`limits`]: the spec's numbers and windows, each read to fail closed;
 //! - `membership`: members, conflicts with other pools, nodes leaving;
 //! - `member`: a member as the plan sees it, the BootcNode spec it should have;
-//! - `hold`: members an admin holds: not retargeted, never granted a slot;
+//! - `admin_hold`: members an admin holds: not retargeted, never granted a slot;
 //! - `staging`: members without a slot: `maxStaging`, node states, slot candidates;
 //! - [`agent`]: what an agent and a kubelet report, read for decisions;
 //! - `holder`: slot holders: cordon, drain, approval, return, release;
-//! - [`slots`]: the budget, halts, pause and windows closing the gate, approval order;
+//! - [`slots`]: the budget, halts, pause and windows closing the gate, grant order;
 //! - [`progress`]: stall detection;
 //! - [`status`]: counts, conditions, transition events, `deployHistory`;
 //! - `secret`: a pull Secret the controller may not read, over the status's `Degraded`;
@@ -35,18 +35,17 @@
 //! - slots are never reused within one plan: a freed slot is granted on the next one.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
 pub mod actions;
+mod admin_hold;
 pub mod agent;
 mod cleanup;
 pub mod failure;
 mod gates;
 mod health;
-mod hold;
 mod holder;
 pub mod limits;
 mod member;
@@ -63,7 +62,7 @@ pub mod world;
 pub use actions::{ACTION_KINDS, Action, NodeState, Plan, PlannedEvent, events};
 pub use agent::runs;
 pub use progress::STALL_AFTER;
-pub use slots::{ZONE_LABEL, approval_order};
+pub use slots::{ZONE_LABEL, grant_order};
 pub use target::{Target, TargetDecision, TargetProblem};
 pub use world::{
     BootcView, DrainView, GateView, Lookup, NodeInfo, NodeView, PoolSummary, PoolView, Progress,
@@ -74,15 +73,6 @@ pub use world::{
 /// controller has taken it off the nodes (uncordoned what it cordoned, removed its labels
 /// and BootcNodes), even when the controller was down when the pool was deleted.
 pub const FINALIZER: &str = "node.bootc.dev/cleanup";
-
-/// How many plans this process has made (see [`plans_made`]).
-static PLANS: AtomicU64 = AtomicU64::new(0);
-
-/// How many times [`plan`] has run in this process: one reconcile plans once, and a test
-/// holds the reconcile shell to that.
-pub fn plans_made() -> u64 {
-    PLANS.load(Ordering::Relaxed)
-}
 
 fn parse_stamp(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
@@ -129,7 +119,7 @@ struct Planner<'a> {
     /// Nodes selected by more than one pool, as messages, and their names.
     conflicts: Vec<String>,
     conflicted: BTreeSet<String>,
-    /// Members an admin holds (see `hold`).
+    /// Members an admin holds (see `admin_hold`).
     held: BTreeSet<String>,
     /// Drains held up, with the pod and what refuses it.
     blocked: Vec<String>,
@@ -137,7 +127,6 @@ struct Planner<'a> {
     unavailable: usize,
     candidates: Vec<&'a NodeView>,
     requeue: Option<Duration>,
-    approved: usize,
     /// Nodes pulling the target now (for `maxStaging`), and the limit.
     staging: usize,
     staging_limit: Option<usize>,
@@ -191,7 +180,6 @@ impl<'a> Planner<'a> {
             unavailable: 0,
             candidates: Vec::new(),
             requeue: None,
-            approved: 0,
             staging: 0,
             staging_limit: None,
             retargets: 0,
@@ -258,7 +246,6 @@ impl<'a> Planner<'a> {
 
 /// Plans one pool: every action, and the complete status.
 pub fn plan(snap: &Snapshot) -> Plan {
-    PLANS.fetch_add(1, Ordering::Relaxed);
     plan_once(snap, true)
 }
 
@@ -289,7 +276,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     }
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let members = membership::members(&mut p, invalid);
-    p.held = hold::held(&members);
+    p.held = admin_hold::held(&members);
     gates::alert(&mut p);
     match &decision.target {
         Ok(target) => {
@@ -313,7 +300,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
         }
     }
     holder::report_drains(&mut p, &members);
-    hold::report(&mut p, &members);
+    admin_hold::report(&mut p, &members);
     let progress = progress::advance(snap.progress, &p.states, snap.now);
     let mut status = status::status(&mut p, &members, &decision, progress);
     secret::not_allowed(snap, &mut status);

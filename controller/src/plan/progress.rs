@@ -65,7 +65,7 @@ pub(super) fn condition(
             "every node runs the target".to_owned(),
         );
     }
-    if let Some(held) = super::hold::only_held_left(p) {
+    if let Some(held) = super::admin_hold::only_held_left(p) {
         // Done but for the held nodes: nothing is stuck, and nothing to wait for but
         // the admin lifting the holds.
         return (true, progressing::HELD_NODES_LEFT, held_message(p, held));

@@ -24,8 +24,8 @@ pub(super) fn halted(p: &mut Planner<'_>) -> (usize, bool) {
 
 /// The order in which candidates get slots: by name within each zone, zones taken in
 /// turn (the first node of every zone, then the second of every zone, …), so that
-/// consecutive approvals spread across zones; nodes without a zone form one more zone.
-pub fn approval_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
+/// consecutive grants spread across zones; nodes without a zone form one more zone.
+pub fn grant_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
     let zone = |v: &NodeView| {
         v.node
             .as_ref()
@@ -47,7 +47,7 @@ pub fn approval_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
     ranked.into_iter().map(|(_, _, v)| v).collect()
 }
 
-/// Grants free slots to staged, healthy nodes, in [`approval_order`], unless the rollout
+/// Grants free slots to staged, healthy nodes, in [`grant_order`], unless the rollout
 /// is halted, paused or outside its maintenance windows.
 pub(super) fn grant(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
     // Everything planned so far is done before the first grant starts (see
@@ -72,7 +72,7 @@ pub(super) fn grant(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
     if let Some(room) = p.canary_room {
         free = free.min(room);
     }
-    let candidates = approval_order(&p.candidates);
+    let candidates = grant_order(&p.candidates);
     for view in candidates.into_iter().take(free) {
         grant_one(p, view, target);
     }

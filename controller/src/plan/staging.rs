@@ -14,8 +14,8 @@ use bootc_crds::{DRAIN_FAILED_ANNOTATION, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION}
 
 use super::Planner;
 use super::actions::{Action, NodeState};
+use super::admin_hold;
 use super::agent::AgentReport;
-use super::hold;
 use super::holder::{self, Holder};
 use super::member::{Member, wanted_spec};
 use super::target::Target;
@@ -93,7 +93,7 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
     let mut annotations: BTreeMap<String, Option<String>> = BTreeMap::new();
     let retargeted = bootc.spec().desired_image != target.image;
     if retargeted && held {
-        hold::keep_image(&mut spec, bootc);
+        admin_hold::keep_image(&mut spec, bootc);
     } else if retargeted && bootc.annotations().contains_key(DRAIN_FAILED_ANNOTATION) {
         annotations.insert(DRAIN_FAILED_ANNOTATION.to_owned(), None);
     }

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::actions::{NodeState, events};
 use super::target::{Target, TargetDecision, TargetProblem};
 use super::world::{NodeView, Progress};
-use super::{Planner, hold, list, progress, slots, stamp};
+use super::{Planner, admin_hold, list, progress, slots, stamp};
 use crate::history::{self, BootedReport, TargetImage};
 
 fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option<&'a str> {
@@ -30,7 +30,7 @@ struct StateCounts {
     staging: usize,
     pending: usize,
     degraded: usize,
-    /// Held members that wait for their hold to be lifted (`hold::waits`), when they are
+    /// Held members that wait for their hold to be lifted (`admin_hold::waits`), when they are
     /// counted apart from their state.
     held: usize,
 }
@@ -50,7 +50,7 @@ impl StateCounts {
             held: 0,
         };
         for (name, state) in &p.states {
-            if held_apart && hold::waits(p, name) {
+            if held_apart && admin_hold::waits(p, name) {
                 c.held += 1;
                 continue;
             }

@@ -1234,7 +1234,7 @@ fn outside_a_window_no_slot_is_granted_and_the_opening_is_awaited() {
 }
 
 #[test]
-fn approvals_spread_across_zones() {
+fn grants_spread_across_zones() {
     let zoned = |name: &'static str, zone: &str| {
         let n = node(name).staged();
         let mut view = n.view();
@@ -1254,10 +1254,7 @@ fn approvals_spread_across_zones() {
         zoned("c1", "z3"),
     ];
     let refs: Vec<&NodeView> = views.iter().collect();
-    let order: Vec<&str> = approval_order(&refs)
-        .iter()
-        .map(|v| v.name.as_str())
-        .collect();
+    let order: Vec<&str> = grant_order(&refs).iter().map(|v| v.name.as_str()).collect();
     assert_eq!(order, vec!["a1", "b1", "c1", "a2", "b2", "a3"]);
 }
 
@@ -1444,9 +1441,9 @@ fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
     );
 }
 
+mod admin_hold;
 mod batches;
 mod fail_closed;
-mod hold;
 mod mid_reboot;
 
 fn deleting(snap: &mut Snapshot) {

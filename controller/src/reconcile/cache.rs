@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use bootc_crds::node::BootcNode;
+use bootc_pool_common::node::node_ready;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -195,17 +195,6 @@ pub(super) fn strip_node(node: &mut Node) {
     }
 }
 
-pub(super) fn ready_condition(node: &Node) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-}
-
-pub(super) fn node_ready(node: &Node) -> bool {
-    ready_condition(node).is_some_and(|c| c.status == "True")
-}
-
 pub(super) fn node_boot_id(node: &Node) -> Option<&str> {
     node.status
         .as_ref()
@@ -230,15 +219,6 @@ pub(super) fn node_fingerprint(node: &Node) -> u64 {
     node_unschedulable(node).hash(&mut h);
     node_boot_id(node).hash(&mut h);
     h.finish()
-}
-
-/// The pool named in a BootcNode's controller owner reference.
-pub fn owner_pool(bootc: &BootcNode) -> Option<String> {
-    bootc
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "BootcNodePool" && o.controller == Some(true))
-        .map(|o| o.name.clone())
 }
 
 #[cfg(test)]

@@ -23,10 +23,11 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::info;
 
-use super::{Context, FIELD_MANAGER, ReconcileError, api_error, is_status};
+use super::{Context, ReconcileError, api_error, is_status};
 use crate::secrets::{
     COPY_LABEL, HASH_ANNOTATION, MANAGED_BY, SOURCE_ANNOTATION, SecretNamespaces, copy_name,
 };
+use crate::shared::FIELD_MANAGER;
 
 /// The copies' cache: metadata only.
 pub type Copies = Store<PartialObjectMeta<Secret>>;

@@ -17,10 +17,11 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::cache::lock;
-use super::{Context, FIELD_MANAGER, ReconcileError, api_error, is_status};
+use super::{Context, ReconcileError, api_error, is_status};
 use crate::drain::{DrainOptions, DrainOutcome, DrainState};
 use crate::metrics::DrainResult;
 use crate::plan::{self, Action, PlannedEvent};
+use crate::shared::FIELD_MANAGER;
 
 /// How many nodes' actions run at once.
 const CONCURRENT_NODES: usize = 32;

@@ -31,7 +31,8 @@ use std::time::Duration;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_common::backoff::Backoff;
-use chrono::{DateTime, Utc};
+use bootc_pool_common::node::owner_pool;
+use chrono::Utc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::WatchStreamExt;
@@ -53,7 +54,8 @@ pub mod observe;
 mod pacing;
 pub mod pools;
 
-pub use cache::owner_pool;
+/// The User-Agent of the controller's requests, as the shell's callers name it.
+pub use crate::shared::USER_AGENT;
 pub use elect::run_elected;
 
 use crate::drain::{DrainDone, Drainer};
@@ -61,26 +63,25 @@ use crate::metrics::Metrics;
 use crate::plan::{self, Progress};
 use crate::resolve::{Resolver, ResolverOptions};
 use crate::server::Health;
+use crate::shared::{Clock, FIELD_MANAGER};
 use cache::{Overlay, lock, node_fingerprint, strip_node};
 
-/// The User-Agent of the controller's requests (for audit logs and request counts).
-pub const USER_AGENT: &str = concat!("bootc-pool-controller/", env!("CARGO_PKG_VERSION"));
-/// The field manager of every write.
-pub const FIELD_MANAGER: &str = "bootc-pool-controller";
 /// Re-plan at least this often, even when nothing signals a change.
 const RESYNC: Duration = Duration::from_secs(300);
 /// The wait after failed reconciles in a row: 1 s doubling to 5 minutes.
 pub const ERROR_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(300));
 
-/// A clock, injectable for tests.
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+/// The planner a reconcile calls once: [`plan::plan`], or a test's wrapper around it.
+pub type PlanFn = Arc<dyn Fn(&plan::Snapshot) -> plan::Plan + Send + Sync>;
 
-/// What the reconciler works with besides its client: the clock, the tag resolver shared
-/// by all pools, the metrics, and the name this replica gives in Events.
+/// What the reconciler works with besides its client: the clock, the planner, the tag
+/// resolver shared by all pools, the metrics, and the name this replica gives in Events.
 #[derive(Clone)]
 pub struct Dependencies {
     /// The time source.
     pub clock: Clock,
+    /// The planner, injectable for tests (one that counts the plans made).
+    pub plan: PlanFn,
     /// The name this instance reports in events.
     pub instance: String,
     /// The tag resolver, shared by all pools.
@@ -110,6 +111,7 @@ impl Default for Dependencies {
     fn default() -> Self {
         Dependencies {
             clock: Arc::new(Utc::now),
+            plan: Arc::new(plan::plan),
             instance: "bootc-pool-controller".to_owned(),
             resolver: Resolver::new(ResolverOptions::default()),
             metrics: Metrics::new(),
@@ -358,6 +360,18 @@ fn recorder(client: &Client, deps: &Dependencies) -> Recorder {
     Recorder::new(client.clone(), reporter)
 }
 
+/// What sends the pools' rollout events to their webhooks.
+fn notifier(client: &Client, recorder: &Recorder, deps: &Dependencies) -> crate::notify::Notifier {
+    crate::notify::Notifier::new(
+        client.clone(),
+        recorder.clone(),
+        deps.notifications.clone(),
+        deps.secrets.clone(),
+        deps.metrics.clone(),
+        Arc::clone(&deps.clock),
+    )
+}
+
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
     client: Client,
@@ -401,7 +415,7 @@ pub async fn run(
     let controller = Controller::for_stream(pool_stream, pool_store.clone());
     let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
     let ctx = Arc::new(Context {
-        notifier: crate::notify::Notifier::new(client.clone(), recorder.clone(), &deps),
+        notifier: notifier(&client, &recorder, &deps),
         recorder,
         drainer: Drainer::new(client.clone(), done_tx.clone()).announcing_blocks(done_tx),
         client,
@@ -508,7 +522,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     let (lookup, pull_secret) = ctx.look_up(pool).await?;
     let gate = ctx.alert_gate(pool).await;
     let snapshot = ctx.snapshot(pool, lookup, pull_secret, gate);
-    let plan = plan::plan(&snapshot);
+    let plan = (ctx.deps.plan)(&snapshot);
     lock(&ctx.progress).insert(name.clone(), plan.progress);
     debug!(pool = %name, actions = plan.actions.len(), "planned");
 

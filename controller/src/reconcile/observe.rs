@@ -6,14 +6,13 @@ use std::sync::Arc;
 
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
+use bootc_pool_common::node::{node_ready, owner_pool, ready_condition};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use super::Context;
-use super::cache::{
-    lock, node_boot_id, node_ready, node_unschedulable, owner_pool, ready_condition,
-};
+use super::cache::{lock, node_boot_id, node_unschedulable};
 use crate::drain::{DrainOutcome, DrainState};
 use crate::plan::{
     BootcView, DrainView, Lookup, NodeInfo, NodeView, PoolView, PullSecretView, Snapshot,

@@ -17,7 +17,8 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use super::cache::lock;
-use super::{Context, FIELD_MANAGER, ReconcileError, api_error};
+use super::{Context, ReconcileError, api_error};
+use crate::shared::FIELD_MANAGER;
 
 /// How often a pool's status may be written for its counts alone.
 pub(super) const COUNTS_INTERVAL: Duration = Duration::from_secs(1);

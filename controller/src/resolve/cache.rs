@@ -114,7 +114,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Resolver {
     /// A resolver with no cached answers.
     pub fn new(options: ResolverOptions) -> Self {
-        let http = super::registry::http_client(&options);
+        let http = super::session::http_client(options.timeout);
         Resolver {
             inner: Arc::new(ResolverState {
                 options,

@@ -11,8 +11,8 @@ use oci_client::manifest::{
 use serde::Deserialize;
 use sha2::Digest as _;
 
-use super::cache::{Resolved, Resolver, ResolverOptions, lock};
-use super::error::{FailureContext, error_chain};
+use super::cache::{Resolved, Resolver, lock};
+use super::error::FailureContext;
 use super::session::Session;
 use super::{Credentials, ResolveError, VERSION_LABEL};
 
@@ -42,17 +42,6 @@ struct Manifest {
 #[derive(Deserialize)]
 struct Descriptor {
     digest: String,
-}
-
-/// The HTTP client of every registry exchange. Redirects are followed (registries send
-/// blobs from elsewhere); the credentials are not sent to another host.
-pub(super) fn http_client(options: &ResolverOptions) -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .connect_timeout(options.timeout)
-        .read_timeout(options.timeout)
-        .user_agent(concat!("bootc-pool-controller/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| format!("cannot build the registry client: {}", error_chain(&e)))
 }
 
 /// For an index, the linux/amd64 entry, else the first (used for the version label only).

@@ -5,18 +5,30 @@
 //! than the cap.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use http::header::{ACCEPT, WWW_AUTHENTICATE};
 use http::{HeaderMap, Method, StatusCode};
 use serde::Deserialize;
 
-use super::error::{FailureContext, answered, request_failed};
+use super::error::{FailureContext, answered, error_chain, request_failed};
 use super::{Credentials, ResolveError};
 
 /// The largest token answer read.
 pub(super) const MAX_TOKEN: usize = 1 << 20;
 /// The most of an error answer read (what is past it is not needed to tell the error).
 const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// The HTTP client of every registry exchange, each step of it bounded by `timeout`.
+/// Redirects are followed (registries send blobs from elsewhere); the credentials are
+/// not sent to another host.
+pub(super) fn http_client(timeout: Duration) -> Result<reqwest::Client, String> {
+    crate::shared::http_client()
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
+        .build()
+        .map_err(|e| format!("cannot build the registry client: {}", error_chain(&e)))
+}
 
 /// How a registry is to be asked, once it has said.
 enum Authorization {

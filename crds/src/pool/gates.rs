@@ -63,7 +63,7 @@ pub struct HealthSpec {
     #[schemars(
         length(max = MAX_HEALTH_UNITS),
         extend("x-kubernetes-list-type" = "set"),
-        transform = crate::node::unit_items
+        transform = crate::bounds::unit_items
     )]
     pub units: Vec<String>,
 

@@ -6,10 +6,11 @@ use bootc_crds::budget::Budget;
 use bootc_crds::conditions::{self, pool_degraded, up_to_date};
 use bootc_crds::pool::{BootcNodePool, MaintenanceWindow};
 use bootc_crds::window::{WindowState, window_state};
+use bootc_pool_common::node::node_ready;
 use chrono::{DateTime, SecondsFormat, Utc};
 use kube::ResourceExt;
 
-use crate::objects::{Cluster, condition, holds_slot, node_ready};
+use crate::objects::{Cluster, condition, holds_slot};
 use crate::status::Slots;
 use crate::table::human_duration;
 

@@ -249,7 +249,7 @@ pub fn waiting_for_pools(cluster: &Cluster, pool: &BootcNodePool) -> Option<Stri
 
 /// The node's pool, when it has one.
 fn pool_of<'a>(cluster: &'a Cluster, bootc: &BootcNode) -> Option<&'a BootcNodePool> {
-    crate::objects::owner_pool(bootc)
+    bootc_pool_common::node::owner_pool(bootc)
         .and_then(|p| cluster.pool(&p))
         .map(|p| &p.typed)
 }

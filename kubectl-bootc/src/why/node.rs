@@ -4,11 +4,12 @@ use bootc_crds::DRAIN_FAILED_ANNOTATION;
 use bootc_crds::conditions::{self, from_time, idle, pool_degraded};
 use bootc_crds::image_ref::{digest_in, runs_digest};
 use bootc_crds::node::{BootcNode, DesiredImageState};
+use bootc_pool_common::node::{owner_pool, ready_condition};
 use kube::ResourceExt;
 
 use super::Why;
 use super::gates::{GateKind, degraded, pool_gates};
-use crate::objects::{Cluster, condition, held, holds_slot, ready_condition};
+use crate::objects::{Cluster, condition, held, holds_slot};
 use crate::status::progress;
 use crate::table::{age, short_digest};
 
@@ -162,7 +163,7 @@ fn progress_findings(cluster: &Cluster, raw: &serde_json::Value, bootc: &BootcNo
         .as_ref()
         .map_or_else(|| "-".to_owned(), |d| d.short().to_owned());
     let status = bootc.status.as_ref();
-    let pool = crate::objects::owner_pool(bootc).and_then(|p| cluster.pool(&p));
+    let pool = owner_pool(bootc).and_then(|p| cluster.pool(&p));
     let booted = status.and_then(|s| s.booted.as_ref()).map(|b| &b.image);
     let on_desired = desired
         .as_ref()

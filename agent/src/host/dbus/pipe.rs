@@ -19,14 +19,12 @@ use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
 use tokio::task::JoinHandle;
-use zbus::{OwnedObjectPath, Variant};
+use zbus::Variant;
 
 use super::DbusHost;
-use super::bus::call_error;
-use super::proxies::{JobRemovedStream, SystemdManagerProxy};
-use super::unit::BootcCommand;
+use super::proxies::SystemdManagerProxy;
+use crate::host::StageProgress;
 use crate::host::progress::parse_line;
-use crate::host::{HostError, StageProgress};
 
 /// How long the reader may take to drain the FIFO once the socket is stopped.
 const DRAIN_WAIT: Duration = Duration::from_secs(2);
@@ -48,57 +46,40 @@ pub(super) struct ProgressPipe {
     pub(super) digest: String,
 }
 
-impl DbusHost {
-    /// Creates the socket and the service in one call, waits for the socket to listen,
-    /// starts reading the FIFO, and starts the service: its start job, and the reader.
-    pub(super) async fn start_with_pipe(
-        &self,
-        manager: &SystemdManagerProxy<'_>,
-        command: &BootcCommand,
-        pipe: &ProgressPipe,
-        removed: &mut JobRemovedStream,
-    ) -> Result<(OwnedObjectPath, JoinHandle<()>), HostError> {
-        let mut service = self.service_properties(command);
+impl ProgressPipe {
+    /// The socket unit that holds the FIFO open, for the service `unit`.
+    pub(super) fn socket_properties(&self, unit: &str) -> Vec<(&'static str, Variant<'static>)> {
+        let listen = vec![("FIFO".to_owned(), self.host_fifo.display().to_string())];
+        vec![
+            (
+                "Description",
+                Variant::from(format!("bootc-node-agent: progress of {unit}")),
+            ),
+            ("Listen", Variant::from(listen)),
+            ("SocketMode", Variant::from(FIFO_MODE)),
+            ("RemoveOnStop", Variant::from(true)),
+        ]
+    }
+
+    /// What the service of a pipe adds to its properties: it may start only once (a
+    /// socket re-triggers its ended service while unread data waits).
+    pub(super) fn limit_starts(service: &mut Vec<(&'static str, Variant<'static>)>) {
         service.push(("StartLimitBurst", Variant::from(1u32)));
         service.push((
             "StartLimitIntervalUSec",
             Variant::from(START_LIMIT_INTERVAL_USEC),
         ));
-        let listen = vec![("FIFO".to_owned(), pipe.host_fifo.display().to_string())];
-        let socket: Vec<(&str, Variant<'_>)> = vec![
-            (
-                "Description",
-                Variant::from(format!("bootc-node-agent: progress of {}", command.unit)),
-            ),
-            ("Listen", Variant::from(listen)),
-            ("SocketMode", Variant::from(FIFO_MODE)),
-            ("RemoveOnStop", Variant::from(true)),
-        ];
-        let aux: [(&str, &[(&str, Variant<'_>)]); 1] = [(command.unit.as_str(), &service)];
-        let job = manager
-            .start_transient_unit(&pipe.socket, "fail", &socket, &aux)
-            .await
-            .map_err(call_error("Manager.StartTransientUnit"))?;
-        let result = self.wait_for_job(manager, command, removed, &job).await?;
-        if result != "done" {
-            let _ = manager.reset_failed_unit(&pipe.socket).await;
-            return Err(HostError::ProgressPipe {
-                socket: pipe.socket.clone(),
-                result,
-            });
-        }
-        let reader = tokio::spawn(read_progress(
+    }
+}
+
+impl DbusHost {
+    /// Starts reading the FIFO, publishing the staging's progress.
+    pub(super) fn start_reading(&self, pipe: &ProgressPipe) -> JoinHandle<()> {
+        tokio::spawn(read_progress(
             pipe.local_fifo.clone(),
             pipe.digest.clone(),
             self.progress.clone(),
-        ));
-        match manager.start_unit(&command.unit, "fail").await {
-            Ok(job) => Ok((job, reader)),
-            Err(source) => {
-                self.close_pipe(manager, pipe, reader).await;
-                Err(call_error("Manager.StartUnit")(source))
-            }
-        }
+        ))
     }
 
     /// Stops the socket (so no leftover report can start the service again), lets the

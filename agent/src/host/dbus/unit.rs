@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
+use tokio::task::JoinHandle;
 use zbus::proxy::CacheProperties;
 use zbus::{OwnedObjectPath, Variant};
 
@@ -135,6 +136,42 @@ impl DbusHost {
             self.close_pipe(&manager, pipe, reader).await;
         }
         self.outcome(&manager, command, waited?).await
+    }
+
+    /// Creates the progress pipe's socket and the service in one call, waits for the
+    /// socket to listen, starts reading the FIFO, and starts the service: its start job,
+    /// and the reader.
+    async fn start_with_pipe(
+        &self,
+        manager: &SystemdManagerProxy<'_>,
+        command: &BootcCommand,
+        pipe: &ProgressPipe,
+        removed: &mut JobRemovedStream,
+    ) -> Result<(OwnedObjectPath, JoinHandle<()>), HostError> {
+        let mut service = self.service_properties(command);
+        ProgressPipe::limit_starts(&mut service);
+        let socket = pipe.socket_properties(&command.unit);
+        let aux: [(&str, &[(&str, Variant<'_>)]); 1] = [(command.unit.as_str(), &service)];
+        let job = manager
+            .start_transient_unit(&pipe.socket, "fail", &socket, &aux)
+            .await
+            .map_err(call_error("Manager.StartTransientUnit"))?;
+        let result = self.wait_for_job(manager, command, removed, &job).await?;
+        if result != "done" {
+            let _ = manager.reset_failed_unit(&pipe.socket).await;
+            return Err(HostError::ProgressPipe {
+                socket: pipe.socket.clone(),
+                result,
+            });
+        }
+        let reader = self.start_reading(pipe);
+        match manager.start_unit(&command.unit, "fail").await {
+            Ok(job) => Ok((job, reader)),
+            Err(source) => {
+                self.close_pipe(manager, pipe, reader).await;
+                Err(call_error("Manager.StartUnit")(source))
+            }
+        }
     }
 
     /// Names the command's unit and output files, and makes the output start empty.

@@ -139,7 +139,7 @@ fn a_stripped_node_keeps_what_plans_read() {
     let fingerprint = super::node_fingerprint(&node);
     assert_eq!(node.metadata.labels.as_ref().unwrap()["role"], "worker");
     assert!(super::node_unschedulable(&node));
-    assert!(super::node_ready(&node));
+    assert!(bootc_pool_common::node::node_ready(&node));
     assert_eq!(super::node_boot_id(&node), Some("b-1"));
     let status = node.status.as_ref().unwrap();
     assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
