@@ -46,7 +46,6 @@ use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOp
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube_emulator::{Emulator, EmulatorOptions};
 use serde_json::json;
 
 const DAEMONSET: &str = "bootc-node-agent";
@@ -128,13 +127,7 @@ fn image_and_archive_for_test(test: &str) -> Option<std::path::PathBuf> {
 /// DaemonSet's pod run on the node (its `capabilities.add` replaced by `cap_add` when
 /// given); then the approval once the pod is ready. Each phase waits at most `phase`.
 async fn rollout_in_pod(archive: &Path, cap_add: Option<&[&str]>, phase: Duration) -> Outcome {
-    let emulator = Emulator::start_with(EmulatorOptions {
-        tls: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (emulator, dir) = install::tls_emulator().await;
     let client = install::apply(&emulator, dir.path(), BUILT_IMAGE).await;
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let daemonset = daemonsets.get(DAEMONSET).await.unwrap();

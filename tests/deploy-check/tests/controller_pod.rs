@@ -30,7 +30,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
-use kube_emulator::{Emulator, EmulatorOptions};
+use kube_emulator::Emulator;
 
 const DEPLOYMENT: &str = "bootc-pool-controller";
 const LEASE: &str = "bootc-pool-controller";
@@ -113,13 +113,7 @@ fn all_logs(pods: &[Pod]) -> String {
 }
 
 async fn two_replicas_elect_a_leader_and_hand_over(runtime: Runtime, image: &str) {
-    let emulator = Emulator::start_with(EmulatorOptions {
-        tls: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (emulator, dir) = install::tls_emulator().await;
     let deployment = install(&emulator, dir.path(), image).await;
     let template = &deployment.spec.as_ref().unwrap().template;
     assert_eq!(

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use deploy_check::repo_root;
-use kube_emulator::Emulator;
+use kube_emulator::{Emulator, EmulatorOptions};
 
 use crate::common;
 
@@ -44,4 +44,16 @@ pub async fn apply(emulator: &Emulator, dir: &Path, image: &str) -> kube::Client
     let overlay = write_overlay(dir, image);
     common::ok(dir, &["apply", "-k", overlay.to_str().unwrap()]).await;
     emulator.client().unwrap()
+}
+
+/// An API emulator serving TLS (pods use in-cluster configuration), and a directory for
+/// the kubeconfig and the overlay.
+pub async fn tls_emulator() -> (Emulator, tempfile::TempDir) {
+    let emulator = Emulator::start_with(EmulatorOptions {
+        tls: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    (emulator, tempfile::tempdir().unwrap())
 }
