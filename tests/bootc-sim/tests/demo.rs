@@ -5,8 +5,9 @@
 //! the history of both images printed, and everything it started stopped.
 //!
 //! Then the same on three nodes running the real bootc 1.16.9 and ostree
-//! (`--real-bootc`): a tag push rolled out with maxUnavailable 1, a reboot nobody approved
-//! on the way, and a rollback by reference that fetches no blob.
+//! (`--real-bootc`), installed as the install guide says and run from the image
+//! (`--kubelet --install`): a tag push rolled out with maxUnavailable 1, a reboot nobody
+//! approved on the way, and a rollback by reference that fetches no blob.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -108,21 +109,41 @@ fn the_demo_rolls_v2_out_to_ten_nodes_and_exits_zero() {
     assert!(stdout.contains("torn down after"), "stdout:\n{stdout}");
 }
 
+/// The real-bootc demo as the README gives it: installed as docs/install.md says (the
+/// image built and pushed by scripts/image, the guide's overlay, kubectl apply -k, the
+/// rollout check), both components run from that image by the demo's kubelets.
 #[test]
-fn the_real_bootc_demo_rolls_out_survives_an_unapproved_reboot_and_rolls_back() {
-    if !real_archive() {
+fn the_real_bootc_demo_from_the_install_rolls_out_survives_an_unapproved_reboot_and_rolls_back() {
+    if !real_archive() || !podman_for_test() {
         return;
     }
-    let args = ["--real-bootc", "--unapproved-reboot", "--rollback"];
-    let stdout = run_demo(&[&args[..], &["--phase-timeout-s", "240"]].concat(), |l| {
+    let args = [
+        "--real-bootc",
+        "--kubelet",
+        "--install",
+        "--unapproved-reboot",
+        "--rollback",
+    ];
+    let stdout = run_demo(&[&args[..], &["--phase-timeout-s", "300"]].concat(), |l| {
         l.contains(" deployed in ")
+            || l.contains("rollout status")
+            || l.contains("kubelet:")
+            || l.contains("leads")
             || l.contains("] rolled")
             || l.contains("by hand")
             || l.contains("exactly one reboot")
             || l.contains("fetched no blob")
+            || l.contains("bootc-node-agent-")
+            || l.contains("bootc-pool-controller-")
             || l.starts_with("torn down")
     });
     for expected in [
+        "pushed 127.0.0.1:",
+        "deployment.apps/bootc-pool-controller created",
+        "daemonset.apps/bootc-node-agent created",
+        "deployment \"bootc-pool-controller\" successfully rolled out",
+        "kubelet: the agent's pod runs on",
+        "leads",
         "maxUnavailable 1",
         "rolled out v2 to 3 nodes",
         "unapproved (it must come back on the old image)",
@@ -146,6 +167,29 @@ fn the_real_bootc_demo_rolls_out_survives_an_unapproved_reboot_and_rolls_back() 
     };
     assert_eq!(values("updatedCount"), ["3", "3"], "{stdout}");
     assert_eq!(values("degradedCount"), ["0", "0"], "{stdout}");
+    // Neither component ran from target/: no agent process, no controller child.
+    assert!(stdout.contains("stopping 0 agents and 3 nodes"), "{stdout}");
+    assert!(!stdout.contains("controller (pid"), "{stdout}");
+    // The container list once the pool was done: the controller's two replicas and an
+    // agent per node, all from the pushed image.
+    let listing: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains("the containers (podman ps)"))
+        .skip(1)
+        .take_while(|l| l.contains("bootc-"))
+        .collect();
+    let controllers = listing
+        .iter()
+        .filter(|l| l.starts_with("bootc-pool-controller-"));
+    let agents = listing
+        .iter()
+        .filter(|l| l.starts_with("bootc-node-agent-"));
+    assert_eq!(controllers.count(), 2, "{listing:?}");
+    assert_eq!(agents.count(), 3, "{listing:?}");
+    assert!(
+        listing.iter().all(|l| l.contains("/bootc-pool@sha256:")),
+        "{listing:?}"
+    );
 }
 
 #[test]
@@ -176,57 +220,4 @@ fn podman_for_test() -> bool {
         .unwrap_or("a demo from the image")
         .to_owned();
     host_sim::pods::podman_for_test(&test).is_some()
-}
-
-#[test]
-fn the_demo_from_the_install_runs_both_components_from_the_image() {
-    if !real_archive() || !podman_for_test() {
-        return;
-    }
-    let args = ["--real-bootc", "--kubelet", "--install", "--nodes", "2"];
-    let stdout = run_demo(&[&args[..], &["--phase-timeout-s", "300"]].concat(), |l| {
-        l.contains("kubectl apply")
-            || l.contains("rollout status")
-            || l.contains("kubelet:")
-            || l.contains("leads")
-            || l.contains("] rolled")
-            || l.contains("bootc-node-agent-")
-            || l.contains("bootc-pool-controller-")
-            || l.starts_with("torn down")
-    });
-    for expected in [
-        "pushed 127.0.0.1:",
-        "deployment.apps/bootc-pool-controller created",
-        "daemonset.apps/bootc-node-agent created",
-        "deployment \"bootc-pool-controller\" successfully rolled out",
-        "kubelet: the agent's pod runs on",
-        "leads",
-        "rolled out v2 to 2 nodes",
-        "torn down after",
-    ] {
-        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
-    }
-    // Neither component ran from target/: no agent process, no controller child.
-    assert!(stdout.contains("stopping 0 agents and 2 nodes"), "{stdout}");
-    assert!(!stdout.contains("controller (pid"), "{stdout}");
-    // The container list while the pool was done: the controller's two replicas and an
-    // agent per node, all from the pushed image.
-    let listing: Vec<&str> = stdout
-        .lines()
-        .skip_while(|l| !l.contains("the containers (podman ps)"))
-        .skip(1)
-        .take_while(|l| l.contains("bootc-"))
-        .collect();
-    let controllers = listing
-        .iter()
-        .filter(|l| l.starts_with("bootc-pool-controller-"));
-    let agents = listing
-        .iter()
-        .filter(|l| l.starts_with("bootc-node-agent-"));
-    assert_eq!(controllers.count(), 2, "{listing:?}");
-    assert_eq!(agents.count(), 2, "{listing:?}");
-    assert!(
-        listing.iter().all(|l| l.contains("/bootc-pool@sha256:")),
-        "{listing:?}"
-    );
 }
