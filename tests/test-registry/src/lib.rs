@@ -23,7 +23,7 @@
 
 use std::io;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -110,6 +110,18 @@ fn free_port() -> Result<u16, Error> {
     Ok(port)
 }
 
+/// How to start a [`Registry`].
+#[derive(Debug, Clone, Default)]
+pub struct RegistryOptions {
+    /// HTTP basic auth as this user and password for everything (htpasswd).
+    pub credentials: Option<(String, String)>,
+    /// Where its directory (storage, configuration, log) is made; default the system's
+    /// temporary directory.
+    pub parent: Option<PathBuf>,
+    /// Log every request (the combined log format) to [`Registry::log_path`].
+    pub access_log: bool,
+}
+
 /// A `docker-registry` process on loopback and its files.
 #[derive(Debug)]
 pub struct Registry {
@@ -117,25 +129,34 @@ pub struct Registry {
     port: u16,
     dir: TempDir,
     credentials: Option<(String, String)>,
+    access_log: bool,
 }
 
 impl Registry {
     /// Starts a registry without authentication.
     pub fn start() -> Result<Registry, Error> {
-        Registry::start_inner(None)
+        Registry::start_with(RegistryOptions::default())
     }
 
     /// Starts a registry that wants HTTP basic auth as `user`/`pass` for everything.
     pub fn start_with_auth(user: &str, pass: &str) -> Result<Registry, Error> {
-        Registry::start_inner(Some((user.to_owned(), pass.to_owned())))
+        Registry::start_with(RegistryOptions {
+            credentials: Some((user.to_owned(), pass.to_owned())),
+            ..RegistryOptions::default()
+        })
     }
 
-    fn start_inner(credentials: Option<(String, String)>) -> Result<Registry, Error> {
-        let dir = tempfile::Builder::new()
-            .prefix("test-registry-")
-            .tempdir()
-            .map_err(io_err("creating the registry's temporary directory"))?;
-        if let Some((user, pass)) = &credentials {
+    /// Starts a registry as `options` say, on a free port (tried again on another when
+    /// the port was taken in between).
+    pub fn start_with(options: RegistryOptions) -> Result<Registry, Error> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("test-registry-");
+        let dir = match &options.parent {
+            Some(parent) => builder.tempdir_in(parent),
+            None => builder.tempdir(),
+        }
+        .map_err(io_err("creating the registry's directory"))?;
+        if let Some((user, pass)) = &options.credentials {
             let htpasswd = dir.path().join("htpasswd");
             let path = htpasswd.to_string_lossy();
             run("htpasswd", &["-Bbc", &path, user, pass])?;
@@ -144,7 +165,8 @@ impl Registry {
             child: None,
             port: 0,
             dir,
-            credentials,
+            credentials: options.credentials,
+            access_log: options.access_log,
         };
         let mut last = None;
         for _ in 0..5 {
@@ -164,14 +186,21 @@ impl Registry {
         self.dir.path().join("config.yml")
     }
 
-    fn log_path(&self) -> PathBuf {
+    /// Its log (with [`RegistryOptions::access_log`], every request).
+    pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("registry.log")
+    }
+
+    /// Its directory (storage, configuration, log), removed when it is dropped.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     fn write_config(&self) -> Result<(), Error> {
         let storage = self.dir.path().join("storage");
         let mut cfg = format!(
-            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{}\n",
+            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: {}\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{}\n",
+            !self.access_log,
             storage.display(),
             self.port
         );
