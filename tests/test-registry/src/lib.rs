@@ -18,8 +18,9 @@
 //! - this file: the [`Registry`] process (start, stop, restart, credentials), [`Error`];
 //! - `push`: building images with umoci and pushing them with skopeo ([`Registry::push`],
 //!   [`Registry::push_index`]);
-//! - `http_client`: [`http`] and [`http_with_body`], for tests that talk to the registry
-//!   directly.
+//! - [`http_client`]: the test infrastructure's one HTTP client: [`http`] and
+//!   [`http_with_body`] for tests that talk to the registry directly, `request` for the
+//!   bootc stand-in.
 
 use std::io;
 use std::net::TcpListener;
@@ -31,7 +32,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use tempfile::TempDir;
 
-mod http_client;
+pub mod http_client;
 mod push;
 
 pub use http_client::{Response, http, http_with_body};

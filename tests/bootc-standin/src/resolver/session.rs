@@ -11,6 +11,11 @@ use crate::Error;
 use crate::http::{self, HttpResponse};
 use crate::reference::{Reference, is_sha256_digest};
 
+/// The stand-in's requests say who they are, as containers-image's do.
+fn user_agent() -> (&'static str, String) {
+    ("User-Agent", "bootc-standin".to_owned())
+}
+
 /// One conversation with one registry, remembering a bearer token once it has one.
 pub(super) struct Session<'a> {
     pub(super) image: &'a str,
@@ -76,11 +81,11 @@ impl Session<'_> {
     }
 
     fn send(&self, authority: &str, path: &str, accept: &str) -> Result<HttpResponse, Error> {
-        let mut headers = vec![("Accept", accept.to_owned())];
+        let mut headers = vec![("Accept", accept.to_owned()), user_agent()];
         if let Some(a) = &self.auth_header {
             headers.push(("Authorization", a.clone()));
         }
-        http::request("GET", authority, path, &headers, self.timeout).map_err(|e| {
+        http::request("GET", authority, path, &headers, &[], self.timeout).map_err(|e| {
             self.err(format!(
                 "pinging container registry {authority}: Get \"http://{authority}{path}\": {e}"
             ))
@@ -204,7 +209,8 @@ impl Session<'_> {
             "GET",
             authority,
             &path,
-            &[("Authorization", basic)],
+            &[("Authorization", basic), user_agent()],
+            &[],
             self.timeout,
         )
         .map_err(|e| self.err(format!("fetching a token from {realm}: {e}")))?;
