@@ -132,6 +132,24 @@ impl Fixture {
         (kubeconfig, self.dir.path().join("agent.log"))
     }
 
+    /// v2 plus a layer of 48 MiB of random bytes, pushed as v3, and the proxy (about
+    /// 6 MB/s) it is pulled through: `HOST/node@DIGEST` at the proxy. Keep the proxy.
+    async fn slow_v3(&self) -> (String, host_sim::throttle::Throttle) {
+        let image = RealImage::shared(&common::real_archive().unwrap())
+            .await
+            .unwrap();
+        let layout = layout_with_big_layer(&image.layout(), &self.dir.path().join("v3"), 48 << 20);
+        let d3 = self
+            .registry
+            .push_layout(&layout, "v3", REPOSITORY)
+            .unwrap();
+        let target: std::net::SocketAddr = self.registry.host().parse().unwrap();
+        let slow = host_sim::throttle::Throttle::start(target, 6_000_000)
+            .await
+            .unwrap();
+        (format!("{}/{REPOSITORY}@{d3}", slow.host()), slow)
+    }
+
     fn log(&self) -> String {
         format!("node log: {}", self.node.log_file().display())
     }
@@ -674,16 +692,7 @@ async fn the_agent_in_its_pod_keeps_its_running_pull_across_a_restart_and_sees_h
     // v2 shares all but 324 bytes with v1, which the node has, and stages in about a
     // second: the target is v2 plus a 48 MiB layer, pulled through a proxy sending about
     // 6 MB/s, so the pull is surely still running when the test holds it.
-    let image = RealImage::shared(&common::real_archive().unwrap())
-        .await
-        .unwrap();
-    let layout = layout_with_big_layer(&image.layout(), &f.dir.path().join("v3"), 48 << 20);
-    let d3 = f.registry.push_layout(&layout, "v3", REPOSITORY).unwrap();
-    let target: std::net::SocketAddr = f.registry.host().parse().unwrap();
-    let slow = host_sim::throttle::Throttle::start(target, 6_000_000)
-        .await
-        .unwrap();
-    let v2 = format!("{}/{REPOSITORY}@{d3}", slow.host());
+    let (v2, _slow) = f.slow_v3().await;
     let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
     api.create(
         &PostParams::default(),
@@ -961,16 +970,8 @@ async fn the_agent_reports_the_real_bootcs_staging_progress_every_few_seconds() 
     // v2 shares all but 324 bytes with v1, which the node has: v3 is v2 plus a layer of
     // 48 MiB of random bytes, pulled through a proxy that sends about 6 MB/s, so the
     // pull lasts long enough for several progress writes (at most one per 5 s).
-    let image = RealImage::shared(&common::real_archive().unwrap())
-        .await
-        .unwrap();
-    let layout = layout_with_big_layer(&image.layout(), &f.dir.path().join("v3"), 48 << 20);
-    let d3 = f.registry.push_layout(&layout, "v3", REPOSITORY).unwrap();
-    let target: std::net::SocketAddr = f.registry.host().parse().unwrap();
-    let slow = host_sim::throttle::Throttle::start(target, 6_000_000)
-        .await
-        .unwrap();
-    let v2 = format!("{}/{REPOSITORY}@{d3}", slow.host());
+    let (v2, slow) = f.slow_v3().await;
+    let d3 = digest_of(&v2).to_owned();
     let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
     api.create(
         &PostParams::default(),
