@@ -74,7 +74,8 @@ pub mod pool_degraded {
 
 /// Reasons of the pool's `Progressing` condition.
 pub mod progressing {
-    /// True: work remains and a node advanced in the last 10 minutes.
+    /// True: work remains and a node advanced in the last 10 minutes, or the rollout
+    /// waits on purpose (a deliberate gate in status.gates).
     pub const ADVANCING: &str = "Advancing";
     /// False: work remains and no node has advanced for 10 minutes.
     pub const STALLED: &str = "Stalled";

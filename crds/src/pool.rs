@@ -254,30 +254,9 @@ pub struct RolloutSpec {
     #[schemars(
         length(max = MAX_AFTER),
         extend("x-kubernetes-list-type" = "set"),
-        transform = gates::after_items
+        transform = gates::name_items
     )]
     pub after: Vec<String>,
-}
-
-/// How nodes are disrupted.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DisruptionSpec {
-    /// RebootOnly always reboots fully; AllowSoftReboot uses a systemd soft reboot
-    /// (userspace restart, same kernel) when the staged deployment is soft-reboot capable,
-    /// and a full reboot otherwise.
-    #[serde(default)]
-    pub reboot_policy: RebootPolicy,
-
-    /// How a node is drained before its reboot.
-    #[serde(default)]
-    pub drain: DrainSpec,
-
-    /// Leave alone a node someone else cordoned: it is not given a reboot slot while it
-    /// is unschedulable (it may still stage), and it is never uncordoned by the
-    /// controller. False: such a node is updated too, and stays cordoned afterwards.
-    #[serde(default = "default_true")]
-    pub respect_cordon: bool,
 }
 
 /// How a node reboots into a new image.
@@ -481,6 +460,12 @@ pub struct BootcNodePoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_gate: Option<AlertGateStatus>,
 
+    /// The gates closed now, in order of precedence: each with its reason, what it closes
+    /// and what it waits for (`kubectl bootc why POOL` prints them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_GATE_VERDICTS))]
+    pub gates: Vec<GateVerdict>,
+
     /// One entry per digest the pool's nodes have booted, newest lastDeployed first, at
     /// most spec.history.limit entries. Recomputed from what the agents report, so it is
     /// the same however often the controller runs. Only entries with origin Targeted are
@@ -551,16 +536,6 @@ impl Default for DrainSpec {
             delete_empty_dir_data: true,
             force: false,
             pod_selector: None,
-        }
-    }
-}
-
-impl Default for DisruptionSpec {
-    fn default() -> Self {
-        DisruptionSpec {
-            reboot_policy: RebootPolicy::default(),
-            drain: DrainSpec::default(),
-            respect_cordon: true,
         }
     }
 }

@@ -104,11 +104,12 @@ async fn status_prints_the_pools_and_their_nodes() {
 async fn why_names_what_holds_a_pool_and_a_node() {
     let cluster = Cluster::start().await;
     workers(&cluster, json!({"maxUnavailable": 1}), in_progress()).await;
+    controller_plans(&cluster, "workers").await;
     let w3 = cluster.ok(&["bootc", "why", "w3"]).await;
     println!("{w3}");
     assert!(w3.starts_with("node/w3 is not progressing:\n"), "{w3}");
     assert!(
-        w3.contains("waiting for a reboot slot: reboot budget full: 1/1 slots in use (maxUnavailable 1): held by w2"),
+        w3.contains("waiting for a reboot slot: reboot budget full: 1/1 slots in use (maxUnavailable 1): held by w2 (gate BudgetFull"),
         "{w3}"
     );
     let pool = cluster.ok(&["bootc", "why", "workers"]).await;
@@ -120,16 +121,21 @@ async fn why_names_what_holds_a_pool_and_a_node() {
         "node/w1: up to date: runs its pool's target 222222222222\n"
     );
 
-    // Paused and held, as the admin's own commands leave them.
+    // Paused and held, as the admin's own commands leave them and the controller then
+    // says.
     cluster.ok(&["bootc", "pause", "workers"]).await;
     cluster.ok(&["bootc", "hold", "w3"]).await;
+    controller_plans(&cluster, "workers").await;
     let w3 = cluster.ok(&["bootc", "why", "w3"]).await;
     println!("{w3}");
     assert!(
         w3.contains("held: the Node has the label node.bootc.dev/hold=true"),
         "{w3}"
     );
-    assert!(w3.contains("paused: spec.rollout.paused is true"), "{w3}");
+    assert!(
+        w3.contains("paused (gate Paused: no new reboot slot, on purpose)"),
+        "{w3}"
+    );
 
     let neither = cluster.fails(&["bootc", "why", "nobody"]).await;
     assert!(

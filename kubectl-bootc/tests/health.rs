@@ -1,7 +1,8 @@
 //! `kubectl bootc` on a health-gated rollout, run by the real kubectl against the API
-//! emulator: the pool's canary, alert gate and failed history entry go through the
-//! committed CRD's status schema, the Node is cordoned with `kubectl cordon`, and
-//! `status`, `why` and `history` say what they mean.
+//! emulator: the pool's status as the controller's planner writes it (a canary soaking,
+//! an alert firing, a node cordoned with `kubectl cordon`) and a failed history entry go
+//! through the committed CRD's status schema, and `status`, `why` and `history` say
+//! what they mean.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -37,24 +38,23 @@ async fn a_soaking_canary_a_firing_gate_a_failed_digest_and_a_cordon_are_explain
         .patch("workers", &PatchParams::default(), &Patch::Merge(spec))
         .await
         .unwrap();
-    let mut history = rolling_status('2', json!([]))["deployHistory"].clone();
-    history[1]["failed"] = json!(true);
-    history[1]["failedReason"] = json!("node w9: boot-complete.target failed");
-    history[1]["failedTime"] = json!(ago(100));
-    history[1]["failedGeneration"] = json!(0);
+    // What the controller last wrote of the canary: soaking for two minutes.
     let status = json!({"status": {
-        "cordonedCount": 1,
         "canary": {"digest": digest('2'), "phase": "Soaking", "nodes": 1,
                    "soakStartedTime": ago(2)},
-        "alertGate": {"state": "Firing", "checkedTime": ago(0),
-                      "message": "NodeDown{severity=\"critical\"}"},
-        "deployHistory": history,
     }});
     pools
         .patch_status("workers", &PatchParams::default(), &Patch::Merge(status))
         .await
         .unwrap();
     cluster.ok(&["cordon", "w3"]).await;
+    // The controller plans with the alert gate answering one firing alert.
+    let firing = GateView::Firing {
+        alerts: vec!["NodeDown{severity=\"critical\"}".into()],
+        count: 1,
+        checked: chrono::Utc::now(),
+    };
+    controller_plans_with(&cluster, "workers", firing).await;
 
     let status = cluster.ok(&["bootc", "status", "workers"]).await;
     println!("{status}");
@@ -68,9 +68,10 @@ async fn a_soaking_canary_a_firing_gate_a_failed_digest_and_a_cordon_are_explain
     let why = cluster.ok(&["bootc", "why", "workers"]).await;
     println!("{why}");
     for said in [
-        "alert gate closed: alerts matching severity=\"critical\" fire at http://alertmanager.monitoring:9093: NodeDown{severity=\"critical\"}",
-        "node w3: cordoned by someone else",
-        "canary soaking (UpToDate/Canary): its 1 node(s) run 222222222222 and are watched; the rest of the pool goes on at ",
+        "alert gate closed: 1 matching alerts fire at http://alertmanager.monitoring:9093: NodeDown{severity=\"critical\"} (gate AlertsFiring: no new reboot slot or approval, on purpose)",
+        "cordoned by someone else: w3; uncordon them (or set disruption.respectCordon to false) to update them (gate CordonedByOthers",
+        // A firing alert is a problem for the canary: its soak starts again.
+        "canary: 1 nodes run the target, soaking for 600s, restarted because of a problem; the rest of the pool waits (gate CanarySoaking",
     ] {
         assert!(why.contains(said), "{said:?} not in:\n{why}");
     }
@@ -82,6 +83,17 @@ async fn a_soaking_canary_a_firing_gate_a_failed_digest_and_a_cordon_are_explain
         "{w3}"
     );
 
+    // A digest marked failed, from a spec before this one.
+    let mut history = rolling_status('2', json!([]))["deployHistory"].clone();
+    history[1]["failed"] = json!(true);
+    history[1]["failedReason"] = json!("node w9: boot-complete.target failed");
+    history[1]["failedTime"] = json!(ago(100));
+    history[1]["failedGeneration"] = json!(0);
+    let status = json!({"status": {"deployHistory": history}});
+    pools
+        .patch_status("workers", &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
     let history = cluster.ok(&["bootc", "history", "workers"]).await;
     println!("{history}");
     assert!(

@@ -18,8 +18,9 @@ use chrono::{DateTime, Utc};
 
 use super::actions::{Action, NodeState, events};
 use super::agent::{AgentReport, KUBELET_RECHECK, kubelet_reported_since_reboot};
-use super::health::{self, BootHealth};
-use super::member::{Member, release};
+use super::boot_health::{self, BootHealth};
+use super::gates::Judgement;
+use super::member::{Drained, Member, Tally, release};
 use super::world::{BootcView, DrainView, NodeInfo, NodeView};
 use super::{Planner, parse_stamp, stamp};
 
@@ -59,13 +60,13 @@ impl Holder<'_, '_> {
 }
 
 /// Plans one slot holder.
-pub(super) fn plan(p: &mut Planner<'_>, holder: Holder<'_, '_>) {
+pub(super) fn plan(p: &mut Planner<'_>, tally: &mut Tally<'_>, holder: Holder<'_, '_>) {
     if holder.node.retargeted {
         retargeted(p, holder);
     } else if holder.node.bootc.spec().desired_image_state == DesiredImageState::Staged {
-        granted(p, holder);
+        granted(p, tally, holder);
     } else {
-        approved(p, holder);
+        approved(p, tally, holder);
     }
 }
 
@@ -145,9 +146,9 @@ pub(super) fn finishing_reboot(p: &mut Planner<'_>, bootc: &BootcView, info: &No
     true
 }
 
-/// Granted, not yet approved: cordon, drain, approve (or, on a drain timeout, free the
-/// slot and mark the node).
-fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
+/// Granted, not yet approved: cordon, drain, then (once the gates have said) approve; on
+/// a drain timeout, free the slot and mark the node.
+fn granted(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_>) {
     let name = holder.name();
     if !holder.node.info.unschedulable {
         p.actions.push(Action::Cordon { node: name.clone() });
@@ -158,25 +159,13 @@ fn granted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     match p.snap.drains.get(&name) {
         None => p.actions.push(Action::StartDrain { node: name.clone() }),
         Some(DrainView::Running { .. }) => {}
-        // Drained while matching alerts fire: it waits, cordoned and drained, for the
-        // alert gate to open before it is approved (a reboot not yet begun is not
-        // started under a firing alert).
-        Some(DrainView::Drained) if p.gate_closed.is_some() => {}
-        Some(DrainView::Drained) => {
-            let image = holder.node.target.image.clone();
-            holder.spec.desired_image_state = DesiredImageState::Booted;
-            holder
-                .annotations
-                .insert(APPROVED_AT_ANNOTATION.to_owned(), Some(stamp(p.snap.now)));
-            holder.update(p);
-            p.actions.push(Action::ForgetDrain { node: name.clone() });
-            p.node_event(
-                &name,
-                false,
-                events::REBOOT_APPROVED,
-                format!("node {name} drained; approved to reboot into {image}"),
-            );
-        }
+        Some(DrainView::Drained) => tally.drained.push(Drained {
+            node: name.clone(),
+            resource_version: holder.node.bootc.resource_version(),
+            image: holder.node.target.image.clone(),
+            spec: holder.spec,
+            annotations: holder.annotations,
+        }),
         Some(DrainView::TimedOut { message }) => {
             let message = message.clone();
             let digest = holder.node.target.digest.to_string();
@@ -256,9 +245,38 @@ fn in_own_reboot(
 /// seconds.
 const KUBELET_START_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
+/// Drained holders approved to reboot, unless a gate closes approvals for them: then each
+/// waits, cordoned and drained, for it to open (a reboot not yet begun is not started
+/// under a firing alert).
+pub(super) fn approve(p: &mut Planner<'_>, drained: Vec<Drained>, gates: &Judgement) {
+    for mut d in drained {
+        if gates.approval_closed(&d.node) {
+            continue;
+        }
+        let name = d.node;
+        d.spec.desired_image_state = DesiredImageState::Booted;
+        d.annotations
+            .insert(APPROVED_AT_ANNOTATION.to_owned(), Some(stamp(p.snap.now)));
+        p.actions.push(Action::Update {
+            node: name.clone(),
+            resource_version: d.resource_version,
+            spec: d.spec,
+            annotations: d.annotations,
+        });
+        p.actions.push(Action::ForgetDrain { node: name.clone() });
+        let image = d.image;
+        p.node_event(
+            &name,
+            false,
+            events::REBOOT_APPROVED,
+            format!("node {name} drained; approved to reboot into {image}"),
+        );
+    }
+}
+
 /// Approved: wait for the node to come back on the target, healthy, Ready and heard from
 /// by its kubelet since the reboot; after the soak the slot is released.
-fn approved(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
+fn approved(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_>) {
     let name = holder.name();
     let node = &holder.node;
     let (info, agent, digest) = (node.info, node.agent, &node.target.digest);
@@ -269,7 +287,8 @@ fn approved(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     let kubelet_back =
         kubelet_reported_since_reboot(info, agent.last_reboot(), digest, soft_possible);
     if let Some((reason, message)) = degraded {
-        p.unhealthy
+        tally
+            .unhealthy
             .push(format!("node {name}: {reason}: {message}"));
         p.degrade(&name, reason, message);
     } else if deadline.overdue && !(info.ready && kubelet_back && agent.booted(digest)) {
@@ -277,11 +296,12 @@ fn approved(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
             "not back Ready on the target within {}s of its approval",
             p.snap.pool.spec.rollout.reboot_timeout_seconds
         );
-        p.unhealthy
+        tally
+            .unhealthy
             .push(format!("node {name}: RebootTimeout: {problem}"));
         p.degrade(&name, "RebootTimeout", &problem);
     } else if !info.ready && !in_own_reboot(agent, info, digest, kubelet_back) {
-        p.unhealthy.push(format!("node {name}: NotReady"));
+        tally.unhealthy.push(format!("node {name}: NotReady"));
     }
     if let Some(t) = deadline.approved_at
         && !deadline.overdue
@@ -297,12 +317,12 @@ fn approved(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
         p.requeue_in(KUBELET_RECHECK);
     }
     let back = if back && kubelet_back {
-        back_on_target(p, &mut holder)
+        back_on_target(p, tally, &mut holder)
     } else {
         Back::NotYet
     };
     if back == Back::Soaked {
-        release_slot(p, holder);
+        release_slot(p, tally, holder);
         return;
     }
     let sick = back == Back::Sick;
@@ -322,13 +342,13 @@ fn approved(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
 /// reboot: judges its units and `postRebootDelaySeconds`, both counted from when it has
 /// been back ([`back_since`]). The first time the controller sees it back, the moment is
 /// stamped in [`BACK_AT_ANNOTATION`].
-fn back_on_target(p: &mut Planner<'_>, holder: &mut Holder<'_, '_>) -> Back {
+fn back_on_target(p: &mut Planner<'_>, tally: &mut Tally<'_>, holder: &mut Holder<'_, '_>) -> Back {
     let name = holder.name();
     let now = p.snap.now;
     let back_for = (now - back_since(holder, now))
         .to_std()
         .unwrap_or(Duration::ZERO);
-    match health::judge(health::units(&p.snap.pool.spec), holder.node.agent) {
+    match boot_health::judge(boot_health::units(&p.snap.pool.spec), holder.node.agent) {
         BootHealth::Healthy => {
             let delay = p.read(super::limits::soak(&p.snap.pool.spec.rollout));
             if back_for >= delay {
@@ -338,13 +358,14 @@ fn back_on_target(p: &mut Planner<'_>, holder: &mut Holder<'_, '_>) -> Back {
             Back::Waiting
         }
         BootHealth::Failed(why) => {
-            p.unhealthy
+            tally
+                .unhealthy
                 .push(format!("node {name}: UnhealthyUnits: {why}"));
             p.degrade(&name, "UnhealthyUnits", &why);
             Back::Sick
         }
         BootHealth::Waiting(why) => {
-            let limit = health::timeout(&p.snap.pool.spec);
+            let limit = boot_health::timeout(&p.snap.pool.spec);
             if back_for < limit {
                 p.requeue_in(limit - back_for + Duration::from_millis(10));
                 return Back::Waiting;
@@ -353,7 +374,8 @@ fn back_on_target(p: &mut Planner<'_>, holder: &mut Holder<'_, '_>) -> Back {
                 "its units were not all active within {}s of its return: {why}",
                 limit.as_secs()
             );
-            p.unhealthy
+            tally
+                .unhealthy
                 .push(format!("node {name}: BootHealthTimeout: {problem}"));
             p.degrade(&name, "BootHealthTimeout", &problem);
             Back::Sick
@@ -402,7 +424,7 @@ fn back_since(holder: &mut Holder<'_, '_>, now: DateTime<Utc>) -> DateTime<Utc> 
 }
 
 /// The node runs the target and has soaked: uncordon, release the slot, say so.
-fn release_slot(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
+fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_>) {
     let name = holder.name();
     let image = holder.node.target.image.clone();
     let how = match (
@@ -421,7 +443,7 @@ fn release_slot(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     holder.update(p);
     // Free for this plan's grants: they start only once this release is written (and
     // not at all if it fails; see `Plan::releases`).
-    p.holders -= 1;
+    tally.holders -= 1;
     p.releases += 1;
     p.node_event(
         &name,
@@ -433,10 +455,11 @@ fn release_slot(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
 }
 
 /// What holds up each member's drain, kept in its BootcNode's `status.drainBlocked` and
-/// listed for the pool's `UpToDate` message: written (with a `DrainBlocked` event, recorded
-/// only once the write succeeded) when it changes, cleared when the drain moves again,
-/// ends or is gone.
-pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) {
+/// listed for the pool's `UpToDate` message (returned): written (with a `DrainBlocked`
+/// event, recorded only once the write succeeded) when it changes, cleared when the drain
+/// moves again, ends or is gone.
+pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) -> Vec<String> {
+    let mut listed = Vec::new();
     for view in members {
         let Some(bootc) = &view.bootc else { continue };
         let holding = p.states.get(&view.name) == Some(&NodeState::Rebooting);
@@ -449,7 +472,7 @@ pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) {
         let written = bootc.status().and_then(|s| s.drain_blocked.as_ref());
         let name = view.name.clone();
         if let Some(why) = &why {
-            p.blocked.push(format!("node {name}: drain blocked: {why}"));
+            listed.push(format!("node {name}: drain blocked: {why}"));
         }
         if written.map(|w| &w.message) == why.as_ref() {
             continue;
@@ -467,4 +490,5 @@ pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) {
             p.node_event(&name, true, events::DRAIN_BLOCKED, message);
         }
     }
+    listed
 }

@@ -1,6 +1,6 @@
-//! A member node as one plan sees it, and what its BootcNode should carry: the spec
-//! (target, reboot and signature policies, pull Secret) and the annotations that release
-//! a slot.
+//! A member node as one plan sees it, what its BootcNode should carry (the spec: target,
+//! reboot and signature policies, pull Secret; the annotations that release a slot), and
+//! what the member pass found for the gates and the grant ([`Tally`]).
 
 use std::collections::BTreeMap;
 
@@ -13,6 +13,35 @@ use bootc_crds::{
 use super::agent::AgentReport;
 use super::target::Target;
 use super::world::{BootcView, NodeInfo, NodeView};
+
+/// What the member pass found, besides each member's actions and state.
+#[derive(Debug, Default)]
+pub(super) struct Tally<'a> {
+    /// Members holding a reboot slot.
+    pub holders: usize,
+    /// Members without a slot whose Node is NotReady (they use the budget too).
+    pub unavailable: usize,
+    /// Staged, Ready members without a slot that no other pool claims, in member order.
+    pub candidates: Vec<&'a NodeView>,
+    /// Slot holders that are unhealthy, with why.
+    pub unhealthy: Vec<String>,
+    /// Members that booted the target and report Degraded.
+    pub on_target_degraded: Vec<String>,
+    /// Slot holders drained and ready to be approved, should the gates allow.
+    pub drained: Vec<Drained>,
+}
+
+/// A slot holder drained: the approval written if no gate closes approvals for it.
+#[derive(Debug)]
+pub(super) struct Drained {
+    pub node: String,
+    pub resource_version: Option<String>,
+    /// Its spec and annotations as they are to be written, approval aside.
+    pub spec: BootcNodeSpec,
+    pub annotations: BTreeMap<String, Option<String>>,
+    /// The target, for the event.
+    pub image: String,
+}
 
 /// A member node as one plan sees it.
 pub(super) struct Member<'n, 'a> {

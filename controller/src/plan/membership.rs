@@ -12,13 +12,26 @@ use super::actions::Action;
 use super::holder;
 use super::world::NodeView;
 
+/// Who belongs to the pool, and the nodes it shares with other pools.
+pub(super) struct Membership<'a> {
+    /// The members, in snapshot order.
+    pub members: Vec<&'a NodeView>,
+    /// Nodes another pool selects or owns too, as messages, and their names.
+    pub conflicts: Vec<String>,
+    pub conflicted: BTreeSet<String>,
+}
+
 /// The pool's members, in snapshot order. Leavers get their clean-up actions; nodes
 /// another pool also selects are reported as conflicts (and stay members only when this
 /// pool already owns them). Under an invalid spec the owned nodes are kept as they are.
-pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Vec<&'a NodeView> {
+pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> {
     let snap = p.snap;
     let pool = &snap.pool;
-    let mut members: Vec<&NodeView> = Vec::new();
+    let mut out = Membership {
+        members: Vec::new(),
+        conflicts: Vec::new(),
+        conflicted: BTreeSet::new(),
+    };
     for view in &snap.nodes {
         let owned = view
             .bootc
@@ -27,7 +40,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Vec<&'a NodeVie
         if invalid {
             // Nothing is rolled out under an invalid spec; owned nodes are kept as they are.
             if owned {
-                members.push(view);
+                out.members.push(view);
             }
             continue;
         }
@@ -47,35 +60,39 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Vec<&'a NodeVie
             leave(p, view, &others);
             continue;
         }
-        if !matches || (conflict(p, view, &others) && !owned) {
+        if !matches {
             continue;
         }
-        members.push(view);
+        if let Some(conflict) = conflict(&pool.name, view, &others) {
+            out.conflicts.push(conflict);
+            out.conflicted.insert(view.name.clone());
+            if !owned {
+                continue;
+            }
+        }
+        out.members.push(view);
     }
-    members
+    out
 }
 
-/// Records a conflict when another pool selects or owns the node; true when there is one.
-fn conflict(p: &mut Planner<'_>, view: &NodeView, others: &[&str]) -> bool {
-    let pool = p.snap.pool.name.as_str();
+/// The conflict, when another pool selects or owns the node.
+fn conflict(pool: &str, view: &NodeView, others: &[&str]) -> Option<String> {
     let foreign_owner = view
         .bootc
         .as_ref()
         .and_then(|b| b.owner.as_deref())
         .filter(|o| *o != pool);
     if foreign_owner.is_none() && others.is_empty() {
-        return false;
+        return None;
     }
     let mut pools: BTreeSet<&str> = others.iter().copied().collect();
     pools.extend(foreign_owner);
     pools.insert(pool);
-    p.conflicts.push(format!(
+    Some(format!(
         "node {} is selected by pools {}",
         view.name,
         pools.into_iter().collect::<Vec<_>>().join(" and ")
-    ));
-    p.conflicted.insert(view.name.clone());
-    true
+    ))
 }
 
 /// A node this pool owns but no longer selects (or whose Node is gone).

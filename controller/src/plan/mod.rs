@@ -9,17 +9,18 @@
 //! - [`world`]: the inputs;
 //! - `cleanup`: a pool being deleted: every trace of it taken off, then its finalizer;
 //! - [`target`]: the target, from the spec, the registry's answer and the last status
-//!   (every fallback of resolution);
+//!   (every fallback of resolution), and [`failure`], a target marked failed;
 //! - [`limits`]: the spec's numbers and windows, each read to fail closed;
 //! - `membership`: members, conflicts with other pools, nodes leaving;
-//! - `member`: a member as the plan sees it, the BootcNode spec it should have;
-//! - `admin_hold`: members an admin holds: not retargeted, never granted a slot;
-//! - `staging`: members without a slot: `maxStaging`, node states, slot candidates;
-//! - [`agent`]: what an agent and a kubelet report, read for decisions;
-//! - `holder`: slot holders: cordon, drain, approval, return, release;
-//! - [`slots`]: the budget, halts, pause and windows closing the gate, grant order;
-//! - [`progress`]: stall detection;
-//! - [`status`]: counts, conditions, transition events, `deployHistory`;
+//! - `admin_hold`: members an admin holds: not retargeted, `status.held`;
+//! - `staging`: the member pass over `member`s: `maxStaging`, node states, slot
+//!   candidates, and slot holders through `holder` (cordon, drain, return, release) with
+//!   [`agent`] (what an agent and a kubelet report) and `boot_health`; it returns its
+//!   tally;
+//! - [`gates`]: every gate's verdict on what the pass found, in order of precedence;
+//! - `holder::approve` and [`slots`]: the approvals and the new slots the verdicts allow;
+//! - [`stall`]: stall detection;
+//! - [`status`]: counts, `status.gates`, conditions, transition events, `deployHistory`;
 //! - `secret`: a pull Secret the controller may not read, over the status's `Degraded`;
 //! - [`actions`]: the outputs.
 //!
@@ -37,32 +38,33 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use bootc_crds::pool::{BootcNodePoolStatus, GateReason};
 use chrono::{DateTime, SecondsFormat, Utc};
 
 pub mod actions;
 mod admin_hold;
 pub mod agent;
+mod boot_health;
 mod cleanup;
 pub mod failure;
-mod gates;
-mod health;
+pub mod gates;
 mod holder;
 pub mod limits;
 mod member;
 mod membership;
-pub mod ordering;
-pub mod progress;
+pub use gates::ordering;
 mod secret;
 pub mod slots;
 mod staging;
+pub mod stall;
 pub mod status;
 pub mod target;
 pub mod world;
 
 pub use actions::{ACTION_KINDS, Action, NodeState, Plan, PlannedEvent, events};
 pub use agent::runs;
-pub use progress::STALL_AFTER;
 pub use slots::{ZONE_LABEL, grant_order};
+pub use stall::STALL_AFTER;
 pub use target::{Target, TargetDecision, TargetProblem};
 pub use world::{
     BootcView, DrainView, GateView, Lookup, NodeInfo, NodeView, PoolSummary, PoolView, Progress,
@@ -101,101 +103,70 @@ fn list(items: &[String]) -> String {
     out
 }
 
-/// Per-plan bookkeeping.
+/// What the plan is, as it is made: the actions, each member's state, the node problems
+/// and spec problems it reports, and when to plan again.
 struct Planner<'a> {
     snap: &'a Snapshot,
-    /// Outside every maintenance window: when the next one opens.
-    window_closed_until: Option<Option<DateTime<Utc>>>,
-    /// Values of the spec the plan could not use, each closing a gate.
+    /// Values of the spec the plan could not use, each read to fail closed.
     spec_problems: Vec<String>,
     actions: Vec<Action>,
     states: BTreeMap<String, NodeState>,
-    /// Slot holders that are unhealthy, with why.
-    unhealthy: Vec<String>,
     /// Nodes whose agent or drain reports a problem, with the message.
     degraded: Vec<String>,
     /// Each degraded node's reason (the first found), for `status.degradedByReason`.
     degraded_reasons: BTreeMap<String, String>,
-    /// Nodes selected by more than one pool, as messages, and their names.
-    conflicts: Vec<String>,
-    conflicted: BTreeSet<String>,
-    /// Members an admin holds (see `admin_hold`).
-    held: BTreeSet<String>,
-    /// Drains held up, with the pod and what refuses it.
-    blocked: Vec<String>,
-    holders: usize,
-    unavailable: usize,
-    candidates: Vec<&'a NodeView>,
     requeue: Option<Duration>,
-    /// Nodes pulling the target now (for `maxStaging`), and the limit.
-    staging: usize,
-    staging_limit: Option<usize>,
-    /// Members this plan gives a new image, and the most it may (see
-    /// [`staging::retarget_batch`]).
-    retargets: usize,
-    retarget_limit: usize,
     /// Where the new slots' actions begin in `actions`, once slots are handed out.
     grants_from: Option<usize>,
     /// Slots this plan frees (their holders are uncordoned and released before the new
     /// grants start, so the grants may use them).
     releases: usize,
-    /// Members someone else cordoned, left alone (`disruption.respectCordon`).
-    cordoned: BTreeSet<String>,
-    /// Members that booted the target and report Degraded.
-    on_target_degraded: Vec<String>,
-    /// Why the alert gate is closed, when it is.
-    gate_closed: Option<String>,
-    /// The alert gate cannot be asked and fails closed: why.
-    gate_unreachable: Option<String>,
-    /// The pool's `status.alertGate`.
-    alert_gate: Option<bootc_crds::pool::AlertGateStatus>,
-    /// The pools this one waits for.
-    order: ordering::Wait,
-    /// The pool's `status.canary`, the slots the canary lets through (`None`: any) and
-    /// what it waits for.
-    canary: Option<bootc_crds::pool::CanaryStatus>,
-    canary_room: Option<usize>,
-    canary_note: Option<String>,
-    /// The target is marked failed: the pool rolls back.
+}
+
+/// What the plan found on its way, for the status: who belongs, who is held, what the
+/// member pass counted, the gates' verdicts, the drains held up, a rollback.
+struct Findings<'a> {
+    membership: membership::Membership<'a>,
+    held: BTreeSet<String>,
+    /// Slot holders that are unhealthy, with why.
+    unhealthy: Vec<String>,
+    gates: gates::Judgement,
+    /// Drains held up, with the pod and what refuses it.
+    blocked: Vec<String>,
     rolling_back: Option<failure::RollingBack>,
 }
 
 impl<'a> Planner<'a> {
     fn new(snap: &'a Snapshot) -> Self {
-        let (window_closed_until, problem) = limits::window(&snap.pool.spec.rollout, snap.now);
         Planner {
             snap,
-            window_closed_until,
-            spec_problems: problem.into_iter().collect(),
+            spec_problems: Vec::new(),
             actions: Vec::new(),
             states: BTreeMap::new(),
-            unhealthy: Vec::new(),
             degraded: Vec::new(),
             degraded_reasons: BTreeMap::new(),
-            conflicts: Vec::new(),
-            conflicted: BTreeSet::new(),
-            held: BTreeSet::new(),
-            blocked: Vec::new(),
-            holders: 0,
-            unavailable: 0,
-            candidates: Vec::new(),
             requeue: None,
-            staging: 0,
-            staging_limit: None,
-            retargets: 0,
-            retarget_limit: staging::RETARGET_BATCH_MAX,
             grants_from: None,
             releases: 0,
-            cordoned: BTreeSet::new(),
-            on_target_degraded: Vec::new(),
-            gate_closed: None,
-            gate_unreachable: None,
-            alert_gate: None,
-            order: ordering::Wait::Clear,
-            canary: None,
-            canary_room: None,
-            canary_note: None,
-            rolling_back: None,
+        }
+    }
+
+    /// The plan made.
+    fn finish(
+        self,
+        status: BootcNodePoolStatus,
+        target: Option<Target>,
+        progress: Progress,
+    ) -> Plan {
+        Plan {
+            grants_from: self.grants_from.unwrap_or(self.actions.len()),
+            releases: self.releases,
+            actions: self.actions,
+            status,
+            states: self.states,
+            requeue_after: self.requeue,
+            target,
+            progress,
         }
     }
 
@@ -251,22 +222,19 @@ pub fn plan(snap: &Snapshot) -> Plan {
 
 /// One plan; with `may_fail`, a halt that fails the target (`onFailure: Rollback`) marks
 /// it and plans again with the mark, once.
+///
+/// The order: the target; who belongs; the member pass (each member's actions and state;
+/// drained holders wait for the gates); the gates' verdicts; a halt failing the target;
+/// the approvals and grants the gates allow; the BootcNodes' reports; the status.
 fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     let mut decision = target::decide(snap);
     let mut p = Planner::new(snap);
-    p.rolling_back = failure::apply(snap, &mut decision);
+    let rolling_back = failure::apply(snap, &mut decision);
     if snap.pool.deleting {
         cleanup::plan(&mut p);
-        return Plan {
-            grants_from: p.actions.len(),
-            releases: 0,
-            actions: p.actions,
-            status: snap.pool.status.clone().unwrap_or_default(),
-            states: p.states,
-            requeue_after: p.requeue,
-            target: None,
-            progress: progress::advance(snap.progress, &BTreeMap::new(), snap.now),
-        };
+        let progress = stall::advance(snap.progress, &BTreeMap::new(), snap.now);
+        let status = snap.pool.status.clone().unwrap_or_default();
+        return p.finish(status, None, progress);
     }
     if !snap.pool.finalized {
         p.actions.push(Action::AddFinalizer);
@@ -275,44 +243,87 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
         p.requeue_in(wait);
     }
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
-    let members = membership::members(&mut p, invalid);
-    p.held = admin_hold::held(&members);
-    gates::alert(&mut p);
-    match &decision.target {
-        Ok(target) => {
-            staging::count_staging(&mut p, &members, target);
-            for view in &members {
-                staging::member(&mut p, view, target);
-            }
-            gates::order(&mut p);
-            gates::canary(&mut p, members.len(), target);
-            let halted = slots::halted(&mut p).1;
-            if may_fail && failure::fails(snap, halted, p.rolling_back.is_some()) {
-                let marked = failure::marked(snap, target, list(&p.unhealthy));
-                return plan_once(&marked, false);
-            }
-            slots::grant(&mut p, members.len(), target);
-        }
-        Err(_) => {
-            for view in &members {
+    let membership = membership::members(&mut p, invalid);
+    let members = &membership.members;
+    let held = admin_hold::held(members);
+    let target = decision.target.as_ref().ok();
+    let tally = match target {
+        Some(target) => staging::pass(&mut p, members, target, &held, &membership.conflicted),
+        None => {
+            for view in members {
                 p.states.insert(view.name.clone(), NodeState::Pending);
             }
+            member::Tally::default()
+        }
+    };
+    let judgement = gates::judge(&gates::Facts {
+        snap,
+        target,
+        members,
+        states: &p.states,
+        held: &held,
+        holders: tally.holders,
+        taken: tally.holders + tally.unavailable,
+        candidates: &tally.candidates,
+        unhealthy: &tally.unhealthy,
+        on_target_degraded: &tally.on_target_degraded,
+        rolling_back: rolling_back.as_ref(),
+    });
+    p.heed(&judgement);
+    let halted = judgement.find(GateReason::RolloutHalted).is_some();
+    if let Some(target) = target
+        && may_fail
+        && failure::fails(snap, halted, rolling_back.is_some())
+    {
+        let marked = failure::marked(snap, target, list(&tally.unhealthy));
+        return plan_once(&marked, false);
+    }
+    let unhealthy = p.act(tally, &judgement, members.len(), target);
+    let blocked = holder::report_drains(&mut p, members);
+    admin_hold::report(&mut p, members, &held);
+    let findings = Findings {
+        membership,
+        held,
+        unhealthy,
+        gates: judgement,
+        blocked,
+        rolling_back,
+    };
+    let progress = stall::advance(snap.progress, &p.states, snap.now);
+    let mut status = status::status(&mut p, &findings, &decision, progress);
+    secret::not_allowed(snap, &mut status);
+    let target = decision.target.ok();
+    p.finish(status, target, progress)
+}
+
+impl Planner<'_> {
+    /// The gates' spec problems and when they look again go into the plan.
+    fn heed(&mut self, judgement: &gates::Judgement) {
+        for problem in &judgement.spec_problems {
+            if !self.spec_problems.contains(problem) {
+                self.spec_problems.push(problem.clone());
+            }
+        }
+        if let Some(wait) = judgement.look_again {
+            self.requeue_in(wait);
         }
     }
-    holder::report_drains(&mut p, &members);
-    admin_hold::report(&mut p, &members);
-    let progress = progress::advance(snap.progress, &p.states, snap.now);
-    let mut status = status::status(&mut p, &members, &decision, progress);
-    secret::not_allowed(snap, &mut status);
-    Plan {
-        grants_from: p.grants_from.unwrap_or(p.actions.len()),
-        releases: p.releases,
-        actions: p.actions,
-        status,
-        states: p.states,
-        requeue_after: p.requeue,
-        target: decision.target.ok(),
-        progress,
+
+    /// What the gates allow: the drained holders' approvals, then the new slots (with a
+    /// target). Returns the unhealthy holders, for the status.
+    fn act(
+        &mut self,
+        tally: member::Tally<'_>,
+        gates: &gates::Judgement,
+        pool_size: usize,
+        target: Option<&Target>,
+    ) -> Vec<String> {
+        holder::approve(self, tally.drained, gates);
+        if let Some(target) = target {
+            let taken = tally.holders + tally.unavailable;
+            slots::grant(self, (&tally.candidates, taken), gates, pool_size, target);
+        }
+        tally.unhealthy
     }
 }
 

@@ -1,13 +1,13 @@
-//! Reboot slots: the budget (`maxUnavailable`, NotReady members counting against it),
-//! what closes the gate (a halt, a pause, a closed maintenance window), the order in
-//! which staged nodes get a slot, and the annotations that grant and release one.
+//! Reboot slots: the budget (`maxUnavailable`, NotReady members counting against it), as
+//! far as the gates' verdicts let slots through, the order in which staged nodes get a
+//! slot, and the annotations that grant one.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use bootc_crds::{REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
 
 use super::actions::{Action, NodeState};
+use super::gates::Judgement;
 use super::member::wanted_spec;
 use super::target::Target;
 use super::world::NodeView;
@@ -15,12 +15,6 @@ use super::{Planner, stamp};
 
 /// The label that says which zone a node is in.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
-
-/// `haltAfterUnhealthy` (0: never) and whether the unhealthy holders reached it.
-pub(super) fn halted(p: &mut Planner<'_>) -> (usize, bool) {
-    let halt_at = p.read(super::limits::halt_threshold(&p.snap.pool.spec.rollout));
-    (halt_at, halt_at > 0 && p.unhealthy.len() >= halt_at)
-}
 
 /// The order in which candidates get slots: by name within each zone, zones taken in
 /// turn (the first node of every zone, then the second of every zone, …), so that
@@ -47,33 +41,31 @@ pub fn grant_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
     ranked.into_iter().map(|(_, _, v)| v).collect()
 }
 
-/// Grants free slots to staged, healthy nodes, in [`grant_order`], unless the rollout
-/// is halted, paused or outside its maintenance windows.
-pub(super) fn grant(p: &mut Planner<'_>, pool_size: usize, target: &Target) {
+/// Grants free slots of the budget to the candidates, in [`grant_order`], as far as the
+/// gates let them through: none while one closes new slots for the pool, as many as it
+/// admits (the canary), and none to a node a gate holds back. `taken` counts the slots
+/// in use (holders and NotReady members).
+pub(super) fn grant(
+    p: &mut Planner<'_>,
+    (candidates, taken): (&[&NodeView], usize),
+    gates: &Judgement,
+    pool_size: usize,
+    target: &Target,
+) {
     // Everything planned so far is done before the first grant starts (see
     // `Plan::grants_from`).
     p.grants_from = Some(p.actions.len());
-    let rollout = &p.snap.pool.spec.rollout;
-    let budget = p.read(super::limits::budget(rollout, pool_size));
-    if halted(p).1 || rollout.paused {
-        return;
+    let budget = p.read(super::limits::budget(&p.snap.pool.spec.rollout, pool_size));
+    let mut free = budget.saturating_sub(taken);
+    if let Some(admitted) = gates.slots_admitted() {
+        free = free.min(admitted);
     }
-    if let Some(next) = p.window_closed_until {
-        if let Some(next) = next {
-            let wait = (next - p.snap.now).to_std().unwrap_or(Duration::ZERO);
-            p.requeue_in(wait + Duration::from_millis(10));
-        }
-        return;
-    }
-    if super::gates::closed(p) || p.rolling_back.as_ref().is_some_and(|r| r.to.is_none()) {
-        return;
-    }
-    let mut free = budget.saturating_sub(p.holders + p.unavailable);
-    if let Some(room) = p.canary_room {
-        free = free.min(room);
-    }
-    let candidates = grant_order(&p.candidates);
-    for view in candidates.into_iter().take(free) {
+    let open: Vec<&NodeView> = candidates
+        .iter()
+        .filter(|v| !gates.holds_back(&v.name))
+        .copied()
+        .collect();
+    for view in grant_order(&open).into_iter().take(free) {
         grant_one(p, view, target);
     }
 }

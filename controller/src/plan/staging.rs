@@ -7,7 +7,7 @@
 //! all 10,000 writes were done. In batches, the first nodes stage and take their slots
 //! while the rest are still being written.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
 use bootc_crds::{DRAIN_FAILED_ANNOTATION, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
@@ -17,7 +17,7 @@ use super::actions::{Action, NodeState};
 use super::admin_hold;
 use super::agent::AgentReport;
 use super::holder::{self, Holder};
-use super::member::{Member, wanted_spec};
+use super::member::{Member, Tally, wanted_spec};
 use super::target::Target;
 use super::world::NodeView;
 
@@ -40,14 +40,19 @@ pub const RETARGET_BATCH_MAX: usize = 500;
 /// pool before.
 const RETARGET_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// `maxStaging` resolved against the pool's size (`None`: no limit), and how many
-/// members pull the target now.
-pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: &Target) {
-    let limit = super::limits::staging(&p.snap.pool.spec.rollout, members.len());
-    p.staging_limit = p.read(limit);
-    let budget = super::limits::budget(&p.snap.pool.spec.rollout, members.len());
-    p.retarget_limit = retarget_batch(p.read(budget));
-    p.staging = members
+/// The member pass: each member planned with a known target, its actions and state
+/// recorded; returns what the gates and the grant need.
+pub(super) fn pass<'a>(
+    p: &mut Planner<'a>,
+    members: &[&'a NodeView],
+    target: &Target,
+    held: &BTreeSet<String>,
+    conflicted: &BTreeSet<String>,
+) -> Tally<'a> {
+    let rollout = &p.snap.pool.spec.rollout;
+    let staging_limit = p.read(super::limits::staging(rollout, members.len()));
+    let budget = p.read(super::limits::budget(rollout, members.len()));
+    let staging = members
         .iter()
         .filter(|v| {
             v.bootc.as_ref().is_some_and(|b| {
@@ -56,27 +61,85 @@ pub(super) fn count_staging(p: &mut Planner<'_>, members: &[&NodeView], target: 
             })
         })
         .count();
+    let mut pass = Pass {
+        tally: Tally::default(),
+        places: Places {
+            staging,
+            limit: staging_limit,
+            retargets: 0,
+            retarget_limit: retarget_batch(budget),
+        },
+        held,
+        conflicted,
+    };
+    for view in members {
+        member(p, &mut pass, view, target);
+    }
+    pass.tally
+}
+
+/// What the member pass keeps while it goes.
+struct Pass<'a, 'h> {
+    tally: Tally<'a>,
+    places: Places,
+    held: &'h BTreeSet<String>,
+    conflicted: &'h BTreeSet<String>,
+}
+
+/// Staging places (`maxStaging`) and the retarget batch, as the pass uses them up.
+struct Places {
+    /// Members pulling the target now.
+    staging: usize,
+    /// `maxStaging` resolved (`None`: no limit).
+    limit: Option<usize>,
+    /// Members given a new image so far, and the most one plan may.
+    retargets: usize,
+    retarget_limit: usize,
+}
+
+impl Places {
+    /// A member that would start pulling has a place.
+    fn free(&self) -> bool {
+        self.limit.is_none_or(|limit| self.staging < limit)
+    }
+
+    /// Its batch has not come yet.
+    fn batch_full(&self) -> bool {
+        self.retargets >= self.retarget_limit
+    }
+
+    fn take(&mut self) {
+        self.staging += 1;
+        self.retargets += 1;
+    }
 }
 
 /// One member node, with a known target.
-pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Target) {
+fn member<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, view: &'a NodeView, target: &Target) {
     let name = view.name.clone();
     let Some(info) = &view.node else { return };
-    let held = p.held.contains(&name);
+    let held = pass.held.contains(&name);
     // A new node pulls the target: it needs a staging place. A held one gets no
     // BootcNode until the hold is lifted.
-    let placed = p.staging_limit.is_none_or(|limit| p.staging < limit);
-    let later = view.bootc.is_none() && !held && placed && p.retargets >= p.retarget_limit;
+    let placed = pass.places.free();
+    let later = view.bootc.is_none() && !held && placed && pass.places.batch_full();
     // A node joining is labelled in the plan that creates its BootcNode.
     if !info.labels().contains_key(MANAGED_LABEL) && !later {
         p.actions.push(Action::Label { node: name.clone() });
     }
     if !info.ready {
         // NotReady nodes are unavailable whether or not they hold a slot.
-        p.unavailable += 1;
+        pass.tally.unavailable += 1;
     }
     let Some(bootc) = &view.bootc else {
-        create(p, name, target, held, placed, later);
+        let placed = if later {
+            Placed::Later
+        } else if !held && placed {
+            Placed::Now
+        } else {
+            Placed::Waits
+        };
+        create(p, pass, name, target, placed);
         return;
     };
     if bootc.deleting() {
@@ -107,13 +170,14 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         held,
     };
     if bootc.annotations().contains_key(REBOOT_SLOT_ANNOTATION) {
-        p.holders += 1;
+        pass.tally.holders += 1;
         if !info.ready {
             // Counted once: a holder is unavailable anyway.
-            p.unavailable -= 1;
+            pass.tally.unavailable -= 1;
         }
         holder::plan(
             p,
+            &mut pass.tally,
             Holder {
                 node,
                 spec,
@@ -122,24 +186,32 @@ pub(super) fn member<'a>(p: &mut Planner<'a>, view: &'a NodeView, target: &Targe
         );
         return;
     }
-    waiting(p, &node, spec, annotations);
+    waiting(p, pass, &node, (spec, annotations));
+}
+
+/// Whether a member without a BootcNode gets one in this plan.
+enum Placed {
+    /// Yes.
+    Now,
+    /// It has a staging place, but its batch comes in a later plan.
+    Later,
+    /// No: it is held, or no staging place is free.
+    Waits,
 }
 
 /// A member without a BootcNode: created when it has a staging place and its batch has
 /// come (a held node gets none); pending either way.
 fn create(
     p: &mut Planner<'_>,
+    pass: &mut Pass<'_, '_>,
     name: String,
     target: &Target,
-    held: bool,
-    placed: bool,
-    later: bool,
+    placed: Placed,
 ) {
-    if later {
+    if matches!(placed, Placed::Later) {
         p.requeue_in(RETARGET_RECHECK);
-    } else if !held && placed {
-        p.staging += 1;
-        p.retargets += 1;
+    } else if matches!(placed, Placed::Now) {
+        pass.places.take();
         let spec = wanted_spec(
             &p.snap.pool.spec,
             p.snap.pull_secret.hash.as_deref(),
@@ -158,18 +230,19 @@ fn create(
 /// pull) and its state; a staged, Ready, unconflicted node becomes a slot candidate.
 fn waiting<'a>(
     p: &mut Planner<'a>,
+    pass: &mut Pass<'a, '_>,
     node: &Member<'_, 'a>,
-    mut spec: BootcNodeSpec,
-    mut annotations: BTreeMap<String, Option<String>>,
+    (mut spec, mut annotations): (BootcNodeSpec, BTreeMap<String, Option<String>>),
 ) {
     let Member {
         view,
-        info,
+
         bootc,
         agent,
         target,
         retargeted,
         held,
+        ..
     } = *node;
     let name = view.name.clone();
     if spec.desired_image_state == DesiredImageState::Booted {
@@ -179,8 +252,8 @@ fn waiting<'a>(
     // maxStaging: a node that would start pulling waits, its desiredImage unchanged,
     // until a staging place frees. A held node kept its image and pulls nothing.
     if retargeted && !held && !agent.needs_no_pull(&target.digest) {
-        let limited = p.staging_limit.is_some_and(|limit| p.staging >= limit);
-        let later = !limited && p.retargets >= p.retarget_limit;
+        let limited = !pass.places.free();
+        let later = !limited && pass.places.batch_full();
         if later {
             // The writes of this plan wake the pool again; in case they do not:
             p.requeue_in(RETARGET_RECHECK);
@@ -193,8 +266,7 @@ fn waiting<'a>(
             }
             annotations.remove(DRAIN_FAILED_ANNOTATION);
         } else {
-            p.staging += 1;
-            p.retargets += 1;
+            pass.places.take();
         }
     }
     if &spec != bootc.spec() || !annotations.is_empty() {
@@ -205,47 +277,49 @@ fn waiting<'a>(
             annotations,
         });
     }
+    let state = state_of(p, pass, node);
+    if state == NodeState::Degraded && !retargeted && agent.booted(&target.digest) {
+        pass.tally.on_target_degraded.push(name.clone());
+    }
+    p.states.insert(name, state);
+}
+
+/// The state of a member without a slot; a staged, Ready, unconflicted one becomes a slot
+/// candidate (the gates may yet hold it back).
+fn state_of<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, node: &Member<'_, 'a>) -> NodeState {
+    let Member {
+        view,
+        info,
+        bootc,
+        agent,
+        target,
+        retargeted,
+        ..
+    } = *node;
+    let name = &view.name;
     let drain_failed = bootc
         .annotations()
         .get(DRAIN_FAILED_ANNOTATION)
         .is_some_and(|d| *d == target.digest.to_string());
-    let state = if drain_failed {
-        p.degrade(&name, "DrainTimeout", &format!(
+    if drain_failed {
+        p.degrade(name, "DrainTimeout", &format!(
             "its drain for {} timed out; remove its {DRAIN_FAILED_ANNOTATION} annotation to try again",
             target.digest
         ));
         NodeState::Degraded
     } else if let Some((reason, message)) = agent.degraded().filter(|_| !retargeted) {
-        p.degrade(&name, reason, message);
+        p.degrade(name, reason, message);
         NodeState::Degraded
     } else if retargeted {
         NodeState::Pending
     } else if agent.booted(&target.digest) {
         NodeState::UpToDate
     } else if agent.ready_to_boot(&target.digest) {
-        let cordoned = info.unschedulable && p.snap.pool.spec.disruption.respect_cordon;
-        if info.ready && !held && !cordoned && !p.conflicted.contains(&name) {
-            p.candidates.push(view);
+        if info.ready && !pass.conflicted.contains(name) {
+            pass.tally.candidates.push(view);
         }
         NodeState::Staged
     } else {
         NodeState::Staging
-    };
-    note(p, node, state);
-    p.states.insert(name, state);
-}
-
-/// What the gates need of a member without a slot: someone else cordoned it (it is left
-/// alone, though it may stage, until uncordoned), or it runs the target and is degraded.
-fn note(p: &mut Planner<'_>, node: &Member<'_, '_>, state: NodeState) {
-    let name = &node.view.name;
-    if state != NodeState::UpToDate
-        && node.info.unschedulable
-        && p.snap.pool.spec.disruption.respect_cordon
-    {
-        p.cordoned.insert(name.clone());
-    }
-    if state == NodeState::Degraded && !node.retargeted && node.agent.booted(&node.target.digest) {
-        p.on_target_degraded.push(name.clone());
     }
 }

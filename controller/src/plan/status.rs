@@ -3,14 +3,14 @@
 //! events that announce their transitions.
 
 use bootc_crds::conditions::{self, NewCondition, pool_degraded, up_to_date};
-use bootc_crds::pool::BootcNodePoolStatus;
+use bootc_crds::pool::{BootcNodePoolStatus, GateReason};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::actions::{NodeState, events};
 use super::target::{Target, TargetDecision, TargetProblem};
 use super::world::{NodeView, Progress};
-use super::{Planner, admin_hold, list, progress, slots, stamp};
+use super::{Findings, Planner, list, stall};
 use crate::history::{self, BootedReport, TargetImage};
 
 fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option<&'a str> {
@@ -30,17 +30,17 @@ struct StateCounts {
     staging: usize,
     pending: usize,
     degraded: usize,
-    /// Held members that wait for their hold to be lifted (`admin_hold::waits`), when they are
-    /// counted apart from their state.
+    /// Members a gate holds back on purpose (a hold, a cordon, …), when they
+    /// are counted apart from their state.
     held: usize,
 }
 
 impl StateCounts {
-    /// The members by state; with `held_apart`, the held members that wait are counted
-    /// as held instead of by their state.
-    fn of(p: &Planner<'_>, members: &[&NodeView], held_apart: bool) -> Self {
+    /// The members by state; with `held_apart`, the members a gate holds back on purpose
+    /// are counted as held instead of by their state.
+    fn of(p: &Planner<'_>, f: &Findings<'_>, held_apart: bool) -> Self {
         let mut c = StateCounts {
-            nodes: members.len(),
+            nodes: f.membership.members.len(),
             updated: 0,
             updating: 0,
             staged: 0,
@@ -50,7 +50,7 @@ impl StateCounts {
             held: 0,
         };
         for (name, state) in &p.states {
-            if held_apart && admin_hold::waits(p, name) {
+            if held_apart && f.gates.holding_back(name).next().is_some() {
                 c.held += 1;
                 continue;
             }
@@ -93,13 +93,14 @@ impl StateCounts {
 /// The pool's status after this plan.
 pub(super) fn status(
     p: &mut Planner<'_>,
-    members: &[&NodeView],
+    f: &Findings<'_>,
     decision: &TargetDecision,
     progress: Progress,
 ) -> BootcNodePoolStatus {
     let snap = p.snap;
+    let members = &f.membership.members;
     let previous = snap.pool.status.as_ref();
-    let counts = StateCounts::of(p, members, false);
+    let counts = StateCounts::of(p, f, false);
     let as_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
     let mut status = previous.cloned().unwrap_or_default();
     status.observed_generation = snap.pool.generation;
@@ -117,22 +118,27 @@ pub(super) fn status(
             .filter(|(_, state)| **state == NodeState::Degraded)
             .filter_map(|(name, _)| p.degraded_reasons.get(name).map(String::as_str)),
     );
-    status.held_count = as_i32(p.held.len());
-    status.cordoned_count = as_i32(p.cordoned.len());
+    status.held_count = as_i32(f.held.len());
+    status.cordoned_count = as_i32(
+        f.gates
+            .find(GateReason::CordonedByOthers)
+            .map_or(0, |v| v.nodes.len()),
+    );
     if decision.target.is_ok() || snap.pool.spec.rollout.canary.is_none() {
-        status.canary = p.canary.clone();
+        status.canary = f.gates.canary.clone();
     }
-    status.alert_gate = p.alert_gate.clone();
+    status.alert_gate = f.gates.alert_gate.clone();
+    status.gates = f.gates.to_status();
     target_fields(&mut status, snap, decision);
     status.deploy_history = deploy_history(&status, p, decision);
     super::failure::clear_stale(&mut status.deploy_history, snap.pool.generation);
 
     let all_updated = decision.target.is_ok() && counts.updated == counts.nodes;
-    let degraded = degraded(p, decision);
-    let up = up_to_date(p, &StateCounts::of(p, members, true), all_updated);
+    let degraded = degraded(p, f, decision);
+    let up = up_to_date(f, &StateCounts::of(p, f, true), all_updated);
     transition_events(p, &degraded, decision, all_updated, counts.nodes);
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
-    let (ok, reason, message) = progress::condition(p, progress, all_updated, invalid);
+    let (ok, reason, message) = stall::condition(p, f, progress, all_updated, invalid);
     let verdicts = [
         up,
         NewCondition {
@@ -240,10 +246,11 @@ fn deploy_history(
     history::merge(&status.deploy_history, &booted, &pool)
 }
 
-/// The `Degraded` condition, by precedence: an invalid spec, node conflicts, a halt, a
-/// resolution problem, degraded nodes.
-fn degraded(p: &mut Planner<'_>, d: &TargetDecision) -> NewCondition<'static> {
-    let (halt_at, halted) = slots::halted(p);
+/// The `Degraded` condition, the pool's problems by severity: an invalid spec, node
+/// conflicts, an ordering cycle, a failed target, a halt, an alert gate nobody can ask, a
+/// resolution problem, degraded nodes. (Gates that are closed on purpose are no problem.)
+fn degraded(p: &Planner<'_>, f: &Findings<'_>, d: &TargetDecision) -> NewCondition<'static> {
+    let gate = |reason| f.gates.find(reason).map(|v| v.message.clone());
     let (reason, message) = match &d.target {
         Err(TargetProblem::InvalidSpec(problems)) => (
             pool_degraded::INVALID_SPEC,
@@ -253,27 +260,19 @@ fn degraded(p: &mut Planner<'_>, d: &TargetDecision) -> NewCondition<'static> {
             pool_degraded::INVALID_SPEC,
             format!("invalid spec: {}", list(&p.spec_problems)),
         ),
-        _ if !p.conflicts.is_empty() => (
+        _ if !f.membership.conflicts.is_empty() => (
             pool_degraded::NODE_CONFLICT,
             format!(
                 "{}; those nodes are not updated until one pool lets go",
-                list(&p.conflicts)
+                list(&f.membership.conflicts)
             ),
         ),
-        _ if matches!(p.order, super::ordering::Wait::Cycle(_)) => {
-            let super::ordering::Wait::Cycle(path) = &p.order else {
-                unreachable!()
-            };
-            (
-                pool_degraded::ORDERING_CYCLE,
-                format!(
-                    "rollout.after forms a cycle ({}); no reboots are approved until it is broken",
-                    path.join(" -> ")
-                ),
-            )
-        }
-        _ if p.rolling_back.is_some() => {
-            let Some(r) = &p.rolling_back else {
+        _ if gate(GateReason::OrderingCycle).is_some() => (
+            pool_degraded::ORDERING_CYCLE,
+            gate(GateReason::OrderingCycle).unwrap_or_default(),
+        ),
+        _ if f.rolling_back.is_some() => {
+            let Some(r) = &f.rolling_back else {
                 unreachable!()
             };
             let after = match &r.to {
@@ -288,21 +287,20 @@ fn degraded(p: &mut Planner<'_>, d: &TargetDecision) -> NewCondition<'static> {
                 ),
             )
         }
-        _ if halted => (
+        _ if gate(GateReason::RolloutHalted).is_some() => (
             pool_degraded::ROLLOUT_HALTED,
-            format!(
-                "{} slot holders are unhealthy (haltAfterUnhealthy {halt_at}): {}; no new reboots are approved",
-                p.unhealthy.len(),
-                list(&p.unhealthy)
-            ),
+            gate(GateReason::RolloutHalted).unwrap_or_default(),
         ),
-        _ if p.gate_unreachable.is_some() => (
-            pool_degraded::ALERT_GATE_UNREACHABLE,
-            format!(
-                "{}; no reboots are approved while the alert gate cannot be asked (failClosed)",
-                p.gate_unreachable.clone().unwrap_or_default()
-            ),
-        ),
+        _ if f.gates.find(GateReason::AlertGateUnreachable).is_some() => {
+            let said = f.gates.alert_gate.as_ref().and_then(|g| g.message.clone());
+            (
+                pool_degraded::ALERT_GATE_UNREACHABLE,
+                format!(
+                    "{}; no reboots are approved while the alert gate cannot be asked (failClosed)",
+                    said.unwrap_or_default()
+                ),
+            )
+        }
         Err(TargetProblem::Resolution(message)) => {
             (pool_degraded::TAG_RESOLUTION_ERROR, message.clone())
         }
@@ -320,31 +318,21 @@ fn degraded(p: &mut Planner<'_>, d: &TargetDecision) -> NewCondition<'static> {
     }
 }
 
-/// The `UpToDate` condition: all updated, paused, outside the windows, or in progress.
-fn up_to_date(p: &Planner<'_>, counts: &StateCounts, all_updated: bool) -> NewCondition<'static> {
+/// The `UpToDate` condition: all updated; else the first gate holding back the pool;
+/// else rolling back, or in progress.
+fn up_to_date(f: &Findings<'_>, counts: &StateCounts, all_updated: bool) -> NewCondition<'static> {
     let mut breakdown = counts.breakdown();
-    if !p.blocked.is_empty() {
-        breakdown = format!("{breakdown}; {}", list(&p.blocked));
+    if !f.blocked.is_empty() {
+        breakdown = format!("{breakdown}; {}", list(&f.blocked));
     }
     let (reason, message) = if all_updated {
         (
             up_to_date::ALL_UPDATED,
             format!("{}/{} nodes run the target", counts.updated, counts.nodes),
         )
-    } else if p.snap.pool.spec.rollout.paused {
-        (up_to_date::PAUSED, format!("paused: {breakdown}"))
-    } else if let Some(next) = p.window_closed_until {
-        let when = next.map_or_else(
-            || "no maintenance window ever opens".to_owned(),
-            |t| format!("the next maintenance window opens at {}", stamp(t)),
-        );
-        (
-            up_to_date::OUTSIDE_MAINTENANCE_WINDOW,
-            format!("outside the maintenance windows, {when}: {breakdown}"),
-        )
-    } else if let Some((reason, why)) = super::gates::why_waiting(p) {
+    } else if let Some((reason, why)) = f.gates.up_to_date() {
         (reason, format!("{why}: {breakdown}"))
-    } else if let Some(r) = &p.rolling_back {
+    } else if let Some(r) = &f.rolling_back {
         let to = r.to.as_deref().unwrap_or("nothing");
         (
             up_to_date::ROLLING_BACK,

@@ -519,9 +519,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
         return Err(ReconcileError::CacheGone);
     }
     let name = pool.name_any();
-    let (lookup, pull_secret) = ctx.look_up(pool).await?;
-    let gate = ctx.alert_gate(pool).await;
-    let snapshot = ctx.snapshot(pool, lookup, pull_secret, gate);
+    let snapshot = ctx.observe(pool).await?;
     let plan = (ctx.deps.plan)(&snapshot);
     lock(&ctx.progress).insert(name.clone(), plan.progress);
     debug!(pool = %name, actions = plan.actions.len(), "planned");

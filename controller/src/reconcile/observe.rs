@@ -1,5 +1,6 @@
-//! Reading the world for one plan: the pool's nodes from the caches (through the
-//! overlay), the drains, the other pools' selectors, and the progress the last plan left.
+//! Reading the world for one plan: what the registry and the alert gate say, the pool's
+//! nodes from the caches (through the overlay), the drains, the other pools' selectors,
+//! and the progress the last plan left.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -11,8 +12,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use super::Context;
 use super::cache::{lock, node_boot_id, node_unschedulable};
+use super::{Context, ReconcileError};
 use crate::drain::{DrainOutcome, DrainState};
 use crate::plan::{
     BootcView, DrainView, Lookup, NodeInfo, NodeView, PoolView, PullSecretView, Snapshot,
@@ -29,8 +30,16 @@ impl Context {
         lock(&self.node_overlay).pick(name, cached)
     }
 
-    /// Everything a plan of `pool` looks at.
-    pub(super) fn snapshot(
+    /// Everything a plan of `pool` looks at: what the registry and the alert gate say,
+    /// and the caches.
+    pub(super) async fn observe(&self, pool: &BootcNodePool) -> Result<Snapshot, ReconcileError> {
+        let (lookup, pull_secret) = self.look_up(pool).await?;
+        let gate = self.alert_gate(pool).await;
+        Ok(self.snapshot(pool, lookup, pull_secret, gate))
+    }
+
+    /// What the caches say, with what the registry and the alert gate said.
+    fn snapshot(
         &self,
         pool: &BootcNodePool,
         lookup: Lookup,

@@ -1,5 +1,6 @@
 //! The parts of a pool's spec and status that gate a rollout on health: the alert gate,
-//! boot health units, the canary, what a failure does, and the pools it follows.
+//! boot health units, the canary, what a failure does, the pools it follows, how nodes
+//! are disrupted, and the gates' verdicts.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -11,8 +12,8 @@ use crate::bounds::{DIGEST_MAX_LEN, NAME_MAX_LEN};
 /// Most pools one pool may wait for (`rollout.after`).
 pub const MAX_AFTER: usize = 16;
 
-/// Bounds of each `rollout.after` item: a pool's name.
-pub(crate) fn after_items(schema: &mut schemars::Schema) {
+/// Bounds of each item of a list of names (`rollout.after`, a verdict's nodes).
+pub(crate) fn name_items(schema: &mut schemars::Schema) {
     if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
         items.insert("minLength".into(), 1.into());
         items.insert("maxLength".into(), NAME_MAX_LEN.into());
@@ -134,6 +135,130 @@ fn matcher_items(schema: &mut schemars::Schema) {
         items.insert("minLength".into(), 1.into());
         items.insert("maxLength".into(), MATCHER_MAX_LEN.into());
     }
+}
+
+/// How nodes are disrupted.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionSpec {
+    /// RebootOnly always reboots fully; AllowSoftReboot uses a systemd soft reboot
+    /// (userspace restart, same kernel) when the staged deployment is soft-reboot capable,
+    /// and a full reboot otherwise.
+    #[serde(default)]
+    pub reboot_policy: super::RebootPolicy,
+
+    /// How a node is drained before its reboot.
+    #[serde(default)]
+    pub drain: super::DrainSpec,
+
+    /// Leave alone a node someone else cordoned: it is not given a reboot slot while it
+    /// is unschedulable (it may still stage), and it is never uncordoned by the
+    /// controller. False: such a node is updated too, and stays cordoned afterwards.
+    #[serde(default = "default_true")]
+    pub respect_cordon: bool,
+}
+
+impl Default for DisruptionSpec {
+    fn default() -> Self {
+        DisruptionSpec {
+            reboot_policy: super::RebootPolicy::default(),
+            drain: super::DrainSpec::default(),
+            respect_cordon: true,
+        }
+    }
+}
+
+/// Most entries in `status.gates`.
+pub const MAX_GATE_VERDICTS: usize = 16;
+/// Most nodes a verdict names.
+pub const MAX_VERDICT_NODES: usize = 10;
+/// Longest verdict message.
+pub const VERDICT_MESSAGE_MAX_LEN: usize = 4096;
+
+/// One gate that holds the rollout back now, as the controller judged it in its last
+/// plan. The list is in order of precedence: the first that holds back the pool gives
+/// the UpToDate reason.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GateVerdict {
+    /// Which gate, and why it is closed.
+    pub reason: GateReason,
+
+    /// What it closes: Slots (no new node is given a reboot slot), Approvals (a drained
+    /// node is not approved to reboot) or SlotsAndApprovals.
+    pub closes: GatePhase,
+
+    /// What it waits for, in words.
+    #[schemars(length(max = VERDICT_MESSAGE_MAX_LEN))]
+    pub message: String,
+
+    /// The wait is on purpose (a pause, a window, a soak, a hold): it
+    /// never counts as a stall.
+    pub deliberate: bool,
+
+    /// The nodes it holds back, when it holds back nodes rather than the pool: at most
+    /// ten, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_VERDICT_NODES), transform = name_items)]
+    pub nodes: Vec<String>,
+
+    /// How many nodes it holds back in all (with nodes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_count: Option<i32>,
+}
+
+/// What a closed gate closes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum GatePhase {
+    /// No new reboot slot is granted.
+    Slots,
+    /// No drained node is approved to reboot.
+    Approvals,
+    /// Both.
+    SlotsAndApprovals,
+}
+
+impl GatePhase {
+    /// New slots are closed.
+    pub fn slots(self) -> bool {
+        matches!(self, GatePhase::Slots | GatePhase::SlotsAndApprovals)
+    }
+
+    /// Approvals are closed.
+    pub fn approvals(self) -> bool {
+        matches!(self, GatePhase::Approvals | GatePhase::SlotsAndApprovals)
+    }
+}
+
+/// Why a gate is closed.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum GateReason {
+    /// spec.rollout.paused is true.
+    Paused,
+    /// No maintenance window is open (or the windows cannot be evaluated).
+    OutsideMaintenanceWindow,
+    /// haltAfterUnhealthy slot holders are unhealthy.
+    RolloutHalted,
+    /// Alerts matching spec.health.alerts fire.
+    AlertsFiring,
+    /// The alert gate cannot be asked and fails closed.
+    AlertGateUnreachable,
+    /// Pools named in spec.rollout.after are not up to date, or halted.
+    WaitingForPools,
+    /// spec.rollout.after forms a cycle.
+    OrderingCycle,
+    /// The canary nodes update first.
+    CanaryUpdating,
+    /// The canary nodes run the target and soak.
+    CanarySoaking,
+    /// The target failed and the pool ran no other image before.
+    NothingToRollBackTo,
+    /// An admin holds the nodes named (label node.bootc.dev/hold=true).
+    Held,
+    /// Someone else cordoned the nodes named (spec.disruption.respectCordon).
+    CordonedByOthers,
+    /// Every slot of maxUnavailable is in use while staged nodes wait.
+    BudgetFull,
 }
 
 /// Longest `failedReason`.

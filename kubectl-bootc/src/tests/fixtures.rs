@@ -7,6 +7,11 @@ use serde_json::{Value, json};
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 
+use bootc_pool_controller::plan::{DrainView, GateView};
+
+#[path = "../../tests/support/planned.rs"]
+mod planned;
+
 use crate::objects::{Cluster, Object, Versions};
 
 /// The tests' "now": Monday 2026-03-02 12:00 UTC.
@@ -149,4 +154,28 @@ pub fn cluster(
         now: now(),
         versions: Versions::default(),
     }
+}
+
+/// `c` with each pool's status as the controller writes it: its own planner, run once on
+/// the cluster's objects at `c.now` as its reconcile would see them, from the status
+/// given, with the alert gate answering `gate` and the drains in `drains`.
+pub fn controller_wrote(mut c: Cluster, gate: GateView, drains: &[(&str, DrainView)]) -> Cluster {
+    let pools: Vec<BootcNodePool> = c.pools.iter().map(|p| p.typed.clone()).collect();
+    let bootc_nodes: Vec<BootcNode> = c.bootc_nodes.iter().map(|b| b.typed.clone()).collect();
+    let world = planned::World {
+        pools: &pools,
+        nodes: &c.nodes,
+        bootc_nodes: &bootc_nodes,
+        now: c.now,
+    };
+    for (i, pool) in pools.iter().enumerate() {
+        let answers = planned::Answers {
+            gate: gate.clone(),
+            drains,
+        };
+        let status = planned::planned_status(&world, pool, answers);
+        c.pools[i].raw["status"] = serde_json::to_value(&status).unwrap();
+        c.pools[i].typed.status = Some(status);
+    }
+    c
 }

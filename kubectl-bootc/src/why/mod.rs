@@ -1,11 +1,11 @@
-//! `kubectl bootc why NODE|POOL`: why a node or a pool is not progressing, read from what
-//! the controller and the agents wrote (conditions, annotations, `drainBlocked`) and the
-//! pool's spec (pause, windows, budget).
+//! `kubectl bootc why NODE|POOL`: why a node or a pool is not progressing, read only from
+//! what the controller and the agents wrote: the pool's conditions and gate verdicts
+//! (`status.gates`), the BootcNodes' conditions, annotations and `drainBlocked`.
 //!
-//! - `gates`: what holds back every staged node of a pool (pause, halt, windows, budget,
-//!   the alert gate, the pools waited for, the canary);
-//! - `health`: the health-gated rollout's findings (alert gate, canary, `rollout.after`,
-//!   a failed target, a node cordoned by someone else, health units);
+//! - `gates`: the gates the controller found closed (`status.gates`), worded, and the
+//!   pool's `Degraded` condition;
+//! - `problems`: what a health-gated rollout adds (an alert gate failing open, a failed
+//!   target, health units);
 //! - `pool`: a pool's reasons;
 //! - `node`: a node's reasons;
 //! - `reasons`: degraded nodes by reason, and what each reason asks of an admin.
@@ -16,12 +16,11 @@ use crate::error::{CliError, Result};
 use crate::objects::Cluster;
 
 mod gates;
-mod health;
 mod node;
 mod pool;
+mod problems;
 mod reasons;
 
-pub use gates::{BudgetGate, Gate, GateKind, budget_gate, pool_gates};
 pub use node::why_node;
 pub use pool::why_pool;
 pub use reasons::drift;

@@ -8,7 +8,7 @@ use bootc_pool_common::node::{owner_pool, ready_condition};
 use kube::ResourceExt;
 
 use super::Why;
-use super::gates::{GateKind, degraded, pool_gates};
+use super::gates::{degraded, describe, is_progress, verdicts};
 use crate::objects::{Cluster, condition, held, holds_slot};
 use crate::status::progress;
 use crate::table::{age, short_digest};
@@ -60,14 +60,8 @@ pub fn why_node(cluster: &Cluster, name: &str) -> Why {
             "the booted system is not the image it claims ({drift}); it does not stop the rollout"
         ));
     }
-    why.blocked.extend(
-        [
-            super::health::unit_health(cluster, bootc),
-            super::health::cordoned_by_others(cluster, bootc),
-        ]
-        .into_iter()
-        .flatten(),
-    );
+    why.blocked
+        .extend(super::problems::unit_health(cluster, bootc));
     drain_findings(cluster, bootc, &mut why);
     progress_findings(cluster, &object_raw(cluster, name), bootc, &mut why);
     why
@@ -201,7 +195,9 @@ fn progress_findings(cluster: &Cluster, raw: &serde_json::Value, bootc: &BootcNo
             }
         )),
         idle::REBOOTING => why.progressing.push(format!("rebooting into {short}")),
-        idle::STAGED if !slot => staged_findings(cluster, pool.map(|p| &p.typed), &short, why),
+        idle::STAGED if !slot => {
+            staged_findings(pool.map(|p| &p.typed), &bootc.name_any(), &short, why)
+        }
         _ if slot && bootc.spec.desired_image_state == DesiredImageState::Staged => {
             why.progressing.push(format!(
                 "holds a reboot slot: being cordoned and drained before its reboot into {short}"
@@ -221,25 +217,34 @@ fn progress_findings(cluster: &Cluster, raw: &serde_json::Value, bootc: &BootcNo
     }
 }
 
-/// A staged node without a slot: its pool's gates (a canary is progress, the rest holds
-/// it up), or a free slot the controller grants on its next plan.
+/// A staged node without a slot: the gates its pool's controller found closed for it (a
+/// canary is progress, the rest holds it up; a hold is said above already), or a free
+/// slot the controller grants on its next plan.
 fn staged_findings(
-    cluster: &Cluster,
     pool: Option<&bootc_crds::pool::BootcNodePool>,
+    node: &str,
     short: &str,
     why: &mut Why,
 ) {
-    let gates = pool.map(|p| pool_gates(cluster, p)).unwrap_or_default();
+    let gates: Vec<_> = pool
+        .into_iter()
+        .flat_map(|p| verdicts(p, Some(node)).map(move |v| (p, v)))
+        .filter(|(_, v)| v.reason != bootc_crds::pool::GateReason::Held)
+        .collect();
     if gates.is_empty() {
         why.progressing.push(format!(
             "staged {short}, waiting for a reboot slot: one is free, the controller grants it on its next plan"
         ));
     }
-    for g in gates {
-        let text = format!("staged {short}, waiting for a reboot slot: {}", g.text);
-        match g.kind {
-            GateKind::Canary => why.progressing.push(text),
-            _ => why.blocked.push(text),
+    for (pool, v) in gates {
+        let text = format!(
+            "staged {short}, waiting for a reboot slot: {}",
+            describe(pool, v)
+        );
+        if is_progress(v) {
+            why.progressing.push(text);
+        } else {
+            why.blocked.push(text);
         }
     }
 }

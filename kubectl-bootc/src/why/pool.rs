@@ -7,9 +7,9 @@ use bootc_crds::pool::BootcNodePool;
 use kube::ResourceExt;
 
 use super::Why;
-use super::gates::{BLOCKING, GateKind, degraded, pool_gates};
-use super::health;
-use crate::objects::{Cluster, condition, held};
+use super::gates::{degraded, describe, is_progress, said_by_degraded, verdicts};
+use super::problems;
+use crate::objects::{Cluster, condition};
 use crate::table::age;
 
 /// The pool's reasons: the controller's silence, a `Degraded` reason, the gates of its
@@ -33,15 +33,7 @@ pub fn why_pool(cluster: &Cluster, pool: &BootcNodePool) -> Why {
     }
     let up = condition(&status.conditions, conditions::UP_TO_DATE);
     let all_updated = up.is_some_and(|c| c.status == "True");
-    let degraded_reason = condition(&status.conditions, conditions::DEGRADED)
-        .filter(|c| c.status == "True")
-        .map(|c| c.reason.clone());
-    // The reasons that keep every reboot back are gates too; said once, there.
-    if let Some(text) = degraded(pool)
-        && !degraded_reason
-            .as_deref()
-            .is_some_and(|r| BLOCKING.contains(&r))
-    {
+    if let Some(text) = degraded(pool) {
         why.blocked.push(text);
     }
     why.blocked.extend(super::reasons::by_reason(cluster, pool));
@@ -93,48 +85,30 @@ pub fn why_pool(cluster: &Cluster, pool: &BootcNodePool) -> Why {
     why
 }
 
-/// The gates of the pool's staged nodes (a canary is progress, the rest holds it up; a
-/// full budget only when a staged node waits), the alert gate failing open, and what
-/// holds up single members.
+/// The gates the controller found closed (a canary is progress, the rest holds the
+/// pool up; a gate the `Degraded` condition names is said there once), the alert gate
+/// failing open, and what holds up single members.
 fn gate_findings(cluster: &Cluster, pool: &BootcNodePool, why: &mut Why) {
-    let members = cluster.members(&pool.name_any());
-    let staged_waiting = members.iter().any(|m| waiting_for_slot(&m.typed));
-    for gate in pool_gates(cluster, pool) {
-        match gate.kind {
-            GateKind::Canary => why.progressing.push(gate.text),
-            GateKind::Budget if !staged_waiting => {}
-            _ => why.blocked.push(gate.text),
+    for v in verdicts(pool, None).filter(|v| !said_by_degraded(pool, v)) {
+        if is_progress(v) {
+            why.progressing.push(describe(pool, v));
+        } else {
+            why.blocked.push(describe(pool, v));
         }
     }
-    if let Some(Ok(note)) = health::alert_gate(pool, cluster.now) {
+    if let Some(note) = problems::alert_gate_fails_open(pool, cluster.now) {
         why.progressing.push(note);
     }
-    for member in &members {
+    for member in cluster.members(&pool.name_any()) {
         why.blocked.extend(node_holdups(cluster, &member.typed));
     }
 }
 
-/// A member staged on its target and waiting for a slot (agent `Idle=False/Staged`, no
-/// slot annotation).
-pub fn waiting_for_slot(bootc: &BootcNode) -> bool {
-    let staged = bootc.status.as_ref().is_some_and(|s| {
-        condition(&s.conditions, conditions::IDLE)
-            .is_some_and(|c| c.reason == conditions::idle::STAGED)
-    });
-    staged && !crate::objects::holds_slot(bootc)
-}
-
-/// What holds up one member by itself: a hold, a blocked drain, a cordon by someone else,
-/// health units not active, a failed drain.
+/// What holds up one member by itself, as its BootcNode says: a blocked drain, health
+/// units not active, a failed drain. (A hold and a cordon are gates.)
 fn node_holdups(cluster: &Cluster, bootc: &BootcNode) -> Vec<String> {
     let name = bootc.name_any();
     let mut out = Vec::new();
-    if cluster.node(&name).is_some_and(held) {
-        out.push(format!(
-            "node {name} is held (label {}=true)",
-            bootc_crds::HOLD_LABEL
-        ));
-    }
     if let Some(blocked) = bootc.status.as_ref().and_then(|s| s.drain_blocked.as_ref()) {
         let since = blocked
             .since
@@ -147,13 +121,7 @@ fn node_holdups(cluster: &Cluster, bootc: &BootcNode) -> Vec<String> {
             blocked.message
         ));
     }
-    for finding in [
-        health::cordoned_by_others(cluster, bootc),
-        health::unit_health(cluster, bootc),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    if let Some(finding) = problems::unit_health(cluster, bootc) {
         out.push(format!("node {name}: {finding}"));
     }
     if let Some(digest) = bootc.annotations().get(DRAIN_FAILED_ANNOTATION) {

@@ -1,5 +1,7 @@
 use serde_json::{Value, json};
 
+use bootc_pool_controller::plan::GateView;
+
 use super::*;
 use crate::tests::fixtures::*;
 
@@ -67,22 +69,27 @@ pub(super) fn has(items: &[String], needle: &str) -> bool {
     items.iter().any(|i| i.contains(needle))
 }
 
+/// `c` as it reads once the controller has planned it (no alert gate, no drain).
+pub(super) fn planned(c: Cluster) -> Cluster {
+    controller_wrote(c, GateView::NotConfigured, &[])
+}
+
+/// The staged `w3`'s finding, for a node waiting for a slot.
+fn waiting(gate: &str) -> String {
+    format!(
+        "staged {}, waiting for a reboot slot: {gate}",
+        "2".repeat(12)
+    )
+}
+
 #[test]
 fn a_full_budget_holds_up_the_staged_node_and_names_the_holders() {
-    let c = workers(json!({"maxUnavailable": 1}), in_progress());
+    let c = planned(workers(json!({"maxUnavailable": 1}), in_progress()));
+    let full = "reboot budget full: 1/1 slots in use (maxUnavailable 1): held by w2 (gate BudgetFull: no new reboot slot)";
     let w3 = why_node(&c, "w3");
-    assert_eq!(
-        w3.blocked,
-        [format!(
-            "staged {}, waiting for a reboot slot: reboot budget full: 1/1 slots in use (maxUnavailable 1): held by w2",
-            "2".repeat(12)
-        )]
-    );
+    assert_eq!(w3.blocked, [waiting(full)], "{w3:?}");
     let p = pool_why(&c);
-    assert!(
-        has(&p.blocked, "reboot budget full: 1/1 slots in use"),
-        "{p:?}"
-    );
+    assert!(p.blocked.iter().any(|b| b == full), "{p:?}");
     assert!(
         has(
             &p.progressing,
@@ -101,9 +108,14 @@ fn a_full_budget_holds_up_the_staged_node_and_names_the_holders() {
 
 #[test]
 fn notready_members_count_against_the_budget() {
-    let mut c = workers(json!({"maxUnavailable": 2}), in_progress());
-    assert!(has(&why_node(&c, "w3").progressing, "one is free"));
+    let c = workers(json!({"maxUnavailable": 2}), in_progress());
+    assert!(has(
+        &why_node(&planned(c.clone()), "w3").progressing,
+        "one is free"
+    ));
+    let mut c = c;
     c.nodes[0] = node("w1", false, json!({"pool": "workers"}));
+    let c = planned(c);
     let w3 = why_node(&c, "w3");
     assert!(
         has(
@@ -124,80 +136,55 @@ fn notready_members_count_against_the_budget() {
 
 #[test]
 fn a_paused_pool_says_how_to_resume() {
-    let conditions = json!([cond(
-        "UpToDate",
-        "False",
-        "Paused",
-        "paused: 1/3 updated",
-        5
-    )]);
-    let c = workers(json!({"paused": true, "maxUnavailable": 2}), conditions);
-    let p = pool_why(&c);
-    assert_eq!(
-        p.blocked,
-        [
-            "paused: spec.rollout.paused is true, so no new reboot is approved (UpToDate/Paused); resume with `kubectl bootc resume workers`"
-        ]
-    );
-    assert!(has(
-        &why_node(&c, "w3").blocked,
-        "waiting for a reboot slot: paused:"
+    let c = planned(workers(
+        json!({"paused": true, "maxUnavailable": 2}),
+        in_progress(),
     ));
+    let p = pool_why(&c);
+    let paused = "paused (gate Paused: no new reboot slot, on purpose); resume with `kubectl bootc resume workers`";
+    assert_eq!(p.blocked, [paused], "{p:?}");
+    assert!(has(&why_node(&c, "w3").blocked, &waiting(paused)));
     assert!(
         p.render()
-            .starts_with("bootcnodepool/workers is not progressing:\n  - paused:"),
+            .starts_with("bootcnodepool/workers is not progressing:\n  - paused"),
         "{}",
         p.render()
     );
 }
 
 #[test]
-fn outside_the_windows_the_next_opening_is_computed() {
-    let conditions = json!([cond(
-        "UpToDate",
-        "False",
-        "OutsideMaintenanceWindow",
-        "outside",
-        5
-    )]);
+fn outside_the_windows_the_next_opening_is_said() {
     let rollout = json!({"maxUnavailable": 2, "maintenanceWindows": [
         {"days": ["Sat", "Sun"], "start": "02:00", "duration": "4h", "timeZone": "UTC"}
     ]});
-    let c = workers(rollout, conditions);
-    let p = pool_why(&c);
-    assert_eq!(
-        p.blocked,
-        [
-            "outside the maintenance windows (UpToDate/OutsideMaintenanceWindow): the next window opens at 2026-03-07T02:00:00Z (in 4d14h); windows: Sat,Sun 02:00 +4h UTC"
-        ]
-    );
-    assert!(has(
-        &why_node(&c, "w3").blocked,
-        "the next window opens at 2026-03-07T02:00:00Z"
-    ));
+    let c = planned(workers(rollout, in_progress()));
+    let outside = "outside the maintenance windows, the next maintenance window opens at 2026-03-07T02:00:00Z (gate OutsideMaintenanceWindow: no new reboot slot, on purpose)";
+    assert_eq!(pool_why(&c).blocked, [outside]);
+    assert!(has(&why_node(&c, "w3").blocked, &waiting(outside)));
 }
 
 #[test]
 fn a_halt_and_a_tag_error_are_worded_with_their_reason_and_message() {
-    let halted = json!([
-        cond("UpToDate", "False", "RolloutInProgress", "", 5),
-        cond(
-            "Degraded",
-            "True",
-            "RolloutHalted",
-            "2 slot holders are unhealthy (haltAfterUnhealthy 2): node w2: NotReady",
-            5
-        ),
-    ]);
-    let c = workers(json!({"maxUnavailable": 3}), halted);
-    let p = pool_why(&c);
-    assert_eq!(
-        p.blocked,
-        [
-            "rollout halted: too many nodes holding reboot slots are unhealthy, so no new reboot is approved (Degraded/RolloutHalted): 2 slot holders are unhealthy (haltAfterUnhealthy 2): node w2: NotReady"
-        ]
+    // w2, holding a slot, is back on the target but its agent reports Degraded: one
+    // unhealthy holder, and haltAfterUnhealthy 1.
+    let mut c = workers(
+        json!({"maxUnavailable": 3, "haltAfterUnhealthy": 1}),
+        in_progress(),
     );
-    assert!(has(&why_node(&c, "w3").blocked, "(Degraded/RolloutHalted)"));
+    let degraded = cond("Degraded", "True", "Error", "bootc: boot failed", 1);
+    let w2 = &mut c.bootc_nodes[1].typed;
+    w2.spec.desired_image_state = bootc_crds::node::DesiredImageState::Booted;
+    w2.status = serde_json::from_value(agent('2', ' ', "Idle", 1, &[degraded])).unwrap();
+    let c = planned(c);
+    let p = pool_why(&c);
+    let halted = "rollout halted: too many nodes holding reboot slots are unhealthy, so no new reboot is approved (Degraded/RolloutHalted): 1 slot holders are unhealthy (haltAfterUnhealthy 1): node w2: Error: bootc: boot failed; no new reboots are approved";
+    assert!(p.blocked.iter().any(|b| b == halted), "{p:?}");
+    // The halt's own verdict is said once, with the Degraded condition.
+    assert!(!has(&p.blocked, "gate RolloutHalted"), "{p:?}");
+    assert!(has(
+        &why_node(&c, "w3").blocked,
+        "(gate RolloutHalted: no new reboot slot)"
+    ));
 
     let tag = json!([
         cond("UpToDate", "False", "RolloutInProgress", "", 5),
@@ -267,6 +254,7 @@ fn a_held_node_and_a_degraded_agent_are_reported() {
         true,
         json!({"pool": "workers", "node.bootc.dev/hold": "true"}),
     );
+    let mut c = planned(c);
     let w3 = why_node(&c, "w3");
     assert!(
         has(
@@ -276,7 +264,14 @@ fn a_held_node_and_a_degraded_agent_are_reported() {
         "{w3:?}"
     );
     assert!(has(&w3.blocked, "kubectl bootc release w3"), "{w3:?}");
-    assert!(has(&pool_why(&c).blocked, "node w3 is held"));
+    assert!(
+        has(
+            &pool_why(&c).blocked,
+            "held: w3; remove their node.bootc.dev/hold label to update them (gate Held: no new reboot slot, on purpose); release with `kubectl bootc release w3`"
+        ),
+        "{:?}",
+        pool_why(&c)
+    );
 
     let degraded = cond(
         "Degraded",

@@ -18,6 +18,11 @@ use kube::{Client, Resource};
 use kube_emulator::Emulator;
 use serde_json::{Value, json};
 
+#[path = "../support/planned.rs"]
+mod planned;
+
+pub use bootc_pool_controller::plan::GateView;
+
 /// How long a test waits for a condition.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -303,4 +308,49 @@ pub fn in_progress() -> Value {
         cond("Degraded", "False", "Healthy", "", 60),
         cond("Progressing", "True", "Advancing", "", 5),
     ])
+}
+
+/// The controller's own planner, run on pool `name` as the API holds it now, writing the
+/// status it plans (as the controller's reconcile would, minus the other actions).
+pub async fn controller_plans(cluster: &Cluster, name: &str) {
+    controller_plans_with(cluster, name, GateView::NotConfigured).await;
+}
+
+/// [`controller_plans`], with the pool's alert gate answering `gate`.
+pub async fn controller_plans_with(cluster: &Cluster, name: &str, gate: GateView) {
+    let pools_api: Api<BootcNodePool> = Api::all(cluster.client.clone());
+    let pools = pools_api.list(&Default::default()).await.unwrap().items;
+    let nodes = Api::<Node>::all(cluster.client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let bootc_nodes = Api::<BootcNode>::all(cluster.client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let world = planned::World {
+        pools: &pools,
+        nodes: &nodes,
+        bootc_nodes: &bootc_nodes,
+        now: chrono::Utc::now(),
+    };
+    let pool = pools
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+        .expect("the pool");
+    let answers = planned::Answers {
+        gate,
+        ..Default::default()
+    };
+    let status = planned::planned_status(&world, pool, answers);
+    pools_api
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .unwrap();
 }

@@ -246,7 +246,7 @@ fn a_pool_approves_only_once_the_pools_it_follows_are_up_to_date() {
             ],
             0,
             "WaitingForPools",
-            "rollout.after forms a cycle (see the Degraded condition)",
+            "rollout.after forms a cycle (workers -> infra",
         ),
     ];
     for (pools, grants, reason, says) in cases {

@@ -1,7 +1,7 @@
 //! Stall detection: the rollout advanced when any member's state changed since the last
 //! plan; no advance for [`STALL_AFTER`] while work remains is a stall (`Progressing`
-//! `False`, reason `Stalled`). Work left only on held nodes is no stall
-//! (`True/HeldNodesLeft`).
+//! `False`, reason `Stalled`). A wait the gates call deliberate is no stall, nor is work
+//! left only on nodes held back on purpose (`True/HeldNodesLeft`).
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -10,9 +10,9 @@ use std::time::Duration;
 use bootc_crds::conditions::progressing;
 use chrono::{DateTime, Utc};
 
-use super::Planner;
 use super::actions::NodeState;
 use super::world::Progress;
+use super::{Findings, Planner};
 
 /// No node advancing for this long while work remains is a stall.
 pub const STALL_AFTER: Duration = Duration::from_secs(600);
@@ -38,9 +38,11 @@ pub fn advance(
 
 /// The `Progressing` condition: `(status, reason, message)`. Without a previous record
 /// (`p.snap.progress` is `None`: the first plan the shell makes of this pool) there is
-/// nothing to measure a stall from yet.
+/// nothing to measure a stall from yet. A wait the gates call deliberate (a pause, a
+/// window, firing alerts, a soak, the pools waited for, held nodes) is never a stall.
 pub(super) fn condition(
     p: &mut Planner<'_>,
+    f: &Findings<'_>,
     progress: Progress,
     all_updated: bool,
     invalid: bool,
@@ -65,28 +67,22 @@ pub(super) fn condition(
             "every node runs the target".to_owned(),
         );
     }
-    if let Some(held) = super::admin_hold::only_held_left(p) {
-        // Done but for the held nodes: nothing is stuck, and nothing to wait for but
-        // the admin lifting the holds.
-        return (true, progressing::HELD_NODES_LEFT, held_message(p, held));
+    if let Some(message) = only_held_back_left(p, f) {
+        // Done but for the nodes held back on purpose: nothing is stuck, and nothing to
+        // wait for but what holds them (an admin lifting a hold, say).
+        return (true, progressing::HELD_NODES_LEFT, message);
     }
-    let soaking = p
-        .canary
-        .as_ref()
-        .is_some_and(|c| c.phase == bootc_crds::pool::CanaryPhase::Soaking);
-    if soaking {
-        // Waiting on purpose, for at most soakSeconds: no stall.
+    if let Some(waiting) = f.gates.pool_waits_on_purpose() {
+        // Waiting on purpose: no stall.
         return (
             true,
             progressing::ADVANCING,
-            "the canary nodes are soaking".to_owned(),
+            format!("waiting on purpose: {}", waiting.message),
         );
     }
-    if let Some(stalled_for) = stalled_for.filter(|d| *d >= STALL_AFTER)
-        && !p.snap.pool.spec.rollout.paused
-    {
-        let why = if !p.unhealthy.is_empty() {
-            super::list(&p.unhealthy)
+    if let Some(stalled_for) = stalled_for.filter(|d| *d >= STALL_AFTER) {
+        let why = if !f.unhealthy.is_empty() {
+            super::list(&f.unhealthy)
         } else if !p.degraded.is_empty() {
             super::list(&p.degraded)
         } else {
@@ -111,27 +107,35 @@ pub(super) fn condition(
     )
 }
 
-/// Who is left, held or cordoned by someone else, and how to let them go on.
-fn held_message(p: &Planner<'_>, left: Vec<String>) -> String {
-    let (cordoned, held): (Vec<String>, Vec<String>) = left
-        .into_iter()
-        .partition(|n| p.cordoned.contains(n) && !p.held.contains(n));
-    let mut parts = Vec::new();
-    if !held.is_empty() {
-        parts.push(format!(
-            "held: {}; remove their {} label to update them",
-            super::list(&held),
-            bootc_crds::HOLD_LABEL
-        ));
+/// When every member without the target is held back on purpose by a gate of its own
+/// (a hold, a cordon by someone else, …): what holds them back.
+fn only_held_back_left(p: &Planner<'_>, f: &Findings<'_>) -> Option<String> {
+    let mut left = p
+        .states
+        .iter()
+        .filter(|(_, s)| **s != NodeState::UpToDate)
+        .map(|(name, _)| name)
+        .peekable();
+    left.peek()?;
+    let mut reasons = Vec::new();
+    for name in left {
+        let mut holding = f.gates.holding_back(name).peekable();
+        holding.peek()?;
+        for v in holding {
+            if !reasons.contains(&v.reason) {
+                reasons.push(v.reason);
+            }
+        }
     }
-    if !cordoned.is_empty() {
-        parts.push(format!(
-            "cordoned by someone else: {}; uncordon them (or set disruption.respectCordon to false) to update them",
-            super::list(&cordoned)
-        ));
-    }
-    format!(
-        "every node that is not held or cordoned runs the target; {}",
-        parts.join("; ")
-    )
+    let said: Vec<&str> = f
+        .gates
+        .verdicts
+        .iter()
+        .filter(|v| reasons.contains(&v.reason))
+        .map(|v| v.message.as_str())
+        .collect();
+    Some(format!(
+        "every node that is not held back on purpose runs the target; {}",
+        said.join("; ")
+    ))
 }

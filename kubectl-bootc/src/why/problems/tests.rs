@@ -1,5 +1,7 @@
 use k8s_openapi::api::core::v1::NodeSpec;
-use serde_json::{Value, json};
+use serde_json::json;
+
+use bootc_pool_controller::plan::GateView;
 
 use super::super::tests::{has, in_progress, pool_why, workers};
 use super::super::{why_node, why_pool};
@@ -7,106 +9,73 @@ use crate::objects::Cluster;
 use crate::status::pool_state;
 use crate::tests::fixtures::*;
 
-/// `workers` with `conditions`, an alert gate to an Alertmanager (`fail_closed`) that
-/// last said `gate` (null: nothing yet).
-fn gated(conditions: Value, fail_closed: bool, gate: Value) -> Cluster {
-    let mut c = workers(json!({"maxUnavailable": 2}), conditions);
-    let pool = &mut c.pools[0].typed;
-    pool.spec.health = serde_json::from_value(json!({"alerts": {
+/// `workers` with an alert gate to an Alertmanager (`fail_closed`), planned by the
+/// controller with the gate answering `gate`.
+fn gated(fail_closed: bool, gate: GateView) -> Cluster {
+    let mut c = workers(json!({"maxUnavailable": 2}), in_progress());
+    c.pools[0].typed.spec.health = serde_json::from_value(json!({"alerts": {
         "url": "http://alertmanager.monitoring:9093",
         "matchers": ["severity=\"critical\""],
         "failClosed": fail_closed,
     }}))
     .unwrap();
-    pool.status.as_mut().unwrap().alert_gate = serde_json::from_value(gate).unwrap();
-    c
-}
-
-fn up_to_date(reason: &str) -> Value {
-    json!([
-        cond("UpToDate", "False", reason, "1/3 updated", 5),
-        cond("Degraded", "False", "Healthy", "", 60),
-    ])
+    controller_wrote(c, gate, &[])
 }
 
 #[test]
 fn a_firing_alert_gate_names_the_alerts_and_holds_every_staged_node() {
-    let gate = json!({
-        "state": "Firing",
-        "message": "NodeDown{severity=\"critical\", instance=\"db-1\"}",
-        "checkedTime": ago(1),
-    });
-    let c = gated(up_to_date("AlertGateClosed"), true, gate);
+    let firing = GateView::Firing {
+        alerts: vec!["NodeDown{severity=\"critical\", instance=\"db-1\"}".into()],
+        count: 1,
+        checked: now() - chrono::Duration::minutes(1),
+    };
+    let c = gated(true, firing);
     let p = pool_why(&c);
-    assert_eq!(
-        p.blocked,
-        [
-            "alert gate closed: alerts matching severity=\"critical\" fire at http://alertmanager.monitoring:9093 (UpToDate/AlertGateClosed): NodeDown{severity=\"critical\", instance=\"db-1\"}; checked 60s ago; no new reboot is approved until they stop (nodes already rebooting finish)"
-        ]
-    );
+    let closed = "alert gate closed: 1 matching alerts fire at http://alertmanager.monitoring:9093: NodeDown{severity=\"critical\", instance=\"db-1\"} (gate AlertsFiring: no new reboot slot or approval, on purpose)";
+    assert_eq!(p.blocked, [closed], "{p:?}");
     assert!(
         has(
             &why_node(&c, "w3").blocked,
-            "waiting for a reboot slot: alert gate closed: alerts matching"
+            &format!("waiting for a reboot slot: {closed}")
         ),
         "{:?}",
         why_node(&c, "w3")
     );
     assert_eq!(pool_state(&c.pools[0].typed), "gate:firing");
     // Open again: nothing said, and the state is a plain rollout.
-    let open = gated(
-        up_to_date("RolloutInProgress"),
-        true,
-        json!({"state": "Open"}),
-    );
+    let open = gated(true, GateView::Open { checked: now() });
     assert!(!has(&pool_why(&open).blocked, "alert gate"));
     assert_eq!(pool_state(&open.pools[0].typed), "RollingOut");
 }
 
 #[test]
 fn an_unreachable_gate_names_its_url_and_error_and_says_whether_it_fails_closed() {
-    let gate = json!({
-        "state": "Unreachable",
-        "message": "connection refused",
-        "checkedTime": ago(2),
-    });
-    let degraded = json!([
-        cond("UpToDate", "False", "AlertGateClosed", "", 5),
-        cond(
-            "Degraded",
-            "True",
-            "AlertGateUnreachable",
-            "http://alertmanager.monitoring:9093: connection refused",
-            2
-        ),
-    ]);
-    let c = gated(degraded, true, gate.clone());
+    let unreachable = GateView::Unreachable {
+        error: "connection refused".into(),
+        checked: now() - chrono::Duration::minutes(2),
+    };
+    let c = gated(true, unreachable.clone());
     let p = pool_why(&c);
+    // The Degraded condition says it; the gate's verdict, with the same reason, is not
+    // said twice.
     assert_eq!(
         p.blocked,
         [
-            "alert gate unreachable: http://alertmanager.monitoring:9093 cannot be asked (connection refused) and failClosed is true, so no new reboot is approved (Degraded/AlertGateUnreachable): http://alertmanager.monitoring:9093: connection refused"
-        ]
+            "alert gate unreachable: http://alertmanager.monitoring:9093 cannot be asked (connection refused) and failClosed is true, so no new reboot is approved (Degraded/AlertGateUnreachable): connection refused; no reboots are approved while the alert gate cannot be asked (failClosed)"
+        ],
+        "{p:?}"
     );
     assert!(has(
         &why_node(&c, "w3").blocked,
-        "waiting for a reboot slot: alert gate unreachable: http://alertmanager.monitoring:9093"
+        "waiting for a reboot slot: alert gate closed: the alert gate cannot be asked: connection refused (gate AlertGateUnreachable"
     ));
     assert_eq!(
         pool_state(&c.pools[0].typed),
         "AlertGateUnreachable,gate:unreachable"
     );
 
-    // Failing closed without the Degraded reason (another one wins): still a gate.
-    let halted = json!([cond("Degraded", "True", "NodeConflict", "w9", 2)]);
-    let c = gated(halted, true, gate.clone());
-    assert!(has(
-        &pool_why(&c).blocked,
-        "alert gate unreachable: http://alertmanager.monitoring:9093 cannot be asked: connection refused; checked 2m ago; failClosed is true"
-    ));
-
     // Failing open: a note, nothing held.
-    let c = gated(up_to_date("RolloutInProgress"), false, gate);
+    let c = gated(false, unreachable);
     let p = pool_why(&c);
     assert!(!has(&p.blocked, "alert gate"), "{p:?}");
     assert!(
@@ -118,68 +87,50 @@ fn an_unreachable_gate_names_its_url_and_error_and_says_whether_it_fails_closed(
     );
 }
 
-/// `workers` with a canary of 1 node soaking 600 s, in `phase`, its soak begun
-/// `minutes` ago.
+/// `workers` with a canary of 1 node soaking 600 s, as the controller planned it from
+/// the canary in `phase`, its soak begun `minutes` ago.
 fn canary(phase: &str, minutes: i64) -> Cluster {
     let rollout = json!({"maxUnavailable": 1, "canary": {"nodes": 1, "soakSeconds": 600}});
-    let mut c = workers(rollout, up_to_date("Canary"));
+    let mut c = workers(rollout, in_progress());
     let status = c.pools[0].typed.status.as_mut().unwrap();
     let mut canary = json!({"digest": digest('2'), "phase": phase, "nodes": 1});
     if phase != "Updating" {
         canary["soakStartedTime"] = json!(ago(minutes));
     }
     status.canary = serde_json::from_value(canary).unwrap();
-    c
+    controller_wrote(c, GateView::NotConfigured, &[])
 }
 
 #[test]
-fn a_soaking_canary_says_how_long_is_left_and_is_progress_not_a_problem() {
+fn a_soaking_canary_is_progress_not_a_problem() {
     let c = canary("Soaking", 2);
     let p = pool_why(&c);
-    let soaking = "canary soaking (UpToDate/Canary): its 1 node(s) run 222222222222 and are watched; the rest of the pool goes on at 2026-03-02T12:08:00Z (in 8m) if they stay healthy and no alert gate closes (a problem meanwhile starts the soak again)";
+    let soaking = "canary: 1 nodes run the target, soaking for 600s; the rest of the pool waits (gate CanarySoaking: no new reboot slot, on purpose)";
     assert!(p.progressing.iter().any(|t| t == soaking), "{p:?}");
-    // The budget is full (w2 reboots), but the canary is what w3 waits for too.
     let w3 = why_node(&c, "w3");
     assert!(
-        has(&w3.progressing, "waiting for a reboot slot: canary soaking"),
+        has(
+            &w3.progressing,
+            &format!("waiting for a reboot slot: {soaking}")
+        ),
         "{w3:?}"
     );
     assert!(!has(&w3.blocked, "canary"), "{w3:?}");
     assert_eq!(pool_state(&c.pools[0].typed), "canary:soaking");
 
+    // The soak is over: the controller says the canary is complete; the rest goes on.
     let over = canary("Soaking", 11);
-    assert!(has(
-        &pool_why(&over).progressing,
-        "the soak is over; the controller lets the rest of the pool go on at its next plan"
-    ));
-
-    let updating = canary("Updating", 0);
-    assert!(has(
-        &pool_why(&updating).progressing,
-        "canary updating (UpToDate/Canary): 1 node(s) go first to 222222222222; the rest of the pool waits until they run it and stay healthy for the 600 s soak"
-    ));
-    assert_eq!(pool_state(&updating.pools[0].typed), "canary:updating");
+    assert!(!has(&pool_why(&over).progressing, "soaking for"));
+    assert_eq!(pool_state(&over.pools[0].typed), "RollingOut");
 
     let complete = canary("Complete", 20);
     assert!(!has(&pool_why(&complete).progressing, "canary"));
-    // A canary of an older target is not this rollout's.
-    let mut old = canary("Soaking", 2);
-    old.pools[0]
-        .typed
-        .status
-        .as_mut()
-        .unwrap()
-        .canary
-        .as_mut()
-        .unwrap()
-        .digest = digest('1');
-    assert!(!has(&pool_why(&old).progressing, "canary"));
 }
 
 #[test]
 fn waiting_for_pools_names_each_pool_and_why() {
     let rollout = json!({"maxUnavailable": 1, "after": ["infra", "db", "edge"]});
-    let mut c = workers(rollout, up_to_date("WaitingForPools"));
+    let mut c = workers(rollout, in_progress());
     let done = json!([cond("UpToDate", "True", "AllUpdated", "", 5)]);
     c.pools.push(pool(
         "edge",
@@ -192,53 +143,50 @@ fn waiting_for_pools_names_each_pool_and_why() {
         json!({}),
         pool_status('2', [2, 1, 1, 0], rolling),
     ));
-    let p = pool_why(&c);
-    assert!(
-        p.blocked.iter().any(|t| t
-            == "waiting for the pools in spec.rollout.after (UpToDate/WaitingForPools): bootcnodepool/infra is not up to date (RollingOut); bootcnodepool/db does not exist; staging goes on meanwhile"),
-        "{p:?}"
-    );
+    let planned = controller_wrote(c.clone(), GateView::NotConfigured, &[]);
+    let p = pool_why(&planned);
+    let waiting = "waiting for other pools: pool infra is not up to date; pool db does not exist (gate WaitingForPools: no new reboot slot, on purpose)";
+    assert!(p.blocked.iter().any(|t| t == waiting), "{p:?}");
     assert!(has(
-        &why_node(&c, "w3").blocked,
-        "waiting for a reboot slot: waiting for the pools in spec.rollout.after"
+        &why_node(&planned, "w3").blocked,
+        &format!("waiting for a reboot slot: {waiting}")
     ));
-    assert_eq!(pool_state(&c.pools[0].typed), "WaitingForPools");
+    assert_eq!(pool_state(&planned.pools[0].typed), "WaitingForPools");
     // A halted pool is named as halted; once every pool is there, nothing is said.
     let halted = json!([cond("Degraded", "True", "RolloutHalted", "", 5)]);
     c.pools[2] = pool("infra", json!({}), pool_status('2', [2, 1, 1, 1], halted));
-    assert!(has(
-        &pool_why(&c).blocked,
-        "bootcnodepool/infra is halted (Degraded/RolloutHalted)"
-    ));
+    let planned = controller_wrote(c.clone(), GateView::NotConfigured, &[]);
+    assert!(has(&pool_why(&planned).blocked, "pool infra is halted"));
     c.pools[0].typed.spec.rollout.after = vec!["edge".into()];
-    assert!(!has(&pool_why(&c).blocked, "spec.rollout.after"));
+    let planned = controller_wrote(c, GateView::NotConfigured, &[]);
+    assert!(!has(&pool_why(&planned).blocked, "other pools"));
 }
 
 #[test]
-fn an_ordering_cycle_is_a_gate_with_its_path() {
-    let conditions = json!([
-        cond("UpToDate", "False", "RolloutInProgress", "", 5),
-        cond(
-            "Degraded",
-            "True",
-            "OrderingCycle",
-            "workers waits on itself: workers -> infra -> workers",
-            5
-        ),
-    ]);
-    let c = workers(json!({"maxUnavailable": 1, "after": ["infra"]}), conditions);
+fn an_ordering_cycle_is_said_once_with_its_path() {
+    let mut c = workers(
+        json!({"maxUnavailable": 1, "after": ["infra"]}),
+        in_progress(),
+    );
+    let mut infra = pool("infra", json!({}), serde_json::Value::Null);
+    infra.typed.spec.rollout.after = vec!["workers".into()];
+    c.pools.push(infra);
+    let c = controller_wrote(c, GateView::NotConfigured, &[]);
     let p = pool_why(&c);
-    let cycle = "ordering cycle: spec.rollout.after waits, through other pools, on this pool itself, so nothing is approved; take a name out of one pool's spec.rollout.after (Degraded/OrderingCycle): workers waits on itself: workers -> infra -> workers";
+    let cycle = "ordering cycle: spec.rollout.after waits, through other pools, on this pool itself, so nothing is approved; take a name out of one pool's spec.rollout.after (Degraded/OrderingCycle): rollout.after forms a cycle (workers -> infra -> workers); no reboots are approved until it is broken";
     assert_eq!(
         p.blocked
             .iter()
-            .filter(|t| t.contains("ordering cycle"))
+            .filter(|t| t.contains("forms a cycle"))
             .count(),
         1,
         "{p:?}"
     );
     assert!(p.blocked.iter().any(|t| t == cycle), "{p:?}");
-    assert!(has(&why_node(&c, "w3").blocked, cycle));
+    assert!(has(
+        &why_node(&c, "w3").blocked,
+        "rollout.after forms a cycle (workers -> infra -> workers)"
+    ));
 }
 
 #[test]
@@ -322,32 +270,20 @@ fn cordon(c: &mut Cluster, i: usize) {
 fn a_node_someone_else_cordoned_is_left_alone_while_the_pool_respects_cordons() {
     let mut c = workers(json!({"maxUnavailable": 2}), in_progress());
     cordon(&mut c, 2);
-    let status = c.pools[0].typed.status.as_mut().unwrap();
-    status.cordoned_count = 1;
-    status.held_count = 1;
-    let w3 = why_node(&c, "w3");
-    let text = "cordoned by someone else: the Node is unschedulable and bootcnodepool/workers respects cordons (spec.disruption.respectCordon), so it may stage but gets no reboot slot until it is uncordoned (`kubectl uncordon w3`)";
-    assert!(w3.blocked.iter().any(|t| t == text), "{w3:?}");
+    let planned = controller_wrote(c.clone(), GateView::NotConfigured, &[]);
+    let text = "cordoned by someone else: w3; uncordon them (or set disruption.respectCordon to false) to update them (gate CordonedByOthers: no new reboot slot, on purpose); `kubectl uncordon w3`";
+    let w3 = why_node(&planned, "w3");
+    assert!(has(&w3.blocked, text), "{w3:?}");
     assert!(
-        pool_why(&c)
-            .blocked
-            .iter()
-            .any(|t| *t == format!("node w3: {text}")),
+        pool_why(&planned).blocked.iter().any(|t| t == text),
         "{:?}",
-        pool_why(&c)
+        pool_why(&planned)
     );
-    assert_eq!(
-        pool_state(&c.pools[0].typed),
-        "RollingOut,held:1,cordoned:1"
-    );
-    // The controller's own cordon comes with a slot; a node on the target is done; a
-    // pool that does not respect cordons updates it anyway.
-    cordon(&mut c, 1);
-    assert!(!has(&why_node(&c, "w2").blocked, "cordoned"));
-    cordon(&mut c, 0);
-    assert!(!has(&why_node(&c, "w1").blocked, "cordoned"));
+    assert_eq!(pool_state(&planned.pools[0].typed), "RollingOut,cordoned:1");
+    // A pool that does not respect cordons updates it anyway.
     c.pools[0].typed.spec.disruption.respect_cordon = false;
-    assert!(!has(&why_node(&c, "w3").blocked, "cordoned"));
+    let planned = controller_wrote(c, GateView::NotConfigured, &[]);
+    assert!(!has(&why_node(&planned, "w3").blocked, "cordoned"));
 }
 
 #[test]

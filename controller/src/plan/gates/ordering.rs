@@ -6,9 +6,38 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bootc_crds::conditions::{self, pool_degraded, up_to_date};
-use bootc_crds::pool::BootcNodePool;
+use bootc_crds::pool::{BootcNodePool, GatePhase, GateReason};
 
-use super::world::{PoolSummary, Snapshot};
+use super::super::world::{PoolSummary, Snapshot};
+use super::{Facts, Judgement, Verdict};
+
+/// Closed while a pool named in `after` is not up to date or is halted (on purpose:
+/// staging goes on), and on a cycle (a problem, said in the `Degraded` condition).
+pub(super) fn check(facts: &Facts<'_>, _: &mut Judgement) -> Option<Verdict> {
+    let (reason, message, deliberate) = match wait(facts.snap) {
+        Wait::Clear => return None,
+        Wait::Pools(why) => (
+            GateReason::WaitingForPools,
+            format!("waiting for other pools: {}", super::super::list(&why)),
+            true,
+        ),
+        Wait::Cycle(path) => (
+            GateReason::OrderingCycle,
+            format!(
+                "rollout.after forms a cycle ({}); no reboots are approved until it is broken",
+                path.join(" -> ")
+            ),
+            false,
+        ),
+    };
+    let verdict =
+        Verdict::pool(reason, GatePhase::Slots, message).up_to_date(up_to_date::WAITING_FOR_POOLS);
+    Some(if deliberate {
+        verdict.deliberate()
+    } else {
+        verdict
+    })
+}
 
 /// What `after` needs of a pool: its own `after`, and whether its status, for its current
 /// generation, says every node runs its target and its rollout is not halted.

@@ -1,0 +1,61 @@
+//! The reboot budget (`spec.rollout.maxUnavailable`): every slot in use (slot holders,
+//! and members without a slot that are NotReady) while staged nodes wait for one that no
+//! other gate holds back. Not deliberate: a budget that stays full is a stall.
+
+use bootc_crds::pool::{GatePhase, GateReason};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
+
+use super::super::world::NodeView;
+use super::{Facts, Judgement, Verdict};
+
+pub(super) fn check(facts: &Facts<'_>, j: &mut Judgement) -> Option<Verdict> {
+    if !facts.candidates.iter().any(|c| !j.holds_back(&c.name)) {
+        return None;
+    }
+    let rollout = &facts.snap.pool.spec.rollout;
+    let budget = j.read(super::super::limits::budget(rollout, facts.members.len()));
+    if facts.taken < budget {
+        return None;
+    }
+    let max = match &rollout.max_unavailable {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => s.clone(),
+    };
+    let holds = |v: &NodeView| {
+        v.bootc
+            .as_ref()
+            .is_some_and(|b| b.annotations().contains_key(REBOOT_SLOT_ANNOTATION))
+    };
+    let holding: Vec<String> = facts
+        .members
+        .iter()
+        .filter(|v| holds(v))
+        .map(|v| v.name.clone())
+        .collect();
+    let not_ready: Vec<String> = facts
+        .members
+        .iter()
+        .filter(|v| !holds(v) && v.node.as_ref().is_some_and(|n| !n.ready))
+        .map(|v| v.name.clone())
+        .collect();
+    let mut message = format!(
+        "reboot budget full: {}/{budget} slots in use (maxUnavailable {max})",
+        facts.taken
+    );
+    if !holding.is_empty() {
+        message.push_str(&format!(": held by {}", super::super::list(&holding)));
+    }
+    if !not_ready.is_empty() {
+        message.push_str(&format!(
+            "; NotReady nodes count too: {}",
+            super::super::list(&not_ready)
+        ));
+    }
+    Some(Verdict::pool(
+        GateReason::BudgetFull,
+        GatePhase::Slots,
+        message,
+    ))
+}

@@ -1,0 +1,34 @@
+//! Nodes someone else cordoned (`spec.disruption.respectCordon`, the default): such a
+//! member gets no slot while it is unschedulable (it may still stage), and the controller
+//! never uncordons it.
+
+use std::collections::BTreeSet;
+
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
+use bootc_crds::pool::GateReason;
+
+use super::super::actions::NodeState;
+use super::{Facts, Judgement, Verdict, named};
+
+pub(super) fn check(facts: &Facts<'_>, _: &mut Judgement) -> Option<Verdict> {
+    if !facts.snap.pool.spec.disruption.respect_cordon {
+        return None;
+    }
+    let nodes: BTreeSet<String> = facts
+        .members
+        .iter()
+        .filter(|v| v.node.as_ref().is_some_and(|n| n.unschedulable))
+        .filter(|v| {
+            v.bootc.as_ref().is_some_and(|b| {
+                !b.deleting() && !b.annotations().contains_key(REBOOT_SLOT_ANNOTATION)
+            })
+        })
+        .filter(|v| facts.states.get(&v.name) != Some(&NodeState::UpToDate))
+        .map(|v| v.name.clone())
+        .collect();
+    let message = format!(
+        "cordoned by someone else: {}; uncordon them (or set disruption.respectCordon to false) to update them",
+        named(&nodes)
+    );
+    Verdict::nodes(GateReason::CordonedByOthers, nodes, message)
+}

@@ -1,0 +1,133 @@
+//! The controller's own planner, run on a pool as the API holds it, for the tests of
+//! `status` and `why`: they read statuses the controller wrote, never hand-written ones.
+//! (Compiled into the unit tests and the command tests alike.)
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::{BootcNodePool, BootcNodePoolStatus};
+use bootc_pool_common::node::{node_ready, owner_pool};
+use bootc_pool_controller::plan::{
+    BootcView, DrainView, GateView, Lookup, NodeInfo, NodeView, PoolView, PullSecretView, Snapshot,
+    Target, ordering,
+};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+
+/// What the controller's caches hold, and its clock.
+pub struct World<'a> {
+    pub pools: &'a [BootcNodePool],
+    pub nodes: &'a [Node],
+    pub bootc_nodes: &'a [BootcNode],
+    pub now: DateTime<Utc>,
+}
+
+/// What else the controller's reconcile reads: the alert gate's answer and the drains.
+#[derive(Clone)]
+pub struct Answers<'a> {
+    pub gate: GateView,
+    pub drains: &'a [(&'a str, DrainView)],
+}
+
+impl Default for Answers<'_> {
+    fn default() -> Self {
+        Answers {
+            gate: GateView::NotConfigured,
+            drains: &[],
+        }
+    }
+}
+
+/// The status the controller plans for `pool` (one plan, from the status it has; its tag
+/// resolved to the target that status names).
+pub fn planned_status(
+    world: &World<'_>,
+    pool: &BootcNodePool,
+    answers: Answers<'_>,
+) -> BootcNodePoolStatus {
+    bootc_pool_controller::plan::plan(&snapshot(world, pool, answers)).status
+}
+
+/// What the controller's reconcile would read for `pool`.
+fn snapshot(world: &World<'_>, pool: &BootcNodePool, answers: Answers<'_>) -> Snapshot {
+    let name = pool.name_any();
+    let status = pool.status.clone();
+    let lookup = match status.as_ref().and_then(|s| s.target_image.as_deref()) {
+        Some(image) => Lookup::Resolved {
+            target: Target::from_ref(image).expect("a pinned target"),
+            version: status.as_ref().and_then(|s| s.target_version.clone()),
+            at: world.now,
+        },
+        None => Lookup::NotAsked,
+    };
+    let others = world.pools.iter().filter(|p| p.name_any() != name);
+    Snapshot {
+        pool: PoolView {
+            name: name.clone(),
+            generation: pool.metadata.generation,
+            spec: pool.spec.clone(),
+            status,
+            deleting: false,
+            finalized: true,
+        },
+        lookup,
+        pull_secret: PullSecretView::default(),
+        other_pools: others
+            .clone()
+            .map(|p| (p.name_any(), p.spec.node_selector.clone()))
+            .collect(),
+        pools: others
+            .map(|p| (p.name_any(), ordering::summary(p)))
+            .collect(),
+        gate: answers.gate,
+        nodes: members(world, pool),
+        drains: answers
+            .drains
+            .iter()
+            .map(|(n, d)| ((*n).to_owned(), d.clone()))
+            .collect(),
+        progress: None,
+        now: world.now,
+    }
+}
+
+/// The Nodes `pool` selects and the BootcNodes it owns.
+fn members(world: &World<'_>, pool: &BootcNodePool) -> Vec<NodeView> {
+    let name = pool.name_any();
+    let mut names: BTreeSet<String> = world
+        .nodes
+        .iter()
+        .filter(|n| bootc_crds::selector::matches(&pool.spec.node_selector, n.labels()))
+        .map(|n| n.name_any())
+        .collect();
+    names.extend(
+        world
+            .bootc_nodes
+            .iter()
+            .filter(|b| owner_pool(b).as_deref() == Some(name.as_str()))
+            .map(|b| b.name_any()),
+    );
+    names
+        .into_iter()
+        .map(|n| NodeView {
+            node: world
+                .nodes
+                .iter()
+                .find(|node| node.name_any() == n)
+                .map(|node| NodeInfo {
+                    ready: node_ready(node),
+                    unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true),
+                    node: Arc::new(node.clone()),
+                    ..NodeInfo::default()
+                }),
+            bootc: world
+                .bootc_nodes
+                .iter()
+                .find(|b| b.name_any() == n)
+                .map(|b| BootcView::new(Arc::new(b.clone()), owner_pool(b))),
+            name: n,
+        })
+        .collect()
+}
