@@ -1443,6 +1443,7 @@ fn a_kubelet_silent_since_the_reboot_runs_into_the_reboot_timeout() {
 
 mod admin_hold;
 mod batches;
+mod blocking_pods;
 mod fail_closed;
 mod mid_reboot;
 

@@ -68,6 +68,20 @@ pub struct NodeInfo {
     pub ready_since: Option<DateTime<Utc>>,
     /// When the kubelet last posted the `Ready` condition (`lastHeartbeatTime`).
     pub heartbeat: Option<DateTime<Utc>>,
+    /// The pods of `spec.disruption.blockingPods` running on the node.
+    pub blocking_pods: BlockingPods,
+}
+
+/// The pods that keep a node from rebooting (`spec.disruption.blockingPods`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BlockingPods {
+    /// None runs on the node (or the pool names none).
+    #[default]
+    None,
+    /// These run on it, as `namespace/name`.
+    Running(Vec<String>),
+    /// They could not be listed: why (the node counts as blocked).
+    Unknown(String),
 }
 
 impl NodeInfo {

@@ -1,20 +1,24 @@
 //! Reading the world for one plan: what the registry and the alert gate say, the pool's
 //! nodes from the caches (through the overlay), the drains, the other pools' selectors,
-//! and the progress the last plan left.
+//! the pods that block a reboot, and the progress the last plan left.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bootc_crds::node::BootcNode;
-use bootc_crds::pool::BootcNodePool;
+use bootc_crds::pool::{BlockingPodsSpec, BootcNodePool};
+use bootc_pool_common::error::error_chain;
 use bootc_pool_common::node::{node_ready, owner_pool, ready_condition};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kube::core::labels::Selector;
 use kube::runtime::reflector::ObjectRef;
 
 use super::cache::{lock, node_boot_id, node_unschedulable};
 use super::{Context, ReconcileError};
 use crate::drain::{DrainOutcome, DrainState};
+use crate::plan::world::BlockingPods;
 use crate::plan::{
     BootcView, DrainView, Lookup, NodeInfo, NodeView, PoolView, PullSecretView, Snapshot,
 };
@@ -31,11 +35,67 @@ impl Context {
     }
 
     /// Everything a plan of `pool` looks at: what the registry and the alert gate say,
-    /// and the caches.
+    /// the caches, and the pods that block a reboot.
     pub(super) async fn observe(&self, pool: &BootcNodePool) -> Result<Snapshot, ReconcileError> {
         let (lookup, pull_secret) = self.look_up(pool).await?;
         let gate = self.alert_gate(pool).await;
-        Ok(self.snapshot(pool, lookup, pull_secret, gate))
+        let mut snapshot = self.snapshot(pool, lookup, pull_secret, gate);
+        self.blocking_pods(&mut snapshot).await;
+        Ok(snapshot)
+    }
+
+    /// The pods of `spec.disruption.blockingPods` on each member's Node. Pods that cannot
+    /// be listed mark every member unknown, which holds them back.
+    async fn blocking_pods(&self, snap: &mut Snapshot) {
+        let Some(spec) = &snap.pool.spec.disruption.blocking_pods else {
+            return;
+        };
+        let found = self.list_blocking(spec).await;
+        for view in &mut snap.nodes {
+            let Some(info) = view.node.as_mut() else {
+                continue;
+            };
+            info.blocking_pods = match &found {
+                Ok(by_node) => {
+                    BlockingPods::Running(by_node.get(&view.name).cloned().unwrap_or_default())
+                }
+                Err(e) => BlockingPods::Unknown(e.clone()),
+            };
+        }
+    }
+
+    /// The pods `spec` selects that have not finished, as `namespace/name` by node: one
+    /// list by label selector, cluster-wide or per namespace named.
+    async fn list_blocking(
+        &self,
+        spec: &BlockingPodsSpec,
+    ) -> Result<BTreeMap<String, Vec<String>>, String> {
+        let selector = Selector::try_from(spec.selector.clone())
+            .map_err(|e| format!("spec.disruption.blockingPods.selector: {e}"))?;
+        let params = ListParams::default().labels_from(&selector);
+        let apis: Vec<Api<Pod>> = if spec.namespaces.is_empty() {
+            vec![Api::all(self.client.clone())]
+        } else {
+            spec.namespaces
+                .iter()
+                .map(|ns| Api::namespaced(self.client.clone(), ns))
+                .collect()
+        };
+        let mut by_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for api in apis {
+            let list = api.list(&params).await.map_err(|e| error_chain(&e))?;
+            for pod in list.items {
+                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+                if let Some(node) = node.filter(|_| !matches!(phase, Some("Succeeded" | "Failed")))
+                {
+                    let name =
+                        format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+                    by_node.entry(node).or_default().push(name);
+                }
+            }
+        }
+        Ok(by_node)
     }
 
     /// What the caches say, with what the registry and the alert gate said.
@@ -186,6 +246,7 @@ fn node_info(node: Arc<Node>) -> NodeInfo {
         heartbeat: ready
             .and_then(|c| c.last_heartbeat_time.as_ref())
             .and_then(bootc_crds::conditions::from_time),
+        blocking_pods: BlockingPods::None,
         node,
     }
 }

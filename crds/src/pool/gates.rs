@@ -1,8 +1,8 @@
 //! The parts of a pool's spec and status that gate a rollout on health: the alert gate,
 //! boot health units, the canary, what a failure does, the pools it follows, how nodes
-//! are disrupted, and the gates' verdicts.
+//! are disrupted (with the pods that block a reboot), and the gates' verdicts.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -156,6 +156,42 @@ pub struct DisruptionSpec {
     /// controller. False: such a node is updated too, and stays cordoned afterwards.
     #[serde(default = "default_true")]
     pub respect_cordon: bool,
+
+    /// Pods that keep a node from rebooting, as kured's `--blocking-pod-selector`: while
+    /// a pod these select runs on a node, the node is given no reboot slot (it may still
+    /// stage; one that holds a slot already goes on). The gate names the pods in the
+    /// pool's status.gates. A selector the API refuses holds back every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking_pods: Option<BlockingPodsSpec>,
+}
+
+/// Which pods keep their node from rebooting.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockingPodsSpec {
+    /// The pods' labels (matchLabels and matchExpressions, as a Deployment's selector).
+    #[schemars(transform = crate::bounds::label_selector)]
+    pub selector: LabelSelector,
+
+    /// Only pods in these namespaces block; empty: pods in every namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_BLOCKING_NAMESPACES),
+        extend("x-kubernetes-list-type" = "set"),
+        transform = namespace_items
+    )]
+    pub namespaces: Vec<String>,
+}
+
+/// Most namespaces in `blockingPods.namespaces`.
+pub const MAX_BLOCKING_NAMESPACES: usize = 32;
+
+/// Bounds of each namespace name.
+fn namespace_items(schema: &mut schemars::Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(|i| i.as_object_mut()) {
+        items.insert("minLength".into(), 1.into());
+        items.insert("maxLength".into(), 63.into());
+    }
 }
 
 impl Default for DisruptionSpec {
@@ -164,6 +200,7 @@ impl Default for DisruptionSpec {
             reboot_policy: super::RebootPolicy::default(),
             drain: super::DrainSpec::default(),
             respect_cordon: true,
+            blocking_pods: None,
         }
     }
 }
@@ -192,7 +229,7 @@ pub struct GateVerdict {
     #[schemars(length(max = VERDICT_MESSAGE_MAX_LEN))]
     pub message: String,
 
-    /// The wait is on purpose (a pause, a window, a soak, a hold): it
+    /// The wait is on purpose (a pause, a window, a soak, a hold, a blocking pod): it
     /// never counts as a stall.
     pub deliberate: bool,
 
@@ -253,6 +290,8 @@ pub enum GateReason {
     CanarySoaking,
     /// The target failed and the pool ran no other image before.
     NothingToRollBackTo,
+    /// Pods matching spec.disruption.blockingPods run on the nodes named.
+    BlockingPods,
     /// An admin holds the nodes named (label node.bootc.dev/hold=true).
     Held,
     /// Someone else cordoned the nodes named (spec.disruption.respectCordon).

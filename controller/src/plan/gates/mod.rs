@@ -25,6 +25,7 @@ use super::target::Target;
 use super::world::{NodeView, Snapshot};
 
 mod alert;
+mod blocking_pods;
 mod budget;
 mod canary;
 mod cordon;
@@ -39,7 +40,7 @@ mod window;
 type Check = fn(&Facts<'_>, &mut Judgement) -> Option<Verdict>;
 
 /// Every gate, in order of precedence.
-const GATES: [Check; 10] = [
+const GATES: [Check; 11] = [
     pause::check,
     window::check,
     halt::check,
@@ -47,6 +48,7 @@ const GATES: [Check; 10] = [
     ordering::check,
     canary::check,
     rollback::check,
+    blocking_pods::check,
     hold::check,
     cordon::check,
     budget::check,
