@@ -22,19 +22,21 @@ use super::*;
 
 mod gates;
 
+pub(super) use gates::history;
+
 const POOL: &str = "workers";
 
-fn digest(c: char) -> Digest {
+pub(super) fn digest(c: char) -> Digest {
     format!("sha256:{}", c.to_string().repeat(64))
         .parse()
         .unwrap()
 }
 
-fn pin(c: char) -> String {
+pub(super) fn pin(c: char) -> String {
     format!("quay.io/os/node@{}", digest(c))
 }
 
-fn now() -> DateTime<Utc> {
+pub(super) fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
 }
 
@@ -273,6 +275,20 @@ fn event_reasons(plan: &Plan) -> Vec<&'static str> {
             _ => None,
         })
         .collect()
+}
+
+/// The spec of the BootcNode the plan creates or updates for `name` (its first such
+/// write).
+fn written<'a>(plan: &'a Plan, name: &str) -> &'a BootcNodeSpec {
+    plan.actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Create { node, spec } | Action::Update { node, spec, .. } if node == name => {
+                Some(spec)
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no write of {name}: {:?}", plan.actions))
 }
 
 fn actions_for<'a>(plan: &'a Plan, name: &str) -> Vec<&'a Action> {
@@ -927,12 +943,7 @@ fn the_pull_secret_hash_reaches_every_bootc_node_and_a_resolution_error_keeps_th
         retry_after: Duration::from_secs(30),
     };
     let plan = super::plan(&snap);
-    let Some(Action::Create { spec, .. }) = actions_for(&plan, "n1")
-        .into_iter()
-        .find(|a| matches!(a, Action::Create { .. }))
-    else {
-        panic!("{:?}", plan.actions)
-    };
+    let spec = written(&plan, "n1");
     assert_eq!(spec.pull_secret_hash.as_deref(), Some("sha256:abc"));
     let n2 = actions_for(&plan, "n2");
     let updates: Vec<_> = n2
@@ -973,12 +984,7 @@ fn a_pull_secret_the_controller_may_not_read_degrades_the_pool_below_graver_reas
     );
     assert_eq!(d.message, not_allowed);
     // The members name no Secret: nothing of it reaches them.
-    let Some(Action::Create { spec: created, .. }) = actions_for(&plan, "n1")
-        .into_iter()
-        .find(|a| matches!(a, Action::Create { .. }))
-    else {
-        panic!("{:?}", plan.actions)
-    };
+    let created = written(&plan, "n1");
     assert_eq!(created.pull_secret_ref, None);
     assert_eq!(created.pull_secret_hash, None);
 
@@ -1096,100 +1102,77 @@ impl ForTests for BootcNodePoolSpec {
 
 #[test]
 fn max_staging_holds_nodes_back_with_their_desired_image_unchanged() {
-    // Target moves from 'a'-ish to 'c': six nodes booted on 'b' (desired 'b'), none has
-    // 'c'. maxStaging 2: two are retargeted, four keep desiredImage 'b'.
+    // Target moves to 'c': six nodes booted on 'b' (desired 'b'), none has 'c'.
+    // maxStaging 2: a node that would start pulling waits, its desiredImage unchanged.
     let mut spec = pool_spec(IntOrString::Int(1));
     spec.rollout.max_staging = Some(IntOrString::Int(2));
-    let idle_on_b = |name| {
+    let on = |name, desired, booted, staged, idle| {
         node(name).with(
-            'b',
+            desired,
             DesiredImageState::Staged,
-            agent('b', None, "Idle", None),
+            agent(booted, staged, idle, None),
         )
     };
-    let nodes = [
-        idle_on_b("n1"),
-        idle_on_b("n2"),
-        idle_on_b("n3"),
-        idle_on_b("n4"),
-        idle_on_b("n5"),
-        idle_on_b("n6"),
-    ];
-    let mut snap = snapshot(spec.clone(), &nodes);
-    snap.pool.spec.image.r#ref = pin('c');
-    let plan = super::plan(&snap);
-    let retargeted: Vec<&str> = plan
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Update { node, spec, .. } if spec.desired_image == pin('c') => {
-                Some(node.as_str())
-            }
-            _ => None,
-        })
-        .collect();
-    assert_eq!(retargeted, vec!["n1", "n2"]);
-    assert!(
-        !plan
-            .actions
-            .iter()
-            .any(|a| matches!(a, Action::Update { node, .. } if node == "n3")),
-        "n3 waits untouched"
-    );
-
-    // Next plan: n1 and n2 are pulling (desired 'c', not staged yet): still no place.
-    let pulling = |name| {
-        node(name).with(
-            'c',
-            DesiredImageState::Staged,
-            agent('b', None, "Staging", None),
-        )
-    };
-    let nodes = [
-        pulling("n1"),
-        pulling("n2"),
-        idle_on_b("n3"),
-        idle_on_b("n4"),
-        idle_on_b("n5"),
-        idle_on_b("n6"),
-    ];
-    let mut snap = snapshot(spec.clone(), &nodes);
-    snap.pool.spec.image.r#ref = pin('c');
-    let plan = super::plan(&snap);
-    assert!(
-        !plan
-            .actions
-            .iter()
-            .any(|a| matches!(a, Action::Update { .. })),
-        "{:?}",
-        plan.actions
-    );
-
-    // n1 staged: one place frees, n3 goes.
-    let nodes = [
-        node("n1").with(
-            'c',
-            DesiredImageState::Staged,
-            agent('b', Some('c'), "Staged", None),
+    let idle_on_b = |name| on(name, 'b', 'b', None, "Idle");
+    let pulling = |name| on(name, 'c', 'b', None, "Staging");
+    let steps = [
+        // Two are retargeted, the other four wait untouched.
+        (
+            vec![
+                idle_on_b("n1"),
+                idle_on_b("n2"),
+                idle_on_b("n3"),
+                idle_on_b("n4"),
+                idle_on_b("n5"),
+                idle_on_b("n6"),
+            ],
+            vec!["n1", "n2"],
         ),
-        pulling("n2"),
-        idle_on_b("n3"),
-        idle_on_b("n4"),
+        // Next plan: n1 and n2 are pulling (desired 'c', not staged yet): still no place.
+        (
+            vec![
+                pulling("n1"),
+                pulling("n2"),
+                idle_on_b("n3"),
+                idle_on_b("n4"),
+                idle_on_b("n5"),
+                idle_on_b("n6"),
+            ],
+            vec![],
+        ),
+        // n1 staged: one place frees, n3 goes.
+        (
+            vec![
+                on("n1", 'c', 'b', Some('c'), "Staged"),
+                pulling("n2"),
+                idle_on_b("n3"),
+                idle_on_b("n4"),
+            ],
+            vec!["n3"],
+        ),
     ];
-    let mut snap = snapshot(spec, &nodes);
-    snap.pool.spec.image.r#ref = pin('c');
-    let plan = super::plan(&snap);
-    let retargeted: Vec<&str> = plan
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Update { node, spec, .. } if spec.desired_image == pin('c') && node != "n1" => {
-                Some(node.as_str())
+    for (step, (nodes, retargeted)) in steps.into_iter().enumerate() {
+        let mut snap = snapshot(spec.clone(), &nodes);
+        snap.pool.spec.image.r#ref = pin('c');
+        let plan = super::plan(&snap);
+        // Every write but a slot's grant is a retarget to 'c': nobody else is written.
+        let updated: Vec<&str> = plan
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Update {
+                    node, annotations, ..
+                } if !annotations.contains_key(REBOOT_SLOT_ANNOTATION) => Some(node.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(updated, retargeted, "step {step}: {:?}", plan.actions);
+        for a in &plan.actions {
+            if let Action::Update { spec, .. } = a {
+                assert_eq!(spec.desired_image, pin('c'), "step {step}");
             }
-            _ => None,
-        })
-        .collect();
-    assert_eq!(retargeted, vec!["n3"]);
+        }
+    }
 }
 
 /// A window from 15:00 to 16:00 UTC every day: closed at `now()` (12:00).
@@ -1791,19 +1774,9 @@ fn the_signature_policy_reaches_every_bootc_node() {
     // n1 is new; n2 has a BootcNode (staged, written before the pool asked for Enforce).
     let snap = snapshot(spec, &[node("n1"), node("n2").staged()]);
     let plan = super::plan(&snap);
-    let Some(Action::Create { spec: created, .. }) = actions_for(&plan, "n1")
-        .into_iter()
-        .find(|a| matches!(a, Action::Create { .. }))
-    else {
-        panic!("{:?}", plan.actions)
-    };
+    let created = written(&plan, "n1");
     assert_eq!(created.signature_policy, SignaturePolicy::Enforce);
-    let Some(Action::Update { spec: updated, .. }) = actions_for(&plan, "n2")
-        .into_iter()
-        .find(|a| matches!(a, Action::Update { .. }))
-    else {
-        panic!("{:?}", plan.actions)
-    };
+    let updated = written(&plan, "n2");
     assert_eq!(updated.signature_policy, SignaturePolicy::Enforce);
     assert_eq!(updated.desired_image, pin('b'), "the target is kept");
 
@@ -1815,12 +1788,7 @@ fn the_signature_policy_reaches_every_bootc_node() {
     );
     bootc_mut(&mut snap.nodes[0].bootc).spec.signature_policy = SignaturePolicy::Enforce;
     let plan = super::plan(&snap);
-    let Some(Action::Update { spec: updated, .. }) = actions_for(&plan, "n2")
-        .into_iter()
-        .find(|a| matches!(a, Action::Update { .. }))
-    else {
-        panic!("{:?}", plan.actions)
-    };
+    let updated = written(&plan, "n2");
     assert_eq!(updated.signature_policy, SignaturePolicy::Default);
 }
 

@@ -6,36 +6,22 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bootc_crds::MANAGED_LABEL;
 use bootc_crds::conditions::to_time;
 use bootc_crds::node::{
     BootcNode, BootcNodeSpec, BootcNodeStatus, BootedImage, DesiredImageState, ImageStatus,
     StagedImage,
 };
 use bootc_crds::pool::{BootcNodePool, BootcNodePoolSpec, DeployHistoryEntry, HistoryOrigin};
-use bootc_crds::{Digest, MANAGED_LABEL};
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 
+use crate::plan::tests::{digest, history, now, pin};
 use crate::plan::world::{
     BootcView, GateView, Lookup, NodeInfo, NodeView, PoolView, PullSecretView, Snapshot,
 };
 use crate::plan::{Action, Plan, Target};
 
-const REPO: &str = "quay.io/os/node";
 const FOREIGN: &str = "evil.example/os";
-
-fn digest(c: char) -> Digest {
-    format!("sha256:{}", c.to_string().repeat(64))
-        .parse()
-        .unwrap()
-}
-
-fn pin(c: char) -> String {
-    format!("{REPO}@{}", digest(c))
-}
-
-fn now() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
-}
 
 /// Pool `workers` on `b`, one reboot at a time, `onFailure: Rollback`.
 fn spec() -> BootcNodePoolSpec {
@@ -101,23 +87,6 @@ fn member(name: &str, booted: ImageStatus, since: DateTime<Utc>, staged: bool) -
             ..NodeInfo::with_labels(labels)
         }),
         bootc: Some(BootcView::new(Arc::new(object), Some("workers".to_owned()))),
-    }
-}
-
-fn entry(c: char, count: i32, minutes_ago: i64) -> DeployHistoryEntry {
-    let t = to_time(now() - chrono::Duration::minutes(minutes_ago)).unwrap();
-    DeployHistoryEntry {
-        digest: digest(c).to_string(),
-        image: pin(c),
-        version: Some(format!("v-{c}")),
-        node_count: count,
-        first_deployed: t.clone(),
-        last_deployed: t,
-        origin: HistoryOrigin::Targeted,
-        failed: false,
-        failed_reason: None,
-        failed_time: None,
-        failed_generation: None,
     }
 }
 
@@ -195,7 +164,7 @@ fn failed_b(snap: &Snapshot) -> Snapshot {
 
 #[test]
 fn a_lying_node_is_audited_but_steers_nothing() {
-    let history = vec![entry('a', 4, 24 * 60)];
+    let history = vec![history('a', 4, 24 * 60)];
     let honest = crate::plan::plan(&snapshot(false, history.clone()));
     let lying = crate::plan::plan(&snapshot(true, history));
 
@@ -253,7 +222,7 @@ fn a_lying_node_is_audited_but_steers_nothing() {
 #[test]
 fn with_only_the_lie_to_go_back_to_the_pool_rolls_back_to_nothing() {
     // The history the pool had before: only what nodes reported, none of it targeted.
-    let mut observed = entry('a', 4, 24 * 60);
+    let mut observed = history('a', 4, 24 * 60);
     observed.origin = HistoryOrigin::Observed;
     let honest = crate::plan::plan(&failed_b(&snapshot(false, vec![observed.clone()])));
     let first = crate::plan::plan(&snapshot(true, vec![observed]));

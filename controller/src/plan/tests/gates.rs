@@ -27,6 +27,42 @@ fn gated(fail_closed: bool) -> BootcNodePoolSpec {
 }
 
 #[test]
+fn the_alert_gate_url_shows_without_credentials_or_query() {
+    let mut spec = gated(true);
+    let alerts = spec.health.as_mut().unwrap().alerts.as_mut().unwrap();
+    alerts.url = "http://alice:s3cret@am.test:9093/?token=t0ken".into();
+    let cases = [
+        (
+            GateView::Firing {
+                alerts: vec!["NodeTrouble{severity=\"critical\"}".into()],
+                count: 1,
+                checked: now() - chrono::Duration::minutes(1),
+            },
+            "1 matching alerts fire at http://am.test:9093/: NodeTrouble{severity=\"critical\"}",
+        ),
+        (
+            GateView::NotConfigured,
+            "http://am.test:9093/ has not been asked yet",
+        ),
+    ];
+    for (gate, said) in cases {
+        let mut snap = snapshot(spec.clone(), &[node("n1").staged()]);
+        snap.gate = gate;
+        let plan = super::plan(&snap);
+        // Not in the status, its conditions, nor any action (Events included).
+        let everything = format!("{plan:?}");
+        for secret in ["alice", "s3cret", "t0ken"] {
+            assert!(
+                !everything.contains(secret),
+                "{secret:?} shows: {everything}"
+            );
+        }
+        let message = plan.status.alert_gate.and_then(|g| g.message);
+        assert_eq!(message.as_deref(), Some(said));
+    }
+}
+
+#[test]
 fn the_alert_gate_closes_on_firing_alerts_and_when_it_cannot_be_asked() {
     let nodes = [node("n1").staged(), node("n2").staged()];
     let cases = [
@@ -518,7 +554,7 @@ fn a_node_back_counts_healthy_only_with_its_units_active() {
     assert!(plan.requeue_after.unwrap() <= Duration::from_secs(92));
 }
 
-fn history(c: char, count: i32, minutes_ago: i64) -> DeployHistoryEntry {
+pub(crate) fn history(c: char, count: i32, minutes_ago: i64) -> DeployHistoryEntry {
     let t = to_time(now() - chrono::Duration::minutes(minutes_ago)).unwrap();
     DeployHistoryEntry {
         digest: digest(c).to_string(),
