@@ -3,55 +3,22 @@ use serde_json::json;
 use super::*;
 use crate::tests::fixtures::*;
 
+/// `workers` with two slots, w2 (rebooting) NotReady, w3 staged for two hours.
 fn rolling_cluster() -> Cluster {
-    let conditions = json!([
-        cond(
-            "UpToDate",
-            "False",
-            "RolloutInProgress",
-            "1/3 updated; 1 staged, 1 rebooting",
-            5
-        ),
-        cond("Degraded", "False", "Healthy", "", 60),
-        cond("Progressing", "True", "Advancing", "", 5),
-    ]);
-    let p = pool(
+    let mut c = workers(json!({"maxUnavailable": 2}), in_progress());
+    let status = c.pools[0].typed.status.as_mut().unwrap();
+    status
+        .conditions
+        .push(serde_json::from_value(cond("Progressing", "True", "Advancing", "", 5)).unwrap());
+    c.nodes[1] = node("w2", false, json!({"pool": "workers"}));
+    c.bootc_nodes[2] = bootc(
+        "w3",
         "workers",
-        json!({"maxUnavailable": 2}),
-        pool_status('2', [3, 1, 1, 0], conditions),
+        '2',
+        json!({}),
+        agent('1', '2', "Staged", 125, &[]),
     );
-    let slot = json!({"node.bootc.dev/reboot-slot": ago(3)});
-    cluster(
-        vec![p],
-        vec![
-            bootc(
-                "w1",
-                "workers",
-                '2',
-                json!({}),
-                agent('2', ' ', "Idle", 30, &[]),
-            ),
-            bootc(
-                "w2",
-                "workers",
-                '2',
-                slot,
-                agent('1', '2', "Rebooting", 3, &[]),
-            ),
-            bootc(
-                "w3",
-                "workers",
-                '2',
-                json!({}),
-                agent('1', '2', "Staged", 125, &[]),
-            ),
-        ],
-        vec![
-            node("w1", true, json!({"pool": "workers"})),
-            node("w2", false, json!({"pool": "workers"})),
-            node("w3", true, json!({"pool": "workers"})),
-        ],
-    )
+    c
 }
 
 #[test]

@@ -156,6 +156,63 @@ pub fn cluster(
     }
 }
 
+/// `UpToDate=False/RolloutInProgress` (1/3 updated), `Degraded=False/Healthy`.
+pub fn in_progress() -> Value {
+    json!([
+        cond(
+            "UpToDate",
+            "False",
+            "RolloutInProgress",
+            "1/3 updated; 1 staged, 1 rebooting",
+            5
+        ),
+        cond("Degraded", "False", "Healthy", "", 60),
+    ])
+}
+
+/// Pool `workers` (target 2, `rollout`, `conditions`): w1 on the target, w2 holding a
+/// slot and rebooting, w3 staged without a slot.
+pub fn workers(rollout: Value, conditions: Value) -> Cluster {
+    let p = pool(
+        "workers",
+        rollout,
+        pool_status('2', [3, 1, 1, 0], conditions),
+    );
+    let slot = json!({"node.bootc.dev/reboot-slot": ago(3)});
+    let labels = json!({"pool": "workers"});
+    cluster(
+        vec![p],
+        vec![
+            bootc(
+                "w1",
+                "workers",
+                '2',
+                json!({}),
+                agent('2', ' ', "Idle", 30, &[]),
+            ),
+            bootc(
+                "w2",
+                "workers",
+                '2',
+                slot,
+                agent('1', '2', "Rebooting", 3, &[]),
+            ),
+            bootc(
+                "w3",
+                "workers",
+                '2',
+                json!({}),
+                agent('1', '2', "Staged", 10, &[]),
+            ),
+        ],
+        vec![
+            node("w1", true, labels.clone()),
+            node("w2", true, labels.clone()),
+            node("w3", true, labels),
+        ],
+    )
+}
+
 /// `c` with each pool's status as the controller writes it: its own planner, run once on
 /// the cluster's objects at `c.now` as its reconcile would see them, from the status
 /// given, with the alert gate answering `gate` and the drains in `drains`.

@@ -129,19 +129,22 @@ fn agent_findings(cluster: &Cluster, bootc: &BootcNode, why: &mut Why) {
     }
 }
 
+/// `drain blocked for 2m: …`, when the node's drain is held up.
+pub(super) fn drain_blocked(cluster: &Cluster, bootc: &BootcNode) -> Option<String> {
+    let blocked = bootc.status.as_ref()?.drain_blocked.as_ref()?;
+    let since = blocked
+        .since
+        .as_ref()
+        .and_then(from_time)
+        .map(|t| format!(" for {}", age(t, cluster.now)))
+        .unwrap_or_default();
+    Some(format!("drain blocked{since}: {}", blocked.message))
+}
+
 /// A drain held up, or one that timed out.
 fn drain_findings(cluster: &Cluster, bootc: &BootcNode, why: &mut Why) {
     let name = bootc.name_any();
-    if let Some(blocked) = bootc.status.as_ref().and_then(|s| s.drain_blocked.as_ref()) {
-        let since = blocked
-            .since
-            .as_ref()
-            .and_then(from_time)
-            .map(|t| format!(" for {}", age(t, cluster.now)))
-            .unwrap_or_default();
-        why.blocked
-            .push(format!("drain blocked{since}: {}", blocked.message));
-    }
+    why.blocked.extend(drain_blocked(cluster, bootc));
     if let Some(digest) = bootc.annotations().get(DRAIN_FAILED_ANNOTATION) {
         why.blocked.push(format!(
             "its drain for {digest} timed out (annotation {DRAIN_FAILED_ANNOTATION}); it gets no reboot slot for that digest until the annotation is removed: `kubectl annotate bootcnode {name} {DRAIN_FAILED_ANNOTATION}-`"

@@ -1,7 +1,7 @@
 //! Why a pool is not progressing.
 
 use bootc_crds::DRAIN_FAILED_ANNOTATION;
-use bootc_crds::conditions::{self, from_time, progressing, up_to_date};
+use bootc_crds::conditions::{self, progressing, up_to_date};
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use kube::ResourceExt;
@@ -10,7 +10,6 @@ use super::Why;
 use super::gates::{degraded, describe, is_progress, said_by_degraded, verdicts};
 use super::problems;
 use crate::objects::{Cluster, condition};
-use crate::table::age;
 
 /// The pool's reasons: the controller's silence, a `Degraded` reason, the gates of its
 /// staged nodes, and what holds up single nodes (drains, holds, a cordon by someone else,
@@ -109,19 +108,11 @@ fn gate_findings(cluster: &Cluster, pool: &BootcNodePool, why: &mut Why) {
 fn node_holdups(cluster: &Cluster, bootc: &BootcNode) -> Vec<String> {
     let name = bootc.name_any();
     let mut out = Vec::new();
-    if let Some(blocked) = bootc.status.as_ref().and_then(|s| s.drain_blocked.as_ref()) {
-        let since = blocked
-            .since
-            .as_ref()
-            .and_then(from_time)
-            .map(|t| format!(" for {}", age(t, cluster.now)))
-            .unwrap_or_default();
-        out.push(format!(
-            "node {name}: drain blocked{since}: {}",
-            blocked.message
-        ));
-    }
-    if let Some(finding) = problems::unit_health(cluster, bootc) {
+    let findings = [
+        super::node::drain_blocked(cluster, bootc),
+        problems::unit_health(cluster, bootc),
+    ];
+    for finding in findings.into_iter().flatten() {
         out.push(format!("node {name}: {finding}"));
     }
     if let Some(digest) = bootc.annotations().get(DRAIN_FAILED_ANNOTATION) {

@@ -5,62 +5,6 @@ use bootc_pool_controller::plan::GateView;
 use super::*;
 use crate::tests::fixtures::*;
 
-pub(super) fn in_progress() -> Value {
-    json!([
-        cond(
-            "UpToDate",
-            "False",
-            "RolloutInProgress",
-            "1/3 updated; 1 staged, 1 rebooting",
-            5
-        ),
-        cond("Degraded", "False", "Healthy", "", 60),
-    ])
-}
-
-/// Pool `workers` (target 2, `rollout`, `conditions`): w1 on the target, w2 holding a
-/// slot and rebooting, w3 staged without a slot.
-pub(super) fn workers(rollout: Value, conditions: Value) -> Cluster {
-    let p = pool(
-        "workers",
-        rollout,
-        pool_status('2', [3, 1, 1, 0], conditions),
-    );
-    let slot = json!({"node.bootc.dev/reboot-slot": ago(3)});
-    let labels = json!({"pool": "workers"});
-    cluster(
-        vec![p],
-        vec![
-            bootc(
-                "w1",
-                "workers",
-                '2',
-                json!({}),
-                agent('2', ' ', "Idle", 30, &[]),
-            ),
-            bootc(
-                "w2",
-                "workers",
-                '2',
-                slot,
-                agent('1', '2', "Rebooting", 3, &[]),
-            ),
-            bootc(
-                "w3",
-                "workers",
-                '2',
-                json!({}),
-                agent('1', '2', "Staged", 10, &[]),
-            ),
-        ],
-        vec![
-            node("w1", true, labels.clone()),
-            node("w2", true, labels.clone()),
-            node("w3", true, labels),
-        ],
-    )
-}
-
 pub(super) fn pool_why(c: &Cluster) -> Why {
     why_pool(c, &c.pools[0].typed)
 }

@@ -3,7 +3,7 @@ use serde_json::json;
 
 use bootc_pool_controller::plan::GateView;
 
-use super::super::tests::{has, in_progress, pool_why, workers};
+use super::super::tests::{has, pool_why};
 use super::super::{why_node, why_pool};
 use crate::objects::Cluster;
 use crate::status::pool_state;
