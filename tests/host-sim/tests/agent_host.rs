@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use bootc_crds::ImageRef;
 use bootc_crds::pool::SignaturePolicy;
-use bootc_node_agent::bootc_status::BootcHost as Status;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::Node;
+use host_sim::fixtures::{booted_digest, staged};
 use test_registry::Registry;
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -112,28 +112,6 @@ impl Fixture {
 
 fn digest_of(pin: &str) -> &str {
     pin.rsplit_once('@').unwrap().1
-}
-
-fn booted_digest(status: &Status) -> String {
-    status
-        .status
-        .booted
-        .as_ref()
-        .and_then(|b| b.image.as_ref())
-        .map(|i| i.image_digest.to_string())
-        .unwrap_or_default()
-}
-
-fn staged(status: &Status) -> Option<(String, Option<bool>)> {
-    status.status.staged.as_ref().map(|s| {
-        (
-            s.image
-                .as_ref()
-                .map(|i| i.image_digest.to_string())
-                .unwrap_or_default(),
-            s.download_only,
-        )
-    })
 }
 
 fn pin(s: &str) -> ImageRef {
@@ -501,40 +479,13 @@ async fn pulls_with_the_credentials_in_run_ostree_auth_json() {
 
 /// Waits until no `bootc-node-agent-*` unit is active or activating in the node.
 async fn assert_no_agent_units(node: &Node, timeout: Duration) {
-    let conn = node.connect().await.unwrap();
-    let manager = zbus::Proxy::new(
-        &conn,
-        "org.freedesktop.systemd1",
-        "/org/freedesktop/systemd1",
-        "org.freedesktop.systemd1.Manager",
-    )
-    .await
-    .unwrap();
     let deadline = Instant::now() + timeout;
     loop {
-        type UnitRow = (
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            zbus::OwnedObjectPath,
-            u32,
-            String,
-            zbus::OwnedObjectPath,
-        );
-        let units: Vec<UnitRow> = manager
-            .call(
-                "ListUnitsByPatterns",
-                &(Vec::<String>::new(), vec!["bootc-node-agent-*".to_owned()]),
-            )
-            .await
-            .unwrap();
+        let units = node.list_units(&[], &["bootc-node-agent-*"]).await.unwrap();
         let busy: Vec<_> = units
             .iter()
-            .filter(|u| u.3 != "inactive" && u.3 != "failed")
-            .map(|u| format!("{} {} {}", u.0, u.3, u.4))
+            .filter(|u| u.active_state != "inactive" && u.active_state != "failed")
+            .map(|u| format!("{} {} {}", u.name, u.active_state, u.sub_state))
             .collect();
         if busy.is_empty() {
             return;

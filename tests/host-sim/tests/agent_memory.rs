@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::{BootcNode, DesiredImageState};
 use bootc_node_agent::run::{self, RunError, RunOptions};
+use host_sim::fixtures::{DEADLINE, approve, bootc_node, digest, wait_for};
 use host_sim::memory::{Behaviour, Catalog, MemoryHost, NextBoot};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -24,11 +25,6 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const REPO: &str = "registry.test/os";
-const DEADLINE: Duration = Duration::from_secs(30);
-
-fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
 
 async fn cluster(loosen: bool) -> (Emulator, Client) {
     let emulator = Emulator::start().await.unwrap();
@@ -58,21 +54,6 @@ async fn cluster(loosen: bool) -> (Emulator, Client) {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
     (emulator, client)
-}
-
-fn node(name: &str, image: &str) -> BootcNode {
-    BootcNode::new(
-        name,
-        BootcNodeSpec {
-            desired_image: image.to_owned(),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
-        },
-    )
 }
 
 /// Plays the agent's supervisor: runs it, and when the host connection is lost (a
@@ -138,17 +119,6 @@ impl Supervised {
     }
 }
 
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
     node.status
         .as_ref()?
@@ -166,16 +136,6 @@ async fn wait_reason(api: &Api<BootcNode>, name: &str, reason: &str) -> BootcNod
     .await
 }
 
-async fn approve(api: &Api<BootcNode>, name: &str) {
-    let patch = json!({
-        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool-a"}},
-        "spec": {"desiredImageState": "Booted"},
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-}
-
 async fn set_desired(api: &Api<BootcNode>, name: &str, image: &str) {
     let patch = json!({"spec": {"desiredImage": image}});
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -191,7 +151,7 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
     let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
+    api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .unwrap();
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
@@ -220,7 +180,7 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
     assert_eq!(host.counters().reboots, 0, "no reboot without approval");
 
     let boot_before = host.boot_id();
-    approve(&api, "n1").await;
+    approve(&api, "n1", "pool-a").await;
     let idle = wait_reason(&api, "n1", "Idle").await;
     let status = idle.status.as_ref().unwrap();
     assert_eq!(
@@ -253,7 +213,7 @@ async fn soft_reboots_when_allowed_and_capable() {
     let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k1"));
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    let mut bn = node("n1", &v2);
+    let mut bn = bootc_node("n1", &v2);
     bn.spec.reboot_policy = bootc_crds::pool::RebootPolicy::AllowSoftReboot;
     api.create(&PostParams::default(), &bn).await.unwrap();
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
@@ -268,7 +228,7 @@ async fn soft_reboots_when_allowed_and_capable() {
             .soft_reboot_capable
     );
     let boot = host.boot_id();
-    approve(&api, "n1").await;
+    approve(&api, "n1", "pool-a").await;
     let idle = wait_reason(&api, "n1", "Idle").await;
     assert_eq!(
         idle.status.unwrap().booted.unwrap().image.image_digest,
@@ -289,7 +249,7 @@ async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     host.set_next_boot(NextBoot::OldImage);
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
+    api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .unwrap();
     // A short poll, so that the agent looks at the host many times after the reboot.
@@ -300,7 +260,7 @@ async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
         Duration::from_millis(200),
     );
     wait_reason(&api, "n1", "Staged").await;
-    approve(&api, "n1").await;
+    approve(&api, "n1", "pool-a").await;
     let degraded = wait_for("RebootDidNotApply", async || {
         let n = api.get("n1").await.ok()?;
         let (status, reason, message) = condition(&n, "Degraded")?;
@@ -343,7 +303,7 @@ async fn a_new_desired_image_during_staging_restarts_staging() {
     )
     .unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
+    api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .unwrap();
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
@@ -381,7 +341,7 @@ async fn an_agent_killed_mid_stage_converges_when_started_again() {
     )
     .unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
+    api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .unwrap();
     let options = RunOptions {
@@ -441,7 +401,7 @@ async fn bad_references_never_reach_the_host() {
     ];
     let mut agents = Vec::new();
     for (name, image, _) in &cases {
-        api.create(&PostParams::default(), &node(name, image))
+        api.create(&PostParams::default(), &bootc_node(name, image))
             .await
             .unwrap();
         agents.push(Supervised::start(
@@ -494,7 +454,7 @@ async fn pull_secrets_are_written_and_rewritten_when_their_hash_changes() {
         .await
         .unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    let mut bn = node("n1", &v1);
+    let mut bn = bootc_node("n1", &v1);
     bn.spec.pull_secret_ref = Some(bootc_crds::pool::SecretRef {
         name: "pull".into(),
         namespace: "default".into(),
@@ -549,7 +509,7 @@ async fn an_idle_agent_makes_no_writes_and_keeps_one_watch() {
     let v1 = catalog.push(REPO, "v1", &digest('1'), None);
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v1))
+    api.create(&PostParams::default(), &bootc_node("n1", &v1))
         .await
         .unwrap();
     let handle = emulator.handle();
@@ -670,7 +630,7 @@ async fn run_killed_at(point: Option<(&str, usize)>) -> (Option<String>, Vec<Str
         host.halt_at(point, nth);
     }
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
+    api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .unwrap();
     let poll = Duration::from_secs(60);
@@ -700,7 +660,7 @@ async fn run_killed_at(point: Option<(&str, usize)>) -> (Option<String>, Vec<Str
         if !approved && reason.as_deref() == Some("Staged") {
             assert_eq!(reboots(&host), 0, "a reboot without approval");
             assert!(!unlocked(&host), "unlocked without approval");
-            approve(&api, "n1").await;
+            approve(&api, "n1", "pool-a").await;
             approved = true;
         }
         if reason.as_deref() == Some("Idle") {
@@ -775,7 +735,7 @@ async fn a_timer_that_cannot_be_masked_is_reported_until_it_is() {
     )
     .unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v1))
+    api.create(&PostParams::default(), &bootc_node("n1", &v1))
         .await
         .unwrap();
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
@@ -819,7 +779,7 @@ async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_whe
     let v1 = catalog.push(REPO, "v1", &digest('1'), None);
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v1))
+    api.create(&PostParams::default(), &bootc_node("n1", &v1))
         .await
         .unwrap();
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
@@ -841,7 +801,7 @@ async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_whe
     assert_eq!(releases(&host), 1);
 
     // Back in a pool: masked again.
-    api.create(&PostParams::default(), &node("n1", &v1))
+    api.create(&PostParams::default(), &bootc_node("n1", &v1))
         .await
         .unwrap();
     wait_for("the timer masked again", async || {
@@ -887,7 +847,7 @@ async fn a_refused_reboot_record_stops_the_unlock_and_the_reboot() {
     };
     let host = MemoryHost::new(catalog, &v1, behaviour).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    let mut approved = node("n1", &v2);
+    let mut approved = bootc_node("n1", &v2);
     approved.spec.desired_image_state = DesiredImageState::Booted;
     approved
         .annotations_mut()
@@ -946,7 +906,7 @@ async fn a_staged_image_changed_right_before_the_unlock_is_neither_unlocked_nor_
         state.switch(other, true).unwrap();
     });
     let api: Api<BootcNode> = Api::all(client.clone());
-    let mut bn = node("n1", &v2);
+    let mut bn = bootc_node("n1", &v2);
     bn.spec.desired_image_state = DesiredImageState::Booted;
     bn.metadata.annotations =
         Some([(REBOOT_SLOT_ANNOTATION.to_owned(), "pool-a".to_owned())].into());

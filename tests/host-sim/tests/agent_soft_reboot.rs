@@ -18,11 +18,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::BootcNode;
 use bootc_crds::pool::RebootPolicy;
 use bootc_standin::resolver::KERNEL_LABEL;
 use bootc_standin::{HttpResolver, ImageResolver};
 use host_sim::daemonset::DaemonSet;
+use host_sim::fixtures::{approve, bootc_node, idle_reason};
 use host_sim::{Node, NodeOptions};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -34,16 +35,6 @@ const DEADLINE: Duration = Duration::from_secs(90);
 
 async fn wait_for<T>(what: &str, log: &Path, check: impl AsyncFnMut() -> Option<T>) -> T {
     common::wait_logged(what, log, DEADLINE, check).await
-}
-
-/// The `Idle` condition's reason.
-fn idle_reason(node: &BootcNode) -> Option<&str> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Idle")
-        .map(|c| c.reason.as_str())
 }
 
 /// Waits until the BootcNode reports `Staged` with `image` staged.
@@ -68,16 +59,14 @@ async fn idle_on(api: &Api<BootcNode>, name: &str, image: &str, log: &Path) -> B
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_otherwise() {
-    host_sim::image::require_root().unwrap();
-    let work = tempfile::Builder::new()
-        .prefix("agent-soft-reboot-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let common::AgentBed {
+        dir: work,
+        emulator: _emulator,
+        client,
+        kubeconfig,
+        log,
+    } = common::agent_bed("agent-soft-reboot").await;
     let state_dir = work.path().join("state");
-    let log = work.path().join("agent.log");
-    let (emulator, client) = common::emulator_with_crds().await;
-    let kubeconfig = work.path().join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
 
     // v1 and v2 share a kernel; v3 has another one.
     let registry = Registry::start().unwrap();
@@ -103,24 +92,10 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     assert_eq!(node.soft_reboots().await.unwrap(), 0);
 
     let api: Api<BootcNode> = Api::all(client.clone());
-    let bn = BootcNode::new(
-        &name,
-        BootcNodeSpec {
-            desired_image: v2.clone(),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: RebootPolicy::AllowSoftReboot,
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
-        },
-    );
+    let mut bn = bootc_node(&name, v2);
+    bn.spec.reboot_policy = RebootPolicy::AllowSoftReboot;
     api.create(&PostParams::default(), &bn).await.unwrap();
     let agents = DaemonSet::start(&node, &kubeconfig, &log, &[]);
-    let approve = json!({
-        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
-        "spec": {"desiredImageState": "Booted"},
-    });
 
     // 1. Same kernel: staged soft-reboot capable; approval → a soft reboot.
     let n = staged(&api, &name, v2, &log).await;
@@ -132,9 +107,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     let boot_id = node.boot_id().await.unwrap();
     let soft_before = node.soft_reboots().await.unwrap();
     let approved = Instant::now();
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .unwrap();
+    approve(&api, &name, "pool").await;
     node.wait_soft_rebooted(soft_before, DEADLINE)
         .await
         .unwrap();
@@ -175,9 +148,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     let boots = node.status().boots;
     let soft_before = node.soft_reboots().await.unwrap();
     let approved = Instant::now();
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .unwrap();
+    approve(&api, &name, "pool").await;
     node.wait_booted(boots, DEADLINE).await.unwrap();
     let full_up = approved.elapsed();
     let idle = idle_on(&api, &name, v3, &log).await;

@@ -9,9 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::BootcNode;
 use bootc_node_agent::host::Host as _;
 use host_sim::cluster::{Invariants, PodOwner, SimCluster, SimOptions};
+use host_sim::fixtures::{DEADLINE, approve, bootc_node, digest, idle_reason, wait_for};
 use host_sim::memory::{Behaviour, Catalog, NextBoot};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -22,12 +23,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 const REPO: &str = "registry.test/os";
-const DEADLINE: Duration = Duration::from_secs(30);
 const SETTLE: Duration = Duration::from_secs(10);
-
-fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
 
 fn options() -> SimOptions {
     SimOptions {
@@ -67,41 +63,6 @@ async fn setup(nodes: &[&str]) -> Setup {
         v1,
         v2,
     }
-}
-
-fn bootc_node(name: &str, image: &str) -> BootcNode {
-    BootcNode::new(
-        name,
-        BootcNodeSpec {
-            desired_image: image.to_owned(),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
-        },
-    )
-}
-
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn idle_reason(node: &BootcNode) -> Option<String> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Idle")
-        .map(|c| c.reason.clone())
 }
 
 async fn wait_reason(api: &Api<BootcNode>, name: &str, reason: &str) -> BootcNode {
@@ -201,15 +162,7 @@ async fn an_approved_node_reboots_goes_not_ready_and_comes_back_idle_on_the_new_
     let mut events = emulator.handle().events();
     // The controller's part, by hand: cordon, slot, Booted.
     cordon(&nodes, "n1", true).await;
-    patch_bootc_node(
-        &api,
-        "n1",
-        json!({
-            "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool-a"}},
-            "spec": {"desiredImageState": "Booted"},
-        }),
-    )
-    .await;
+    approve(&api, "n1", "pool-a").await;
 
     let idle = wait_reason(&api, "n1", "Idle").await;
     let status = idle.status.unwrap();
@@ -417,7 +370,7 @@ async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
     .await;
     assert_eq!(host.counters().stages, 0);
     assert_eq!(
-        idle_reason(&api.get("n1").await.unwrap()).as_deref(),
+        idle_reason(&api.get("n1").await.unwrap()),
         Some("Idle"),
         "nobody reports for the removed node"
     );

@@ -15,13 +15,16 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::ImageRef;
+use bootc_crds::node::{BootcNode, BootcNodeSpec};
 use bootc_crds::pool::SignaturePolicy;
-use bootc_crds::{ImageRef, REBOOT_SLOT_ANNOTATION};
 use bootc_node_agent::bootc_status::BootcHost as Status;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::daemonset::{AgentOptions, DaemonSet, Isolation};
+use host_sim::fixtures::{
+    approve, booted_digest, create_namespace, pull_secret, run_in_node, staged, staged_spec,
+};
 use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOptions, Request};
 
 use kube::api::{Patch, PatchParams, PostParams};
@@ -76,15 +79,13 @@ impl Fixture {
         let dir = common::test_dir(name);
         let registry = LoggedRegistry::start(dir.path()).unwrap();
         let started = Instant::now();
-        let d1 = registry
-            .push_layout(&image.layout(), "v1", REPOSITORY)
+        let v1 = registry
+            .push_pinned(&image.layout(), "v1", REPOSITORY)
             .unwrap();
-        let d2 = registry
-            .push_layout(&image.layout(), "v2", REPOSITORY)
+        let v2 = registry
+            .push_pinned(&image.layout(), "v2", REPOSITORY)
             .unwrap();
         eprintln!("{name}: v1 and v2 pushed in {:?}", started.elapsed());
-        let v1 = format!("{}/{REPOSITORY}@{d1}", registry.host());
-        let v2 = format!("{}/{REPOSITORY}@{d2}", registry.host());
         let first = if by_tag {
             format!("{}/{REPOSITORY}:v1", registry.host())
         } else {
@@ -163,41 +164,12 @@ impl Fixture {
     }
 }
 
-/// A BootcNode spec asking for `image` staged, without a pull secret.
-fn staged_spec(image: &str) -> BootcNodeSpec {
-    BootcNodeSpec {
-        desired_image: image.to_owned(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: Default::default(),
-        signature_policy: Default::default(),
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-        health_units: Vec::new(),
-    }
-}
-
 fn digest_of(pin: &str) -> &str {
     pin.rsplit_once('@').unwrap().1
 }
 
 fn pin(s: &str) -> ImageRef {
     ImageRef::parse(s).unwrap()
-}
-
-fn booted_digest(status: &Status) -> String {
-    status
-        .status
-        .booted
-        .as_ref()
-        .and_then(|b| b.image.as_ref())
-        .map(|i| i.image_digest.to_string())
-        .unwrap_or_default()
-}
-
-/// The staged deployment's digest and `downloadOnly`.
-fn staged(status: &Status) -> Option<(String, Option<bool>)> {
-    let s = status.status.staged.as_ref()?;
-    Some((s.image.as_ref()?.image_digest.to_string(), s.download_only))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -561,13 +533,7 @@ async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval(
 
     // Approval → from-downloaded → exactly one reboot → Idle on v2.
     let boots = f.node.status().boots;
-    let approve = json!({
-        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
-        "spec": {"desiredImageState": "Booted"},
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .unwrap();
+    approve(&api, name, "pool").await;
     f.node.wait_booted(boots, BOOT).await.unwrap();
     let idle = common::wait_logged("Idle on v2", &log, BOOT, reason_is("Idle")).await;
     let status = idle.status.as_ref().unwrap();
@@ -663,22 +629,7 @@ fn bootc_on_node(f: &Fixture, args: &[&str]) {
 
 /// Runs `program` inside the node, asserting success; its standard output.
 fn on_node(f: &Fixture, program: &str, args: &[&str]) -> String {
-    let init = f.node.init_pid().unwrap().to_string();
-    let out = std::process::Command::new("nsenter")
-        .args([
-            "--target", &init, "--mount", "--uts", "--ipc", "--net", "--pid",
-        ])
-        .args(["--root", "--wd", "--", program])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{program} {args:?} on the node: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run_in_node(&f.node, program, args, &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -821,7 +772,6 @@ fn degraded(node: &BootcNode) -> Option<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
-    use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret;
     let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-auth";
@@ -837,32 +787,9 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
     let target = format!("{}/{REPOSITORY}@{digest}", private.host());
     let (kubeconfig, log) = f.agent_files(&emulator);
 
-    let secret = |password: &str| Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("pull".into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some(
-            [(
-                ".dockerconfigjson".to_owned(),
-                ByteString(private.auth_json_for("puller", password).into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
+    let secret = |password: &str| pull_secret("pull", private.auth_json_for("puller", password));
     // Agents read Secrets in the install's namespace only (the controller's copies).
-    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-        kube::Api::all(client.clone());
-    namespaces
-        .create(
-            &kube::api::PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": "bootc-system"}}))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    create_namespace(&client, "bootc-system").await;
     let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), "bootc-system");
     secrets
         .create(&PostParams::default(), &secret("wrong"))

@@ -76,6 +76,13 @@ impl LoggedRegistry {
         self.push_layout_as(layout, tag, repo, tag)
     }
 
+    /// Copies `oci:<layout>:<tag>` to `<host>/<repo>:<tag>`; the image by digest,
+    /// `<host>/<repo>@<digest>`.
+    pub fn push_pinned(&self, layout: &Path, tag: &str, repo: &str) -> Result<String> {
+        let digest = self.push_layout(layout, tag, repo)?;
+        Ok(format!("{}/{repo}@{digest}", self.host()))
+    }
+
     /// Copies `oci:<layout>:<tag>` to `<host>/<repo>:<dest_tag>`; the manifest digest.
     pub fn push_layout_as(
         &self,
