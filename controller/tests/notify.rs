@@ -23,7 +23,7 @@ use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::{Value, json};
@@ -32,16 +32,6 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const SECRET: &str = "rollout-hook";
-
-fn logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_test_writer()
-        .try_init();
-}
 
 /// What a receiver has seen.
 #[derive(Default)]
@@ -283,12 +273,8 @@ async fn a_rollout_and_a_rollback_are_announced_once_each() {
 
     // Back to v1, which the nodes ran before. The rollback's events come after anything
     // the first rollout queued, so a repeat of its events would show up before them.
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
     let back = json!({"spec": {"image": {"ref": v1}}});
-    pools
-        .patch("workers", &PatchParams::default(), &Patch::Merge(&back))
-        .await
-        .unwrap();
+    patch_pool(&client, "workers", back).await;
     wait_rolled_out(&client, &digest('1')).await;
     let bodies = receiver.wait_bodies(4).await;
     // A late duplicate would come with a later plan: three more, none announcing.
@@ -419,12 +405,8 @@ async fn a_missing_secret_is_reported_and_the_rollout_goes_on() {
     // The Secret is read for each event: once it is there, the next one is delivered.
     let receiver = Receiver::start(0).await;
     create_secret(&client, "no-such-secret", &receiver.url()).await;
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
     let back = json!({"spec": {"image": {"ref": v1}}});
-    pools
-        .patch("workers", &PatchParams::default(), &Patch::Merge(&back))
-        .await
-        .unwrap();
+    patch_pool(&client, "workers", back).await;
     let bodies = receiver.wait_bodies(1).await;
     assert_eq!(bodies[0]["event"], "RolledBack");
     wait_count(&metrics, "RolledBack", "delivered", 1).await;

@@ -18,7 +18,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use common::*;
 use host_sim::cluster::SimCluster;
 use host_sim::memory::{Behaviour, NextBoot};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::json;
@@ -291,14 +291,12 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
         p.status.as_ref().is_some_and(|s| s.staged_count == 2)
     })
     .await;
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &env.client,
+        "workers",
+        json!({"spec": {"rollout": {"paused": false}}}),
+    )
+    .await;
     // n1 gets the slot, reboots and never comes back. Down in the reboot it was
     // approved for, it is not unhealthy: rebootTimeoutSeconds bounds that.
     let bootc: Api<BootcNode> = Api::all(env.client.clone());

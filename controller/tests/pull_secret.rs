@@ -16,7 +16,7 @@ use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::json;
@@ -146,14 +146,7 @@ async fn a_pools_pull_secret_reaches_its_nodes_only_through_the_controllers_copy
 
     // The pool stops naming a Secret: the copy goes and the BootcNodes name none.
     let bootc: Api<BootcNode> = Api::all(client.clone());
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"pullSecretRef": null}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(&client, "workers", json!({"spec": {"pullSecretRef": null}})).await;
     wait_for(
         "the copy removed and the BootcNodes naming none",
         async || {
@@ -168,16 +161,12 @@ async fn a_pools_pull_secret_reaches_its_nodes_only_through_the_controllers_copy
         },
     )
     .await;
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"pullSecretRef": {"name": "pull", "namespace": INSTALL}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &client,
+        "workers",
+        json!({"spec": {"pullSecretRef": {"name": "pull", "namespace": INSTALL}}}),
+    )
+    .await;
     wait_everywhere(&client, &cluster, &nodes, &second).await;
 
     // A Secret in a namespace the controller was not allowed to read: Degraded with a

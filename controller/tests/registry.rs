@@ -16,7 +16,7 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::leader::LeaseConfig;
 use bootc_pool_controller::metrics::Metrics;
-use bootc_pool_controller::reconcile::{self, Dependencies};
+use bootc_pool_controller::reconcile::Dependencies;
 use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
 use bootc_pool_controller::server::{Health, Server};
 use common::*;
@@ -26,7 +26,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube_emulator::Emulator;
 use serde_json::{Value, json};
 use test_registry::Registry;
@@ -424,16 +424,12 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
         )
         .await
         .unwrap();
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"image": {"ref": format!("{}/os:nope", registry.host())}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &client,
+        "workers",
+        json!({"spec": {"image": {"ref": format!("{}/os:nope", registry.host())}}}),
+    )
+    .await;
     let p = wait_pool(&client, "workers", "NotFound reported", |p| {
         condition(p, "Degraded").is_some_and(|c| c.2.contains("not found"))
     })
@@ -445,14 +441,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
 
     // Back to the good tag, then the registry stops: once the interval has passed, the
     // target is kept and the condition says the registry cannot be reached.
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"image": {"ref": tag}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(&client, "workers", json!({"spec": {"image": {"ref": tag}}})).await;
     wait_pool(&client, "workers", "healthy again", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "Healthy")
     })
@@ -508,22 +497,8 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
         retry_period: Duration::from_millis(200),
         ..LeaseConfig::new("bootc-pool-controller", LEASE_NAMESPACE, identity)
     };
-    let replica = |identity: &'static str, agent: &'static str| {
-        let client = client_as(&emulator, agent);
-        let lease = lease(identity);
-        tokio::spawn(async move {
-            reconcile::run_elected(
-                client,
-                Dependencies::default(),
-                lease,
-                std::future::pending(),
-            )
-            .await
-            .unwrap();
-        })
-    };
-    let a = replica("replica-a", REPLICA_A);
-    let b = replica("replica-b", REPLICA_B);
+    let a = start_elected(&emulator, REPLICA_A, lease("replica-a"));
+    let b = start_elected(&emulator, REPLICA_B, lease("replica-b"));
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
     let holder = async || -> Option<String> {
         leases
@@ -534,16 +509,7 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
             .spec?
             .holder_identity
     };
-    let first = {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(h) = holder().await {
-                break h;
-            }
-            assert!(Instant::now() < deadline, "no leader");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
+    let first = wait_for("a leader", holder).await;
     let pools: Api<BootcNodePool> = Api::all(client.clone());
     pools
         .create(&PostParams::default(), &pool(&v2, json!({})))

@@ -44,16 +44,6 @@ fn worker_labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
     labels
 }
 
-fn logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_test_writer()
-        .try_init();
-}
-
 async fn env(nodes: &[&str]) -> Env {
     logs();
     env_on(Emulator::start().await.unwrap(), nodes).await
@@ -242,8 +232,7 @@ async fn forty_percent_of_five_is_two_and_pause_holds_approvals() {
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 2, BTreeSet::new());
     let controller = start(&env.emulator, Dependencies::default());
-    let pools = env
-        .apply_workers(json!({"maxUnavailable": "40%", "paused": true}))
+    env.apply_workers(json!({"maxUnavailable": "40%", "paused": true}))
         .await;
     // Paused: every node stages, none is approved.
     let paused = wait_pool(&env.client, "workers", "all staged while paused", |p| {
@@ -256,14 +245,12 @@ async fn forty_percent_of_five_is_two_and_pause_holds_approvals() {
     for n in names {
         assert_eq!(env.cluster.host(n).unwrap().counters().reboots, 0);
     }
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &env.client,
+        "workers",
+        json!({"spec": {"rollout": {"paused": false}}}),
+    )
+    .await;
     wait_pool(&env.client, "workers", "all updated after resume", |p| {
         all_updated(p, 5)
     })
@@ -280,19 +267,17 @@ async fn changing_the_ref_back_mid_rollout_brings_updated_nodes_back() {
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
     let controller = start(&env.emulator, Dependencies::default());
-    let pools = env.apply_workers(json!({"maxUnavailable": 1})).await;
+    env.apply_workers(json!({"maxUnavailable": 1})).await;
     wait_for("n1 on v2", async || {
         (booted(&env, "n1") == digest('2')).then_some(())
     })
     .await;
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"image": {"ref": env.v1}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &env.client,
+        "workers",
+        json!({"spec": {"image": {"ref": env.v1}}}),
+    )
+    .await;
     wait_pool(&env.client, "workers", "all back on v1", |p| {
         all_updated(p, 4)
             && p.status.as_ref().unwrap().target_digest.as_deref() == Some(digest('1').as_str())
@@ -376,8 +361,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     options.clock = Arc::new(move || *now.lock().unwrap());
     let metrics = options.metrics.clone();
     let controller = start(&env.emulator, options);
-    let pools = env
-        .apply_workers(json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}))
+    env.apply_workers(json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}))
         .await;
     // Everything staged first, so that slots go in name order: n1, n2 and n3; n1 and n2
     // never come back.
@@ -385,14 +369,12 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
         p.status.as_ref().is_some_and(|s| s.staged_count == 4)
     })
     .await;
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &env.client,
+        "workers",
+        json!({"spec": {"rollout": {"paused": false}}}),
+    )
+    .await;
     // Slots go to n1, n2 and n3; then no new approvals while the test looks.
     let bootc: Api<BootcNode> = Api::all(env.client.clone());
     wait_for("n1, n2 and n3 approved", async || {
@@ -406,14 +388,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     })
     .await;
     let pause = |paused: bool| json!({"spec": {"rollout": {"paused": paused}}});
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(pause(true)),
-        )
-        .await
-        .unwrap();
+    patch_pool(&env.client, "workers", pause(true)).await;
     // n3 finishes. n1 and n2 are down in the reboots they were approved for: not yet
     // unhealthy (rebootTimeoutSeconds bounds that), so no halt.
     let p = wait_pool(&env.client, "workers", "n3 updated and released", |p| {
@@ -430,14 +405,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     // Past the reboot timeout (default 1800 s) both are unhealthy: halted, and n4 gets
     // no slot although one is free.
     *clock.lock().unwrap() += chrono::Duration::minutes(31);
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(pause(false)),
-        )
-        .await
-        .unwrap();
+    patch_pool(&env.client, "workers", pause(false)).await;
     let halted = wait_pool(&env.client, "workers", "RolloutHalted", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
     })
