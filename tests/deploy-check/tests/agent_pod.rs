@@ -124,12 +124,7 @@ async fn rollout_in_pod(archive: &Path, cap_add: Option<&[&str]>, phase: Duratio
 
     let image = RealImage::shared(archive).await.unwrap();
     let registry = LoggedRegistry::start(dir.path()).unwrap();
-    let v1 = registry
-        .push_pinned(&image.layout(), "v1", REPOSITORY)
-        .unwrap();
-    let v2 = registry
-        .push_pinned(&image.layout(), "v2", REPOSITORY)
-        .unwrap();
+    let (v1, v2) = registry.push_v1_v2(&image.layout(), REPOSITORY).unwrap();
     let node = RealNode::start(
         &image,
         RealNodeOptions {

@@ -432,21 +432,13 @@ fn node_object(
         ("kubernetes.io/os".to_owned(), "linux".to_owned()),
     ]);
     labels.extend(extra_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
         "spec": {},
         "status": {
-            "conditions": [{
-                "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
-                "message": "kubelet is posting ready status",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }],
+            "conditions": [crate::kubelet::ready_condition(true)],
             "nodeInfo": {
                 "architecture": std::env::consts::ARCH,
                 "operatingSystem": "linux",

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState, UnitHealth};
+use bootc_crds::{ImageRef, REBOOT_SLOT_ANNOTATION};
 use bootc_node_agent::bootc_status::BootcHost;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -184,4 +184,35 @@ pub fn unit_states(units: &[UnitHealth]) -> Vec<(&str, &str, &str)> {
             )
         })
         .collect()
+}
+
+/// The rollback deployment's image digest in bootc's status.
+pub fn rollback_digest(status: &BootcHost) -> Option<String> {
+    let image = status.status.rollback.as_ref()?.image.as_ref()?;
+    Some(image.image_digest.to_string())
+}
+
+/// The digest of a pinned reference (`HOST/REPO@sha256:…`).
+pub fn digest_of(pin: &str) -> &str {
+    pin.rsplit_once('@').expect("a pinned reference").1
+}
+
+/// `s` parsed as an image reference.
+pub fn pin(s: &str) -> ImageRef {
+    ImageRef::parse(s).expect("a valid image reference")
+}
+
+/// A condition of the BootcNode: (status, reason, message).
+pub fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
+    node.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// The image bootc's spec asks for.
+pub fn spec_image(status: &BootcHost) -> Option<&str> {
+    status.spec.image.as_ref().map(|i| i.image.as_str())
 }

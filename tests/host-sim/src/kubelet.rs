@@ -107,7 +107,7 @@ async fn get_or_create(api: &Api<KubeNode>, name: &str) -> Result<KubeNode> {
 
 /// The `Ready` condition as the kubelet (`True`) or the node lifecycle controller
 /// (`False`) writes it.
-fn ready_condition(ready: bool) -> Value {
+pub(crate) fn ready_condition(ready: bool) -> Value {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     if ready {
         json!({

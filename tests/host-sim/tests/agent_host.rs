@@ -13,12 +13,11 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bootc_crds::ImageRef;
 use bootc_crds::pool::SignaturePolicy;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::Node;
-use host_sim::fixtures::{booted_digest, staged};
+use host_sim::fixtures::{booted_digest, digest_of, pin, rollback_digest, spec_image, staged};
 use test_registry::Registry;
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -110,14 +109,6 @@ impl Fixture {
     }
 }
 
-fn digest_of(pin: &str) -> &str {
-    pin.rsplit_once('@').unwrap().1
-}
-
-fn pin(s: &str) -> ImageRef {
-    ImageRef::parse(s).unwrap()
-}
-
 async fn stage_and_unlock(f: &Fixture, host: &DbusHost) {
     let mut changes = host.changes();
     let seen = *changes.borrow_and_update();
@@ -175,15 +166,7 @@ async fn stage_unlock_and_full_reboot_boot_the_new_image() {
     let status = host.status().await.unwrap();
     assert_eq!(booted_digest(&status), digest_of(&f.v2), "{}", f.log());
     assert_eq!(staged(&status), None);
-    let rollback = status
-        .status
-        .rollback
-        .as_ref()
-        .and_then(|r| r.image.as_ref());
-    assert_eq!(
-        rollback.map(|i| i.image_digest.to_string()).as_deref(),
-        Some(digest_of(&f.v1))
-    );
+    assert_eq!(rollback_digest(&status).as_deref(), Some(digest_of(&f.v1)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -442,10 +425,7 @@ async fn without_switch_download_only_stage_falls_back_and_ends_locked() {
         Some((digest_of(&f.v2).to_owned(), Some(true))),
         "switch + upgrade --download-only ends locked"
     );
-    assert_eq!(
-        status.spec.image.as_ref().map(|i| i.image.as_str()),
-        Some(f.v2.as_str())
-    );
+    assert_eq!(spec_image(&status), Some(f.v2.as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, DesiredImageState};
 use bootc_node_agent::run::{self, RunError, RunOptions};
-use host_sim::fixtures::{DEADLINE, approve, bootc_node, digest, wait_for};
+use host_sim::fixtures::{DEADLINE, approve, bootc_node, condition, digest, wait_for};
 use host_sim::memory::{Behaviour, Catalog, MemoryHost, NextBoot};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -117,15 +117,6 @@ impl Supervised {
             .expect("the agent stops on shutdown")
             .unwrap()
     }
-}
-
-fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
 async fn wait_reason(api: &Api<BootcNode>, name: &str, reason: &str) -> BootcNode {

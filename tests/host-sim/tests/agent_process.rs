@@ -20,7 +20,7 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::SecretRef;
 use bootc_standin::{HttpResolver, ImageResolver, Version};
 use host_sim::daemonset::DaemonSet;
-use host_sim::fixtures::{approve, bootc_node, create_namespace, pull_secret};
+use host_sim::fixtures::{approve, bootc_node, condition, create_namespace, pull_secret};
 use host_sim::{Node, NodeOptions};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -32,15 +32,6 @@ const DEADLINE: Duration = Duration::from_secs(90);
 
 async fn wait_for<T>(what: &str, log: &Path, check: impl AsyncFnMut() -> Option<T>) -> T {
     common::wait_logged(what, log, DEADLINE, check).await
-}
-
-fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
 fn write_faults(state_dir: &Path, faults: serde_json::Value) {

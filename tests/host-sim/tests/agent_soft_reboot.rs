@@ -59,14 +59,9 @@ async fn idle_on(api: &Api<BootcNode>, name: &str, image: &str, log: &Path) -> B
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_otherwise() {
-    let common::AgentBed {
-        dir: work,
-        emulator: _emulator,
-        client,
-        kubeconfig,
-        log,
-    } = common::agent_bed("agent-soft-reboot").await;
-    let state_dir = work.path().join("state");
+    let bed = common::agent_bed("agent-soft-reboot").await;
+    let (client, log) = (&bed.client, &bed.log);
+    let state_dir = bed.dir.path().join("state");
 
     // v1 and v2 share a kernel; v3 has another one.
     let registry = Registry::start().unwrap();
@@ -78,7 +73,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     let [v1, v2, v3] = [&pins[0], &pins[1], &pins[2]];
 
     // The node starts on v1 (pulled here, as an installer would).
-    let seed_root = work.path().join("seed-root");
+    let seed_root = bed.dir.path().join("seed-root");
     std::fs::create_dir_all(&seed_root).unwrap();
     let info = HttpResolver::new(&seed_root).resolve(v1).unwrap();
     assert_eq!(info.kernel.as_deref(), Some("k1"));
@@ -86,7 +81,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
 
     let name = format!("agent-soft-{}", std::process::id());
     let mut options = NodeOptions::new(&name, &state_dir, host_sim::standin_binary().unwrap());
-    options.log_file = Some(work.path().join("node.log"));
+    options.log_file = Some(bed.dir.path().join("node.log"));
     options.kube = Some(client.clone());
     let node = Node::start(options).await.unwrap();
     assert_eq!(node.soft_reboots().await.unwrap(), 0);
@@ -95,10 +90,10 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     let mut bn = bootc_node(&name, v2);
     bn.spec.reboot_policy = RebootPolicy::AllowSoftReboot;
     api.create(&PostParams::default(), &bn).await.unwrap();
-    let agents = DaemonSet::start(&node, &kubeconfig, &log, &[]);
+    let agents = DaemonSet::start(&node, &bed.kubeconfig, log, &[]);
 
     // 1. Same kernel: staged soft-reboot capable; approval → a soft reboot.
-    let n = staged(&api, &name, v2, &log).await;
+    let n = staged(&api, &name, v2, log).await;
     let s = n.status.as_ref().unwrap().staged.as_ref().unwrap();
     assert!(s.download_only, "{s:?}");
     assert!(s.image.soft_reboot_capable, "same kernel: {s:?}");
@@ -112,7 +107,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
         .await
         .unwrap();
     let soft_up = approved.elapsed();
-    let idle = idle_on(&api, &name, v2, &log).await;
+    let idle = idle_on(&api, &name, v2, log).await;
     let soft_idle = approved.elapsed();
     println!(
         "soft reboot: node up again {soft_up:?} after approval, BootcNode Idle after {soft_idle:?}"
@@ -141,7 +136,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&next))
         .await
         .unwrap();
-    let n = staged(&api, &name, v3, &log).await;
+    let n = staged(&api, &name, v3, log).await;
     let s = n.status.as_ref().unwrap().staged.as_ref().unwrap();
     assert!(!s.image.soft_reboot_capable, "another kernel: {s:?}");
 
@@ -151,7 +146,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     approve(&api, &name, "pool").await;
     node.wait_booted(boots, DEADLINE).await.unwrap();
     let full_up = approved.elapsed();
-    let idle = idle_on(&api, &name, v3, &log).await;
+    let idle = idle_on(&api, &name, v3, log).await;
     let full_idle = approved.elapsed();
     println!(
         "full reboot: node up again {full_up:?} after approval, BootcNode Idle after {full_idle:?}"

@@ -23,7 +23,8 @@ use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::daemonset::{AgentOptions, DaemonSet, Isolation};
 use host_sim::fixtures::{
-    approve, booted_digest, create_namespace, pull_secret, run_in_node, staged, staged_spec,
+    approve, booted_digest, condition, create_namespace, digest_of, pin, pull_secret,
+    rollback_digest, run_in_node, spec_image, staged, staged_spec,
 };
 use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOptions, Request};
 
@@ -79,12 +80,7 @@ impl Fixture {
         let dir = common::test_dir(name);
         let registry = LoggedRegistry::start(dir.path()).unwrap();
         let started = Instant::now();
-        let v1 = registry
-            .push_pinned(&image.layout(), "v1", REPOSITORY)
-            .unwrap();
-        let v2 = registry
-            .push_pinned(&image.layout(), "v2", REPOSITORY)
-            .unwrap();
+        let (v1, v2) = registry.push_v1_v2(&image.layout(), REPOSITORY).unwrap();
         eprintln!("{name}: v1 and v2 pushed in {:?}", started.elapsed());
         let first = if by_tag {
             format!("{}/{REPOSITORY}:v1", registry.host())
@@ -164,14 +160,6 @@ impl Fixture {
     }
 }
 
-fn digest_of(pin: &str) -> &str {
-    pin.rsplit_once('@').unwrap().1
-}
-
-fn pin(s: &str) -> ImageRef {
-    ImageRef::parse(s).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_reboot_drops_it() {
     let Some(f) = Fixture::new("real-tag", true, None).await else {
@@ -194,10 +182,7 @@ async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_rebo
         Some((digest_of(&f.v2).to_owned(), Some(true))),
         "staged locked: {status:#?}"
     );
-    assert_eq!(
-        status.spec.image.as_ref().map(|i| i.image.as_str()),
-        Some(f.v2.as_str())
-    );
+    assert_eq!(spec_image(&status), Some(f.v2.as_str()));
     assert!(f.node.run_ostree_has("staged-deployment-locked"));
 
     // (b) An unasked reboot: the locked deployment is dropped, v1 boots again.
@@ -255,15 +240,7 @@ async fn from_downloaded_boots_the_target_once_and_rollback_fetches_nothing() {
         "2",
         "the running tree is v2's"
     );
-    let rollback = status
-        .status
-        .rollback
-        .as_ref()
-        .and_then(|r| r.image.as_ref());
-    assert_eq!(
-        rollback.map(|i| i.image_digest.to_string()).as_deref(),
-        Some(digest_of(&f.v1))
-    );
+    assert_eq!(rollback_digest(&status).as_deref(), Some(digest_of(&f.v1)));
 
     // (e) Rollback: no pull, the next boot runs v1.
     let seen = f.registry.request_count();
@@ -429,15 +406,6 @@ async fn a_missing_or_failing_bootc_reads_as_such() {
     let status = host.status().await.unwrap();
     assert_eq!(staged(&status), None);
     assert_eq!(booted_digest(&status), digest_of(&f.v1));
-}
-
-fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
 /// The Kubernetes Node's `Ready` condition status.

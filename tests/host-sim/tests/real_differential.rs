@@ -399,12 +399,7 @@ async fn the_standin_and_the_real_bootc_print_the_same_status_through_one_sequen
         .expect("the real-bootc node image");
     let dir = common::test_dir("differential");
     let registry = LoggedRegistry::start(dir.path()).unwrap();
-    let v1 = registry
-        .push_pinned(&image.layout(), "v1", REPOSITORY)
-        .unwrap();
-    let v2 = registry
-        .push_pinned(&image.layout(), "v2", REPOSITORY)
-        .unwrap();
+    let (v1, v2) = registry.push_v1_v2(&image.layout(), REPOSITORY).unwrap();
     let digest_of = |pin: &str| pin.rsplit_once('@').unwrap().1.to_owned();
     let (d1, d2) = (digest_of(&v1), digest_of(&v2));
 
