@@ -151,18 +151,11 @@ async fn create_secret(client: &Client, name: &str, url: &str) {
 /// Secret `{secret}` of the install's namespace.
 async fn create_pool(client: &Client, image: &str, secret: &str) {
     ensure_namespace(client, INSTALL_NAMESPACE).await;
-    let pool: BootcNodePool = serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"role": "worker"}},
-            "image": {"ref": image},
-            "rollout": {"maxUnavailable": 1},
-            "notifications": {"webhook": {"secretRef": {"name": secret, "namespace": INSTALL_NAMESPACE}}},
-        }
-    }))
-    .unwrap();
+    let pool = workers_pool_spec(json!({
+        "image": {"ref": image},
+        "rollout": {"maxUnavailable": 1},
+        "notifications": {"webhook": {"secretRef": {"name": secret, "namespace": INSTALL_NAMESPACE}}},
+    }));
     let pools: Api<BootcNodePool> = Api::all(client.clone());
     pools.create(&PostParams::default(), &pool).await.unwrap();
 }
@@ -222,18 +215,6 @@ fn events_of(bodies: &[Value]) -> Vec<(String, String)> {
             let field = |f: &str| b[f].as_str().unwrap_or_default().to_owned();
             (field("event"), field("digest"))
         })
-        .collect()
-}
-
-/// The reasons and notes of the Events recorded so far.
-async fn recorded_events(client: &Client) -> Vec<(String, String)> {
-    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()
 }
 
@@ -362,7 +343,7 @@ async fn a_webhook_that_never_answers_does_not_slow_the_rollout() {
     })
     .await;
     assert_eq!(count(&metrics, "RolloutStarted", "delivered"), 0);
-    let events = recorded_events(&client).await;
+    let events = recorded_events(&client, None).await;
     assert!(
         events
             .iter()
@@ -392,7 +373,7 @@ async fn a_missing_secret_is_reported_and_the_rollout_goes_on() {
         failed.then_some(())
     })
     .await;
-    let events = recorded_events(&client).await;
+    let events = recorded_events(&client, None).await;
     let reported = events.iter().find(|(reason, note)| {
         reason == "NotificationFailed" && note.starts_with("RolloutStarted")
     });

@@ -287,16 +287,7 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
         )
         .await
         .unwrap();
-    wait_pool(&env.client, "workers", "both staged", |p| {
-        p.status.as_ref().is_some_and(|s| s.staged_count == 2)
-    })
-    .await;
-    patch_pool(
-        &env.client,
-        "workers",
-        json!({"spec": {"rollout": {"paused": false}}}),
-    )
-    .await;
+    resume_when_staged(&env.client, 2).await;
     // n1 gets the slot, reboots and never comes back. Down in the reboot it was
     // approved for, it is not unhealthy: rebootTimeoutSeconds bounds that.
     let bootc: Api<BootcNode> = Api::all(env.client.clone());

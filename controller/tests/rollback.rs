@@ -28,18 +28,11 @@ use test_registry::Registry;
 const UNIT: &str = "boot-complete.target";
 
 fn health_pool(image: &str, on_failure: &str) -> BootcNodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"role": "worker"}},
-            "image": {"ref": image, "resolveIntervalSeconds": 30},
-            "rollout": {"maxUnavailable": 1, "haltAfterUnhealthy": 1, "onFailure": on_failure},
-            "health": {"units": [UNIT], "timeoutSeconds": 60},
-        }
+    workers_pool_spec(json!({
+        "image": {"ref": image, "resolveIntervalSeconds": 30},
+        "rollout": {"maxUnavailable": 1, "haltAfterUnhealthy": 1, "onFailure": on_failure},
+        "health": {"units": [UNIT], "timeoutSeconds": 60},
     }))
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -186,7 +186,7 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
     assert_eq!(status.target_image.as_deref(), Some(env.v2.as_str()));
     // Every approval is told, not a count on the first one's: each node is named in an
     // approval (one event per plan names all that plan approved), and only once.
-    let seen = events(&env.client).await;
+    let seen = recorded_events(&env.client, Some("BootcNodePool")).await;
     let approved: Vec<String> = seen
         .iter()
         .filter(|(reason, _)| reason == "RebootApproved")
@@ -365,16 +365,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
         .await;
     // Everything staged first, so that slots go in name order: n1, n2 and n3; n1 and n2
     // never come back.
-    wait_pool(&env.client, "workers", "all staged", |p| {
-        p.status.as_ref().is_some_and(|s| s.staged_count == 4)
-    })
-    .await;
-    patch_pool(
-        &env.client,
-        "workers",
-        json!({"spec": {"rollout": {"paused": false}}}),
-    )
-    .await;
+    resume_when_staged(&env.client, 4).await;
     // Slots go to n1, n2 and n3; then no new approvals while the test looks.
     let bootc: Api<BootcNode> = Api::all(env.client.clone());
     wait_for("n1, n2 and n3 approved", async || {
@@ -749,19 +740,6 @@ async fn wait_cordoned(client: &Client, node: &str) {
     }
 }
 
-/// The reasons and notes of the Events recorded on pools so far.
-async fn events(client: &Client) -> Vec<(String, String)> {
-    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("BootcNodePool"))
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect()
-}
-
 /// The reasons of the Events on Node `node`, found as `kubectl describe node` finds
 /// them (core/v1 Events by the involved object's kind, name and uid).
 async fn node_events(client: &Client, node: &str) -> Vec<String> {
@@ -783,7 +761,7 @@ async fn node_events(client: &Client, node: &str) -> Vec<String> {
 async fn wait_events(client: &Client, what: &str, check: impl Fn(&[(String, String)]) -> bool) {
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let seen = events(client).await;
+        let seen = recorded_events(client, Some("BootcNodePool")).await;
         if check(&seen) {
             return;
         }
@@ -858,7 +836,7 @@ async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
     })
     .await;
     assert!(
-        !events(&env.client)
+        !recorded_events(&env.client, Some("BootcNodePool"))
             .await
             .iter()
             .any(|(r, _)| r == "RebootApproved"),
@@ -888,7 +866,7 @@ async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
         .handle()
         .set_faults(kube_emulator::FaultConfig::default());
     wait_pool(&env.client, "workers", "n1 updated", |p| all_updated(p, 1)).await;
-    let approved = events(&env.client)
+    let approved = recorded_events(&env.client, Some("BootcNodePool"))
         .await
         .into_iter()
         .filter(|(r, _)| r == "RebootApproved")

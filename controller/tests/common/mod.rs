@@ -180,6 +180,36 @@ pub async fn patch_pool(client: &Client, name: &str, patch: serde_json::Value) {
         .unwrap();
 }
 
+/// Waits until `staged` nodes of the paused pool `workers` are staged, then resumes it.
+pub async fn resume_when_staged(client: &Client, staged: i32) {
+    wait_pool(client, "workers", &format!("{staged} staged"), |p| {
+        p.status.as_ref().is_some_and(|s| s.staged_count == staged)
+    })
+    .await;
+    patch_pool(
+        client,
+        "workers",
+        json!({"spec": {"rollout": {"paused": false}}}),
+    )
+    .await;
+}
+
+/// The reasons and notes of the Events (events.k8s.io) recorded so far: all of them, or
+/// those regarding an object of kind `regarding`.
+pub async fn recorded_events(client: &Client, regarding: Option<&str>) -> Vec<(String, String)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            regarding.is_none() || e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == regarding
+        })
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
 /// Makes the controller plan pool `name` again now, by touching an annotation.
 pub async fn nudge(client: &Client, name: &str, n: u32) {
     let nudge = json!({"metadata": {"annotations": {"test/nudge": n.to_string()}}});
@@ -188,15 +218,18 @@ pub async fn nudge(client: &Client, name: &str, n: u32) {
 
 /// A pool named `workers` targeting `image` on the `role: worker` nodes, with `rollout`.
 pub fn workers_pool(image: &str, rollout: serde_json::Value) -> BootcNodePool {
+    workers_pool_spec(json!({"image": {"ref": image}, "rollout": rollout}))
+}
+
+/// A pool named `workers` on the `role: worker` nodes, with the rest of its spec (image,
+/// rollout, health, …) from `spec`.
+pub fn workers_pool_spec(mut spec: serde_json::Value) -> BootcNodePool {
+    spec["nodeSelector"] = json!({"matchLabels": {"role": "worker"}});
     serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",
         "kind": "BootcNodePool",
         "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"role": "worker"}},
-            "image": {"ref": image},
-            "rollout": rollout,
-        }
+        "spec": spec,
     }))
     .unwrap()
 }

@@ -33,7 +33,6 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use crate::error::{Result, SimError};
-use crate::kubelet::boot_id_with_dashes;
 use crate::memory::{Behaviour, Catalog, MemoryHost};
 
 mod invariants;
@@ -439,18 +438,7 @@ fn node_object(
         "spec": {},
         "status": {
             "conditions": [crate::kubelet::ready_condition(true)],
-            "nodeInfo": {
-                "architecture": std::env::consts::ARCH,
-                "operatingSystem": "linux",
-                "osImage": "host-sim in-process node",
-                "kernelVersion": "",
-                "containerRuntimeVersion": "",
-                "kubeletVersion": "host-sim",
-                "kubeProxyVersion": "",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": boot_id_with_dashes(boot_id),
-            },
+            "nodeInfo": crate::kubelet::node_info("host-sim in-process node", boot_id),
         },
     }))
     .map_err(|e| SimError::InvalidOptions(format!("Node object: {e}")))
