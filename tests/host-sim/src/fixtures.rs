@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState, UnitHealth};
+use bootc_crds::node::{BootcNode, BootcNodeSpec, UnitHealth};
 use bootc_crds::{ImageRef, REBOOT_SLOT_ANNOTATION};
 use bootc_node_agent::bootc_status::BootcHost;
 use k8s_openapi::ByteString;
@@ -26,17 +26,11 @@ pub fn digest(c: char) -> String {
     format!("sha256:{}", c.to_string().repeat(64))
 }
 
-/// A BootcNode spec asking for `image` staged, without a pull secret or health units.
+/// A BootcNode spec asking for `image` staged; the rest as the CRD defaults it (the
+/// default reboot and signature policies, no pull secret, no health units).
 pub fn staged_spec(image: &str) -> BootcNodeSpec {
-    BootcNodeSpec {
-        desired_image: image.to_owned(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: Default::default(),
-        signature_policy: Default::default(),
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-        health_units: Vec::new(),
-    }
+    let spec = serde_json::json!({"desiredImage": image, "desiredImageState": "Staged"});
+    serde_json::from_value(spec).expect("a BootcNode spec")
 }
 
 /// BootcNode `name` asking for `image` staged ([`staged_spec`]).
