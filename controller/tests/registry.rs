@@ -46,7 +46,6 @@ fn options(registry: &Registry, metrics: &Metrics) -> Dependencies {
 
 fn pool(image: &str, extra: Value) -> BootcNodePool {
     let mut spec = json!({
-        "nodeSelector": {"matchLabels": {"role": "worker"}},
         "image": {"ref": image, "resolveIntervalSeconds": 30},
         "rollout": {"maxUnavailable": 1},
         "history": {"limit": 3},
@@ -54,13 +53,7 @@ fn pool(image: &str, extra: Value) -> BootcNodePool {
     if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), extra) {
         spec.extend(extra);
     }
-    serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": spec,
-    }))
-    .unwrap()
+    workers_pool_spec(spec)
 }
 
 async fn cluster(
