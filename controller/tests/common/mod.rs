@@ -171,6 +171,15 @@ pub async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) 
     }
 }
 
+/// Creates `pool`, as an admin's `kubectl create` would.
+pub async fn create_pool(client: &Client, pool: &BootcNodePool) {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .create(&kube::api::PostParams::default(), pool)
+        .await
+        .unwrap();
+}
+
 /// Merges `patch` into pool `name`, as an admin's edit would.
 pub async fn patch_pool(client: &Client, name: &str, patch: serde_json::Value) {
     let pools: Api<BootcNodePool> = Api::all(client.clone());
