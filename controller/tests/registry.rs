@@ -21,8 +21,8 @@ use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
 use bootc_pool_controller::server::{Health, Server};
 use common::*;
 use host_sim::cluster::{Invariants, SimCluster, SimOptions};
+use host_sim::fixtures::pull_secret;
 use host_sim::memory::Catalog;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -311,25 +311,6 @@ async fn a_manifest_list_is_the_target_and_per_arch_reports_count_as_on_it() {
     cluster.stop().await;
 }
 
-fn secret(name: &str, auth_json: &str) -> Secret {
-    Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(INSTALL_NAMESPACE.into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some(
-            [(
-                ".dockerconfigjson".to_owned(),
-                ByteString(auth_json.as_bytes().to_vec()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
     let mut registry = Registry::start_with_auth("puller", "s3cret").unwrap();
@@ -349,7 +330,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
     secrets
         .create(
             &PostParams::default(),
-            &secret("pull", &registry.auth_json()),
+            &pull_secret("pull", registry.auth_json()),
         )
         .await
         .unwrap();
@@ -382,7 +363,11 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
     );
     assert_ne!(wrong, registry.auth_json());
     secrets
-        .replace("pull", &PostParams::default(), &secret("pull", &wrong))
+        .replace(
+            "pull",
+            &PostParams::default(),
+            &pull_secret("pull", wrong.as_str()),
+        )
         .await
         .unwrap();
     // The Secret's change alone triggers the pool (the controller watches Secrets'
@@ -413,7 +398,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
         .replace(
             "pull",
             &PostParams::default(),
-            &secret("pull", &registry.auth_json()),
+            &pull_secret("pull", registry.auth_json()),
         )
         .await
         .unwrap();

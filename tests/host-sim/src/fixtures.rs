@@ -148,7 +148,7 @@ pub fn run_in_node(node: &Node, program: &str, args: &[&str], env_remove: &[&str
 
 /// A pull secret `name` (`kubernetes.io/dockerconfigjson`) with `dockerconfigjson` as its
 /// `.dockerconfigjson`.
-pub fn pull_secret(name: &str, dockerconfigjson: String) -> Secret {
+pub fn pull_secret(name: &str, dockerconfigjson: impl Into<Vec<u8>>) -> Secret {
     Secret {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -158,7 +158,7 @@ pub fn pull_secret(name: &str, dockerconfigjson: String) -> Secret {
         data: Some(
             [(
                 ".dockerconfigjson".to_owned(),
-                ByteString(dockerconfigjson.into_bytes()),
+                ByteString(dockerconfigjson.into()),
             )]
             .into(),
         ),
