@@ -53,8 +53,7 @@ async fn env(nodes: &[&str]) -> Env {
 async fn env_on(emulator: Emulator, nodes: &[&str]) -> Env {
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let cluster = SimCluster::start(emulator.config(), Arc::clone(&catalog))
         .await
         .unwrap();
@@ -504,8 +503,7 @@ async fn two_pools_selecting_one_node_both_report_it_and_the_rest_rolls() {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
+    let [v1, v2] = catalog.push_versions(REPO, [None, None]);
     let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     for (name, labels) in [
         ("a1", worker_labels(&[])),

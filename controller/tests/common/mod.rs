@@ -251,8 +251,7 @@ pub async fn workers_cluster(
     behaviour: host_sim::memory::Behaviour,
 ) -> (host_sim::cluster::SimCluster, String, String) {
     let catalog = host_sim::memory::Catalog::new();
-    let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions("registry.test/os", [Some("k1"), Some("k2")]);
     let cluster = host_sim::cluster::SimCluster::start(emulator.config(), catalog)
         .await
         .unwrap();

@@ -28,7 +28,7 @@ use deploy_check::{
     AGENT_SA, Audit, Authorizer, CONTROLLER_SA, NAMESPACE, Request, documents, repo_root,
 };
 use host_sim::cluster::{PodOwner, SimCluster, SimOptions};
-use host_sim::fixtures::{create_namespace, digest, pull_secret, wait_within};
+use host_sim::fixtures::{create_namespace, pull_secret, wait_within};
 use host_sim::memory::Catalog;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Patch, PatchParams, PostParams};
@@ -109,8 +109,7 @@ async fn every_request_of_a_rollout_is_allowed_by_the_roles() {
         .unwrap();
 
     let catalog = Catalog::new();
-    let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions("registry.test/os", [Some("k1"), Some("k2")]);
     let cluster = SimCluster::start(emulator.config(), Arc::clone(&catalog))
         .await
         .unwrap();

@@ -138,8 +138,7 @@ async fn set_desired(api: &Api<BootcNode>, name: &str, image: &str) {
 async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
     let (_emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
     api.create(&PostParams::default(), &bootc_node("n1", &v2))
@@ -200,8 +199,7 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
 async fn soft_reboots_when_allowed_and_capable() {
     let (_emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k1"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k1")]);
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
     let mut bn = bootc_node("n1", &v2);
@@ -235,8 +233,7 @@ async fn soft_reboots_when_allowed_and_capable() {
 async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
     let (_emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
+    let [v1, v2] = catalog.push_versions(REPO, [None, None]);
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     host.set_next_boot(NextBoot::OldImage);
     let api: Api<BootcNode> = Api::all(client.clone());
@@ -281,9 +278,7 @@ async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
 async fn a_new_desired_image_during_staging_restarts_staging() {
     let (_emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
-    let v3 = catalog.push(REPO, "v3", &digest('3'), None);
+    let [v1, v2, v3] = catalog.push_versions(REPO, [None, None, None]);
     let host = MemoryHost::new(
         catalog,
         &v1,
@@ -320,8 +315,7 @@ async fn a_new_desired_image_during_staging_restarts_staging() {
 async fn an_agent_killed_mid_stage_converges_when_started_again() {
     let (_emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
+    let [v1, v2] = catalog.push_versions(REPO, [None, None]);
     let host = MemoryHost::new(
         catalog,
         &v1,
@@ -614,8 +608,7 @@ async fn pass_the_reboot_wait(api: &Api<BootcNode>, host: &MemoryHost) -> bool {
 async fn run_killed_at(point: Option<(&str, usize)>) -> (Option<String>, Vec<String>) {
     let (_emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     if let Some((point, nth)) = point {
         host.halt_at(point, nth);
@@ -830,8 +823,7 @@ async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_whe
 async fn a_refused_reboot_record_stops_the_unlock_and_the_reboot() {
     let (emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let behaviour = Behaviour {
         stage_time: Duration::from_secs(2),
         ..Behaviour::default()
@@ -880,9 +872,7 @@ async fn a_refused_reboot_record_stops_the_unlock_and_the_reboot() {
 async fn a_staged_image_changed_right_before_the_unlock_is_neither_unlocked_nor_booted() {
     let (_emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
-    let v3 = catalog.push(REPO, "v3", &digest('3'), None);
+    let [v1, v2, v3] = catalog.push_versions(REPO, [None, None, None]);
     let host = MemoryHost::new(catalog.clone(), &v1, Behaviour::default()).unwrap();
     // v2 staged and locked already, and the reboot into it approved: the agent's first
     // pass reads the host, decides to unlock and reboot, and records the reboot.

@@ -50,8 +50,7 @@ async fn setup(nodes: &[&str]) -> Setup {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     for name in nodes {
         cluster.add_node(name, &v1, &options()).await.unwrap();

@@ -73,8 +73,7 @@ async fn setup() -> Setup {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
+    let [v1, v2] = catalog.push_versions(REPO, [None, None]);
     let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     cluster.add_node("n1", &v1, &options()).await.unwrap();
     let clock_options = SimOptions {

@@ -10,7 +10,7 @@ use kube_emulator::Emulator;
 use tokio::time::Instant;
 
 use super::{SimCluster, SimOptions, USER_AGENT};
-use crate::fixtures::{bootc_node, digest, idle_reason};
+use crate::fixtures::{bootc_node, idle_reason};
 use crate::memory::Catalog;
 
 const REPO: &str = "registry.test/os";
@@ -21,8 +21,7 @@ async fn local_agents_stage_through_their_watch_and_are_logged_by_user_agent() {
     let emulator = Emulator::start().await.expect("emulator");
     let handle = emulator.handle();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let cluster = SimCluster::start_local(&handle, catalog)
         .await
         .expect("cluster");
