@@ -11,7 +11,7 @@ use std::time::Duration;
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, DesiredImageState};
 use bootc_node_agent::run::{self, RunError, RunOptions};
-use host_sim::fixtures::{DEADLINE, approve, bootc_node, condition, digest, wait_for};
+use host_sim::fixtures::{DEADLINE, approve, bootc_node, condition, digest, pull_secret, wait_for};
 use host_sim::memory::{Behaviour, Catalog, MemoryHost, NextBoot};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -54,6 +54,21 @@ async fn cluster(loosen: bool) -> (Emulator, Client) {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
     (emulator, client)
+}
+
+/// One node's bed: the emulator with the CRDs and a client of it, the BootcNode API, and
+/// a host booted on v1 behaving as `behaviour`, its catalog holding v1, v2, … with these
+/// kernel labels (their pins, in order).
+async fn one_node<const N: usize>(
+    kernels: [Option<&str>; N],
+    behaviour: Behaviour,
+) -> (Emulator, Client, Api<BootcNode>, MemoryHost, [String; N]) {
+    let (emulator, client) = cluster(false).await;
+    let catalog = Catalog::new();
+    let images = catalog.push_versions(REPO, kernels);
+    let host = MemoryHost::new(catalog, &images[0], behaviour).unwrap();
+    let api = Api::all(client.clone());
+    (emulator, client, api, host, images)
 }
 
 /// Plays the agent's supervisor: runs it, and when the host connection is lost (a
@@ -136,11 +151,8 @@ async fn set_desired(api: &Api<BootcNode>, name: &str, image: &str) {
 
 #[tokio::test]
 async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
+    let (_emulator, client, api, host, [_, v2]) =
+        one_node([Some("k1"), Some("k2")], Behaviour::default()).await;
     api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .unwrap();
@@ -197,11 +209,8 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
 
 #[tokio::test]
 async fn soft_reboots_when_allowed_and_capable() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k1")]);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
+    let (_emulator, client, api, host, [_, v2]) =
+        one_node([Some("k1"), Some("k1")], Behaviour::default()).await;
     let mut bn = bootc_node("n1", &v2);
     bn.spec.reboot_policy = bootc_crds::pool::RebootPolicy::AllowSoftReboot;
     api.create(&PostParams::default(), &bn).await.unwrap();
@@ -231,10 +240,8 @@ async fn soft_reboots_when_allowed_and_capable() {
 
 #[tokio::test]
 async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let [v1, v2] = catalog.push_versions(REPO, [None, None]);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
+    let (_emulator, client, _api, host, [v1, v2]) =
+        one_node([None, None], Behaviour::default()).await;
     host.set_next_boot(NextBoot::OldImage);
     let api: Api<BootcNode> = Api::all(client.clone());
     api.create(&PostParams::default(), &bootc_node("n1", &v2))
@@ -276,19 +283,14 @@ async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
 
 #[tokio::test]
 async fn a_new_desired_image_during_staging_restarts_staging() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let [v1, v2, v3] = catalog.push_versions(REPO, [None, None, None]);
-    let host = MemoryHost::new(
-        catalog,
-        &v1,
+    let (_emulator, client, api, host, [_, v2, v3]) = one_node(
+        [None, None, None],
         Behaviour {
             stage_hangs: true,
             ..Behaviour::default()
         },
     )
-    .unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
+    .await;
     api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .unwrap();
@@ -313,19 +315,14 @@ async fn a_new_desired_image_during_staging_restarts_staging() {
 
 #[tokio::test]
 async fn an_agent_killed_mid_stage_converges_when_started_again() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let [v1, v2] = catalog.push_versions(REPO, [None, None]);
-    let host = MemoryHost::new(
-        catalog,
-        &v1,
+    let (_emulator, client, api, host, [_, v2]) = one_node(
+        [None, None],
         Behaviour {
             stage_hangs: true,
             ..Behaviour::default()
         },
     )
-    .unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
+    .await;
     api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .unwrap();
@@ -415,30 +412,17 @@ async fn bad_references_never_reach_the_host() {
 
 #[tokio::test]
 async fn pull_secrets_are_written_and_rewritten_when_their_hash_changes() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
+    let (_emulator, client, api, host, [v1]) = one_node([None], Behaviour::default()).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let auth = |token: &str| {
         let json = format!(r#"{{"auths":{{"registry.test":{{"auth":"{token}"}}}}}}"#);
         ByteString(json.into_bytes())
     };
-    let secret = |token: &str| Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("pull".into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some([(".dockerconfigjson".to_owned(), auth(token))].into()),
-        ..Default::default()
-    };
+    let secret = |token: &str| pull_secret("pull", auth(token).0);
     secrets
         .create(&PostParams::default(), &secret("c2VjcmV0MQ=="))
         .await
         .unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
     let mut bn = bootc_node("n1", &v1);
     bn.spec.pull_secret_ref = Some(bootc_crds::pool::SecretRef {
         name: "pull".into(),
@@ -606,14 +590,11 @@ async fn pass_the_reboot_wait(api: &Api<BootcNode>, host: &MemoryHost) -> bool {
 /// no kill) and a new agent started on the same host. Returns where it was killed (if
 /// the run got there) and the host's steps.
 async fn run_killed_at(point: Option<(&str, usize)>) -> (Option<String>, Vec<String>) {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
+    let (_emulator, client, api, host, [_, v2]) =
+        one_node([Some("k1"), Some("k2")], Behaviour::default()).await;
     if let Some((point, nth)) = point {
         host.halt_at(point, nth);
     }
-    let api: Api<BootcNode> = Api::all(client.clone());
     api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .unwrap();
@@ -706,19 +687,14 @@ async fn a_kill_between_any_two_steps_leaves_a_safe_state() {
 
 #[tokio::test]
 async fn a_timer_that_cannot_be_masked_is_reported_until_it_is() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let host = MemoryHost::new(
-        catalog,
-        &v1,
+    let (_emulator, client, api, host, [v1]) = one_node(
+        [None],
         Behaviour {
             mask_error: Some("Access denied".to_owned()),
             ..Behaviour::default()
         },
     )
-    .unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
+    .await;
     api.create(&PostParams::default(), &bootc_node("n1", &v1))
         .await
         .unwrap();
@@ -758,11 +734,7 @@ async fn a_timer_that_cannot_be_masked_is_reported_until_it_is() {
 
 #[tokio::test]
 async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_when_it_returns() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
+    let (_emulator, client, api, host, [v1]) = one_node([None], Behaviour::default()).await;
     api.create(&PostParams::default(), &bootc_node("n1", &v1))
         .await
         .unwrap();
