@@ -38,15 +38,9 @@ fn options() -> SimOptions {
     }
 }
 
-struct Setup {
-    emulator: Emulator,
-    client: Client,
-    cluster: SimCluster,
-    v1: String,
-    v2: String,
-}
-
-async fn setup(nodes: &[&str]) -> Setup {
+/// The emulator, a client of it, and a cluster of `nodes` on v1 with v2 in their
+/// catalog: (emulator, client, cluster, v1, v2).
+async fn setup(nodes: &[&str]) -> (Emulator, Client, SimCluster, String, String) {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
@@ -55,13 +49,7 @@ async fn setup(nodes: &[&str]) -> Setup {
     for name in nodes {
         cluster.add_node(name, &v1, &options()).await.unwrap();
     }
-    Setup {
-        emulator,
-        client,
-        cluster,
-        v1,
-        v2,
-    }
+    (emulator, client, cluster, v1, v2)
 }
 
 async fn wait_reason(api: &Api<BootcNode>, name: &str, reason: &str) -> BootcNode {
@@ -116,13 +104,7 @@ async fn cordon(nodes: &Api<Node>, name: &str, on: bool) {
 
 #[tokio::test]
 async fn an_approved_node_reboots_goes_not_ready_and_comes_back_idle_on_the_new_image() {
-    let Setup {
-        emulator,
-        client,
-        cluster,
-        v1,
-        v2,
-    } = setup(&["n1", "n2"]).await;
+    let (emulator, client, cluster, v1, v2) = setup(&["n1", "n2"]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let api: Api<BootcNode> = Api::all(client.clone());
 
@@ -228,13 +210,7 @@ async fn an_approved_node_reboots_goes_not_ready_and_comes_back_idle_on_the_new_
 
 #[tokio::test]
 async fn the_checker_counts_cordons_slots_and_not_ready_nodes_and_flags_more_than_the_budget() {
-    let Setup {
-        emulator,
-        client,
-        cluster,
-        v1,
-        ..
-    } = setup(&["n1", "n2", "n3", "n4"]).await;
+    let (emulator, client, cluster, v1, _) = setup(&["n1", "n2", "n3", "n4"]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let api: Api<BootcNode> = Api::all(client.clone());
     for name in ["n1", "n2", "n3", "n4"] {
@@ -317,13 +293,7 @@ async fn the_checker_counts_cordons_slots_and_not_ready_nodes_and_flags_more_tha
 
 #[tokio::test]
 async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
-    let Setup {
-        emulator: _emulator,
-        client,
-        cluster,
-        v1,
-        v2,
-    } = setup(&["n1", "n2"]).await;
+    let (_emulator, client, cluster, v1, v2) = setup(&["n1", "n2"]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let api: Api<BootcNode> = Api::all(client.clone());
     api.create(&PostParams::default(), &bootc_node("n1", &v1))
@@ -378,13 +348,7 @@ async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
 
 #[tokio::test]
 async fn a_killed_agent_is_restarted_and_carries_on() {
-    let Setup {
-        emulator: _emulator,
-        client,
-        cluster,
-        v1,
-        v2,
-    } = setup(&["n1"]).await;
+    let (_emulator, client, cluster, v1, v2) = setup(&["n1"]).await;
     let api: Api<BootcNode> = Api::all(client.clone());
     api.create(&PostParams::default(), &bootc_node("n1", &v1))
         .await
@@ -425,12 +389,7 @@ async fn a_killed_agent_is_restarted_and_carries_on() {
 
 #[tokio::test]
 async fn pods_are_bound_to_nodes_with_their_owners_and_can_be_evicted() {
-    let Setup {
-        emulator: _emulator,
-        client,
-        cluster,
-        ..
-    } = setup(&["n1"]).await;
+    let (_emulator, client, cluster, _, _) = setup(&["n1"]).await;
     let labels = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
     let cases = [
         (

@@ -60,16 +60,9 @@ impl Clock {
 /// polling, three times the fast reads' interval.
 const QUIET_PASSES: usize = 6;
 
-struct Setup {
-    _emulator: Emulator,
-    api: Api<BootcNode>,
-    cluster: SimCluster,
-    clock: Clock,
-    v1: String,
-    v2: String,
-}
-
-async fn setup() -> Setup {
+/// The emulator, the BootcNode API, a cluster of n1 (on v1, v2 in its catalog) and the
+/// clock node: (emulator, api, cluster, clock, v1, v2).
+async fn setup() -> (Emulator, Api<BootcNode>, SimCluster, Clock, String, String) {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
@@ -89,14 +82,7 @@ async fn setup() -> Setup {
     let clock = Clock {
         host: cluster.host("clock").unwrap(),
     };
-    Setup {
-        _emulator: emulator,
-        api,
-        cluster,
-        clock,
-        v1,
-        v2,
-    }
+    (emulator, api, cluster, clock, v1, v2)
 }
 
 async fn create(api: &Api<BootcNode>, image: &str, units: &[&str]) {
@@ -163,14 +149,7 @@ fn fast_reads(host: &MemoryHost) -> usize {
 
 #[tokio::test]
 async fn a_unit_that_becomes_active_after_the_reboot_is_seen_within_seconds() {
-    let Setup {
-        _emulator,
-        api,
-        cluster,
-        clock,
-        v2,
-        ..
-    } = setup().await;
+    let (_emulator, api, cluster, clock, _, v2) = setup().await;
     let host = cluster.host("n1").unwrap();
     // After booting v2, kubelet.service is still starting.
     cluster.set_boot_units(&digest('2'), &[("kubelet.service", "activating")]);
@@ -228,14 +207,7 @@ async fn a_unit_that_becomes_active_after_the_reboot_is_seen_within_seconds() {
 
 #[tokio::test]
 async fn failed_and_missing_units_are_reported_and_the_list_follows_the_spec() {
-    let Setup {
-        _emulator,
-        api,
-        cluster,
-        clock,
-        v1,
-        ..
-    } = setup().await;
+    let (_emulator, api, cluster, clock, v1, _) = setup().await;
     let host = cluster.host("n1").unwrap();
     cluster.set_boot_units(
         &digest('1'),
@@ -308,13 +280,7 @@ async fn failed_and_missing_units_are_reported_and_the_list_follows_the_spec() {
 
 #[tokio::test]
 async fn names_the_agent_refuses_are_reported_unknown_and_the_rest_of_the_status_stands() {
-    let Setup {
-        _emulator,
-        api,
-        cluster,
-        v1,
-        ..
-    } = setup().await;
+    let (_emulator, api, cluster, _, v1, _) = setup().await;
     let host = cluster.host("n1").unwrap();
     // A template passes the CRD's pattern, but has no state of its own.
     create(&api, &v1, &["ok.service", "getty@.service"]).await;
