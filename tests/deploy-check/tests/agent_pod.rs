@@ -38,14 +38,13 @@ use std::time::Duration;
 
 use bootc_crds::node::BootcNode;
 use deploy_check::NAMESPACE;
-use host_sim::fixtures::{approve, bootc_node, idle_reason};
+use host_sim::fixtures::{approve, bootc_node, create_node, idle_reason};
 use host_sim::pods::daemon::{Incarnation, NodeKubelet, container_for_node};
 use host_sim::pods::spec::{PodIdentity, memory_bytes};
 use host_sim::pods::{service_account_files, service_env, until};
 use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOptions};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
-use kube::api::PostParams;
 
 const DAEMONSET: &str = "bootc-node-agent";
 const NODE: &str = "agent-pod";
@@ -140,9 +139,7 @@ async fn rollout_in_pod(archive: &Path, cap_add: Option<&[&str]>, phase: Duratio
     .unwrap();
 
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &bootc_node(NODE, &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node(NODE, &v2)).await;
 
     let pod = PodIdentity {
         name: format!("{DAEMONSET}-x7k2q"),

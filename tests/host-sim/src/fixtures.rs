@@ -9,8 +9,10 @@
 use std::time::Duration;
 
 use bootc_crds::node::{BootcNode, BootcNodeSpec, UnitHealth};
+use bootc_crds::pool::SignaturePolicy;
 use bootc_crds::{ImageRef, REBOOT_SLOT_ANNOTATION};
 use bootc_node_agent::bootc_status::BootcHost;
+use bootc_node_agent::host::Host;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
@@ -209,4 +211,26 @@ pub fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, Strin
 /// The image bootc's spec asks for.
 pub fn spec_image(status: &BootcHost) -> Option<&str> {
     status.spec.image.as_ref().map(|i| i.image.as_str())
+}
+
+/// Stages `pinned` on `host` with the default signature policy and asserts that bootc
+/// then shows it staged and locked (download-only); bootc's status after.
+pub async fn stage_locked(host: &impl Host, pinned: &str) -> BootcHost {
+    host.stage(&pin(pinned), SignaturePolicy::Default)
+        .await
+        .expect("staging");
+    let status = host.status().await.expect("bootc's status");
+    assert_eq!(
+        staged(&status),
+        Some((digest_of(pinned).to_owned(), Some(true))),
+        "{pinned} staged locked: {status:#?}"
+    );
+    status
+}
+
+/// Creates BootcNode `node`, as the controller would.
+pub async fn create_node(api: &Api<BootcNode>, node: &BootcNode) {
+    api.create(&PostParams::default(), node)
+        .await
+        .expect("creating the BootcNode");
 }

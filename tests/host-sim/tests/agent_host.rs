@@ -17,7 +17,9 @@ use bootc_crds::pool::SignaturePolicy;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::Node;
-use host_sim::fixtures::{booted_digest, digest_of, pin, rollback_digest, spec_image, staged};
+use host_sim::fixtures::{
+    booted_digest, digest_of, pin, rollback_digest, spec_image, stage_locked, staged,
+};
 use test_registry::Registry;
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -415,16 +417,9 @@ async fn without_switch_download_only_stage_falls_back_and_ends_locked() {
     let f = Fixture::new("agent-fallback").await;
     f.faults(r#"{"switchHelpWithoutDownloadOnly": true}"#);
     let host = f.host().await;
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
-    let status = host.status().await.unwrap();
+    // switch + upgrade --download-only ends locked.
+    let status = stage_locked(&host, &f.v2).await;
     assert_eq!(booted_digest(&status), digest_of(&f.v1));
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true))),
-        "switch + upgrade --download-only ends locked"
-    );
     assert_eq!(spec_image(&status), Some(f.v2.as_str()));
 }
 
@@ -446,14 +441,7 @@ async fn pulls_with_the_credentials_in_run_ostree_auth_json() {
     let auth = f.node.root_path().unwrap().join("run/ostree/auth.json");
     let mode = std::os::unix::fs::PermissionsExt::mode(&auth.metadata().unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
-    let status = host.status().await.unwrap();
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true)))
-    );
+    stage_locked(&host, &f.v2).await;
     let _ = &f.dir;
 }
 

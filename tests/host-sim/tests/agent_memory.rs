@@ -11,7 +11,9 @@ use std::time::Duration;
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::{BootcNode, DesiredImageState};
 use bootc_node_agent::run::{self, RunError, RunOptions};
-use host_sim::fixtures::{DEADLINE, approve, bootc_node, condition, digest, pull_secret, wait_for};
+use host_sim::fixtures::{
+    DEADLINE, approve, bootc_node, condition, create_node, digest, pull_secret, wait_for,
+};
 use host_sim::memory::{Behaviour, Catalog, MemoryHost, NextBoot};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -153,9 +155,7 @@ async fn set_desired(api: &Api<BootcNode>, name: &str, image: &str) {
 async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
     let (_emulator, client, api, host, [_, v2]) =
         one_node([Some("k1"), Some("k2")], Behaviour::default()).await;
-    api.create(&PostParams::default(), &bootc_node("n1", &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v2)).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
 
     let staged = wait_reason(&api, "n1", "Staged").await;
@@ -213,7 +213,7 @@ async fn soft_reboots_when_allowed_and_capable() {
         one_node([Some("k1"), Some("k1")], Behaviour::default()).await;
     let mut bn = bootc_node("n1", &v2);
     bn.spec.reboot_policy = bootc_crds::pool::RebootPolicy::AllowSoftReboot;
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    create_node(&api, &bn).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     let staged = wait_reason(&api, "n1", "Staged").await;
     assert!(
@@ -244,9 +244,7 @@ async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
         one_node([None, None], Behaviour::default()).await;
     host.set_next_boot(NextBoot::OldImage);
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &bootc_node("n1", &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v2)).await;
     // A short poll, so that the agent looks at the host many times after the reboot.
     let agent = Supervised::start(
         client.clone(),
@@ -291,9 +289,7 @@ async fn a_new_desired_image_during_staging_restarts_staging() {
         },
     )
     .await;
-    api.create(&PostParams::default(), &bootc_node("n1", &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v2)).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     wait_reason(&api, "n1", "Staging").await;
     wait_for("the first pull to start", async || {
@@ -323,9 +319,7 @@ async fn an_agent_killed_mid_stage_converges_when_started_again() {
         },
     )
     .await;
-    api.create(&PostParams::default(), &bootc_node("n1", &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v2)).await;
     let options = RunOptions {
         node_name: "n1".into(),
         poll_interval: Duration::from_secs(60),
@@ -383,9 +377,7 @@ async fn bad_references_never_reach_the_host() {
     ];
     let mut agents = Vec::new();
     for (name, image, _) in &cases {
-        api.create(&PostParams::default(), &bootc_node(name, image))
-            .await
-            .unwrap();
+        create_node(&api, &bootc_node(name, image)).await;
         agents.push(Supervised::start(
             client.clone(),
             host.clone(),
@@ -429,7 +421,7 @@ async fn pull_secrets_are_written_and_rewritten_when_their_hash_changes() {
         namespace: "default".into(),
     });
     bn.spec.pull_secret_hash = Some("h1".into());
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    create_node(&api, &bn).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     wait_for("the first credentials", async || {
         (host.credentials() == Some(auth("c2VjcmV0MQ==").0)).then_some(())
@@ -478,9 +470,7 @@ async fn an_idle_agent_makes_no_writes_and_keeps_one_watch() {
     let v1 = catalog.push(REPO, "v1", &digest('1'), None);
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &bootc_node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     let handle = emulator.handle();
     handle.clear_requests();
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(5));
@@ -595,9 +585,7 @@ async fn run_killed_at(point: Option<(&str, usize)>) -> (Option<String>, Vec<Str
     if let Some((point, nth)) = point {
         host.halt_at(point, nth);
     }
-    api.create(&PostParams::default(), &bootc_node("n1", &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v2)).await;
     let poll = Duration::from_secs(60);
     let mut agent = Supervised::start(client.clone(), host.clone(), "n1", poll);
     let (mut approved, mut killed) = (false, None);
@@ -695,9 +683,7 @@ async fn a_timer_that_cannot_be_masked_is_reported_until_it_is() {
         },
     )
     .await;
-    api.create(&PostParams::default(), &bootc_node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     let (node, message) = wait_for("UpdateTimerNotMasked", async || {
         let n = api.get("n1").await.ok()?;
@@ -735,9 +721,7 @@ async fn a_timer_that_cannot_be_masked_is_reported_until_it_is() {
 #[tokio::test]
 async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_when_it_returns() {
     let (_emulator, client, api, host, [v1]) = one_node([None], Behaviour::default()).await;
-    api.create(&PostParams::default(), &bootc_node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     wait_reason(&api, "n1", "Idle").await;
     assert!(host.timer_masked(), "masked while the node is in a pool");
@@ -757,9 +741,7 @@ async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_whe
     assert_eq!(releases(&host), 1);
 
     // Back in a pool: masked again.
-    api.create(&PostParams::default(), &bootc_node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     wait_for("the timer masked again", async || {
         host.timer_masked().then_some(())
     })
@@ -807,7 +789,7 @@ async fn a_refused_reboot_record_stops_the_unlock_and_the_reboot() {
     approved
         .annotations_mut()
         .insert(REBOOT_SLOT_ANNOTATION.to_owned(), "pool-a".to_owned());
-    api.create(&PostParams::default(), &approved).await.unwrap();
+    create_node(&api, &approved).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     wait_reason(&api, "n1", "Staging").await;
     // From now on, every write to a BootcNode fails.
@@ -863,7 +845,7 @@ async fn a_staged_image_changed_right_before_the_unlock_is_neither_unlocked_nor_
     bn.spec.desired_image_state = DesiredImageState::Booted;
     bn.metadata.annotations =
         Some([(REBOOT_SLOT_ANNOTATION.to_owned(), "pool-a".to_owned())].into());
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    create_node(&api, &bn).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
 
     let message = wait_for("StagingNotLocked", async || {

@@ -20,7 +20,9 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::SecretRef;
 use bootc_standin::{HttpResolver, ImageResolver, Version};
 use host_sim::daemonset::DaemonSet;
-use host_sim::fixtures::{approve, bootc_node, condition, create_namespace, pull_secret};
+use host_sim::fixtures::{
+    approve, bootc_node, condition, create_namespace, create_node, pull_secret,
+};
 use host_sim::{Node, NodeOptions};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -128,7 +130,7 @@ async fn drive_a_rollout(version: Version) {
         namespace: "bootc-system".into(),
     });
     bn.spec.pull_secret_hash = Some("h1".into());
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    create_node(&api, &bn).await;
 
     let agents = DaemonSet::start(&node, &kubeconfig, &log, &[]);
     let get = async || api.get(&name).await.ok();

@@ -23,10 +23,10 @@ use bootc_crds::pool::RebootPolicy;
 use bootc_standin::resolver::KERNEL_LABEL;
 use bootc_standin::{HttpResolver, ImageResolver};
 use host_sim::daemonset::DaemonSet;
-use host_sim::fixtures::{approve, bootc_node, idle_reason};
+use host_sim::fixtures::{approve, bootc_node, create_node, idle_reason};
 use host_sim::{Node, NodeOptions};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use test_registry::Registry;
 use tokio::time::Instant;
@@ -89,7 +89,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     let api: Api<BootcNode> = Api::all(client.clone());
     let mut bn = bootc_node(&name, v2);
     bn.spec.reboot_policy = RebootPolicy::AllowSoftReboot;
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    create_node(&api, &bn).await;
     let agents = DaemonSet::start(&node, &bed.kubeconfig, log, &[]);
 
     // 1. Same kernel: staged soft-reboot capable; approval → a soft reboot.

@@ -21,9 +21,8 @@ use bootc_crds::node::BootcNode;
 use bootc_standin::{ImageResolver, Version};
 use host_sim::Node;
 use host_sim::daemonset::{AgentOptions, DaemonSet};
-use host_sim::fixtures::{approve, bootc_node, idle_reason, run_in_node};
+use host_sim::fixtures::{approve, bootc_node, create_node, idle_reason, run_in_node};
 use kube::Api;
-use kube::api::PostParams;
 use serde_json::Value;
 use test_registry::Registry;
 
@@ -110,9 +109,7 @@ async fn unlocked_by_hand_is_locked_then_an_unplanned_reboot_keeps_the_old_image
     assert_eq!((&staged.info.digest, staged.locked), (d2, false));
 
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &bootc_node(name, v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node(name, v2)).await;
     let mut events = emulator.handle().events();
     let options = AgentOptions {
         poll_interval: "1h".to_owned(),

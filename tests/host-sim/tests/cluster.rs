@@ -12,11 +12,13 @@ use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::node::BootcNode;
 use bootc_node_agent::host::Host as _;
 use host_sim::cluster::{Invariants, PodOwner, SimCluster, SimOptions};
-use host_sim::fixtures::{DEADLINE, approve, bootc_node, digest, idle_reason, wait_for};
+use host_sim::fixtures::{
+    DEADLINE, approve, bootc_node, create_node, digest, idle_reason, wait_for,
+};
 use host_sim::memory::{Behaviour, Catalog, NextBoot};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{EvictParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::json;
@@ -125,9 +127,7 @@ async fn an_approved_node_reboots_goes_not_ready_and_comes_back_idle_on_the_new_
 
     let checker = Invariants::follow(emulator.handle(), 1, BTreeSet::new());
     for (name, image) in [("n1", &v2), ("n2", &v1)] {
-        api.create(&PostParams::default(), &bootc_node(name, image))
-            .await
-            .unwrap();
+        create_node(&api, &bootc_node(name, image)).await;
     }
     wait_reason(&api, "n2", "Idle").await;
     let staged = wait_reason(&api, "n1", "Staged").await;
@@ -214,9 +214,7 @@ async fn the_checker_counts_cordons_slots_and_not_ready_nodes_and_flags_more_tha
     let nodes: Api<Node> = Api::all(client.clone());
     let api: Api<BootcNode> = Api::all(client.clone());
     for name in ["n1", "n2", "n3", "n4"] {
-        api.create(&PostParams::default(), &bootc_node(name, &v1))
-            .await
-            .unwrap();
+        create_node(&api, &bootc_node(name, &v1)).await;
     }
     // An admin cordoned n4 before the rollout: that cordon is not ours.
     cordon(&nodes, "n4", true).await;
@@ -296,9 +294,7 @@ async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
     let (_emulator, client, cluster, v1, v2) = setup(&["n1", "n2"]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &bootc_node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     wait_reason(&api, "n1", "Idle").await;
     cluster
         .add_pod("n1", "apps", "web-1", BTreeMap::new(), PodOwner::None)
@@ -329,9 +325,7 @@ async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
     // it to n2, whose agent runs, is staged there: by then n1's agent, were it alive,
     // would have had its event too.
     patch_bootc_node(&api, "n1", json!({"spec": {"desiredImage": v2}})).await;
-    api.create(&PostParams::default(), &bootc_node("n2", &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n2", &v2)).await;
     let n2 = cluster.host("n2").unwrap();
     wait_for("n2 staged", async || {
         (n2.counters().stages >= 1).then_some(())
@@ -350,9 +344,7 @@ async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
 async fn a_killed_agent_is_restarted_and_carries_on() {
     let (_emulator, client, cluster, v1, v2) = setup(&["n1"]).await;
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &bootc_node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     wait_reason(&api, "n1", "Idle").await;
     assert_eq!(cluster.agent_starts("n1"), Some(1));
     assert!(cluster.agent_running("n1"));

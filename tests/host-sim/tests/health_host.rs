@@ -21,9 +21,9 @@ use bootc_crds::node::{BootcNode, NodeHealth};
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use host_sim::Node;
 use host_sim::daemonset::{AgentOptions, DaemonSet};
-use host_sim::fixtures::{digest, staged_spec, unit_states};
+use host_sim::fixtures::{create_node, digest, staged_spec, unit_states};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -206,7 +206,7 @@ async fn the_agent_reports_the_units_in_status_health() {
     let mut spec = staged_spec(&format!("127.0.0.1:5000/sim/os@{}", digest('0')));
     spec.health_units = names(&["health-ok.service", "health-late.service"]);
     let bn = BootcNode::new(&name, spec);
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    create_node(&api, &bn).await;
     let options = AgentOptions {
         poll_interval: "300s".to_owned(),
         ..AgentOptions::default()

@@ -23,8 +23,8 @@ use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::daemonset::{AgentOptions, DaemonSet, Isolation};
 use host_sim::fixtures::{
-    approve, booted_digest, condition, create_namespace, digest_of, pin, pull_secret,
-    rollback_digest, run_in_node, spec_image, staged, staged_spec,
+    approve, bootc_node, booted_digest, condition, create_namespace, create_node, digest_of, pin,
+    pull_secret, rollback_digest, run_in_node, spec_image, stage_locked, staged, staged_spec,
 };
 use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOptions, Request};
 
@@ -160,6 +160,28 @@ impl Fixture {
     }
 }
 
+/// What a test of the agent binary on a real node starts from: the emulator with the CRDs,
+/// a client of it, the node ([`Fixture::with_etc`], by digest, known to the emulator),
+/// the agent's kubeconfig and log, and the BootcNode API. `None` where the real-bootc
+/// tests are skipped.
+async fn agent_fixture(
+    name: &str,
+    etc: Vec<(String, Vec<u8>)>,
+) -> Option<(
+    kube_emulator::Emulator,
+    kube::Client,
+    Fixture,
+    PathBuf,
+    PathBuf,
+    kube::Api<BootcNode>,
+)> {
+    let (emulator, client) = common::emulator_with_crds().await;
+    let f = Fixture::with_etc(name, false, Some(client.clone()), etc).await?;
+    let (kubeconfig, log) = f.agent_files(&emulator);
+    let api = kube::Api::all(client.clone());
+    Some((emulator, client, f, kubeconfig, log, api))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_reboot_drops_it() {
     let Some(f) = Fixture::new("real-tag", true, None).await else {
@@ -172,16 +194,8 @@ async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_rebo
     assert_eq!(f.node.version_id().unwrap(), "1");
 
     let started = Instant::now();
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
+    let status = stage_locked(&host, &f.v2).await;
     eprintln!("real-tag: stage v1 → v2 took {:?}", started.elapsed());
-    let status = host.status().await.unwrap();
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true))),
-        "staged locked: {status:#?}"
-    );
     assert_eq!(spec_image(&status), Some(f.v2.as_str()));
     assert!(f.node.run_ostree_has("staged-deployment-locked"));
 
@@ -194,14 +208,7 @@ async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_rebo
     assert_eq!(f.node.version_id().unwrap(), "1");
 
     // The agent stages again, locked again.
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
-    let status = host.status().await.unwrap();
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true)))
-    );
+    stage_locked(&host, &f.v2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,14 +360,7 @@ async fn the_unlocked_window_of_switch_then_download_only_and_a_reboot_inside_it
     );
 
     // And the agent stages again, locked, after that boot.
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
-    let status = host.status().await.unwrap();
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true)))
-    );
+    stage_locked(&host, &f.v2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -421,19 +421,12 @@ async fn node_ready(client: &kube::Client, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-agent";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((emulator, client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&f.v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &f.v2)).await;
     // Every stored version of the BootcNode, to find any `Staged` report of an unlocked
     // deployment however briefly it stood.
     let mut events = emulator.handle().events();
@@ -602,23 +595,16 @@ fn on_node(f: &Fixture, program: &str, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_in_its_pod_keeps_its_running_pull_across_a_restart_and_sees_hand_made_changes() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-pod";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
     // v2 shares all but 324 bytes with v1, which the node has, and stages in about a
     // second: the target is v2 plus a 48 MiB layer, pulled through a proxy sending about
     // 6 MB/s, so the pull is surely still running when the test holds it.
     let (v2, _slow) = f.slow_v3().await;
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &v2)).await;
     // A poll interval far beyond the test: only bootc's status-updated signal (and the
     // agent's own commands) make the agent read the host again.
     let options = AgentOptions {
@@ -741,9 +727,9 @@ fn degraded(node: &BootcNode) -> Option<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
     use k8s_openapi::api::core::v1::Secret;
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-auth";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((_emulator, client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    else {
         return;
     };
     let private = LoggedRegistry::start_with_auth(f.dir.path(), "puller", "right").unwrap();
@@ -753,7 +739,6 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
         .layout();
     let digest = private.push_layout(&layout, "v2", REPOSITORY).unwrap();
     let target = format!("{}/{REPOSITORY}@{digest}", private.host());
-    let (kubeconfig, log) = f.agent_files(&emulator);
 
     let secret = |password: &str| pull_secret("pull", private.auth_json_for("puller", password));
     // Agents read Secrets in the install's namespace only (the controller's copies).
@@ -763,7 +748,6 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
         .create(&PostParams::default(), &secret("wrong"))
         .await
         .unwrap();
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
     let spec = BootcNodeSpec {
         pull_secret_ref: Some(bootc_crds::pool::SecretRef {
             name: "pull".into(),
@@ -856,24 +840,17 @@ struct ProgressSeen {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_reports_the_real_bootcs_staging_progress_every_few_seconds() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-progress";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
     // v2 shares all but 324 bytes with v1, which the node has: v3 is v2 plus a layer of
     // 48 MiB of random bytes, pulled through a proxy that sends about 6 MB/s, so the
     // pull lasts long enough for several progress writes (at most one per 5 s).
     let (v2, slow) = f.slow_v3().await;
     let d3 = digest_of(&v2).to_owned();
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &v2)).await;
     let mut events = emulator.handle().events();
     let started = Instant::now();
     let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
@@ -1099,17 +1076,14 @@ fn staged_signature(status: &Status) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_enforce_the_nodes_signature_policy_decides_and_a_rejected_image_is_not_staged() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-sigpolicy";
     let etc = vec![(
         "containers/policy.json".to_owned(),
         ACCEPT_ANYTHING.as_bytes().to_vec(),
     )];
-    let Some(f) = Fixture::with_etc(name, false, Some(client.clone()), etc).await else {
+    let Some((_emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, etc).await else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
     let spec = BootcNodeSpec {
         signature_policy: SignaturePolicy::Enforce,
         ..staged_spec(&f.v2)
@@ -1218,12 +1192,11 @@ async fn with_enforce_the_nodes_signature_policy_decides_and_a_rejected_image_is
 /// `Staged` only once it is locked, and an unplanned reboot then boots the old image.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_the_old_one() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-unlocked";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
     bootc_on_node(&f, &["switch", &f.v2]);
     let status = f.host().await.status().await.unwrap();
     assert_eq!(
@@ -1231,13 +1204,7 @@ async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_th
         Some((digest_of(&f.v2).to_owned(), Some(false))),
         "staged unlocked by hand: {status:#?}"
     );
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&f.v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &f.v2)).await;
     let mut events = emulator.handle().events();
     // An hour's poll: only the agent's first pass, its commands' ends and bootc's
     // status-updated signal make it read the host.
@@ -1291,9 +1258,9 @@ async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stages_nothing() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-space";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((_emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    else {
         return;
     };
     // The node's ostree keeps a free-space floor far above what its disk has: every
@@ -1310,14 +1277,7 @@ async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stage
             "1000000GB",
         ],
     );
-    let (kubeconfig, log) = f.agent_files(&emulator);
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&f.v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &f.v2)).await;
     let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
     let (reason, message) =
         common::wait_logged("Degraded for lack of space", &log, BOOT, async || {
@@ -1344,19 +1304,12 @@ async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stage
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_usr_overlay_reads_as_drift_and_clears_after_the_reboot() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-drift";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((_emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&f.v1)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &f.v1)).await;
     let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
     let drift = |want: &'static str| {
         let api = api.clone();
