@@ -115,6 +115,28 @@ impl Fixture {
         })
     }
 
+    /// What a test of the agent binary on a real node starts from: the emulator with the CRDs,
+    /// a client of it, the node ([`Fixture::with_etc`], by digest, known to the emulator),
+    /// the agent's kubeconfig and log, and the BootcNode API. `None` where the real-bootc
+    /// tests are skipped.
+    async fn for_agent(
+        name: &str,
+        etc: Vec<(String, Vec<u8>)>,
+    ) -> Option<(
+        kube_emulator::Emulator,
+        kube::Client,
+        Fixture,
+        PathBuf,
+        PathBuf,
+        kube::Api<BootcNode>,
+    )> {
+        let (emulator, client) = common::emulator_with_crds().await;
+        let f = Fixture::with_etc(name, false, Some(client.clone()), etc).await?;
+        let (kubeconfig, log) = f.agent_files(&emulator);
+        let api = kube::Api::all(client.clone());
+        Some((emulator, client, f, kubeconfig, log, api))
+    }
+
     async fn host(&self) -> DbusHost {
         DbusHost::connect(&self.node.bus_address().unwrap(), WORK_DIR, COMMAND_TIMEOUT)
             .await
@@ -158,28 +180,6 @@ impl Fixture {
         self.node.reboot(false).await.unwrap();
         self.node.wait_booted(boots, BOOT).await.unwrap();
     }
-}
-
-/// What a test of the agent binary on a real node starts from: the emulator with the CRDs,
-/// a client of it, the node ([`Fixture::with_etc`], by digest, known to the emulator),
-/// the agent's kubeconfig and log, and the BootcNode API. `None` where the real-bootc
-/// tests are skipped.
-async fn agent_fixture(
-    name: &str,
-    etc: Vec<(String, Vec<u8>)>,
-) -> Option<(
-    kube_emulator::Emulator,
-    kube::Client,
-    Fixture,
-    PathBuf,
-    PathBuf,
-    kube::Api<BootcNode>,
-)> {
-    let (emulator, client) = common::emulator_with_crds().await;
-    let f = Fixture::with_etc(name, false, Some(client.clone()), etc).await?;
-    let (kubeconfig, log) = f.agent_files(&emulator);
-    let api = kube::Api::all(client.clone());
-    Some((emulator, client, f, kubeconfig, log, api))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -422,7 +422,8 @@ async fn node_ready(client: &kube::Client, name: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval() {
     let name = "real-agent";
-    let Some((emulator, client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    let Some((emulator, client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
     else {
         return;
     };
@@ -596,7 +597,8 @@ fn on_node(f: &Fixture, program: &str, args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_in_its_pod_keeps_its_running_pull_across_a_restart_and_sees_hand_made_changes() {
     let name = "real-pod";
-    let Some((emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    let Some((emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
     else {
         return;
     };
@@ -728,7 +730,8 @@ fn degraded(node: &BootcNode) -> Option<(String, String)> {
 async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
     use k8s_openapi::api::core::v1::Secret;
     let name = "real-auth";
-    let Some((_emulator, client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    let Some((_emulator, client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
     else {
         return;
     };
@@ -841,7 +844,8 @@ struct ProgressSeen {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_reports_the_real_bootcs_staging_progress_every_few_seconds() {
     let name = "real-progress";
-    let Some((emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    let Some((emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
     else {
         return;
     };
@@ -1081,7 +1085,8 @@ async fn with_enforce_the_nodes_signature_policy_decides_and_a_rejected_image_is
         "containers/policy.json".to_owned(),
         ACCEPT_ANYTHING.as_bytes().to_vec(),
     )];
-    let Some((_emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, etc).await else {
+    let Some((_emulator, _client, f, kubeconfig, log, api)) = Fixture::for_agent(name, etc).await
+    else {
         return;
     };
     let spec = BootcNodeSpec {
@@ -1193,7 +1198,8 @@ async fn with_enforce_the_nodes_signature_policy_decides_and_a_rejected_image_is
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_the_old_one() {
     let name = "real-unlocked";
-    let Some((emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    let Some((emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
     else {
         return;
     };
@@ -1259,7 +1265,8 @@ async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stages_nothing() {
     let name = "real-space";
-    let Some((_emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    let Some((_emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
     else {
         return;
     };
@@ -1305,7 +1312,8 @@ async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stage
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_usr_overlay_reads_as_drift_and_clears_after_the_reboot() {
     let name = "real-drift";
-    let Some((_emulator, _client, f, kubeconfig, log, api)) = agent_fixture(name, Vec::new()).await
+    let Some((_emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
     else {
         return;
     };
