@@ -219,6 +219,26 @@ fn names(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+/// Drains [`NODE`] with `options`, never cancelled.
+async fn drain(client: &Client, options: &DrainOptions) -> DrainOutcome {
+    drain_node(client.clone(), NODE, options, &CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+/// The pods a timed-out drain was waiting for and its last error; fails on any other
+/// outcome.
+fn timed_out(outcome: DrainOutcome) -> (Vec<String>, String) {
+    let DrainOutcome::TimedOut {
+        waiting_for,
+        last_error,
+    } = outcome
+    else {
+        panic!("expected a timeout, got {outcome:?}");
+    };
+    (waiting_for, last_error.expect("a timed-out drain says why"))
+}
+
 #[tokio::test]
 async fn evicts_ordinary_pods_and_leaves_daemonset_mirror_and_terminated_pods() {
     let (emulator, client) = setup().await;
@@ -239,9 +259,7 @@ async fn evicts_ordinary_pods_and_leaves_daemonset_mirror_and_terminated_pods() 
     set_phase(&client, "finished", "Succeeded").await;
     pod(&client, "elsewhere", "n2", &[], Some(&rs), json!({})).await;
 
-    let outcome = drain_node(client.clone(), NODE, &fast(), &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = drain(&client, &fast()).await;
 
     assert_eq!(outcome, DrainOutcome::Drained { evicted: 2 });
     assert_eq!(
@@ -251,9 +269,7 @@ async fn evicts_ordinary_pods_and_leaves_daemonset_mirror_and_terminated_pods() 
     assert_eq!(pods_on(&client, "n2").await, ["elsewhere"]);
     assert_eq!(evictions(&emulator, 201), 2);
     // Draining an already drained node is a no-op.
-    let again = drain_node(client.clone(), NODE, &fast(), &CancellationToken::new())
-        .await
-        .unwrap();
+    let again = drain(&client, &fast()).await;
     assert_eq!(again, DrainOutcome::Drained { evicted: 0 });
     assert_eq!(evictions(&emulator, 201), 2);
 }
@@ -282,9 +298,7 @@ async fn pod_selector_limits_what_is_evicted() {
         }),
         ..fast()
     };
-    let outcome = drain_node(client.clone(), NODE, &options, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = drain(&client, &options).await;
 
     assert_eq!(outcome, DrainOutcome::Drained { evicted: 2 });
     assert_eq!(pods_on(&client, NODE).await, ["bare-db", "db-1"]);
@@ -301,19 +315,10 @@ async fn unmanaged_pod_is_refused_without_force_and_evicted_with_it() {
         timeout: Some(Duration::from_millis(400)),
         ..fast()
     };
-    let outcome = drain_node(client.clone(), NODE, &options, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = drain(&client, &options).await;
 
-    let DrainOutcome::TimedOut {
-        waiting_for,
-        last_error,
-    } = outcome
-    else {
-        panic!("expected a timeout, got {outcome:?}");
-    };
+    let (waiting_for, error) = timed_out(outcome);
     assert_eq!(waiting_for, names(&["default/bare", "default/web-1"]));
-    let error = last_error.unwrap();
     assert!(
         error.contains("default/bare") && error.contains("disruption.drain.force"),
         "{error}"
@@ -327,9 +332,7 @@ async fn unmanaged_pod_is_refused_without_force_and_evicted_with_it() {
         force: true,
         ..options
     };
-    let outcome = drain_node(client.clone(), NODE, &forced, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = drain(&client, &forced).await;
     assert_eq!(outcome, DrainOutcome::Drained { evicted: 2 });
     assert!(pods_on(&client, NODE).await.is_empty());
 }
@@ -353,18 +356,9 @@ async fn empty_dir_pod_is_refused_without_delete_empty_dir_data() {
         timeout: Some(Duration::from_millis(300)),
         ..fast()
     };
-    let outcome = drain_node(client.clone(), NODE, &keep, &CancellationToken::new())
-        .await
-        .unwrap();
-    let DrainOutcome::TimedOut {
-        waiting_for,
-        last_error,
-    } = outcome
-    else {
-        panic!("expected a timeout, got {outcome:?}");
-    };
+    let outcome = drain(&client, &keep).await;
+    let (waiting_for, error) = timed_out(outcome);
     assert_eq!(waiting_for, names(&["default/cache-1"]));
-    let error = last_error.unwrap();
     assert!(
         error.contains("default/cache-1") && error.contains("deleteEmptyDirData"),
         "{error}"
@@ -372,9 +366,7 @@ async fn empty_dir_pod_is_refused_without_delete_empty_dir_data() {
     assert_eq!(pods_on(&client, NODE).await, ["cache-1"]);
 
     // The default (deleteEmptyDirData: true) evicts it.
-    let outcome = drain_node(client.clone(), NODE, &fast(), &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = drain(&client, &fast()).await;
     assert_eq!(outcome, DrainOutcome::Drained { evicted: 1 });
 }
 
@@ -389,22 +381,13 @@ async fn disruption_budget_blocks_until_the_timeout() {
         ..fast()
     };
     let start = Instant::now();
-    let outcome = drain_node(client.clone(), NODE, &options, &CancellationToken::new())
-        .await
-        .unwrap();
+    let outcome = drain(&client, &options).await;
     let took = start.elapsed();
 
-    let DrainOutcome::TimedOut {
-        waiting_for,
-        last_error,
-    } = outcome
-    else {
-        panic!("expected a timeout, got {outcome:?}");
-    };
+    let (waiting_for, error) = timed_out(outcome);
     assert!(took >= Duration::from_millis(600), "{took:?}");
     assert!(took < Duration::from_secs(3), "{took:?}");
     assert_eq!(waiting_for, names(&["default/web-1", "default/web-2"]));
-    let error = last_error.unwrap();
     assert!(
         error.contains("disruption budget") && error.contains("web needs 2 healthy pods"),
         "{error}"

@@ -13,11 +13,10 @@ use std::time::Duration;
 
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::leader::LeaseConfig;
-use bootc_pool_controller::reconcile::{self, Dependencies};
 use common::*;
 use host_sim::cluster::Invariants;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube_emulator::{Emulator, FaultConfig};
 use serde_json::json;
 use tokio::time::Instant;
@@ -68,34 +67,14 @@ async fn holder(leases: &Api<Lease>) -> Option<(String, i32)> {
 async fn fifty_failovers_mid_reconcile_keep_the_budget() {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    ensure_namespace(&client, NAMESPACE).await;
     let names: Vec<String> = (0..NODES).map(|i| format!("n{i:02}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let (cluster, v1, v2) = workers_cluster(&emulator, &refs, Default::default()).await;
     let invariants = Invariants::follow(emulator.handle(), BUDGET, BTreeSet::new());
     let replicas: Vec<_> = REPLICAS
         .iter()
-        .map(|(identity, agent)| {
-            let client = client_as(&emulator, agent);
-            let lease = lease(identity);
-            tokio::spawn(async move {
-                reconcile::run_elected(
-                    client,
-                    Dependencies::default(),
-                    lease,
-                    std::future::pending(),
-                )
-                .await
-                .unwrap();
-            })
-        })
+        .map(|(identity, agent)| start_elected(&emulator, agent, lease(identity)))
         .collect();
     let pools: Api<BootcNodePool> = Api::all(client.clone());
     pools
@@ -122,10 +101,7 @@ async fn fifty_failovers_mid_reconcile_keep_the_budget() {
         if all_updated(&pool, NODES as i32) {
             image = if image == v2 { v1.clone() } else { v2.clone() };
             let edit = json!({"spec": {"image": {"ref": image}}});
-            pools
-                .patch("workers", &PatchParams::default(), &Patch::Merge(&edit))
-                .await
-                .unwrap();
+            patch_pool(&client, "workers", edit).await;
             flips += 1;
         }
         let (leader, _) = wait_for("a leader", async || holder(&leases).await).await;

@@ -15,44 +15,32 @@ use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
 use host_sim::cluster::{Invariants, SimCluster, SimOptions};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::json;
 
 async fn set_image(client: &Client, pool: &str, image: &str) {
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    pools
-        .patch(
-            pool,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"image": {"ref": image}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(client, pool, json!({"spec": {"image": {"ref": image}}})).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_canary_updates_first_and_soaks_before_the_rest_go() {
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
     let names = ["n1", "n2", "n3", "n4", "n5"];
-    let (cluster, v1, v2) = workers_cluster(&emulator, &names, Default::default()).await;
-    let invariants = Invariants::follow(emulator.handle(), 5, BTreeSet::new());
-    let controller = start(&emulator, Dependencies::default());
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let r = Rollout::start(&names, 5, BTreeSet::new()).await;
+    let pools: Api<BootcNodePool> = Api::all(r.client.clone());
     let pool = workers_pool(
-        &v1,
+        &r.v1,
         json!({"maxUnavailable": 5, "canary": {"nodes": "40%", "soakSeconds": 3}}),
     );
     pools.create(&PostParams::default(), &pool).await.unwrap();
-    wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 5)).await;
+    wait_pool(&r.client, "workers", "all on v1", |p| all_updated(p, 5)).await;
 
     // Every stored change from here on is read: while the canary is not complete, at
     // most its two nodes hold slots or run v2; the third node goes only after the soak.
-    let recorder = Recorder::start(&emulator);
-    set_image(&client, "workers", &v2).await;
-    wait_pool(&client, "workers", "all on v2", |p| {
+    let recorder = Recorder::start(&r.emulator);
+    set_image(&r.client, "workers", &r.v2).await;
+    wait_pool(&r.client, "workers", "all on v2", |p| {
         all_updated(p, 5)
             && p.status.as_ref().unwrap().target_digest.as_deref() == Some(digest('2').as_str())
     })
@@ -60,37 +48,38 @@ async fn the_canary_updates_first_and_soaks_before_the_rest_go() {
     canary_went_first(&recorder.all_timed().await);
     // The hosts agree with what was stored.
     for n in names {
-        assert_eq!(booted(&cluster, n), digest('2'), "{n}");
+        assert_eq!(booted(&r.cluster, n), digest('2'), "{n}");
     }
-    let report = invariants.settled(Duration::from_secs(10)).await;
+    let report = r.invariants.settled(Duration::from_secs(10)).await;
     assert!(report.is_clean_rollout(), "{report:?}");
-    controller.stop().await;
+    r.controller.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_someone_else_cordoned_is_skipped_and_stays_cordoned() {
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
     let names = ["n1", "n2", "n3"];
-    let (cluster, v1, v2) = workers_cluster(&emulator, &names, Default::default()).await;
-    let invariants = Invariants::follow(emulator.handle(), 2, ["n2".to_owned()].into());
-    let controller = start(&emulator, Dependencies::default());
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    let pool = workers_pool(&v1, json!({"maxUnavailable": 2}));
+    let r = Rollout::start(&names, 2, ["n2".to_owned()].into()).await;
+    let pools: Api<BootcNodePool> = Api::all(r.client.clone());
+    let pool = workers_pool(&r.v1, json!({"maxUnavailable": 2}));
     pools.create(&PostParams::default(), &pool).await.unwrap();
-    wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 3)).await;
-    set_unschedulable(&client, "n2", true).await;
+    wait_pool(&r.client, "workers", "all on v1", |p| all_updated(p, 3)).await;
+    set_unschedulable(&r.client, "n2", true).await;
 
-    set_image(&client, "workers", &v2).await;
-    let p = wait_pool(&client, "workers", "all but the cordoned node on v2", |p| {
-        p.status.as_ref().is_some_and(|s| s.updated_count == 2)
-            && condition(p, "Progressing").is_some_and(|c| c.1 == "HeldNodesLeft")
-    })
+    set_image(&r.client, "workers", &r.v2).await;
+    let p = wait_pool(
+        &r.client,
+        "workers",
+        "all but the cordoned node on v2",
+        |p| {
+            p.status.as_ref().is_some_and(|s| s.updated_count == 2)
+                && condition(p, "Progressing").is_some_and(|c| c.1 == "HeldNodesLeft")
+        },
+    )
     .await;
     assert_eq!(p.status.as_ref().unwrap().cordoned_count, 1);
-    assert_eq!(booted(&cluster, "n2"), digest('1'));
-    assert_eq!(cluster.host("n2").unwrap().counters().reboots, 0);
-    let nodes: Api<Node> = Api::all(client.clone());
+    assert_eq!(booted(&r.cluster, "n2"), digest('1'));
+    assert_eq!(r.cluster.host("n2").unwrap().counters().reboots, 0);
+    let nodes: Api<Node> = Api::all(r.client.clone());
     let n2 = nodes.get("n2").await.unwrap();
     assert_eq!(
         n2.spec.unwrap().unschedulable,
@@ -99,12 +88,12 @@ async fn a_node_someone_else_cordoned_is_skipped_and_stays_cordoned() {
     );
 
     // Uncordoned by its owner: it updates too.
-    set_unschedulable(&client, "n2", false).await;
-    let p = wait_pool(&client, "workers", "all on v2", |p| all_updated(p, 3)).await;
+    set_unschedulable(&r.client, "n2", false).await;
+    let p = wait_pool(&r.client, "workers", "all on v2", |p| all_updated(p, 3)).await;
     assert_eq!(p.status.as_ref().unwrap().cordoned_count, 0);
-    let report = invariants.settled(Duration::from_secs(10)).await;
+    let report = r.invariants.settled(Duration::from_secs(10)).await;
     assert!(report.is_clean_rollout(), "{report:?}");
-    controller.stop().await;
+    r.controller.stop().await;
 }
 
 /// Over `changes` (every stored change from before the pool was given v2 until all ran
@@ -272,14 +261,12 @@ async fn a_pool_waits_for_the_pools_it_follows_and_a_cycle_is_refused() {
     .await;
     ordered_after_infra(&recorder.all().await);
     // A cycle: infra now follows workers too.
-    pools
-        .patch(
-            "infra",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"rollout": {"after": ["workers"]}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &client,
+        "infra",
+        json!({"spec": {"rollout": {"after": ["workers"]}}}),
+    )
+    .await;
     let p = wait_pool(&client, "workers", "the cycle reported", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "OrderingCycle")
     })

@@ -13,13 +13,10 @@ use std::time::Duration;
 use bootc_crds::HOLD_LABEL;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
-use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
-use host_sim::cluster::Invariants;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use kube_emulator::Emulator;
 use serde_json::{Value, json};
 
 async fn label_hold(client: &Client, node: &str, value: Value) {
@@ -49,34 +46,28 @@ fn held_count(p: &BootcNodePool) -> Option<i32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_node_stays_on_its_image_until_the_hold_is_lifted() {
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
     let names = ["n1", "n2", "n3"];
-    let (cluster, v1, v2) = workers_cluster(&emulator, &names, Default::default()).await;
-    let invariants = Invariants::follow(emulator.handle(), 1, BTreeSet::new());
-    let controller = start(&emulator, Dependencies::default());
+    let r = Rollout::start(&names, 1, BTreeSet::new()).await;
 
     // The pool starts on the image the nodes run, then n2 is held.
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    let pool = workers_pool(&v1, json!({"maxUnavailable": 1}));
+    let pools: Api<BootcNodePool> = Api::all(r.client.clone());
+    let pool = workers_pool(&r.v1, json!({"maxUnavailable": 1}));
     pools.create(&PostParams::default(), &pool).await.unwrap();
-    wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 3)).await;
-    label_hold(&client, "n2", json!("true")).await;
+    wait_pool(&r.client, "workers", "all on v1", |p| all_updated(p, 3)).await;
+    label_hold(&r.client, "n2", json!("true")).await;
     wait_for("n2 marked held", async || {
-        (held_mark(&bootc_node(&client, "n2").await) == Some(true)).then_some(())
+        (held_mark(&bootc_node(&r.client, "n2").await) == Some(true)).then_some(())
     })
     .await;
 
     // A new image: n1 and n3 roll, n2 stays where it is.
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"image": {"ref": v2}}})),
-        )
-        .await
-        .unwrap();
-    let p = wait_pool(&client, "workers", "all but the held node on v2", |p| {
+    patch_pool(
+        &r.client,
+        "workers",
+        json!({"spec": {"image": {"ref": r.v2}}}),
+    )
+    .await;
+    let p = wait_pool(&r.client, "workers", "all but the held node on v2", |p| {
         p.status.as_ref().is_some_and(|s| s.updated_count == 2)
             && condition(p, "Progressing").is_some_and(|c| c.1 == "HeldNodesLeft")
     })
@@ -89,17 +80,17 @@ async fn a_held_node_stays_on_its_image_until_the_hold_is_lifted() {
     );
     assert_eq!(condition(&p, "Degraded").unwrap().0, "False");
     for n in ["n1", "n3"] {
-        assert_eq!(booted(&cluster, n), digest('2'), "{n}");
-        assert_eq!(held_mark(&bootc_node(&client, n).await), None, "{n}");
+        assert_eq!(booted(&r.cluster, n), digest('2'), "{n}");
+        assert_eq!(held_mark(&bootc_node(&r.client, n).await), None, "{n}");
     }
-    assert_eq!(booted(&cluster, "n2"), digest('1'));
-    let n2 = bootc_node(&client, "n2").await;
+    assert_eq!(booted(&r.cluster, "n2"), digest('1'));
+    let n2 = bootc_node(&r.client, "n2").await;
     assert_eq!(
-        n2.spec.desired_image, v1,
+        n2.spec.desired_image, r.v1,
         "n2 is not moved to the new image"
     );
     assert_eq!(held_mark(&n2), Some(true));
-    let counters = cluster.host("n2").unwrap().counters();
+    let counters = r.cluster.host("n2").unwrap().counters();
     assert_eq!(
         (counters.stages, counters.reboots),
         (0, 0),
@@ -107,13 +98,13 @@ async fn a_held_node_stays_on_its_image_until_the_hold_is_lifted() {
     );
 
     // The hold is lifted: n2 rolls too and its mark goes.
-    label_hold(&client, "n2", Value::Null).await;
-    let p = wait_pool(&client, "workers", "all on v2", |p| all_updated(p, 3)).await;
+    label_hold(&r.client, "n2", Value::Null).await;
+    let p = wait_pool(&r.client, "workers", "all on v2", |p| all_updated(p, 3)).await;
     assert_eq!(held_count(&p), Some(0));
-    assert_eq!(booted(&cluster, "n2"), digest('2'));
-    assert_eq!(held_mark(&bootc_node(&client, "n2").await), None);
+    assert_eq!(booted(&r.cluster, "n2"), digest('2'));
+    assert_eq!(held_mark(&bootc_node(&r.client, "n2").await), None);
 
-    let report = invariants.settled(Duration::from_secs(10)).await;
+    let report = r.invariants.settled(Duration::from_secs(10)).await;
     assert!(report.is_clean_rollout(), "{report:?}");
-    controller.stop().await;
+    r.controller.stop().await;
 }

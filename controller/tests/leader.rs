@@ -212,6 +212,16 @@ fn term_of(lease: &serde_json::Value) -> (Option<String>, Option<String>) {
     )
 }
 
+/// Replicas `replica-a` and `replica-b` electing with lease `lease`, a [`Monitor`] of
+/// both, and which of them (0 or 1) leads first.
+async fn two_replicas(emulator: &Emulator, lease: &str) -> (Replica, Replica, Monitor, usize) {
+    let a = Replica::start(emulator, lease, "replica-a");
+    let b = Replica::start(emulator, lease, "replica-b");
+    let monitor = Monitor::start(emulator, lease, &a, &b);
+    let first = wait_leader([&a, &b], LEASE + SLACK).await;
+    (a, b, monitor, first)
+}
+
 /// Waits (with a deadline) until one of the two replicas is leader; returns its index.
 async fn wait_leader(replicas: [&Replica; 2], within: Duration) -> usize {
     let (mut a, mut b) = (replicas[0].leader.clone(), replicas[1].leader.clone());
@@ -314,11 +324,8 @@ fn lease_conflicts(emulator: &Emulator, name: &str) -> Vec<String> {
 #[tokio::test]
 async fn exactly_one_leader_at_a_time() {
     let emulator = emulator().await;
-    let a = Replica::start(&emulator, "steady", "replica-a");
-    let b = Replica::start(&emulator, "steady", "replica-b");
-    let monitor = Monitor::start(&emulator, "steady", &a, &b);
+    let (a, b, monitor, first) = two_replicas(&emulator, "steady").await;
 
-    let first = wait_leader([&a, &b], LEASE + SLACK).await;
     let (leader, follower) = if first == 0 { (&a, &b) } else { (&b, &a) };
 
     // Over counted tries: the leader keeps renewing, the follower never takes over
@@ -373,10 +380,7 @@ async fn exactly_one_leader_at_a_time() {
 #[tokio::test]
 async fn shutdown_releases_and_hands_over_at_once() {
     let emulator = emulator().await;
-    let a = Replica::start(&emulator, "handover", "replica-a");
-    let b = Replica::start(&emulator, "handover", "replica-b");
-    let monitor = Monitor::start(&emulator, "handover", &a, &b);
-    let first = wait_leader([&a, &b], LEASE + SLACK).await;
+    let (a, b, monitor, first) = two_replicas(&emulator, "handover").await;
     let (leader, follower) = if first == 0 { (a, b) } else { (b, a) };
 
     let before = lease_spec(&emulator, "handover").await;
@@ -427,10 +431,7 @@ async fn shutdown_releases_and_hands_over_at_once() {
 #[tokio::test]
 async fn crashed_leader_is_replaced_after_expiry() {
     let emulator = emulator().await;
-    let a = Replica::start(&emulator, "crash", "replica-a");
-    let b = Replica::start(&emulator, "crash", "replica-b");
-    let monitor = Monitor::start(&emulator, "crash", &a, &b);
-    let first = wait_leader([&a, &b], LEASE + SLACK).await;
+    let (a, b, monitor, first) = two_replicas(&emulator, "crash").await;
     let (leader, follower) = if first == 0 { (a, b) } else { (b, a) };
     // A few renewals, counted.
     let renewals = lease_writes(&emulator, &leader.identity) + 3;
@@ -558,10 +559,7 @@ async fn simultaneous_start_leaves_one_leader() {
 
     // 1. No lease yet: both create, one gets 409 AlreadyExists.
     emulator.handle().clear_requests();
-    let a = Replica::start(&emulator, "race-create", "replica-a");
-    let b = Replica::start(&emulator, "race-create", "replica-b");
-    let monitor = Monitor::start(&emulator, "race-create", &a, &b);
-    wait_leader([&a, &b], LEASE + SLACK).await;
+    let (a, b, monitor, _) = two_replicas(&emulator, "race-create").await;
     both_try_for_a_lease(&emulator).await;
     assert!(a.is_leader() ^ b.is_leader());
     assert_eq!(lease_conflicts(&emulator, "race-create"), ["create"]);
@@ -587,10 +585,7 @@ async fn simultaneous_start_leaves_one_leader() {
     .await
     .unwrap();
     emulator.handle().clear_requests();
-    let a = Replica::start(&emulator, "race-update", "replica-a");
-    let b = Replica::start(&emulator, "race-update", "replica-b");
-    let monitor = Monitor::start(&emulator, "race-update", &a, &b);
-    let first = wait_leader([&a, &b], LEASE + SLACK).await;
+    let (a, b, monitor, first) = two_replicas(&emulator, "race-update").await;
     both_try_for_a_lease(&emulator).await;
     assert!(a.is_leader() ^ b.is_leader());
     let conflicts = lease_conflicts(&emulator, "race-update");

@@ -23,7 +23,7 @@ use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::{Value, json};
@@ -32,16 +32,6 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const SECRET: &str = "rollout-hook";
-
-fn logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_test_writer()
-        .try_init();
-}
 
 /// What a receiver has seen.
 #[derive(Default)]
@@ -161,18 +151,11 @@ async fn create_secret(client: &Client, name: &str, url: &str) {
 /// Secret `{secret}` of the install's namespace.
 async fn create_pool(client: &Client, image: &str, secret: &str) {
     ensure_namespace(client, INSTALL_NAMESPACE).await;
-    let pool: BootcNodePool = serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"role": "worker"}},
-            "image": {"ref": image},
-            "rollout": {"maxUnavailable": 1},
-            "notifications": {"webhook": {"secretRef": {"name": secret, "namespace": INSTALL_NAMESPACE}}},
-        }
-    }))
-    .unwrap();
+    let pool = workers_pool_spec(json!({
+        "image": {"ref": image},
+        "rollout": {"maxUnavailable": 1},
+        "notifications": {"webhook": {"secretRef": {"name": secret, "namespace": INSTALL_NAMESPACE}}},
+    }));
     let pools: Api<BootcNodePool> = Api::all(client.clone());
     pools.create(&PostParams::default(), &pool).await.unwrap();
 }
@@ -235,39 +218,51 @@ fn events_of(bodies: &[Value]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The reasons and notes of the Events recorded so far.
-async fn recorded_events(client: &Client) -> Vec<(String, String)> {
-    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect()
+/// Nodes n1 and n2 on v1 (v2 in their catalog) against the emulator, and the metrics the
+/// controller is to count its notifications in.
+struct Env {
+    emulator: Emulator,
+    client: Client,
+    _cluster: host_sim::cluster::SimCluster,
+    v1: String,
+    v2: String,
+    metrics: Metrics,
+}
+
+impl Env {
+    async fn new() -> Env {
+        logs();
+        let emulator = Emulator::start().await.unwrap();
+        let client = emulator.client().unwrap();
+        let (cluster, v1, v2) = workers_cluster(&emulator, &["n1", "n2"], Default::default()).await;
+        Env {
+            emulator,
+            client,
+            _cluster: cluster,
+            v1,
+            v2,
+            metrics: Metrics::new(),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_and_a_rollback_are_announced_once_each() {
-    logs();
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
-    let (_cluster, v1, v2) = workers_cluster(&emulator, &["n1", "n2"], Default::default()).await;
+    let e = Env::new().await;
     let receiver = Receiver::start(0).await;
-    create_secret(&client, SECRET, &receiver.url()).await;
-    let metrics = Metrics::new();
-    let controller = start(&emulator, deps(&metrics, Duration::from_secs(5)));
-    create_pool(&client, &v2, SECRET).await;
-    let done = wait_rolled_out(&client, &digest('2')).await;
+    create_secret(&e.client, SECRET, &receiver.url()).await;
+    let controller = start(&e.emulator, deps(&e.metrics, Duration::from_secs(5)));
+    create_pool(&e.client, &e.v2, SECRET).await;
+    let done = wait_rolled_out(&e.client, &digest('2')).await;
     // Plans with nothing new to say announce nothing.
     let bodies = receiver.wait_bodies(2).await;
-    no_more_than(&client, &metrics, &receiver, 2).await;
+    no_more_than(&e.client, &e.metrics, &receiver, 2).await;
     let started = &bodies[0];
     assert_eq!(started["pool"], "workers");
-    assert_eq!(started["image"], v2.as_str());
+    assert_eq!(started["image"], e.v2.as_str());
     // The version label is known once a node has pulled the image.
     assert!([json!(null), json!("v2")].contains(&started["version"]));
-    assert!(started["message"].as_str().unwrap().contains(&v2));
+    assert!(started["message"].as_str().unwrap().contains(&e.v2));
     let text = started["text"].as_str().unwrap();
     assert!(text.starts_with("Pool workers: rollout of "), "{text}");
     assert!(text.ends_with("started, 2 of 2 nodes to update."), "{text}");
@@ -283,16 +278,12 @@ async fn a_rollout_and_a_rollback_are_announced_once_each() {
 
     // Back to v1, which the nodes ran before. The rollback's events come after anything
     // the first rollout queued, so a repeat of its events would show up before them.
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    let back = json!({"spec": {"image": {"ref": v1}}});
-    pools
-        .patch("workers", &PatchParams::default(), &Patch::Merge(&back))
-        .await
-        .unwrap();
-    wait_rolled_out(&client, &digest('1')).await;
+    let back = json!({"spec": {"image": {"ref": e.v1}}});
+    patch_pool(&e.client, "workers", back).await;
+    wait_rolled_out(&e.client, &digest('1')).await;
     let bodies = receiver.wait_bodies(4).await;
     // A late duplicate would come with a later plan: three more, none announcing.
-    no_more_than(&client, &metrics, &receiver, 4).await;
+    no_more_than(&e.client, &e.metrics, &receiver, 4).await;
     let (d1, d2) = (digest('1'), digest('2'));
     let expected = [
         ("RolloutStarted", &d2),
@@ -311,24 +302,20 @@ async fn a_rollout_and_a_rollback_are_announced_once_each() {
         ("RolloutCompleted", 2),
         ("RolledBack", 1),
     ] {
-        wait_count(&metrics, event, "delivered", delivered).await;
-        assert_eq!(count(&metrics, event, "failed"), 0, "{event}");
+        wait_count(&e.metrics, event, "delivered", delivered).await;
+        assert_eq!(count(&e.metrics, event, "failed"), 0, "{event}");
     }
     controller.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_failing_at_first_gets_the_event_on_a_retry() {
-    logs();
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
-    let (_cluster, _, v2) = workers_cluster(&emulator, &["n1", "n2"], Default::default()).await;
+    let e = Env::new().await;
     let receiver = Receiver::start(2).await;
-    create_secret(&client, SECRET, &receiver.url()).await;
-    let metrics = Metrics::new();
-    let controller = start(&emulator, deps(&metrics, Duration::from_secs(5)));
-    create_pool(&client, &v2, SECRET).await;
-    wait_rolled_out(&client, &digest('2')).await;
+    create_secret(&e.client, SECRET, &receiver.url()).await;
+    let controller = start(&e.emulator, deps(&e.metrics, Duration::from_secs(5)));
+    create_pool(&e.client, &e.v2, SECRET).await;
+    wait_rolled_out(&e.client, &digest('2')).await;
     let bodies = receiver.wait_bodies(2).await;
     let d2 = digest('2');
     assert_eq!(
@@ -340,30 +327,26 @@ async fn a_webhook_failing_at_first_gets_the_event_on_a_retry() {
     );
     // Two answers 500, then the same event again, then the next one.
     assert_eq!(receiver.seen.requests.load(Ordering::SeqCst), 4);
-    wait_count(&metrics, "RolloutStarted", "delivered", 1).await;
-    assert_eq!(count(&metrics, "RolloutStarted", "failed"), 0);
+    wait_count(&e.metrics, "RolloutStarted", "delivered", 1).await;
+    assert_eq!(count(&e.metrics, "RolloutStarted", "failed"), 0);
     controller.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_that_never_answers_does_not_slow_the_rollout() {
-    logs();
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
-    let (_cluster, _, v2) = workers_cluster(&emulator, &["n1", "n2"], Default::default()).await;
+    let e = Env::new().await;
     let (addr, accepted, silent) = silent_receiver().await;
-    create_secret(&client, SECRET, &format!("http://{addr}/hooks/T0")).await;
-    let metrics = Metrics::new();
+    create_secret(&e.client, SECRET, &format!("http://{addr}/hooks/T0")).await;
     // Each attempt waits 20 s for an answer, and the next would start past the 5 s
     // allowed: one attempt per event.
-    let controller = start(&emulator, deps(&metrics, Duration::from_secs(20)));
+    let controller = start(&e.emulator, deps(&e.metrics, Duration::from_secs(20)));
     let created = Instant::now();
-    create_pool(&client, &v2, SECRET).await;
-    wait_rolled_out(&client, &digest('2')).await;
+    create_pool(&e.client, &e.v2, SECRET).await;
+    wait_rolled_out(&e.client, &digest('2')).await;
     // The rollout finished while the webhook still held the first event's request.
     assert!(accepted.load(Ordering::SeqCst) >= 1, "no request was sent");
     assert_eq!(
-        count(&metrics, "RolloutStarted", "failed"),
+        count(&e.metrics, "RolloutStarted", "failed"),
         0,
         "the rollout took {:?}, as long as the webhook's timeout",
         created.elapsed()
@@ -371,12 +354,12 @@ async fn a_webhook_that_never_answers_does_not_slow_the_rollout() {
     wait_for("both events counted as failed", async || {
         let failed = ["RolloutStarted", "RolloutCompleted"]
             .iter()
-            .all(|e| count(&metrics, e, "failed") == 1);
+            .all(|event| count(&e.metrics, event, "failed") == 1);
         failed.then_some(())
     })
     .await;
-    assert_eq!(count(&metrics, "RolloutStarted", "delivered"), 0);
-    let events = recorded_events(&client).await;
+    assert_eq!(count(&e.metrics, "RolloutStarted", "delivered"), 0);
+    let events = recorded_events(&e.client, None).await;
     assert!(
         events
             .iter()
@@ -391,22 +374,18 @@ async fn a_webhook_that_never_answers_does_not_slow_the_rollout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_secret_is_reported_and_the_rollout_goes_on() {
-    logs();
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
-    let (_cluster, v1, v2) = workers_cluster(&emulator, &["n1", "n2"], Default::default()).await;
-    let metrics = Metrics::new();
-    let controller = start(&emulator, deps(&metrics, Duration::from_secs(5)));
-    create_pool(&client, &v2, "no-such-secret").await;
-    wait_rolled_out(&client, &digest('2')).await;
+    let e = Env::new().await;
+    let controller = start(&e.emulator, deps(&e.metrics, Duration::from_secs(5)));
+    create_pool(&e.client, &e.v2, "no-such-secret").await;
+    wait_rolled_out(&e.client, &digest('2')).await;
     wait_for("both events counted as failed", async || {
         let failed = ["RolloutStarted", "RolloutCompleted"]
             .iter()
-            .all(|e| count(&metrics, e, "failed") == 1);
+            .all(|event| count(&e.metrics, event, "failed") == 1);
         failed.then_some(())
     })
     .await;
-    let events = recorded_events(&client).await;
+    let events = recorded_events(&e.client, None).await;
     let reported = events.iter().find(|(reason, note)| {
         reason == "NotificationFailed" && note.starts_with("RolloutStarted")
     });
@@ -418,15 +397,11 @@ async fn a_missing_secret_is_reported_and_the_rollout_goes_on() {
     );
     // The Secret is read for each event: once it is there, the next one is delivered.
     let receiver = Receiver::start(0).await;
-    create_secret(&client, "no-such-secret", &receiver.url()).await;
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    let back = json!({"spec": {"image": {"ref": v1}}});
-    pools
-        .patch("workers", &PatchParams::default(), &Patch::Merge(&back))
-        .await
-        .unwrap();
+    create_secret(&e.client, "no-such-secret", &receiver.url()).await;
+    let back = json!({"spec": {"image": {"ref": e.v1}}});
+    patch_pool(&e.client, "workers", back).await;
     let bodies = receiver.wait_bodies(1).await;
     assert_eq!(bodies[0]["event"], "RolledBack");
-    wait_count(&metrics, "RolledBack", "delivered", 1).await;
+    wait_count(&e.metrics, "RolledBack", "delivered", 1).await;
     controller.stop().await;
 }

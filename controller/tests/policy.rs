@@ -18,7 +18,6 @@ use chrono::{DateTime, TimeZone, Utc};
 use common::*;
 use host_sim::cluster::SimCluster;
 use host_sim::memory::{Behaviour, NextBoot};
-use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::json;
@@ -89,20 +88,17 @@ async fn no_approval_outside_the_window_and_approvals_at_its_start() {
     // Sunday 2026-11-22 12:00 UTC; the window opens Monday 02:00 Europe/Berlin (01:00 UTC).
     let clock = TestClock::new(Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap());
     let (controller, metrics) = start_with(&env.emulator, Some(clock.clone()));
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &workers_pool(
-                &env.v2,
-                json!({
-                    "maxUnavailable": 2,
-                    "maintenanceWindows": [{"days": ["Mon"], "start": "02:00", "duration": "1h", "timeZone": "Europe/Berlin"}],
-                }),
-            ),
-        )
-        .await
-        .unwrap();
+    create_pool(
+        &env.client,
+        &workers_pool(
+            &env.v2,
+            json!({
+                "maxUnavailable": 2,
+                "maintenanceWindows": [{"days": ["Mon"], "start": "02:00", "duration": "1h", "timeZone": "Europe/Berlin"}],
+            }),
+        ),
+    )
+    .await;
     // Staging is never windowed: both stage; nothing is approved.
     let p = wait_pool(
         &env.client,
@@ -181,17 +177,14 @@ async fn max_staging_two_of_six_is_never_exceeded() {
         }
     });
     let (controller, _) = start_with(&env.emulator, None);
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &workers_pool(
-                &env.v2,
-                json!({"maxUnavailable": 1, "maxStaging": 2, "paused": true}),
-            ),
-        )
-        .await
-        .unwrap();
+    create_pool(
+        &env.client,
+        &workers_pool(
+            &env.v2,
+            json!({"maxUnavailable": 1, "maxStaging": 2, "paused": true}),
+        ),
+    )
+    .await;
     wait_pool(
         &env.client,
         "workers",
@@ -243,17 +236,14 @@ async fn the_next_approval_waits_the_soak_time_after_a_node_returns() {
         (first_back, None)
     });
     let (controller, _) = start_with(&env.emulator, None);
-    let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &workers_pool(
-                &env.v2,
-                json!({"maxUnavailable": 1, "postRebootDelaySeconds": 3}),
-            ),
-        )
-        .await
-        .unwrap();
+    create_pool(
+        &env.client,
+        &workers_pool(
+            &env.v2,
+            json!({"maxUnavailable": 1, "postRebootDelaySeconds": 3}),
+        ),
+    )
+    .await;
     wait_pool(&env.client, "workers", "both updated", |p| {
         all_updated(p, 2)
     })
@@ -277,28 +267,15 @@ async fn reboot_timeout_and_stall_are_reported_and_clear() {
     let clock = TestClock::new(Utc::now());
     let (controller, metrics) = start_with(&env.emulator, Some(clock.clone()));
     let pools: Api<BootcNodePool> = Api::all(env.client.clone());
-    pools
-        .create(
-            &PostParams::default(),
-            &workers_pool(
-                &env.v2,
-                json!({"maxUnavailable": 1, "rebootTimeoutSeconds": 600, "haltAfterUnhealthy": 1, "paused": true}),
-            ),
-        )
-        .await
-        .unwrap();
-    wait_pool(&env.client, "workers", "both staged", |p| {
-        p.status.as_ref().is_some_and(|s| s.staged_count == 2)
-    })
+    create_pool(
+        &env.client,
+        &workers_pool(
+            &env.v2,
+            json!({"maxUnavailable": 1, "rebootTimeoutSeconds": 600, "haltAfterUnhealthy": 1, "paused": true}),
+        ),
+    )
     .await;
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})),
-        )
-        .await
-        .unwrap();
+    resume_when_staged(&env.client, 2).await;
     // n1 gets the slot, reboots and never comes back. Down in the reboot it was
     // approved for, it is not unhealthy: rebootTimeoutSeconds bounds that.
     let bootc: Api<BootcNode> = Api::all(env.client.clone());

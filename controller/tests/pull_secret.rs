@@ -14,9 +14,9 @@ use bootc_crds::pool::BootcNodePool;
 use bootc_pool_common::pull_secret::secret_hash;
 use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
-use k8s_openapi::ByteString;
+use host_sim::fixtures::pull_secret;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::json;
@@ -25,19 +25,6 @@ use serde_json::json;
 const INSTALL: &str = INSTALL_NAMESPACE;
 /// The copy of pool `workers`' pull Secret.
 const COPY: &str = "bootc-pull-workers";
-
-fn secret(namespace: &str, name: &str, content: &[u8]) -> Secret {
-    Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(namespace.into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some([(".dockerconfigjson".to_owned(), ByteString(content.to_vec()))].into()),
-        ..Default::default()
-    }
-}
 
 fn docker_config(user_pass: &str) -> Vec<u8> {
     let auth = test_registry::base64(user_pass.as_bytes());
@@ -92,7 +79,7 @@ async fn a_pools_pull_secret_reaches_its_nodes_only_through_the_controllers_copy
     let sources: Api<Secret> = Api::namespaced(client.clone(), INSTALL);
     let first = docker_config("puller:first");
     sources
-        .create(&PostParams::default(), &secret(INSTALL, "pull", &first))
+        .create(&PostParams::default(), &pull_secret("pull", first.clone()))
         .await
         .unwrap();
     let nodes = ["n1", "n2"];
@@ -138,7 +125,7 @@ async fn a_pools_pull_secret_reaches_its_nodes_only_through_the_controllers_copy
         .replace(
             "pull",
             &PostParams::default(),
-            &secret(INSTALL, "pull", &second),
+            &pull_secret("pull", second.clone()),
         )
         .await
         .unwrap();
@@ -146,14 +133,7 @@ async fn a_pools_pull_secret_reaches_its_nodes_only_through_the_controllers_copy
 
     // The pool stops naming a Secret: the copy goes and the BootcNodes name none.
     let bootc: Api<BootcNode> = Api::all(client.clone());
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"pullSecretRef": null}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(&client, "workers", json!({"spec": {"pullSecretRef": null}})).await;
     wait_for(
         "the copy removed and the BootcNodes naming none",
         async || {
@@ -168,23 +148,22 @@ async fn a_pools_pull_secret_reaches_its_nodes_only_through_the_controllers_copy
         },
     )
     .await;
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"pullSecretRef": {"name": "pull", "namespace": INSTALL}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &client,
+        "workers",
+        json!({"spec": {"pullSecretRef": {"name": "pull", "namespace": INSTALL}}}),
+    )
+    .await;
     wait_everywhere(&client, &cluster, &nodes, &second).await;
 
     // A Secret in a namespace the controller was not allowed to read: Degraded with a
     // reason of its own that says how to allow it, and nothing copied.
     let theirs: Api<Secret> = Api::namespaced(client.clone(), "apps");
     theirs
-        .create(&PostParams::default(), &secret("apps", "theirs", &first))
+        .create(
+            &PostParams::default(),
+            &pull_secret("theirs", first.clone()),
+        )
         .await
         .unwrap();
     let others: BootcNodePool = serde_json::from_value(json!({

@@ -16,17 +16,17 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::leader::LeaseConfig;
 use bootc_pool_controller::metrics::Metrics;
-use bootc_pool_controller::reconcile::{self, Dependencies};
+use bootc_pool_controller::reconcile::Dependencies;
 use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
 use bootc_pool_controller::server::{Health, Server};
 use common::*;
 use host_sim::cluster::{Invariants, SimCluster, SimOptions};
+use host_sim::fixtures::pull_secret;
 use host_sim::memory::Catalog;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube_emulator::Emulator;
 use serde_json::{Value, json};
 use test_registry::Registry;
@@ -46,7 +46,6 @@ fn options(registry: &Registry, metrics: &Metrics) -> Dependencies {
 
 fn pool(image: &str, extra: Value) -> BootcNodePool {
     let mut spec = json!({
-        "nodeSelector": {"matchLabels": {"role": "worker"}},
         "image": {"ref": image, "resolveIntervalSeconds": 30},
         "rollout": {"maxUnavailable": 1},
         "history": {"limit": 3},
@@ -54,13 +53,7 @@ fn pool(image: &str, extra: Value) -> BootcNodePool {
     if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), extra) {
         spec.extend(extra);
     }
-    serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": spec,
-    }))
-    .unwrap()
+    workers_pool_spec(spec)
 }
 
 async fn cluster(
@@ -318,25 +311,6 @@ async fn a_manifest_list_is_the_target_and_per_arch_reports_count_as_on_it() {
     cluster.stop().await;
 }
 
-fn secret(name: &str, auth_json: &str) -> Secret {
-    Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(INSTALL_NAMESPACE.into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some(
-            [(
-                ".dockerconfigjson".to_owned(),
-                ByteString(auth_json.as_bytes().to_vec()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
     let mut registry = Registry::start_with_auth("puller", "s3cret").unwrap();
@@ -356,7 +330,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
     secrets
         .create(
             &PostParams::default(),
-            &secret("pull", &registry.auth_json()),
+            &pull_secret("pull", registry.auth_json()),
         )
         .await
         .unwrap();
@@ -389,7 +363,11 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
     );
     assert_ne!(wrong, registry.auth_json());
     secrets
-        .replace("pull", &PostParams::default(), &secret("pull", &wrong))
+        .replace(
+            "pull",
+            &PostParams::default(),
+            &pull_secret("pull", wrong.as_str()),
+        )
         .await
         .unwrap();
     // The Secret's change alone triggers the pool (the controller watches Secrets'
@@ -420,20 +398,16 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
         .replace(
             "pull",
             &PostParams::default(),
-            &secret("pull", &registry.auth_json()),
+            &pull_secret("pull", registry.auth_json()),
         )
         .await
         .unwrap();
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"image": {"ref": format!("{}/os:nope", registry.host())}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &client,
+        "workers",
+        json!({"spec": {"image": {"ref": format!("{}/os:nope", registry.host())}}}),
+    )
+    .await;
     let p = wait_pool(&client, "workers", "NotFound reported", |p| {
         condition(p, "Degraded").is_some_and(|c| c.2.contains("not found"))
     })
@@ -445,14 +419,7 @@ async fn pull_secrets_resolve_private_tags_and_failures_keep_the_last_target() {
 
     // Back to the good tag, then the registry stops: once the interval has passed, the
     // target is kept and the condition says the registry cannot be reached.
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"image": {"ref": tag}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(&client, "workers", json!({"spec": {"image": {"ref": tag}}})).await;
     wait_pool(&client, "workers", "healthy again", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "Healthy")
     })
@@ -508,22 +475,8 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
         retry_period: Duration::from_millis(200),
         ..LeaseConfig::new("bootc-pool-controller", LEASE_NAMESPACE, identity)
     };
-    let replica = |identity: &'static str, agent: &'static str| {
-        let client = client_as(&emulator, agent);
-        let lease = lease(identity);
-        tokio::spawn(async move {
-            reconcile::run_elected(
-                client,
-                Dependencies::default(),
-                lease,
-                std::future::pending(),
-            )
-            .await
-            .unwrap();
-        })
-    };
-    let a = replica("replica-a", REPLICA_A);
-    let b = replica("replica-b", REPLICA_B);
+    let a = start_elected(&emulator, REPLICA_A, lease("replica-a"));
+    let b = start_elected(&emulator, REPLICA_B, lease("replica-b"));
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
     let holder = async || -> Option<String> {
         leases
@@ -534,16 +487,7 @@ async fn two_replicas_elect_one_leader_and_hand_over_when_it_dies() {
             .spec?
             .holder_identity
     };
-    let first = {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(h) = holder().await {
-                break h;
-            }
-            assert!(Instant::now() < deadline, "no leader");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
+    let first = wait_for("a leader", holder).await;
     let pools: Api<BootcNodePool> = Api::all(client.clone());
     pools
         .create(&PostParams::default(), &pool(&v2, json!({})))

@@ -19,7 +19,7 @@ use bootc_pool_controller::resolve::{Resolver, ResolverOptions};
 use common::*;
 use host_sim::cluster::{Invariants, SimCluster, SimOptions};
 use host_sim::memory::Catalog;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use kube_emulator::Emulator;
 use serde_json::json;
@@ -28,51 +28,38 @@ use test_registry::Registry;
 const UNIT: &str = "boot-complete.target";
 
 fn health_pool(image: &str, on_failure: &str) -> BootcNodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "node.bootc.dev/v1alpha1",
-        "kind": "BootcNodePool",
-        "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"role": "worker"}},
-            "image": {"ref": image, "resolveIntervalSeconds": 30},
-            "rollout": {"maxUnavailable": 1, "haltAfterUnhealthy": 1, "onFailure": on_failure},
-            "health": {"units": [UNIT], "timeoutSeconds": 60},
-        }
+    workers_pool_spec(json!({
+        "image": {"ref": image, "resolveIntervalSeconds": 30},
+        "rollout": {"maxUnavailable": 1, "haltAfterUnhealthy": 1, "onFailure": on_failure},
+        "health": {"units": [UNIT], "timeoutSeconds": 60},
     }))
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_unit_is_waited_for_and_a_failed_one_halts() {
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
     let names = ["n1", "n2", "n3"];
-    let (cluster, v1, v2) = workers_cluster(&emulator, &names, Default::default()).await;
-    let invariants = Invariants::follow(emulator.handle(), 1, BTreeSet::new());
-    let controller = start(&emulator, Dependencies::default());
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    let r = Rollout::start(&names, 1, BTreeSet::new()).await;
+    let pools: Api<BootcNodePool> = Api::all(r.client.clone());
     pools
-        .create(&PostParams::default(), &health_pool(&v1, "Halt"))
+        .create(&PostParams::default(), &health_pool(&r.v1, "Halt"))
         .await
         .unwrap();
-    wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 3)).await;
+    wait_pool(&r.client, "workers", "all on v1", |p| all_updated(p, 3)).await;
 
     // v2's unit is still starting when a node comes back: it keeps its slot.
-    cluster.set_boot_units(&digest('2'), &[(UNIT, "activating")]);
-    let patch = json!({"spec": {"image": {"ref": v2}}});
-    pools
-        .patch("workers", &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .unwrap();
+    r.cluster
+        .set_boot_units(&digest('2'), &[(UNIT, "activating")]);
+    let patch = json!({"spec": {"image": {"ref": r.v2}}});
+    patch_pool(&r.client, "workers", patch).await;
     // The first node to get a slot is whichever staged first.
     let first = wait_for("a node back on v2", async || {
         names
             .iter()
-            .find(|n| booted(&cluster, n) == digest('2'))
+            .find(|n| booted(&r.cluster, n) == digest('2'))
             .map(|n| (*n).to_owned())
     })
     .await;
-    let p = wait_pool(&client, "workers", "the first node waited for", |p| {
+    let p = wait_pool(&r.client, "workers", "the first node waited for", |p| {
         condition(p, "UpToDate").is_some_and(|c| c.2.contains("1 rebooting"))
     })
     .await;
@@ -82,23 +69,21 @@ async fn a_late_unit_is_waited_for_and_a_failed_one_halts() {
         "not released yet"
     );
     for n in names.iter().filter(|n| **n != first) {
-        assert_eq!(booted(&cluster, n), digest('1'), "nobody else went: {n}");
+        assert_eq!(booted(&r.cluster, n), digest('1'), "nobody else went: {n}");
     }
     // The unit comes up: the rollout goes on.
-    cluster.set_boot_units(&digest('2'), &[(UNIT, "active")]);
-    wait_pool(&client, "workers", "all on v2", |p| all_updated(p, 3)).await;
+    r.cluster.set_boot_units(&digest('2'), &[(UNIT, "active")]);
+    wait_pool(&r.client, "workers", "all on v2", |p| all_updated(p, 3)).await;
 
     // A v3 whose unit fails: the first node is unhealthy and the rollout halts there.
-    let catalog_v3 = cluster
+    let catalog_v3 = r
+        .cluster
         .catalog()
         .push("registry.test/os", "v3", &digest('3'), Some("k3"));
-    cluster.set_boot_units(&digest('3'), &[(UNIT, "failed")]);
+    r.cluster.set_boot_units(&digest('3'), &[(UNIT, "failed")]);
     let patch = json!({"spec": {"image": {"ref": catalog_v3}}});
-    pools
-        .patch("workers", &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .unwrap();
-    let p = wait_pool(&client, "workers", "halted", |p| {
+    patch_pool(&r.client, "workers", patch).await;
+    let p = wait_pool(&r.client, "workers", "halted", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
     })
     .await;
@@ -109,15 +94,15 @@ async fn a_late_unit_is_waited_for_and_a_failed_one_halts() {
     );
     let on_v3: Vec<String> = names
         .iter()
-        .filter(|n| booted(&cluster, n) == digest('3'))
+        .filter(|n| booted(&r.cluster, n) == digest('3'))
         .map(|n| (*n).to_owned())
         .collect();
     assert_eq!(on_v3.len(), 1, "only the first node went: {on_v3:?}");
-    let report = invariants.settled(Duration::from_secs(10)).await;
+    let report = r.invariants.settled(Duration::from_secs(10)).await;
     assert!(report.violations.is_empty(), "{report:?}");
     // The node that went keeps its slot and cordon (whichever staged first).
     assert_eq!(report.left_cordoned, on_v3, "{report:?}");
-    controller.stop().await;
+    r.controller.stop().await;
 }
 
 fn total_reboots(cluster: &SimCluster, names: &[&str]) -> u64 {

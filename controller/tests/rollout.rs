@@ -44,16 +44,6 @@ fn worker_labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
     labels
 }
 
-fn logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_test_writer()
-        .try_init();
-}
-
 async fn env(nodes: &[&str]) -> Env {
     logs();
     env_on(Emulator::start().await.unwrap(), nodes).await
@@ -63,8 +53,7 @@ async fn env(nodes: &[&str]) -> Env {
 async fn env_on(emulator: Emulator, nodes: &[&str]) -> Env {
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let cluster = SimCluster::start(emulator.config(), Arc::clone(&catalog))
         .await
         .unwrap();
@@ -196,7 +185,7 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
     assert_eq!(status.target_image.as_deref(), Some(env.v2.as_str()));
     // Every approval is told, not a count on the first one's: each node is named in an
     // approval (one event per plan names all that plan approved), and only once.
-    let seen = events(&env.client).await;
+    let seen = recorded_events(&env.client, Some("BootcNodePool")).await;
     let approved: Vec<String> = seen
         .iter()
         .filter(|(reason, _)| reason == "RebootApproved")
@@ -242,8 +231,7 @@ async fn forty_percent_of_five_is_two_and_pause_holds_approvals() {
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 2, BTreeSet::new());
     let controller = start(&env.emulator, Dependencies::default());
-    let pools = env
-        .apply_workers(json!({"maxUnavailable": "40%", "paused": true}))
+    env.apply_workers(json!({"maxUnavailable": "40%", "paused": true}))
         .await;
     // Paused: every node stages, none is approved.
     let paused = wait_pool(&env.client, "workers", "all staged while paused", |p| {
@@ -256,14 +244,12 @@ async fn forty_percent_of_five_is_two_and_pause_holds_approvals() {
     for n in names {
         assert_eq!(env.cluster.host(n).unwrap().counters().reboots, 0);
     }
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &env.client,
+        "workers",
+        json!({"spec": {"rollout": {"paused": false}}}),
+    )
+    .await;
     wait_pool(&env.client, "workers", "all updated after resume", |p| {
         all_updated(p, 5)
     })
@@ -280,19 +266,17 @@ async fn changing_the_ref_back_mid_rollout_brings_updated_nodes_back() {
     let env = env(&names).await;
     let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
     let controller = start(&env.emulator, Dependencies::default());
-    let pools = env.apply_workers(json!({"maxUnavailable": 1})).await;
+    env.apply_workers(json!({"maxUnavailable": 1})).await;
     wait_for("n1 on v2", async || {
         (booted(&env, "n1") == digest('2')).then_some(())
     })
     .await;
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"image": {"ref": env.v1}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(
+        &env.client,
+        "workers",
+        json!({"spec": {"image": {"ref": env.v1}}}),
+    )
+    .await;
     wait_pool(&env.client, "workers", "all back on v1", |p| {
         all_updated(p, 4)
             && p.status.as_ref().unwrap().target_digest.as_deref() == Some(digest('1').as_str())
@@ -376,23 +360,11 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     options.clock = Arc::new(move || *now.lock().unwrap());
     let metrics = options.metrics.clone();
     let controller = start(&env.emulator, options);
-    let pools = env
-        .apply_workers(json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}))
+    env.apply_workers(json!({"maxUnavailable": 3, "haltAfterUnhealthy": 2, "paused": true}))
         .await;
     // Everything staged first, so that slots go in name order: n1, n2 and n3; n1 and n2
     // never come back.
-    wait_pool(&env.client, "workers", "all staged", |p| {
-        p.status.as_ref().is_some_and(|s| s.staged_count == 4)
-    })
-    .await;
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"rollout": {"paused": false}}})),
-        )
-        .await
-        .unwrap();
+    resume_when_staged(&env.client, 4).await;
     // Slots go to n1, n2 and n3; then no new approvals while the test looks.
     let bootc: Api<BootcNode> = Api::all(env.client.clone());
     wait_for("n1, n2 and n3 approved", async || {
@@ -406,14 +378,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     })
     .await;
     let pause = |paused: bool| json!({"spec": {"rollout": {"paused": paused}}});
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(pause(true)),
-        )
-        .await
-        .unwrap();
+    patch_pool(&env.client, "workers", pause(true)).await;
     // n3 finishes. n1 and n2 are down in the reboots they were approved for: not yet
     // unhealthy (rebootTimeoutSeconds bounds that), so no halt.
     let p = wait_pool(&env.client, "workers", "n3 updated and released", |p| {
@@ -430,14 +395,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
     // Past the reboot timeout (default 1800 s) both are unhealthy: halted, and n4 gets
     // no slot although one is free.
     *clock.lock().unwrap() += chrono::Duration::minutes(31);
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(pause(false)),
-        )
-        .await
-        .unwrap();
+    patch_pool(&env.client, "workers", pause(false)).await;
     let halted = wait_pool(&env.client, "workers", "RolloutHalted", |p| {
         condition(p, "Degraded").is_some_and(|c| c.1 == "RolloutHalted")
     })
@@ -545,8 +503,7 @@ async fn two_pools_selecting_one_node_both_report_it_and_the_rest_rolls() {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
+    let [v1, v2] = catalog.push_versions(REPO, [None, None]);
     let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     for (name, labels) in [
         ("a1", worker_labels(&[])),
@@ -781,19 +738,6 @@ async fn wait_cordoned(client: &Client, node: &str) {
     }
 }
 
-/// The reasons and notes of the Events recorded on pools so far.
-async fn events(client: &Client) -> Vec<(String, String)> {
-    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("BootcNodePool"))
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect()
-}
-
 /// The reasons of the Events on Node `node`, found as `kubectl describe node` finds
 /// them (core/v1 Events by the involved object's kind, name and uid).
 async fn node_events(client: &Client, node: &str) -> Vec<String> {
@@ -815,7 +759,7 @@ async fn node_events(client: &Client, node: &str) -> Vec<String> {
 async fn wait_events(client: &Client, what: &str, check: impl Fn(&[(String, String)]) -> bool) {
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let seen = events(client).await;
+        let seen = recorded_events(client, Some("BootcNodePool")).await;
         if check(&seen) {
             return;
         }
@@ -890,7 +834,7 @@ async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
     })
     .await;
     assert!(
-        !events(&env.client)
+        !recorded_events(&env.client, Some("BootcNodePool"))
             .await
             .iter()
             .any(|(r, _)| r == "RebootApproved"),
@@ -920,7 +864,7 @@ async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
         .handle()
         .set_faults(kube_emulator::FaultConfig::default());
     wait_pool(&env.client, "workers", "n1 updated", |p| all_updated(p, 1)).await;
-    let approved = events(&env.client)
+    let approved = recorded_events(&env.client, Some("BootcNodePool"))
         .await
         .into_iter()
         .filter(|(r, _)| r == "RebootApproved")

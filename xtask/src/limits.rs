@@ -57,6 +57,14 @@ pub fn is_test_path(path: &Path) -> bool {
 /// Every `.rs` file under `root` that the limits apply to, skipping `target/` and hidden
 /// directories.
 pub fn source_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = rust_files(root)?;
+    files.retain(|f| !is_test_path(f));
+    Ok(files)
+}
+
+/// Every `.rs` file under `root`, relative to it and sorted, skipping `target/` and hidden
+/// directories.
+pub fn rust_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -70,10 +78,7 @@ pub fn source_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
                     stack.push(path);
                 }
             } else if name.ends_with(".rs") {
-                let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-                if !is_test_path(&rel) {
-                    out.push(rel);
-                }
+                out.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
             }
         }
     }
@@ -103,9 +108,22 @@ pub fn check_text(file: &Path, text: &str) -> Result<Vec<Breach>, syn::Error> {
 
 /// Every breach under `root`; files that do not parse are reported as breaches too.
 pub fn check(root: &Path) -> std::io::Result<Vec<Breach>> {
-    let mut breaches = Vec::new();
+    let mut files = Vec::new();
     for file in source_files(root)? {
         let text = std::fs::read_to_string(root.join(&file))?;
+        files.push((file, text));
+    }
+    Ok(check_each(files, check_text))
+}
+
+/// What `check_text` finds in each `(file, text)`; a file that does not parse is a
+/// breach too.
+pub fn check_each(
+    files: Vec<(PathBuf, String)>,
+    check_text: fn(&Path, &str) -> Result<Vec<Breach>, syn::Error>,
+) -> Vec<Breach> {
+    let mut breaches = Vec::new();
+    for (file, text) in files {
         match check_text(&file, &text) {
             Ok(found) => breaches.extend(found),
             Err(e) => breaches.push(Breach {
@@ -115,7 +133,7 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Breach>> {
             }),
         }
     }
-    Ok(breaches)
+    breaches
 }
 
 struct FnVisitor<'a> {

@@ -125,34 +125,35 @@ fn write_or_compare(
 fn limits(root: &Path) -> Result<(), String> {
     let breaches =
         xtask::limits::check(root).map_err(|e| format!("cannot read the sources: {e}"))?;
-    for breach in &breaches {
-        println!("{breach}");
-    }
-    if breaches.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} places break the size limits (file {} lines, function {} lines, {} arguments)",
-            breaches.len(),
+    print_findings(&breaches, |n| {
+        format!(
+            "{n} places break the size limits (file {} lines, function {} lines, {} arguments)",
             xtask::limits::MAX_FILE_LINES,
             xtask::limits::MAX_FN_LINES,
             xtask::limits::MAX_FN_ARGS
-        ))
-    }
+        )
+    })
 }
 
 fn test_guard(root: &Path) -> Result<(), String> {
     let found =
         xtask::test_guard::check(root).map_err(|e| format!("cannot read the tests: {e}"))?;
-    for f in &found {
+    print_findings(&found, |n| {
+        format!("{n} places in tests prove nothing (see xtask/src/test_guard.rs)")
+    })
+}
+
+/// Prints every finding; with any, fails with `summary` of how many there are.
+fn print_findings(
+    found: &[xtask::limits::Breach],
+    summary: impl FnOnce(usize) -> String,
+) -> Result<(), String> {
+    for f in found {
         println!("{f}");
     }
     if found.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "{} places in tests prove nothing (see xtask/src/test_guard.rs)",
-            found.len()
-        ))
+        Err(summary(found.len()))
     }
 }

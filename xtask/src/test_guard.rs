@@ -39,26 +39,12 @@ const NEGATIVE: [&str; 3] = ["is_none()", "is_empty()", "is_err()"];
 /// directories; with its text.
 pub fn test_files(root: &Path) -> std::io::Result<Vec<(PathBuf, String)>> {
     let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let entry = entry?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let path = entry.path();
-            if entry.file_type()?.is_dir() {
-                if name != "target" && !name.starts_with('.') {
-                    stack.push(path);
-                }
-            } else if name.ends_with(".rs") {
-                let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-                let text = std::fs::read_to_string(&path)?;
-                if crate::limits::is_test_path(&rel) || has_tests(&text) {
-                    out.push((rel, text));
-                }
-            }
+    for rel in crate::limits::rust_files(root)? {
+        let text = std::fs::read_to_string(root.join(&rel))?;
+        if crate::limits::is_test_path(&rel) || has_tests(&text) {
+            out.push((rel, text));
         }
     }
-    out.sort();
     Ok(out)
 }
 
@@ -68,18 +54,7 @@ fn has_tests(text: &str) -> bool {
 
 /// Every finding under `root`; a file that does not parse is one too.
 pub fn check(root: &Path) -> std::io::Result<Vec<Breach>> {
-    let mut found = Vec::new();
-    for (file, text) in test_files(root)? {
-        match check_text(&file, &text) {
-            Ok(f) => found.extend(f),
-            Err(e) => found.push(Breach {
-                line: e.span().start().line,
-                file,
-                what: format!("does not parse: {e}"),
-            }),
-        }
-    }
-    Ok(found)
+    Ok(crate::limits::check_each(test_files(root)?, check_text))
 }
 
 /// The findings in one test file's text.

@@ -155,8 +155,9 @@ struct Step {
     what: &'static str,
     /// The release the pool targets.
     target: u8,
-    /// What n1..n6 report as booted: (release, since).
-    nodes: [(u8, &'static str); 6],
+    /// What n1 and n2, n3 and n4, n5 and n6 report as booted: (release, since). The
+    /// nodes reboot two at a time.
+    pairs: [(u8, &'static str); 3],
     /// The deployHistory after this step, by hand: (release, nodeCount, first, last).
     expected: &'static [(u8, i32, &'static str, &'static str)],
 }
@@ -165,61 +166,33 @@ const STEPS: &[Step] = &[
     Step {
         what: "all six nodes provisioned on v1",
         target: 1,
-        nodes: [(1, "00:00"); 6],
+        pairs: [(1, "00:00"); 3],
         expected: &[(1, 6, "00:00", "00:00")],
     },
     Step {
         what: "v2: n1, n2 rebooted",
         target: 2,
-        nodes: [
-            (2, "01:00"),
-            (2, "01:00"),
-            (1, "00:00"),
-            (1, "00:00"),
-            (1, "00:00"),
-            (1, "00:00"),
-        ],
+        pairs: [(2, "01:00"), (1, "00:00"), (1, "00:00")],
         // v1 keeps 6: the most nodes seen on it at once.
         expected: &[(2, 2, "01:00", "01:00"), (1, 6, "00:00", "00:00")],
     },
     Step {
         what: "v2: n3, n4 rebooted",
         target: 2,
-        nodes: [
-            (2, "01:00"),
-            (2, "01:00"),
-            (2, "01:10"),
-            (2, "01:10"),
-            (1, "00:00"),
-            (1, "00:00"),
-        ],
+        pairs: [(2, "01:00"), (2, "01:10"), (1, "00:00")],
         expected: &[(2, 4, "01:00", "01:10"), (1, 6, "00:00", "00:00")],
     },
     Step {
         what: "v2: n5, n6 rebooted, rollout complete",
         target: 2,
-        nodes: [
-            (2, "01:00"),
-            (2, "01:00"),
-            (2, "01:10"),
-            (2, "01:10"),
-            (2, "01:20"),
-            (2, "01:20"),
-        ],
+        pairs: [(2, "01:00"), (2, "01:10"), (2, "01:20")],
         // v1 is booted nowhere: kept as it was.
         expected: &[(2, 6, "01:00", "01:20"), (1, 6, "00:00", "00:00")],
     },
     Step {
         what: "v3: n1, n2 rebooted",
         target: 3,
-        nodes: [
-            (3, "02:00"),
-            (3, "02:00"),
-            (2, "01:10"),
-            (2, "01:10"),
-            (2, "01:20"),
-            (2, "01:20"),
-        ],
+        pairs: [(3, "02:00"), (2, "01:10"), (2, "01:20")],
         expected: &[
             (3, 2, "02:00", "02:00"),
             (2, 6, "01:00", "01:20"),
@@ -229,14 +202,7 @@ const STEPS: &[Step] = &[
     Step {
         what: "v3: n3, n4 rebooted, then v3 is found bad",
         target: 3,
-        nodes: [
-            (3, "02:00"),
-            (3, "02:00"),
-            (3, "02:10"),
-            (3, "02:10"),
-            (2, "01:20"),
-            (2, "01:20"),
-        ],
+        pairs: [(3, "02:00"), (3, "02:10"), (2, "01:20")],
         expected: &[
             (3, 4, "02:00", "02:10"),
             (2, 6, "01:00", "01:20"),
@@ -246,14 +212,7 @@ const STEPS: &[Step] = &[
     Step {
         what: "back to v1: n1, n2 rebooted",
         target: 1,
-        nodes: [
-            (1, "03:00"),
-            (1, "03:00"),
-            (3, "02:10"),
-            (3, "02:10"),
-            (2, "01:20"),
-            (2, "01:20"),
-        ],
+        pairs: [(1, "03:00"), (3, "02:10"), (2, "01:20")],
         // v1 moves to the top; its firstDeployed stays 00:00 and its count stays 6.
         expected: &[
             (1, 6, "00:00", "03:00"),
@@ -264,14 +223,7 @@ const STEPS: &[Step] = &[
     Step {
         what: "back to v1: n3, n4 rebooted",
         target: 1,
-        nodes: [
-            (1, "03:00"),
-            (1, "03:00"),
-            (1, "03:10"),
-            (1, "03:10"),
-            (2, "01:20"),
-            (2, "01:20"),
-        ],
+        pairs: [(1, "03:00"), (1, "03:10"), (2, "01:20")],
         expected: &[
             (1, 6, "00:00", "03:10"),
             (3, 4, "02:00", "02:10"),
@@ -281,14 +233,7 @@ const STEPS: &[Step] = &[
     Step {
         what: "back to v1: n5, n6 rebooted, rollback complete",
         target: 1,
-        nodes: [
-            (1, "03:00"),
-            (1, "03:00"),
-            (1, "03:10"),
-            (1, "03:10"),
-            (1, "03:20"),
-            (1, "03:20"),
-        ],
+        pairs: [(1, "03:00"), (1, "03:10"), (1, "03:20")],
         expected: &[
             (1, 6, "00:00", "03:20"),
             (3, 4, "02:00", "02:10"),
@@ -300,10 +245,11 @@ const STEPS: &[Step] = &[
 const TABLE_LIMIT: usize = 3;
 
 fn step_observed(step: &Step) -> Vec<BootedReport> {
-    step.nodes
-        .iter()
-        .enumerate()
-        .map(|(i, &(v, since))| booted(i + 1, v, since))
+    (1..=6)
+        .map(|n| {
+            let (v, since) = step.pairs[(n - 1) / 2];
+            booted(n, v, since)
+        })
         .collect()
 }
 
@@ -387,12 +333,8 @@ fn a_fourth_release_evicts_the_oldest_last_deployed() {
         since: Some(at("04:00")),
         not_before: None,
     };
-    let (d, image) = (digest('d'), pinned('d'));
-    let target = TargetImage {
-        digest: &d,
-        image: &image,
-        version: Some("4.0"),
-    };
+    let owned = owned_target('d', Some("4.0"));
+    let target = as_target(&owned).unwrap();
     let next = merge(&history, &observed, Some(target), TABLE_LIMIT);
     assert_eq!(
         next,
@@ -411,12 +353,8 @@ fn a_fourth_release_evicts_the_oldest_last_deployed() {
 
 #[test]
 fn manifest_list_target_and_per_arch_reports_make_one_entry() {
-    let (list, image) = (digest('a'), pinned('a'));
-    let target = TargetImage {
-        digest: &list,
-        image: &image,
-        version: Some("1.0"),
-    };
+    let owned = owned_target('a', Some("1.0"));
+    let target = as_target(&owned).unwrap();
     let observed = [
         node("amd", &pinned('a'), &digest('1'), Some(at("00:05"))),
         node("arm", &pinned('a'), &digest('2'), Some(at("00:10"))),
@@ -431,12 +369,8 @@ fn manifest_list_target_and_per_arch_reports_make_one_entry() {
 #[test]
 fn node_on_target_by_per_arch_digest_counts_for_the_target() {
     // The pool pins the per-arch digest '1' while the node tracks the list 'a'.
-    let (d, image) = (digest('1'), pinned('1'));
-    let target = TargetImage {
-        digest: &d,
-        image: &image,
-        version: None,
-    };
+    let owned = owned_target('1', None);
+    let target = as_target(&owned).unwrap();
     let observed = [node("n", &pinned('a'), &digest('1'), Some(at("00:00")))];
     assert_eq!(digest_of(&observed[0], Some(&target)), Some(digest('1')));
     assert_eq!(
@@ -514,12 +448,8 @@ fn entries_nobody_boots_keep_their_values_even_the_target() {
         entry('a', Some("1.0"), 3, "00:00", "01:00"),
         targeted(entry('b', None, 2, "00:30", "00:40")),
     ];
-    let (d, image) = (digest('b'), pinned('b'));
-    let target = TargetImage {
-        digest: &d,
-        image: &image,
-        version: Some("2.0"),
-    };
+    let owned = owned_target('b', Some("2.0"));
+    let target = as_target(&owned).unwrap();
     assert_eq!(merge(&previous, &[], Some(target), 5), previous.to_vec());
 }
 
@@ -542,12 +472,8 @@ fn a_node_joining_on_an_old_image_updates_only_that_entry() {
 #[test]
 fn version_prefers_the_nodes_then_the_target_then_the_old_one() {
     let previous = [entry('a', Some("old"), 1, "00:00", "00:00")];
-    let (d, image) = (digest('a'), pinned('a'));
-    let target = TargetImage {
-        digest: &d,
-        image: &image,
-        version: Some("target"),
-    };
+    let owned = owned_target('a', Some("target"));
+    let target = as_target(&owned).unwrap();
     let mut n = node("n", &pinned('a'), &digest('1'), Some(at("00:00")));
     let version = |n: &BootedReport, t: Option<TargetImage<'_>>| {
         merge(&previous, std::slice::from_ref(n), t, 5)[0]
@@ -705,6 +631,11 @@ fn arb_target() -> impl Strategy<Value = OwnedTarget> {
     proptest::option::of(
         (arb_digest(), arb_version()).prop_map(|(d, v)| (d.clone(), format!("{REPO}@{d}"), v)),
     )
+}
+
+/// Release `c` (`REPO@` its digest) with `version`, as a target.
+fn owned_target(c: char, version: Option<&str>) -> OwnedTarget {
+    Some((digest(c), pinned(c), version.map(str::to_owned)))
 }
 
 fn as_target(t: &OwnedTarget) -> Option<TargetImage<'_>> {
@@ -972,12 +903,8 @@ fn liar(name: &str) -> BootedReport {
 
 #[test]
 fn a_lying_report_is_observed_at_now_and_moves_nothing_else() {
-    let (d, image) = (digest('a'), pinned('a'));
-    let target = TargetImage {
-        digest: &d,
-        image: &image,
-        version: Some("1.0"),
-    };
+    let owned = owned_target('a', Some("1.0"));
+    let target = as_target(&owned).unwrap();
     let honest = [node("n1", &pinned('a'), &digest('1'), Some(at("00:10")))];
     let previous = [targeted(entry('b', None, 3, "00:00", "00:05"))];
     let without = merge(&previous, &honest, Some(target), 3);

@@ -40,6 +40,37 @@ pub fn client_as(emulator: &Emulator, agent: &'static str) -> Client {
     Client::try_from(config).unwrap()
 }
 
+/// Sends the controller's logs (at `RUST_LOG`, or `warn`) to the test's output.
+pub fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// Starts a replica of the controller as `agent`, planning only while it holds `lease`;
+/// it runs until the test drops or aborts the task.
+pub fn start_elected(
+    emulator: &Emulator,
+    agent: &'static str,
+    lease: bootc_pool_controller::leader::LeaseConfig,
+) -> JoinHandle<()> {
+    let client = client_as(emulator, agent);
+    tokio::spawn(async move {
+        reconcile::run_elected(
+            client,
+            Dependencies::default(),
+            lease,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+    })
+}
+
 /// The controller running in-process.
 pub struct Running {
     stop: Option<oneshot::Sender<()>>,
@@ -140,30 +171,74 @@ pub async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) 
     }
 }
 
-/// Makes the controller plan pool `name` again now, by touching an annotation.
-pub async fn nudge(client: &Client, name: &str, n: u32) {
+/// Creates `pool`, as an admin's `kubectl create` would.
+pub async fn create_pool(client: &Client, pool: &BootcNodePool) {
     let pools: Api<BootcNodePool> = Api::all(client.clone());
     pools
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"test/nudge": n.to_string()}}})),
-        )
+        .create(&kube::api::PostParams::default(), pool)
         .await
         .unwrap();
 }
 
+/// Merges `patch` into pool `name`, as an admin's edit would.
+pub async fn patch_pool(client: &Client, name: &str, patch: serde_json::Value) {
+    let pools: Api<BootcNodePool> = Api::all(client.clone());
+    pools
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// Waits until `staged` nodes of the paused pool `workers` are staged, then resumes it.
+pub async fn resume_when_staged(client: &Client, staged: i32) {
+    wait_pool(client, "workers", &format!("{staged} staged"), |p| {
+        p.status.as_ref().is_some_and(|s| s.staged_count == staged)
+    })
+    .await;
+    patch_pool(
+        client,
+        "workers",
+        json!({"spec": {"rollout": {"paused": false}}}),
+    )
+    .await;
+}
+
+/// The reasons and notes of the Events (events.k8s.io) recorded so far: all of them, or
+/// those regarding an object of kind `regarding`.
+pub async fn recorded_events(client: &Client, regarding: Option<&str>) -> Vec<(String, String)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            regarding.is_none() || e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == regarding
+        })
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Makes the controller plan pool `name` again now, by touching an annotation.
+pub async fn nudge(client: &Client, name: &str, n: u32) {
+    let nudge = json!({"metadata": {"annotations": {"test/nudge": n.to_string()}}});
+    patch_pool(client, name, nudge).await;
+}
+
 /// A pool named `workers` targeting `image` on the `role: worker` nodes, with `rollout`.
 pub fn workers_pool(image: &str, rollout: serde_json::Value) -> BootcNodePool {
+    workers_pool_spec(json!({"image": {"ref": image}, "rollout": rollout}))
+}
+
+/// A pool named `workers` on the `role: worker` nodes, with the rest of its spec (image,
+/// rollout, health, …) from `spec`.
+pub fn workers_pool_spec(mut spec: serde_json::Value) -> BootcNodePool {
+    spec["nodeSelector"] = json!({"matchLabels": {"role": "worker"}});
     serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",
         "kind": "BootcNodePool",
         "metadata": {"name": "workers"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"role": "worker"}},
-            "image": {"ref": image},
-            "rollout": rollout,
-        }
+        "spec": spec,
     }))
     .unwrap()
 }
@@ -176,8 +251,7 @@ pub async fn workers_cluster(
     behaviour: host_sim::memory::Behaviour,
 ) -> (host_sim::cluster::SimCluster, String, String) {
     let catalog = host_sim::memory::Catalog::new();
-    let v1 = catalog.push("registry.test/os", "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push("registry.test/os", "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions("registry.test/os", [Some("k1"), Some("k2")]);
     let cluster = host_sim::cluster::SimCluster::start(emulator.config(), catalog)
         .await
         .unwrap();
@@ -190,6 +264,40 @@ pub async fn workers_cluster(
         cluster.add_node(n, &v1, &options).await.unwrap();
     }
     (cluster, v1, v2)
+}
+
+/// A rollout under test: the emulator, a client of it, simulated `role: worker` nodes on
+/// v1 with v2 in their catalog ([`workers_cluster`]), the availability checker and the
+/// controller.
+pub struct Rollout {
+    pub emulator: Emulator,
+    pub client: Client,
+    pub cluster: host_sim::cluster::SimCluster,
+    pub v1: String,
+    pub v2: String,
+    pub invariants: host_sim::cluster::Invariants,
+    pub controller: Running,
+}
+
+impl Rollout {
+    /// Nodes `names`, checked against `budget` unavailable nodes besides the `cordoned`
+    /// ones, and the controller with its default dependencies.
+    pub async fn start(names: &[&str], budget: usize, cordoned: BTreeSet<String>) -> Rollout {
+        let emulator = Emulator::start().await.unwrap();
+        let client = emulator.client().unwrap();
+        let (cluster, v1, v2) = workers_cluster(&emulator, names, Default::default()).await;
+        let invariants = host_sim::cluster::Invariants::follow(emulator.handle(), budget, cordoned);
+        let controller = start(&emulator, Dependencies::default());
+        Rollout {
+            emulator,
+            client,
+            cluster,
+            v1,
+            v2,
+            invariants,
+            controller,
+        }
+    }
 }
 
 /// The digest the simulated host `node` runs.
@@ -297,15 +405,8 @@ pub async fn never_over_reconciles(
 pub async fn poke(client: &Client, name: &str) {
     static POKES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = POKES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    pools
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"test/poke": n.to_string()}}})),
-        )
-        .await
-        .unwrap();
+    let poke = json!({"metadata": {"annotations": {"test/poke": n.to_string()}}});
+    patch_pool(client, name, poke).await;
 }
 
 /// A stored change and when the recorder received it.

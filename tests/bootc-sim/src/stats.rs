@@ -31,15 +31,19 @@ impl Rng {
 /// A `kB` field of `/proc/self/status` (`VmHWM`, `VmRSS`), in MiB.
 pub fn self_status_mib(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: f64 = status
+    Some(status_kib(&status, field)? / 1024.0)
+}
+
+/// A `kB` field of a `/proc/<pid>/status` text.
+pub fn status_kib(status: &str, field: &str) -> Option<f64> {
+    status
         .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
         .trim()
         .trim_end_matches("kB")
         .trim()
         .parse()
-        .ok()?;
-    Some(kib / 1024.0)
+        .ok()
 }
 
 /// A histogram family as encoded: cumulative bucket counts by upper bound (summed over

@@ -36,41 +36,44 @@ const FIELDS: [&str; 17] = [
     "notes",
 ];
 
+/// The words of `line`: a command line's arguments.
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// Runs `bootc-sim bench ARGS --json JSON`; asserts that it succeeded (naming the run
+/// `what`, with its standard error and result) and reported `ok`; the JSON result.
+fn run_bench(json: &Path, what: &str, args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap();
+    let result = std::fs::read_to_string(json).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "bootc-sim bench {what} failed ({}); stderr:\n{}\nresult: {result}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(result["ok"], true, "{result:#}");
+    result
+}
+
 fn bench(dir: &Path, name: &str, extra: &[&str]) -> Value {
     let json = dir.join(format!("{name}.json"));
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
-        .args([
-            "bench",
-            "--nodes",
-            "50",
-            "--max-unavailable",
-            "5",
-            "--stage-ms",
-            "50",
-            "--reboot-ms",
-            "100",
-            "--ready-ms",
-            "50",
-            "--deadline-s",
-            "45",
-            "--json",
-        ])
-        .arg(&json)
-        .args(extra)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "bootc-sim bench {extra:?} failed ({}); stderr:\n{stderr}\nresult: {}",
-        out.status,
-        std::fs::read_to_string(&json).unwrap_or_default()
+    let mut args = words(
+        "--nodes 50 --max-unavailable 5 --stage-ms 50 --reboot-ms 100 --ready-ms 50 --deadline-s 45",
     );
+    args.extend(extra);
+    let result = run_bench(&json, &format!("{extra:?}"), &args);
     // No wall-clock bound: `--deadline-s` bounds the rollout itself, and the run fails
     // when it is passed.
     println!("bench {extra:?} took {:?}", started.elapsed());
-    let result: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_faults_happened(&result, extra);
     for field in FIELDS {
         assert!(
@@ -184,24 +187,13 @@ fn twenty_nodes_roll_out_with_the_controller_as_a_child_process() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("process.json");
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
-        .args(["bench", "--controller-process", "--nodes", "20"])
-        .args(["--max-unavailable", "5", "--deadline-s", "45", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let result = std::fs::read_to_string(&json).unwrap_or_default();
-    assert!(
-        out.status.success(),
-        "bootc-sim bench --controller-process failed ({}) (it needs \
-         target/<profile>/bootc-pool-controller: cargo build -p bootc-pool-controller); \
-         stderr:\n{}\nresult: {result}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let result = run_bench(
+        &json,
+        "--controller-process (it needs target/<profile>/bootc-pool-controller: \
+         cargo build -p bootc-pool-controller)",
+        &words("--controller-process --nodes 20 --max-unavailable 5 --deadline-s 45"),
     );
     println!("bench --controller-process took {:?}", started.elapsed());
-    let result: Value = serde_json::from_str(&result).unwrap();
-    assert_eq!(result["ok"], true, "{result:#}");
     assert_eq!(result["controller_process"], true, "{result:#}");
     assert_eq!(result["nodes_on_target"], 20, "{result:#}");
     assert_eq!(result["invariant_violations"], 0, "{result:#}");
@@ -233,16 +225,7 @@ fn fifty_nodes_roll_out_despite_api_faults_and_a_controller_killed_every_second(
     let result = bench(
         dir.path(),
         "faults",
-        &[
-            "--api-fault-rate",
-            "0.05",
-            "--kill-controller-every",
-            "1",
-            "--seed",
-            "3",
-            "--sim-transport",
-            "http",
-        ],
+        &words("--api-fault-rate 0.05 --kill-controller-every 1 --seed 3 --sim-transport http"),
     );
     assert_eq!(result["sim_transport"], "http", "{result:#}");
 }
@@ -257,18 +240,9 @@ fn fifty_nodes_stay_within_the_budget_with_faults_on_every_client() {
     bench(
         dir.path(),
         "faults-all",
-        &[
-            "--api-fault-rate",
-            "0.05",
-            "--fault-scope",
-            "all",
-            "--kill-agents-rate",
-            "0.05",
-            "--kill-controller-every",
-            "1",
-            "--seed",
-            "5",
-        ],
+        &words(
+            "--api-fault-rate 0.05 --fault-scope all --kill-agents-rate 0.05 --kill-controller-every 1 --seed 5",
+        ),
     );
 }
 
@@ -302,22 +276,11 @@ fn fifty_nodes_come_through_the_chaos_soak() {
 fn chaos_run(extra: &[&str], deadline_s: u32) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("chaos.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
-        .args(["bench", "--chaos"])
-        .args(extra)
-        .args(["--deadline-s", &deadline_s.to_string(), "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let result = std::fs::read_to_string(&json).unwrap_or_default();
-    assert!(
-        out.status.success(),
-        "bootc-sim bench --chaos {extra:?} failed ({}); stderr:\n{}\nresult: {result}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let result: Value = serde_json::from_str(&result).unwrap();
-    assert_eq!(result["ok"], true, "{result:#}");
+    let mut args = vec!["--chaos"];
+    args.extend(extra);
+    let deadline = deadline_s.to_string();
+    args.extend(["--deadline-s", deadline.as_str()]);
+    let result = run_bench(&json, &format!("--chaos {extra:?}"), &args);
     assert_eq!(result["invariant_violations"], 0, "{result:#}");
     assert_eq!(result["nodes_left_cordoned"], 0, "{result:#}");
     assert_faults_happened(&result, &["--chaos"]);
@@ -385,24 +348,14 @@ fn twenty_nodes_wait_for_the_alert_gate_and_the_canary_soak() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("gated.json");
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
-        .args(["bench", "--nodes", "20", "--max-unavailable", "5"])
-        .args(["--canary", "10%", "--canary-soak", "2"])
-        .args(["--alert-gate", "--alert-firing-s", "1"])
-        .args(["--deadline-s", "45", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let result = std::fs::read_to_string(&json).unwrap_or_default();
-    assert!(
-        out.status.success(),
-        "bootc-sim bench with a canary and an alert gate failed ({}); stderr:\n{}\nresult: {result}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let result = run_bench(
+        &json,
+        "with a canary and an alert gate",
+        &words(
+            "--nodes 20 --max-unavailable 5 --canary 10% --canary-soak 2 --alert-gate --alert-firing-s 1 --deadline-s 45",
+        ),
     );
     let took = started.elapsed();
-    let result: Value = serde_json::from_str(&result).unwrap();
-    assert_eq!(result["ok"], true, "{result:#}");
     assert_eq!(result["invariant_violations"], 0, "{result:#}");
     assert_eq!(result["nodes_on_target"], 20, "{result:#}");
     assert_eq!(result["nodes_left_cordoned"], 0, "{result:#}");
@@ -447,29 +400,13 @@ const SIM_RSS_CEILING_MIB: f64 = 512.0;
 fn a_thousand_nodes_keep_the_controller_under_its_memory_ceiling() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("thousand.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
-        .args(["bench", "--controller-process", "--nodes", "1000"])
-        .args([
-            "--max-unavailable",
-            "10%",
-            "--stage-ms",
-            "50",
-            "--reboot-ms",
-            "100",
-        ])
-        .args(["--ready-ms", "50", "--deadline-s", "300", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let result = std::fs::read_to_string(&json).unwrap_or_default();
-    assert!(
-        out.status.success(),
-        "bootc-sim bench --controller-process --nodes 1000 failed ({}); stderr:\n{}\nresult: {result}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let result = run_bench(
+        &json,
+        "--controller-process --nodes 1000",
+        &words(
+            "--controller-process --nodes 1000 --max-unavailable 10% --stage-ms 50 --reboot-ms 100 --ready-ms 50 --deadline-s 300",
+        ),
     );
-    let result: Value = serde_json::from_str(&result).unwrap();
-    assert_eq!(result["ok"], true, "{result:#}");
     assert_eq!(result["nodes_on_target"], 1000, "{result:#}");
     let controller = result["controller_peak_rss_mib"].as_f64().unwrap();
     let sim = result["bench_peak_rss_mib"].as_f64().unwrap();

@@ -36,17 +36,15 @@ mod podman;
 use std::path::Path;
 use std::time::Duration;
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::BootcNode;
 use deploy_check::NAMESPACE;
+use host_sim::fixtures::{approve, bootc_node, create_node, idle_reason};
 use host_sim::pods::daemon::{Incarnation, NodeKubelet, container_for_node};
 use host_sim::pods::spec::{PodIdentity, memory_bytes};
 use host_sim::pods::{service_account_files, service_env, until};
 use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOptions};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-use serde_json::json;
 
 const DAEMONSET: &str = "bootc-node-agent";
 const NODE: &str = "agent-pod";
@@ -61,15 +59,6 @@ impl Drop for Untag {
     fn drop(&mut self) {
         let _ = podman::podman(&["rmi", "--ignore", BUILT_IMAGE]);
     }
-}
-
-fn idle_reason(node: &BootcNode) -> Option<&str> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Idle")
-        .map(|c| c.reason.as_str())
 }
 
 /// How far a rollout in the pod got.
@@ -134,14 +123,7 @@ async fn rollout_in_pod(archive: &Path, cap_add: Option<&[&str]>, phase: Duratio
 
     let image = RealImage::shared(archive).await.unwrap();
     let registry = LoggedRegistry::start(dir.path()).unwrap();
-    let d1 = registry
-        .push_layout(&image.layout(), "v1", REPOSITORY)
-        .unwrap();
-    let d2 = registry
-        .push_layout(&image.layout(), "v2", REPOSITORY)
-        .unwrap();
-    let v1 = format!("{}/{REPOSITORY}@{d1}", registry.host());
-    let v2 = format!("{}/{REPOSITORY}@{d2}", registry.host());
+    let (v1, v2) = registry.push_v1_v2(&image.layout(), REPOSITORY).unwrap();
     let node = RealNode::start(
         &image,
         RealNodeOptions {
@@ -157,18 +139,7 @@ async fn rollout_in_pod(archive: &Path, cap_add: Option<&[&str]>, phase: Duratio
     .unwrap();
 
     let api: Api<BootcNode> = Api::all(client.clone());
-    let spec = BootcNodeSpec {
-        desired_image: v2.clone(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: Default::default(),
-        signature_policy: Default::default(),
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-        health_units: Vec::new(),
-    };
-    api.create(&PostParams::default(), &BootcNode::new(NODE, spec))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node(NODE, &v2)).await;
 
     let pod = PodIdentity {
         name: format!("{DAEMONSET}-x7k2q"),
@@ -221,13 +192,7 @@ async fn rollout_in_pod(archive: &Path, cap_add: Option<&[&str]>, phase: Duratio
         .and_then(|n| n.status.as_ref()?.staged.as_ref())
         .is_some_and(|s| s.download_only && s.image.image == v2);
     if outcome.ready && outcome.staged {
-        let approve = json!({
-            "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
-            "spec": {"desiredImageState": "Booted"},
-        });
-        api.patch(NODE, &PatchParams::default(), &Patch::Merge(&approve))
-            .await
-            .unwrap();
+        approve(&api, NODE, "pool").await;
         outcome.rebooted = node.wait_booted(boots, phase).await.is_ok();
     }
     if outcome.rebooted {

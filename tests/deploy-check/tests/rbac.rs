@@ -28,16 +28,15 @@ use deploy_check::{
     AGENT_SA, Audit, Authorizer, CONTROLLER_SA, NAMESPACE, Request, documents, repo_root,
 };
 use host_sim::cluster::{PodOwner, SimCluster, SimOptions};
+use host_sim::fixtures::{create_namespace, pull_secret, wait_within};
 use host_sim::memory::Catalog;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 const SETUP_AGENT: &str = "deploy-check-setup";
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -90,15 +89,8 @@ impl Replica {
     }
 }
 
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+async fn wait_for<T>(what: &str, check: impl AsyncFnMut() -> Option<T>) -> T {
+    wait_within(what, DEADLINE, check).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,49 +100,16 @@ async fn every_request_of_a_rollout_is_allowed_by_the_roles() {
 
     let emulator = Emulator::start().await.unwrap();
     let setup = client_as(&emulator, SETUP_AGENT, true);
-    let namespaces: Api<Namespace> = Api::all(setup.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    create_namespace(&setup, NAMESPACE).await;
     let secrets: Api<Secret> = Api::namespaced(setup.clone(), NAMESPACE);
-    let auth = br#"{"auths":{"registry.test":{"auth":"dXNlcjpwYXNz"}}}"#.to_vec();
+    let auth = r#"{"auths":{"registry.test":{"auth":"dXNlcjpwYXNz"}}}"#.to_owned();
     secrets
-        .create(
-            &PostParams::default(),
-            &Secret {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("pull".into()),
-                    namespace: Some(NAMESPACE.into()),
-                    ..Default::default()
-                },
-                type_: Some("kubernetes.io/dockerconfigjson".into()),
-                data: Some(BTreeMap::from([(
-                    ".dockerconfigjson".to_string(),
-                    ByteString(auth),
-                )])),
-                ..Default::default()
-            },
-        )
+        .create(&PostParams::default(), &pull_secret("pull", auth))
         .await
         .unwrap();
 
     let catalog = Catalog::new();
-    let v1 = catalog.push(
-        "registry.test/os",
-        "v1",
-        &format!("sha256:{}", "1".repeat(64)),
-        Some("k1"),
-    );
-    let v2 = catalog.push(
-        "registry.test/os",
-        "v2",
-        &format!("sha256:{}", "2".repeat(64)),
-        Some("k2"),
-    );
+    let [v1, v2] = catalog.push_versions("registry.test/os", [Some("k1"), Some("k2")]);
     let cluster = SimCluster::start(emulator.config(), Arc::clone(&catalog))
         .await
         .unwrap();

@@ -15,6 +15,12 @@ use zbus::proxy::CacheProperties;
 pub(crate) trait Manager {
     fn load_unit(&self, name: &str) -> zbus::Result<zbus::OwnedObjectPath>;
 
+    fn list_units_by_patterns(
+        &self,
+        states: &[&str],
+        patterns: &[&str],
+    ) -> zbus::Result<Vec<ListedUnit>>;
+
     #[zbus(property)]
     fn system_state(&self) -> zbus::Result<String>;
 
@@ -65,6 +71,21 @@ pub struct UnitState {
     pub active_state: String,
     /// `UnitFileState`: `enabled`, `masked-runtime`, `static`, …
     pub unit_file_state: String,
+}
+
+/// One row of the Manager's `ListUnitsByPatterns`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, zbus::zvariant::Type)]
+pub struct ListedUnit {
+    pub name: String,
+    pub description: String,
+    pub load_state: String,
+    pub active_state: String,
+    pub sub_state: String,
+    pub following: String,
+    pub path: zbus::OwnedObjectPath,
+    pub job_id: u32,
+    pub job_type: String,
+    pub job_path: zbus::OwnedObjectPath,
 }
 
 /// Connects to `address`, giving up after `timeout`.
@@ -156,4 +177,15 @@ pub(crate) async fn unit_state(conn: &Connection, unit: &str) -> zbus::Result<Un
 
 pub(crate) async fn reboot_with_flags(conn: &Connection, flags: u64) -> zbus::Result<()> {
     LoginProxy::new(conn).await?.reboot_with_flags(flags).await
+}
+
+pub(crate) async fn list_units(
+    conn: &Connection,
+    states: &[&str],
+    patterns: &[&str],
+) -> zbus::Result<Vec<ListedUnit>> {
+    manager(conn)
+        .await?
+        .list_units_by_patterns(states, patterns)
+        .await
 }

@@ -33,7 +33,6 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use crate::error::{Result, SimError};
-use crate::kubelet::boot_id_with_dashes;
 use crate::memory::{Behaviour, Catalog, MemoryHost};
 
 mod invariants;
@@ -432,33 +431,14 @@ fn node_object(
         ("kubernetes.io/os".to_owned(), "linux".to_owned()),
     ]);
     labels.extend(extra_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
         "spec": {},
         "status": {
-            "conditions": [{
-                "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
-                "message": "kubelet is posting ready status",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }],
-            "nodeInfo": {
-                "architecture": std::env::consts::ARCH,
-                "operatingSystem": "linux",
-                "osImage": "host-sim in-process node",
-                "kernelVersion": "",
-                "containerRuntimeVersion": "",
-                "kubeletVersion": "host-sim",
-                "kubeProxyVersion": "",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": boot_id_with_dashes(boot_id),
-            },
+            "conditions": [crate::kubelet::ready_condition(true)],
+            "nodeInfo": crate::kubelet::node_info("host-sim in-process node", boot_id),
         },
     }))
     .map_err(|e| SimError::InvalidOptions(format!("Node object: {e}")))

@@ -105,9 +105,26 @@ async fn get_or_create(api: &Api<KubeNode>, name: &str) -> Result<KubeNode> {
     }
 }
 
+/// A Node's `status.nodeInfo` as the simulator fills it in: what it knows (the
+/// architecture, `os_image`, the boot ID) and the other fields the schema requires.
+pub(crate) fn node_info(os_image: &str, boot_id: &str) -> Value {
+    json!({
+        "architecture": std::env::consts::ARCH,
+        "operatingSystem": "linux",
+        "osImage": os_image,
+        "kernelVersion": "",
+        "containerRuntimeVersion": "",
+        "kubeletVersion": "host-sim",
+        "kubeProxyVersion": "",
+        "machineID": "",
+        "systemUUID": "",
+        "bootID": boot_id_with_dashes(boot_id),
+    })
+}
+
 /// The `Ready` condition as the kubelet (`True`) or the node lifecycle controller
 /// (`False`) writes it.
-fn ready_condition(ready: bool) -> Value {
+pub(crate) fn ready_condition(ready: bool) -> Value {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     if ready {
         json!({
@@ -153,20 +170,7 @@ fn node_status(node: &KubeNode, ready: bool, boot_id: Option<&str>) -> Value {
             .as_ref()
             .and_then(|s| s.node_info.clone())
             .and_then(|i| serde_json::to_value(i).ok())
-            .unwrap_or_else(|| {
-                json!({
-                    "architecture": std::env::consts::ARCH,
-                    "operatingSystem": "linux",
-                    "osImage": "Debian GNU/Linux (host-sim node)",
-                    "kernelVersion": "",
-                    "containerRuntimeVersion": "",
-                    "kubeletVersion": "host-sim",
-                    "kubeProxyVersion": "",
-                    "machineID": "",
-                    "systemUUID": "",
-                    "bootID": "",
-                })
-            });
+            .unwrap_or_else(|| node_info("Debian GNU/Linux (host-sim node)", boot_id));
         info["bootID"] = json!(boot_id_with_dashes(boot_id));
         status["nodeInfo"] = info;
     }

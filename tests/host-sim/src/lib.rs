@@ -15,6 +15,8 @@
 //! - [`cluster`]: a cluster of in-process nodes (hosts, kubelets, supervised agents) and
 //!   the rollout's availability checker.
 //! - [`error`]: the harness's error type.
+//! - [`fixtures`]: small pieces the tests share (a BootcNode asking for an image, the
+//!   approval, polling with a deadline, reads of bootc's status).
 //!
 //! The nspawn parts need root, `systemd-nspawn` (Debian `systemd-container`) and, the first
 //! time, `debootstrap` and the network; they fail with a clear error otherwise.
@@ -27,6 +29,7 @@ pub mod bus;
 pub mod cluster;
 pub mod daemonset;
 pub mod error;
+pub mod fixtures;
 pub mod image;
 pub mod kubelet;
 pub mod memory;
@@ -35,7 +38,7 @@ pub mod pods;
 pub mod real;
 pub mod throttle;
 
-pub use bus::UnitState;
+pub use bus::{ListedUnit, UnitState};
 pub use error::{Result, SimError};
 pub use image::{BaseImage, NodeImage};
 pub use node::{Node, NodeOptions, NodePhase, NodeStatus};

@@ -31,7 +31,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::sync::watch;
 
-use crate::bus::{self, UnitState};
+use crate::bus::{self, ListedUnit, UnitState};
 use crate::error::{Result, SimError};
 use crate::image::NodeImage;
 
@@ -339,6 +339,15 @@ impl Node {
         bus::unit_state(&conn, unit)
             .await
             .map_err(self.bus_error("Unit properties"))
+    }
+
+    /// The units whose names match `patterns`, in one of `states` (any state when
+    /// empty), as the node's systemd lists them now.
+    pub async fn list_units(&self, states: &[&str], patterns: &[&str]) -> Result<Vec<ListedUnit>> {
+        let conn = self.connect().await?;
+        bus::list_units(&conn, states, patterns)
+            .await
+            .map_err(self.bus_error("Manager.ListUnitsByPatterns"))
     }
 
     /// Asks the node's logind to reboot (`RebootWithFlags(0)`, or the soft-reboot flag).

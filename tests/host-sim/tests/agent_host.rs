@@ -13,12 +13,13 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bootc_crds::ImageRef;
 use bootc_crds::pool::SignaturePolicy;
-use bootc_node_agent::bootc_status::BootcHost as Status;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::Node;
+use host_sim::fixtures::{
+    booted_digest, digest_of, pin, rollback_digest, spec_image, stage_locked, staged,
+};
 use test_registry::Registry;
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -110,36 +111,6 @@ impl Fixture {
     }
 }
 
-fn digest_of(pin: &str) -> &str {
-    pin.rsplit_once('@').unwrap().1
-}
-
-fn booted_digest(status: &Status) -> String {
-    status
-        .status
-        .booted
-        .as_ref()
-        .and_then(|b| b.image.as_ref())
-        .map(|i| i.image_digest.to_string())
-        .unwrap_or_default()
-}
-
-fn staged(status: &Status) -> Option<(String, Option<bool>)> {
-    status.status.staged.as_ref().map(|s| {
-        (
-            s.image
-                .as_ref()
-                .map(|i| i.image_digest.to_string())
-                .unwrap_or_default(),
-            s.download_only,
-        )
-    })
-}
-
-fn pin(s: &str) -> ImageRef {
-    ImageRef::parse(s).unwrap()
-}
-
 async fn stage_and_unlock(f: &Fixture, host: &DbusHost) {
     let mut changes = host.changes();
     let seen = *changes.borrow_and_update();
@@ -197,15 +168,7 @@ async fn stage_unlock_and_full_reboot_boot_the_new_image() {
     let status = host.status().await.unwrap();
     assert_eq!(booted_digest(&status), digest_of(&f.v2), "{}", f.log());
     assert_eq!(staged(&status), None);
-    let rollback = status
-        .status
-        .rollback
-        .as_ref()
-        .and_then(|r| r.image.as_ref());
-    assert_eq!(
-        rollback.map(|i| i.image_digest.to_string()).as_deref(),
-        Some(digest_of(&f.v1))
-    );
+    assert_eq!(rollback_digest(&status).as_deref(), Some(digest_of(&f.v1)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -454,20 +417,10 @@ async fn without_switch_download_only_stage_falls_back_and_ends_locked() {
     let f = Fixture::new("agent-fallback").await;
     f.faults(r#"{"switchHelpWithoutDownloadOnly": true}"#);
     let host = f.host().await;
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
-    let status = host.status().await.unwrap();
+    // switch + upgrade --download-only ends locked.
+    let status = stage_locked(&host, &f.v2).await;
     assert_eq!(booted_digest(&status), digest_of(&f.v1));
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true))),
-        "switch + upgrade --download-only ends locked"
-    );
-    assert_eq!(
-        status.spec.image.as_ref().map(|i| i.image.as_str()),
-        Some(f.v2.as_str())
-    );
+    assert_eq!(spec_image(&status), Some(f.v2.as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -488,53 +441,19 @@ async fn pulls_with_the_credentials_in_run_ostree_auth_json() {
     let auth = f.node.root_path().unwrap().join("run/ostree/auth.json");
     let mode = std::os::unix::fs::PermissionsExt::mode(&auth.metadata().unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
-    let status = host.status().await.unwrap();
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true)))
-    );
+    stage_locked(&host, &f.v2).await;
     let _ = &f.dir;
 }
 
 /// Waits until no `bootc-node-agent-*` unit is active or activating in the node.
 async fn assert_no_agent_units(node: &Node, timeout: Duration) {
-    let conn = node.connect().await.unwrap();
-    let manager = zbus::Proxy::new(
-        &conn,
-        "org.freedesktop.systemd1",
-        "/org/freedesktop/systemd1",
-        "org.freedesktop.systemd1.Manager",
-    )
-    .await
-    .unwrap();
     let deadline = Instant::now() + timeout;
     loop {
-        type UnitRow = (
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            zbus::OwnedObjectPath,
-            u32,
-            String,
-            zbus::OwnedObjectPath,
-        );
-        let units: Vec<UnitRow> = manager
-            .call(
-                "ListUnitsByPatterns",
-                &(Vec::<String>::new(), vec!["bootc-node-agent-*".to_owned()]),
-            )
-            .await
-            .unwrap();
+        let units = node.list_units(&[], &["bootc-node-agent-*"]).await.unwrap();
         let busy: Vec<_> = units
             .iter()
-            .filter(|u| u.3 != "inactive" && u.3 != "failed")
-            .map(|u| format!("{} {} {}", u.0, u.3, u.4))
+            .filter(|u| u.active_state != "inactive" && u.active_state != "failed")
+            .map(|u| format!("{} {} {}", u.name, u.active_state, u.sub_state))
             .collect();
         if busy.is_empty() {
             return;

@@ -9,8 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::{BootcNode, DesiredImageState};
 use bootc_node_agent::run::{self, RunError, RunOptions};
+use host_sim::fixtures::{
+    DEADLINE, approve, bootc_node, condition, create_node, digest, pull_secret, wait_for,
+};
 use host_sim::memory::{Behaviour, Catalog, MemoryHost, NextBoot};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -24,11 +27,6 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const REPO: &str = "registry.test/os";
-const DEADLINE: Duration = Duration::from_secs(30);
-
-fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
 
 async fn cluster(loosen: bool) -> (Emulator, Client) {
     let emulator = Emulator::start().await.unwrap();
@@ -60,19 +58,19 @@ async fn cluster(loosen: bool) -> (Emulator, Client) {
     (emulator, client)
 }
 
-fn node(name: &str, image: &str) -> BootcNode {
-    BootcNode::new(
-        name,
-        BootcNodeSpec {
-            desired_image: image.to_owned(),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
-        },
-    )
+/// One node's bed: the emulator with the CRDs and a client of it, the BootcNode API, and
+/// a host booted on v1 behaving as `behaviour`, its catalog holding v1, v2, … with these
+/// kernel labels (their pins, in order).
+async fn one_node<const N: usize>(
+    kernels: [Option<&str>; N],
+    behaviour: Behaviour,
+) -> (Emulator, Client, Api<BootcNode>, MemoryHost, [String; N]) {
+    let (emulator, client) = cluster(false).await;
+    let catalog = Catalog::new();
+    let images = catalog.push_versions(REPO, kernels);
+    let host = MemoryHost::new(catalog, &images[0], behaviour).unwrap();
+    let api = Api::all(client.clone());
+    (emulator, client, api, host, images)
 }
 
 /// Plays the agent's supervisor: runs it, and when the host connection is lost (a
@@ -138,42 +136,12 @@ impl Supervised {
     }
 }
 
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
 async fn wait_reason(api: &Api<BootcNode>, name: &str, reason: &str) -> BootcNode {
     wait_for(&format!("{name} to report {reason}"), async || {
         let n = api.get(name).await.ok()?;
         (condition(&n, "Idle")?.1 == reason).then_some(n)
     })
     .await
-}
-
-async fn approve(api: &Api<BootcNode>, name: &str) {
-    let patch = json!({
-        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool-a"}},
-        "spec": {"desiredImageState": "Booted"},
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
 }
 
 async fn set_desired(api: &Api<BootcNode>, name: &str, image: &str) {
@@ -185,15 +153,9 @@ async fn set_desired(api: &Api<BootcNode>, name: &str, image: &str) {
 
 #[tokio::test]
 async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
-        .await
-        .unwrap();
+    let (_emulator, client, api, host, [_, v2]) =
+        one_node([Some("k1"), Some("k2")], Behaviour::default()).await;
+    create_node(&api, &bootc_node("n1", &v2)).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
 
     let staged = wait_reason(&api, "n1", "Staged").await;
@@ -220,7 +182,7 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
     assert_eq!(host.counters().reboots, 0, "no reboot without approval");
 
     let boot_before = host.boot_id();
-    approve(&api, "n1").await;
+    approve(&api, "n1", "pool-a").await;
     let idle = wait_reason(&api, "n1", "Idle").await;
     let status = idle.status.as_ref().unwrap();
     assert_eq!(
@@ -247,15 +209,11 @@ async fn stages_waits_for_approval_reboots_once_and_reports_idle() {
 
 #[tokio::test]
 async fn soft_reboots_when_allowed_and_capable() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k1"));
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
-    let mut bn = node("n1", &v2);
+    let (_emulator, client, api, host, [_, v2]) =
+        one_node([Some("k1"), Some("k1")], Behaviour::default()).await;
+    let mut bn = bootc_node("n1", &v2);
     bn.spec.reboot_policy = bootc_crds::pool::RebootPolicy::AllowSoftReboot;
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    create_node(&api, &bn).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     let staged = wait_reason(&api, "n1", "Staged").await;
     assert!(
@@ -268,7 +226,7 @@ async fn soft_reboots_when_allowed_and_capable() {
             .soft_reboot_capable
     );
     let boot = host.boot_id();
-    approve(&api, "n1").await;
+    approve(&api, "n1", "pool-a").await;
     let idle = wait_reason(&api, "n1", "Idle").await;
     assert_eq!(
         idle.status.unwrap().booted.unwrap().image.image_digest,
@@ -282,16 +240,11 @@ async fn soft_reboots_when_allowed_and_capable() {
 
 #[tokio::test]
 async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
+    let (_emulator, client, _api, host, [v1, v2]) =
+        one_node([None, None], Behaviour::default()).await;
     host.set_next_boot(NextBoot::OldImage);
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v2)).await;
     // A short poll, so that the agent looks at the host many times after the reboot.
     let agent = Supervised::start(
         client.clone(),
@@ -300,7 +253,7 @@ async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
         Duration::from_millis(200),
     );
     wait_reason(&api, "n1", "Staged").await;
-    approve(&api, "n1").await;
+    approve(&api, "n1", "pool-a").await;
     let degraded = wait_for("RebootDidNotApply", async || {
         let n = api.get("n1").await.ok()?;
         let (status, reason, message) = condition(&n, "Degraded")?;
@@ -328,24 +281,15 @@ async fn a_host_back_on_the_old_image_is_not_rebooted_again() {
 
 #[tokio::test]
 async fn a_new_desired_image_during_staging_restarts_staging() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
-    let v3 = catalog.push(REPO, "v3", &digest('3'), None);
-    let host = MemoryHost::new(
-        catalog,
-        &v1,
+    let (_emulator, client, api, host, [_, v2, v3]) = one_node(
+        [None, None, None],
         Behaviour {
             stage_hangs: true,
             ..Behaviour::default()
         },
     )
-    .unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
-        .await
-        .unwrap();
+    .await;
+    create_node(&api, &bootc_node("n1", &v2)).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     wait_reason(&api, "n1", "Staging").await;
     wait_for("the first pull to start", async || {
@@ -367,23 +311,15 @@ async fn a_new_desired_image_during_staging_restarts_staging() {
 
 #[tokio::test]
 async fn an_agent_killed_mid_stage_converges_when_started_again() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
-    let host = MemoryHost::new(
-        catalog,
-        &v1,
+    let (_emulator, client, api, host, [_, v2]) = one_node(
+        [None, None],
         Behaviour {
             stage_hangs: true,
             ..Behaviour::default()
         },
     )
-    .unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
-        .await
-        .unwrap();
+    .await;
+    create_node(&api, &bootc_node("n1", &v2)).await;
     let options = RunOptions {
         node_name: "n1".into(),
         poll_interval: Duration::from_secs(60),
@@ -441,9 +377,7 @@ async fn bad_references_never_reach_the_host() {
     ];
     let mut agents = Vec::new();
     for (name, image, _) in &cases {
-        api.create(&PostParams::default(), &node(name, image))
-            .await
-            .unwrap();
+        create_node(&api, &bootc_node(name, image)).await;
         agents.push(Supervised::start(
             client.clone(),
             host.clone(),
@@ -470,37 +404,24 @@ async fn bad_references_never_reach_the_host() {
 
 #[tokio::test]
 async fn pull_secrets_are_written_and_rewritten_when_their_hash_changes() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
+    let (_emulator, client, api, host, [v1]) = one_node([None], Behaviour::default()).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let auth = |token: &str| {
         let json = format!(r#"{{"auths":{{"registry.test":{{"auth":"{token}"}}}}}}"#);
         ByteString(json.into_bytes())
     };
-    let secret = |token: &str| Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("pull".into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some([(".dockerconfigjson".to_owned(), auth(token))].into()),
-        ..Default::default()
-    };
+    let secret = |token: &str| pull_secret("pull", auth(token).0);
     secrets
         .create(&PostParams::default(), &secret("c2VjcmV0MQ=="))
         .await
         .unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
-    let mut bn = node("n1", &v1);
+    let mut bn = bootc_node("n1", &v1);
     bn.spec.pull_secret_ref = Some(bootc_crds::pool::SecretRef {
         name: "pull".into(),
         namespace: "default".into(),
     });
     bn.spec.pull_secret_hash = Some("h1".into());
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    create_node(&api, &bn).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     wait_for("the first credentials", async || {
         (host.credentials() == Some(auth("c2VjcmV0MQ==").0)).then_some(())
@@ -549,9 +470,7 @@ async fn an_idle_agent_makes_no_writes_and_keeps_one_watch() {
     let v1 = catalog.push(REPO, "v1", &digest('1'), None);
     let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     let handle = emulator.handle();
     handle.clear_requests();
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(5));
@@ -661,18 +580,12 @@ async fn pass_the_reboot_wait(api: &Api<BootcNode>, host: &MemoryHost) -> bool {
 /// no kill) and a new agent started on the same host. Returns where it was killed (if
 /// the run got there) and the host's steps.
 async fn run_killed_at(point: Option<(&str, usize)>) -> (Option<String>, Vec<String>) {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
+    let (_emulator, client, api, host, [_, v2]) =
+        one_node([Some("k1"), Some("k2")], Behaviour::default()).await;
     if let Some((point, nth)) = point {
         host.halt_at(point, nth);
     }
-    let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v2)).await;
     let poll = Duration::from_secs(60);
     let mut agent = Supervised::start(client.clone(), host.clone(), "n1", poll);
     let (mut approved, mut killed) = (false, None);
@@ -700,7 +613,7 @@ async fn run_killed_at(point: Option<(&str, usize)>) -> (Option<String>, Vec<Str
         if !approved && reason.as_deref() == Some("Staged") {
             assert_eq!(reboots(&host), 0, "a reboot without approval");
             assert!(!unlocked(&host), "unlocked without approval");
-            approve(&api, "n1").await;
+            approve(&api, "n1", "pool-a").await;
             approved = true;
         }
         if reason.as_deref() == Some("Idle") {
@@ -762,22 +675,15 @@ async fn a_kill_between_any_two_steps_leaves_a_safe_state() {
 
 #[tokio::test]
 async fn a_timer_that_cannot_be_masked_is_reported_until_it_is() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let host = MemoryHost::new(
-        catalog,
-        &v1,
+    let (_emulator, client, api, host, [v1]) = one_node(
+        [None],
         Behaviour {
             mask_error: Some("Access denied".to_owned()),
             ..Behaviour::default()
         },
     )
-    .unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v1))
-        .await
-        .unwrap();
+    .await;
+    create_node(&api, &bootc_node("n1", &v1)).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     let (node, message) = wait_for("UpdateTimerNotMasked", async || {
         let n = api.get("n1").await.ok()?;
@@ -814,14 +720,8 @@ async fn a_timer_that_cannot_be_masked_is_reported_until_it_is() {
 
 #[tokio::test]
 async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_when_it_returns() {
-    let (_emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &node("n1", &v1))
-        .await
-        .unwrap();
+    let (_emulator, client, api, host, [v1]) = one_node([None], Behaviour::default()).await;
+    create_node(&api, &bootc_node("n1", &v1)).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     wait_reason(&api, "n1", "Idle").await;
     assert!(host.timer_masked(), "masked while the node is in a pool");
@@ -841,9 +741,7 @@ async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_whe
     assert_eq!(releases(&host), 1);
 
     // Back in a pool: masked again.
-    api.create(&PostParams::default(), &node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     wait_for("the timer masked again", async || {
         host.timer_masked().then_some(())
     })
@@ -879,20 +777,19 @@ async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_whe
 async fn a_refused_reboot_record_stops_the_unlock_and_the_reboot() {
     let (emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let behaviour = Behaviour {
         stage_time: Duration::from_secs(2),
         ..Behaviour::default()
     };
     let host = MemoryHost::new(catalog, &v1, behaviour).unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    let mut approved = node("n1", &v2);
+    let mut approved = bootc_node("n1", &v2);
     approved.spec.desired_image_state = DesiredImageState::Booted;
     approved
         .annotations_mut()
         .insert(REBOOT_SLOT_ANNOTATION.to_owned(), "pool-a".to_owned());
-    api.create(&PostParams::default(), &approved).await.unwrap();
+    create_node(&api, &approved).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
     wait_reason(&api, "n1", "Staging").await;
     // From now on, every write to a BootcNode fails.
@@ -929,9 +826,7 @@ async fn a_refused_reboot_record_stops_the_unlock_and_the_reboot() {
 async fn a_staged_image_changed_right_before_the_unlock_is_neither_unlocked_nor_booted() {
     let (_emulator, client) = cluster(false).await;
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
-    let v3 = catalog.push(REPO, "v3", &digest('3'), None);
+    let [v1, v2, v3] = catalog.push_versions(REPO, [None, None, None]);
     let host = MemoryHost::new(catalog.clone(), &v1, Behaviour::default()).unwrap();
     // v2 staged and locked already, and the reboot into it approved: the agent's first
     // pass reads the host, decides to unlock and reboot, and records the reboot.
@@ -946,11 +841,11 @@ async fn a_staged_image_changed_right_before_the_unlock_is_neither_unlocked_nor_
         state.switch(other, true).unwrap();
     });
     let api: Api<BootcNode> = Api::all(client.clone());
-    let mut bn = node("n1", &v2);
+    let mut bn = bootc_node("n1", &v2);
     bn.spec.desired_image_state = DesiredImageState::Booted;
     bn.metadata.annotations =
         Some([(REBOOT_SLOT_ANNOTATION.to_owned(), "pool-a".to_owned())].into());
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    create_node(&api, &bn).await;
     let agent = Supervised::start(client.clone(), host.clone(), "n1", Duration::from_secs(60));
 
     let message = wait_for("StagingNotLocked", async || {

@@ -16,12 +16,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::BootcNode;
 use bootc_crds::pool::SecretRef;
 use bootc_standin::{HttpResolver, ImageResolver, Version};
 use host_sim::daemonset::DaemonSet;
+use host_sim::fixtures::{
+    approve, bootc_node, condition, create_namespace, create_node, pull_secret,
+};
 use host_sim::{Node, NodeOptions};
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -34,15 +36,6 @@ async fn wait_for<T>(what: &str, log: &Path, check: impl AsyncFnMut() -> Option<
     common::wait_logged(what, log, DEADLINE, check).await
 }
 
-fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
 fn write_faults(state_dir: &Path, faults: serde_json::Value) {
     std::fs::write(state_dir.join("faults.json"), faults.to_string()).unwrap();
 }
@@ -53,37 +46,14 @@ fn clear_faults(state_dir: &Path) {
 
 /// The agent's transient units still starting or running on the node.
 async fn agent_units(node: &Node) -> Result<Vec<String>, String> {
-    type Unit = (
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-        zbus::OwnedObjectPath,
-        u32,
-        String,
-        zbus::OwnedObjectPath,
-    );
-    let conn = node.connect().await.map_err(|e| e.to_string())?;
-    let reply = conn
-        .call_method(
-            Some("org.freedesktop.systemd1"),
-            "/org/freedesktop/systemd1",
-            Some("org.freedesktop.systemd1.Manager"),
-            "ListUnitsByPatterns",
-            &(
-                vec!["activating", "active", "deactivating"],
-                vec!["bootc-node-agent-*.service"],
-            ),
+    let units = node
+        .list_units(
+            &["activating", "active", "deactivating"],
+            &["bootc-node-agent-*.service"],
         )
         .await
-        .map_err(|e| format!("ListUnitsByPatterns: {e}"))?;
-    let units: Vec<Unit> = reply
-        .body()
-        .deserialize()
-        .map_err(|e| format!("ListUnitsByPatterns reply: {e}"))?;
-    Ok(units.into_iter().map(|u| u.0).collect())
+        .map_err(|e| e.to_string())?;
+    Ok(units.into_iter().map(|u| u.name).collect())
 }
 
 /// The idle agent's resident set must stay under this (twice the measured 19 MiB).
@@ -110,16 +80,14 @@ async fn the_agent_drives_a_simulated_node_of_bootc_1_16_9_through_a_rollout() {
 }
 
 async fn drive_a_rollout(version: Version) {
-    host_sim::image::require_root().unwrap();
-    let work = tempfile::Builder::new()
-        .prefix("agent-process-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let common::AgentBed {
+        dir: work,
+        emulator: _emulator,
+        client,
+        kubeconfig,
+        log,
+    } = common::agent_bed("agent-process").await;
     let state_dir = work.path().join("state");
-    let log = work.path().join("agent.log");
-    let (emulator, client) = common::emulator_with_crds().await;
-    let kubeconfig = work.path().join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
 
     // A registry that wants credentials; the node gets them only through the pull Secret.
     let registry = Registry::start_with_auth("puller", "s3cret").unwrap();
@@ -146,52 +114,23 @@ async fn drive_a_rollout(version: Version) {
     let node = Node::start(options).await.unwrap();
 
     // Agents read Secrets in the install's namespace only (the controller's copies).
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    namespaces
+    create_namespace(&client, "bootc-system").await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "bootc-system");
+    secrets
         .create(
-            &kube::api::PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": "bootc-system"}}))
-                .unwrap(),
+            &PostParams::default(),
+            &pull_secret("pull", registry.auth_json()),
         )
         .await
         .unwrap();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "bootc-system");
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("pull".into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some(
-            [(
-                ".dockerconfigjson".to_owned(),
-                ByteString(registry.auth_json().into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
     let api: Api<BootcNode> = Api::all(client.clone());
-    let bn = BootcNode::new(
-        &name,
-        BootcNodeSpec {
-            desired_image: v2.clone(),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: Some(SecretRef {
-                name: "pull".into(),
-                namespace: "bootc-system".into(),
-            }),
-            pull_secret_hash: Some("h1".into()),
-            health_units: Vec::new(),
-        },
-    );
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    let mut bn = bootc_node(&name, v2);
+    bn.spec.pull_secret_ref = Some(SecretRef {
+        name: "pull".into(),
+        namespace: "bootc-system".into(),
+    });
+    bn.spec.pull_secret_hash = Some("h1".into());
+    create_node(&api, &bn).await;
 
     let agents = DaemonSet::start(&node, &kubeconfig, &log, &[]);
     let get = async || api.get(&name).await.ok();
@@ -240,13 +179,7 @@ async fn drive_a_rollout(version: Version) {
     // 2. Approval → reboot → Idle on v2, one reboot.
     let boots = node.status().boots;
     let boot_id = node.boot_id().await.unwrap();
-    let approve = json!({
-        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
-        "spec": {"desiredImageState": "Booted"},
-    });
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .unwrap();
+    approve(&api, &name, "pool").await;
     node.wait_booted(boots, DEADLINE).await.unwrap();
     let idle = wait_for("Idle on v2", &log, reason_is("Idle")).await;
     let status = idle.status.as_ref().unwrap();
@@ -330,9 +263,7 @@ async fn drive_a_rollout(version: Version) {
     // 5. The node comes back on the old image: RebootDidNotApply, no second reboot.
     node.fail_next_boot_to_old_image();
     let boots = node.status().boots;
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .unwrap();
+    approve(&api, &name, "pool").await;
     node.wait_booted(boots, DEADLINE).await.unwrap();
     let message = wait_for("RebootDidNotApply", &log, async || {
         let n = get().await?;

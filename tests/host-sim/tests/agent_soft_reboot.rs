@@ -18,14 +18,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::BootcNode;
 use bootc_crds::pool::RebootPolicy;
 use bootc_standin::resolver::KERNEL_LABEL;
 use bootc_standin::{HttpResolver, ImageResolver};
 use host_sim::daemonset::DaemonSet;
+use host_sim::fixtures::{approve, bootc_node, create_node, idle_reason};
 use host_sim::{Node, NodeOptions};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use test_registry::Registry;
 use tokio::time::Instant;
@@ -34,16 +35,6 @@ const DEADLINE: Duration = Duration::from_secs(90);
 
 async fn wait_for<T>(what: &str, log: &Path, check: impl AsyncFnMut() -> Option<T>) -> T {
     common::wait_logged(what, log, DEADLINE, check).await
-}
-
-/// The `Idle` condition's reason.
-fn idle_reason(node: &BootcNode) -> Option<&str> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Idle")
-        .map(|c| c.reason.as_str())
 }
 
 /// Waits until the BootcNode reports `Staged` with `image` staged.
@@ -68,16 +59,9 @@ async fn idle_on(api: &Api<BootcNode>, name: &str, image: &str, log: &Path) -> B
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_otherwise() {
-    host_sim::image::require_root().unwrap();
-    let work = tempfile::Builder::new()
-        .prefix("agent-soft-reboot-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let state_dir = work.path().join("state");
-    let log = work.path().join("agent.log");
-    let (emulator, client) = common::emulator_with_crds().await;
-    let kubeconfig = work.path().join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
+    let bed = common::agent_bed("agent-soft-reboot").await;
+    let (client, log) = (&bed.client, &bed.log);
+    let state_dir = bed.dir.path().join("state");
 
     // v1 and v2 share a kernel; v3 has another one.
     let registry = Registry::start().unwrap();
@@ -89,7 +73,7 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     let [v1, v2, v3] = [&pins[0], &pins[1], &pins[2]];
 
     // The node starts on v1 (pulled here, as an installer would).
-    let seed_root = work.path().join("seed-root");
+    let seed_root = bed.dir.path().join("seed-root");
     std::fs::create_dir_all(&seed_root).unwrap();
     let info = HttpResolver::new(&seed_root).resolve(v1).unwrap();
     assert_eq!(info.kernel.as_deref(), Some("k1"));
@@ -97,33 +81,19 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
 
     let name = format!("agent-soft-{}", std::process::id());
     let mut options = NodeOptions::new(&name, &state_dir, host_sim::standin_binary().unwrap());
-    options.log_file = Some(work.path().join("node.log"));
+    options.log_file = Some(bed.dir.path().join("node.log"));
     options.kube = Some(client.clone());
     let node = Node::start(options).await.unwrap();
     assert_eq!(node.soft_reboots().await.unwrap(), 0);
 
     let api: Api<BootcNode> = Api::all(client.clone());
-    let bn = BootcNode::new(
-        &name,
-        BootcNodeSpec {
-            desired_image: v2.clone(),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: RebootPolicy::AllowSoftReboot,
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
-        },
-    );
-    api.create(&PostParams::default(), &bn).await.unwrap();
-    let agents = DaemonSet::start(&node, &kubeconfig, &log, &[]);
-    let approve = json!({
-        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
-        "spec": {"desiredImageState": "Booted"},
-    });
+    let mut bn = bootc_node(&name, v2);
+    bn.spec.reboot_policy = RebootPolicy::AllowSoftReboot;
+    create_node(&api, &bn).await;
+    let agents = DaemonSet::start(&node, &bed.kubeconfig, log, &[]);
 
     // 1. Same kernel: staged soft-reboot capable; approval → a soft reboot.
-    let n = staged(&api, &name, v2, &log).await;
+    let n = staged(&api, &name, v2, log).await;
     let s = n.status.as_ref().unwrap().staged.as_ref().unwrap();
     assert!(s.download_only, "{s:?}");
     assert!(s.image.soft_reboot_capable, "same kernel: {s:?}");
@@ -132,14 +102,12 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     let boot_id = node.boot_id().await.unwrap();
     let soft_before = node.soft_reboots().await.unwrap();
     let approved = Instant::now();
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .unwrap();
+    approve(&api, &name, "pool").await;
     node.wait_soft_rebooted(soft_before, DEADLINE)
         .await
         .unwrap();
     let soft_up = approved.elapsed();
-    let idle = idle_on(&api, &name, v2, &log).await;
+    let idle = idle_on(&api, &name, v2, log).await;
     let soft_idle = approved.elapsed();
     println!(
         "soft reboot: node up again {soft_up:?} after approval, BootcNode Idle after {soft_idle:?}"
@@ -168,19 +136,17 @@ async fn the_agent_soft_reboots_when_the_kernel_is_unchanged_and_fully_reboots_o
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&next))
         .await
         .unwrap();
-    let n = staged(&api, &name, v3, &log).await;
+    let n = staged(&api, &name, v3, log).await;
     let s = n.status.as_ref().unwrap().staged.as_ref().unwrap();
     assert!(!s.image.soft_reboot_capable, "another kernel: {s:?}");
 
     let boots = node.status().boots;
     let soft_before = node.soft_reboots().await.unwrap();
     let approved = Instant::now();
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .unwrap();
+    approve(&api, &name, "pool").await;
     node.wait_booted(boots, DEADLINE).await.unwrap();
     let full_up = approved.elapsed();
-    let idle = idle_on(&api, &name, v3, &log).await;
+    let idle = idle_on(&api, &name, v3, log).await;
     let full_idle = approved.elapsed();
     println!(
         "full reboot: node up again {full_up:?} after approval, BootcNode Idle after {full_idle:?}"

@@ -17,48 +17,26 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::BootcNode;
 use bootc_standin::{ImageResolver, Version};
 use host_sim::Node;
 use host_sim::daemonset::{AgentOptions, DaemonSet};
+use host_sim::fixtures::{approve, bootc_node, create_node, idle_reason, run_in_node};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use serde_json::Value;
 use test_registry::Registry;
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
-fn idle_reason(node: &BootcNode) -> Option<String> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Idle")
-        .map(|c| c.reason.clone())
-}
-
 /// Runs `bootc ARGS` inside the node as an admin on it would (its namespaces, not a
 /// unit of the agent's); asserts success and returns its standard output.
 fn bootc_on_node(node: &Node, args: &[&str]) -> String {
-    let init = node.init_pid().unwrap().to_string();
-    let out = std::process::Command::new("nsenter")
-        .args([
-            "--target", &init, "--mount", "--uts", "--ipc", "--net", "--pid",
-        ])
-        .args(["--root", "--wd", "--", "/usr/bin/bootc"])
-        .args(args)
-        .env_remove("container")
-        .env_remove("BOOTC_STANDIN_VERSION")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "bootc {args:?} on the node: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run_in_node(
+        node,
+        "/usr/bin/bootc",
+        args,
+        &["container", "BOOTC_STANDIN_VERSION"],
+    )
 }
 
 /// Whether a stored version of the BootcNode reports `Staged` while its staged
@@ -87,12 +65,13 @@ async fn unlocked_by_hand_is_locked_then_an_unplanned_reboot_keeps_the_old_image
     version: Version,
     name: &str,
 ) {
-    host_sim::image::require_root().unwrap();
-    let dir = common::test_dir(name);
-    let log = dir.path().join("agent.log");
-    let (emulator, client) = common::emulator_with_crds().await;
-    let kubeconfig = dir.path().join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
+    let common::AgentBed {
+        dir,
+        emulator,
+        client,
+        kubeconfig,
+        log,
+    } = common::agent_bed(name).await;
     let registry = Registry::start().unwrap();
     let mut pins = Vec::new();
     for tag in ["v1", "v2"] {
@@ -130,18 +109,7 @@ async fn unlocked_by_hand_is_locked_then_an_unplanned_reboot_keeps_the_old_image
     assert_eq!((&staged.info.digest, staged.locked), (d2, false));
 
     let api: Api<BootcNode> = Api::all(client.clone());
-    let spec = BootcNodeSpec {
-        desired_image: v2.clone(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: Default::default(),
-        signature_policy: Default::default(),
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-        health_units: Vec::new(),
-    };
-    api.create(&PostParams::default(), &BootcNode::new(name, spec))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node(name, v2)).await;
     let mut events = emulator.handle().events();
     let options = AgentOptions {
         poll_interval: "1h".to_owned(),
@@ -188,13 +156,7 @@ async fn unlocked_by_hand_is_locked_then_an_unplanned_reboot_keeps_the_old_image
     })
     .await;
     let boots = node.status().boots;
-    let approve = json!({
-        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
-        "spec": {"desiredImageState": "Booted"},
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .unwrap();
+    approve(&api, name, "pool").await;
     node.wait_booted(boots, DEADLINE).await.unwrap();
     let idle = common::wait_logged("Idle on v2", &log, DEADLINE, async || {
         let n = api.get(name).await.ok()?;

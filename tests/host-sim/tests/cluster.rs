@@ -9,25 +9,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::BootcNode;
 use bootc_node_agent::host::Host as _;
 use host_sim::cluster::{Invariants, PodOwner, SimCluster, SimOptions};
+use host_sim::fixtures::{
+    DEADLINE, approve, bootc_node, create_node, digest, idle_reason, wait_for,
+};
 use host_sim::memory::{Behaviour, Catalog, NextBoot};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{EvictParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use kube_emulator::Emulator;
 use serde_json::json;
 use tokio::time::Instant;
 
 const REPO: &str = "registry.test/os";
-const DEADLINE: Duration = Duration::from_secs(30);
 const SETTLE: Duration = Duration::from_secs(10);
-
-fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
 
 fn options() -> SimOptions {
     SimOptions {
@@ -42,66 +40,18 @@ fn options() -> SimOptions {
     }
 }
 
-struct Setup {
-    emulator: Emulator,
-    client: Client,
-    cluster: SimCluster,
-    v1: String,
-    v2: String,
-}
-
-async fn setup(nodes: &[&str]) -> Setup {
+/// The emulator, a client of it, and a cluster of `nodes` on v1 with v2 in their
+/// catalog: (emulator, client, cluster, v1, v2).
+async fn setup(nodes: &[&str]) -> (Emulator, Client, SimCluster, String, String) {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     for name in nodes {
         cluster.add_node(name, &v1, &options()).await.unwrap();
     }
-    Setup {
-        emulator,
-        client,
-        cluster,
-        v1,
-        v2,
-    }
-}
-
-fn bootc_node(name: &str, image: &str) -> BootcNode {
-    BootcNode::new(
-        name,
-        BootcNodeSpec {
-            desired_image: image.to_owned(),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
-        },
-    )
-}
-
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn idle_reason(node: &BootcNode) -> Option<String> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Idle")
-        .map(|c| c.reason.clone())
+    (emulator, client, cluster, v1, v2)
 }
 
 async fn wait_reason(api: &Api<BootcNode>, name: &str, reason: &str) -> BootcNode {
@@ -156,13 +106,7 @@ async fn cordon(nodes: &Api<Node>, name: &str, on: bool) {
 
 #[tokio::test]
 async fn an_approved_node_reboots_goes_not_ready_and_comes_back_idle_on_the_new_image() {
-    let Setup {
-        emulator,
-        client,
-        cluster,
-        v1,
-        v2,
-    } = setup(&["n1", "n2"]).await;
+    let (emulator, client, cluster, v1, v2) = setup(&["n1", "n2"]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let api: Api<BootcNode> = Api::all(client.clone());
 
@@ -183,9 +127,7 @@ async fn an_approved_node_reboots_goes_not_ready_and_comes_back_idle_on_the_new_
 
     let checker = Invariants::follow(emulator.handle(), 1, BTreeSet::new());
     for (name, image) in [("n1", &v2), ("n2", &v1)] {
-        api.create(&PostParams::default(), &bootc_node(name, image))
-            .await
-            .unwrap();
+        create_node(&api, &bootc_node(name, image)).await;
     }
     wait_reason(&api, "n2", "Idle").await;
     let staged = wait_reason(&api, "n1", "Staged").await;
@@ -201,15 +143,7 @@ async fn an_approved_node_reboots_goes_not_ready_and_comes_back_idle_on_the_new_
     let mut events = emulator.handle().events();
     // The controller's part, by hand: cordon, slot, Booted.
     cordon(&nodes, "n1", true).await;
-    patch_bootc_node(
-        &api,
-        "n1",
-        json!({
-            "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool-a"}},
-            "spec": {"desiredImageState": "Booted"},
-        }),
-    )
-    .await;
+    approve(&api, "n1", "pool-a").await;
 
     let idle = wait_reason(&api, "n1", "Idle").await;
     let status = idle.status.unwrap();
@@ -276,19 +210,11 @@ async fn an_approved_node_reboots_goes_not_ready_and_comes_back_idle_on_the_new_
 
 #[tokio::test]
 async fn the_checker_counts_cordons_slots_and_not_ready_nodes_and_flags_more_than_the_budget() {
-    let Setup {
-        emulator,
-        client,
-        cluster,
-        v1,
-        ..
-    } = setup(&["n1", "n2", "n3", "n4"]).await;
+    let (emulator, client, cluster, v1, _) = setup(&["n1", "n2", "n3", "n4"]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let api: Api<BootcNode> = Api::all(client.clone());
     for name in ["n1", "n2", "n3", "n4"] {
-        api.create(&PostParams::default(), &bootc_node(name, &v1))
-            .await
-            .unwrap();
+        create_node(&api, &bootc_node(name, &v1)).await;
     }
     // An admin cordoned n4 before the rollout: that cordon is not ours.
     cordon(&nodes, "n4", true).await;
@@ -365,18 +291,10 @@ async fn the_checker_counts_cordons_slots_and_not_ready_nodes_and_flags_more_tha
 
 #[tokio::test]
 async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
-    let Setup {
-        emulator: _emulator,
-        client,
-        cluster,
-        v1,
-        v2,
-    } = setup(&["n1", "n2"]).await;
+    let (_emulator, client, cluster, v1, v2) = setup(&["n1", "n2"]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &bootc_node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     wait_reason(&api, "n1", "Idle").await;
     cluster
         .add_pod("n1", "apps", "web-1", BTreeMap::new(), PodOwner::None)
@@ -407,9 +325,7 @@ async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
     // it to n2, whose agent runs, is staged there: by then n1's agent, were it alive,
     // would have had its event too.
     patch_bootc_node(&api, "n1", json!({"spec": {"desiredImage": v2}})).await;
-    api.create(&PostParams::default(), &bootc_node("n2", &v2))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n2", &v2)).await;
     let n2 = cluster.host("n2").unwrap();
     wait_for("n2 staged", async || {
         (n2.counters().stages >= 1).then_some(())
@@ -417,7 +333,7 @@ async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
     .await;
     assert_eq!(host.counters().stages, 0);
     assert_eq!(
-        idle_reason(&api.get("n1").await.unwrap()).as_deref(),
+        idle_reason(&api.get("n1").await.unwrap()),
         Some("Idle"),
         "nobody reports for the removed node"
     );
@@ -426,17 +342,9 @@ async fn remove_node_stops_its_agent_and_deletes_the_node_and_its_pods() {
 
 #[tokio::test]
 async fn a_killed_agent_is_restarted_and_carries_on() {
-    let Setup {
-        emulator: _emulator,
-        client,
-        cluster,
-        v1,
-        v2,
-    } = setup(&["n1"]).await;
+    let (_emulator, client, cluster, v1, v2) = setup(&["n1"]).await;
     let api: Api<BootcNode> = Api::all(client.clone());
-    api.create(&PostParams::default(), &bootc_node("n1", &v1))
-        .await
-        .unwrap();
+    create_node(&api, &bootc_node("n1", &v1)).await;
     wait_reason(&api, "n1", "Idle").await;
     assert_eq!(cluster.agent_starts("n1"), Some(1));
     assert!(cluster.agent_running("n1"));
@@ -473,12 +381,7 @@ async fn a_killed_agent_is_restarted_and_carries_on() {
 
 #[tokio::test]
 async fn pods_are_bound_to_nodes_with_their_owners_and_can_be_evicted() {
-    let Setup {
-        emulator: _emulator,
-        client,
-        cluster,
-        ..
-    } = setup(&["n1"]).await;
+    let (_emulator, client, cluster, _, _) = setup(&["n1"]).await;
     let labels = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
     let cases = [
         (

@@ -17,12 +17,13 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState, NodeHealth};
+use bootc_crds::node::{BootcNode, NodeHealth};
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use host_sim::Node;
 use host_sim::daemonset::{AgentOptions, DaemonSet};
+use host_sim::fixtures::{create_node, digest, staged_spec, unit_states};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -71,19 +72,6 @@ async fn boot_with_units(name: &str, dir: &Path, kube: Option<kube::Client>) -> 
 
 fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|n| (*n).to_owned()).collect()
-}
-
-fn states(units: &[bootc_crds::node::UnitHealth]) -> Vec<(&str, &str, &str)> {
-    units
-        .iter()
-        .map(|u| {
-            (
-                u.name.as_str(),
-                u.active_state.as_str(),
-                u.sub_state.as_str(),
-            )
-        })
-        .collect()
 }
 
 /// Starts `unit` on the node without waiting for its job.
@@ -140,7 +128,7 @@ async fn dbus_host_reads_active_failed_missing_and_masked_units() {
     ]);
     let units = host.unit_states(&list).await.unwrap();
     assert_eq!(
-        states(&units),
+        unit_states(&units),
         [
             ("health-ok.service", "active", "exited"),
             ("health-fail.service", "failed", "failed"),
@@ -161,11 +149,11 @@ async fn dbus_host_reads_active_failed_missing_and_masked_units() {
         .unwrap();
     println!(
         "boot-complete.target on a Debian node: {:?}, {:?}",
-        states(&complete),
+        unit_states(&complete),
         node.unit_state("boot-complete.target").await.unwrap()
     );
     assert_eq!(
-        states(&complete),
+        unit_states(&complete),
         [("boot-complete.target", "inactive", "dead")],
         "{log}"
     );
@@ -203,30 +191,22 @@ async fn wait_health(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_reports_the_units_in_status_health() {
-    host_sim::image::require_root().unwrap();
-    let dir = common::test_dir("health-agent");
-    let (emulator, client) = common::emulator_with_crds().await;
-    let kubeconfig = dir.path().join("kubeconfig");
-    emulator.write_kubeconfig(&kubeconfig).unwrap();
-    let log = dir.path().join("agent.log");
+    let common::AgentBed {
+        dir,
+        emulator: _emulator,
+        client,
+        kubeconfig,
+        log,
+    } = common::agent_bed("health-agent").await;
     let name = format!("health-agent-{}", std::process::id());
     let node = boot_with_units(&name, dir.path(), Some(client.clone())).await;
 
     // The node runs the seeded image: the agent has nothing to stage.
     let api: Api<BootcNode> = Api::all(client.clone());
-    let bn = BootcNode::new(
-        &name,
-        BootcNodeSpec {
-            desired_image: format!("127.0.0.1:5000/sim/os@sha256:{}", "0".repeat(64)),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: names(&["health-ok.service", "health-late.service"]),
-        },
-    );
-    api.create(&PostParams::default(), &bn).await.unwrap();
+    let mut spec = staged_spec(&format!("127.0.0.1:5000/sim/os@{}", digest('0')));
+    spec.health_units = names(&["health-ok.service", "health-late.service"]);
+    let bn = BootcNode::new(&name, spec);
+    create_node(&api, &bn).await;
     let options = AgentOptions {
         poll_interval: "300s".to_owned(),
         ..AgentOptions::default()
@@ -237,7 +217,7 @@ async fn the_agent_reports_the_units_in_status_health() {
     let first = wait_health("health", &api, &name, &log, |h| h.boot_id == boot_id).await;
     assert!(!first.healthy);
     assert_eq!(
-        states(&first.units),
+        unit_states(&first.units),
         [
             ("health-ok.service", "active", "exited"),
             ("health-late.service", "inactive", "dead"),
@@ -263,7 +243,7 @@ async fn the_agent_reports_the_units_in_status_health() {
     let failed = wait_health("the new list", &api, &name, &log, |h| h.units.len() == 3).await;
     assert!(!failed.healthy);
     assert_eq!(
-        states(&failed.units),
+        unit_states(&failed.units),
         [
             ("health-ok.service", "active", "exited"),
             ("health-fail.service", "failed", "failed"),
@@ -281,7 +261,7 @@ async fn the_agent_reports_the_units_in_status_health() {
         h.boot_id == new_boot
     })
     .await;
-    assert_eq!(states(&after.units), states(&failed.units));
+    assert_eq!(unit_states(&after.units), unit_states(&failed.units));
 
     agents.stop().await;
     node.stop().await.unwrap();

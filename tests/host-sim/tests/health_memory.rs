@@ -15,22 +15,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState, NodeHealth};
+use bootc_crds::node::{BootcNode, NodeHealth};
 use host_sim::cluster::{SimCluster, SimOptions};
+use host_sim::fixtures::{approve, digest, staged_spec, unit_states, wait_for};
 use host_sim::memory::{Catalog, MemoryHost};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube_emulator::Emulator;
 use serde_json::json;
-use tokio::time::Instant;
 
 const REPO: &str = "registry.test/os";
-const DEADLINE: Duration = Duration::from_secs(30);
-
-fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
 
 /// A poll interval long enough that only the fast reads of settling units (and events)
 /// explain a change seen within a test.
@@ -66,21 +60,13 @@ impl Clock {
 /// polling, three times the fast reads' interval.
 const QUIET_PASSES: usize = 6;
 
-struct Setup {
-    _emulator: Emulator,
-    api: Api<BootcNode>,
-    cluster: SimCluster,
-    clock: Clock,
-    v1: String,
-    v2: String,
-}
-
-async fn setup() -> Setup {
+/// The emulator, the BootcNode API, a cluster of n1 (on v1, v2 in its catalog) and the
+/// clock node: (emulator, api, cluster, clock, v1, v2).
+async fn setup() -> (Emulator, Api<BootcNode>, SimCluster, Clock, String, String) {
     let emulator = Emulator::start().await.unwrap();
     let client = emulator.client().unwrap();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let v2 = catalog.push(REPO, "v2", &digest('2'), None);
+    let [v1, v2] = catalog.push_versions(REPO, [None, None]);
     let cluster = SimCluster::start(emulator.config(), catalog).await.unwrap();
     cluster.add_node("n1", &v1, &options()).await.unwrap();
     let clock_options = SimOptions {
@@ -96,14 +82,7 @@ async fn setup() -> Setup {
     let clock = Clock {
         host: cluster.host("clock").unwrap(),
     };
-    Setup {
-        _emulator: emulator,
-        api,
-        cluster,
-        clock,
-        v1,
-        v2,
-    }
+    (emulator, api, cluster, clock, v1, v2)
 }
 
 async fn create(api: &Api<BootcNode>, image: &str, units: &[&str]) {
@@ -111,18 +90,9 @@ async fn create(api: &Api<BootcNode>, image: &str, units: &[&str]) {
 }
 
 async fn create_named(api: &Api<BootcNode>, name: &str, image: &str, units: &[&str]) {
-    let node = BootcNode::new(
-        name,
-        BootcNodeSpec {
-            desired_image: image.to_owned(),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: units.iter().map(|u| (*u).to_owned()).collect(),
-        },
-    );
+    let mut spec = staged_spec(image);
+    spec.health_units = units.iter().map(|u| (*u).to_owned()).collect();
+    let node = BootcNode::new(name, spec);
     api.create(&PostParams::default(), &node).await.unwrap();
 }
 
@@ -130,17 +100,6 @@ async fn patch(api: &Api<BootcNode>, body: serde_json::Value) {
     api.patch("n1", &PatchParams::default(), &Patch::Merge(&body))
         .await
         .unwrap();
-}
-
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Waits for `status.health` to be read in the host's current boot and to satisfy
@@ -157,20 +116,6 @@ async fn wait_health(
         (health.boot_id == host.boot_id() && check(&health)).then_some(health)
     })
     .await
-}
-
-fn states(health: &NodeHealth) -> Vec<(&str, &str, &str)> {
-    health
-        .units
-        .iter()
-        .map(|u| {
-            (
-                u.name.as_str(),
-                u.active_state.as_str(),
-                u.sub_state.as_str(),
-            )
-        })
-        .collect()
 }
 
 /// How many times the host's units were read so far.
@@ -204,14 +149,7 @@ fn fast_reads(host: &MemoryHost) -> usize {
 
 #[tokio::test]
 async fn a_unit_that_becomes_active_after_the_reboot_is_seen_within_seconds() {
-    let Setup {
-        _emulator,
-        api,
-        cluster,
-        clock,
-        v2,
-        ..
-    } = setup().await;
+    let (_emulator, api, cluster, clock, _, v2) = setup().await;
     let host = cluster.host("n1").unwrap();
     // After booting v2, kubelet.service is still starting.
     cluster.set_boot_units(&digest('2'), &[("kubelet.service", "activating")]);
@@ -220,7 +158,7 @@ async fn a_unit_that_becomes_active_after_the_reboot_is_seen_within_seconds() {
     // On v1 every unit is active (the default).
     let before = wait_health("health on v1", &api, &host, |h| h.healthy).await;
     assert_eq!(
-        states(&before),
+        unit_states(&before.units),
         [
             ("kubelet.service", "active", "running"),
             ("boot-complete.target", "active", "running"),
@@ -234,14 +172,7 @@ async fn a_unit_that_becomes_active_after_the_reboot_is_seen_within_seconds() {
     })
     .await;
     let old_boot = host.boot_id();
-    patch(
-        &api,
-        json!({
-            "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
-            "spec": {"desiredImageState": "Booted"},
-        }),
-    )
-    .await;
+    approve(&api, "n1", "pool").await;
     wait_for("the reboot", async || {
         (host.counters().boots == 1 && host.is_up()).then_some(())
     })
@@ -250,7 +181,7 @@ async fn a_unit_that_becomes_active_after_the_reboot_is_seen_within_seconds() {
     let settling = wait_health("health in the new boot", &api, &host, |_| true).await;
     assert!(!settling.healthy);
     assert_eq!(
-        states(&settling),
+        unit_states(&settling.units),
         [
             ("kubelet.service", "activating", "start"),
             ("boot-complete.target", "active", "running"),
@@ -263,7 +194,7 @@ async fn a_unit_that_becomes_active_after_the_reboot_is_seen_within_seconds() {
     let healthy = wait_health("kubelet active", &api, &host, |h| h.healthy).await;
     assert!(fast_reads(&host) > fast, "read again on its own");
     assert_eq!(
-        states(&healthy)[0],
+        unit_states(&healthy.units)[0],
         ("kubelet.service", "active", "running")
     );
 
@@ -276,14 +207,7 @@ async fn a_unit_that_becomes_active_after_the_reboot_is_seen_within_seconds() {
 
 #[tokio::test]
 async fn failed_and_missing_units_are_reported_and_the_list_follows_the_spec() {
-    let Setup {
-        _emulator,
-        api,
-        cluster,
-        clock,
-        v1,
-        ..
-    } = setup().await;
+    let (_emulator, api, cluster, clock, v1, _) = setup().await;
     let host = cluster.host("n1").unwrap();
     cluster.set_boot_units(
         &digest('1'),
@@ -307,7 +231,7 @@ async fn failed_and_missing_units_are_reported_and_the_list_follows_the_spec() {
     let health = wait_health("health", &api, &host, |_| true).await;
     assert!(!health.healthy);
     assert_eq!(
-        states(&health),
+        unit_states(&health.units),
         [
             ("ok.service", "active", "running"),
             ("broken.service", "failed", "failed"),
@@ -329,7 +253,7 @@ async fn failed_and_missing_units_are_reported_and_the_list_follows_the_spec() {
     .await;
     let health = wait_health("the new list", &api, &host, |h| h.units.len() == 2).await;
     assert_eq!(
-        states(&health),
+        unit_states(&health.units),
         [
             ("late.service", "activating", "start"),
             ("ok.service", "active", "running"),
@@ -339,7 +263,10 @@ async fn failed_and_missing_units_are_reported_and_the_list_follows_the_spec() {
         .catalog()
         .set_boot_units(&digest('1'), &[("late.service", "active/exited")]);
     let health = wait_health("late.service active", &api, &host, |h| h.healthy).await;
-    assert_eq!(states(&health)[0], ("late.service", "active", "exited"));
+    assert_eq!(
+        unit_states(&health.units)[0],
+        ("late.service", "active", "exited")
+    );
 
     // No units: no health.
     patch(&api, json!({"spec": {"healthUnits": null}})).await;
@@ -353,20 +280,14 @@ async fn failed_and_missing_units_are_reported_and_the_list_follows_the_spec() {
 
 #[tokio::test]
 async fn names_the_agent_refuses_are_reported_unknown_and_the_rest_of_the_status_stands() {
-    let Setup {
-        _emulator,
-        api,
-        cluster,
-        v1,
-        ..
-    } = setup().await;
+    let (_emulator, api, cluster, _, v1, _) = setup().await;
     let host = cluster.host("n1").unwrap();
     // A template passes the CRD's pattern, but has no state of its own.
     create(&api, &v1, &["ok.service", "getty@.service"]).await;
     let health = wait_health("health", &api, &host, |_| true).await;
     assert!(!health.healthy);
     assert_eq!(
-        states(&health),
+        unit_states(&health.units),
         [
             ("ok.service", "unknown", ""),
             ("getty@.service", "unknown", "")

@@ -15,13 +15,17 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::ImageRef;
+use bootc_crds::node::{BootcNode, BootcNodeSpec};
 use bootc_crds::pool::SignaturePolicy;
-use bootc_crds::{ImageRef, REBOOT_SLOT_ANNOTATION};
 use bootc_node_agent::bootc_status::BootcHost as Status;
 use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::daemonset::{AgentOptions, DaemonSet, Isolation};
+use host_sim::fixtures::{
+    approve, bootc_node, booted_digest, condition, create_namespace, create_node, digest_of, pin,
+    pull_secret, rollback_digest, run_in_node, spec_image, stage_locked, staged, staged_spec,
+};
 use host_sim::real::{LoggedRegistry, REPOSITORY, RealImage, RealNode, RealNodeOptions, Request};
 
 use kube::api::{Patch, PatchParams, PostParams};
@@ -76,15 +80,8 @@ impl Fixture {
         let dir = common::test_dir(name);
         let registry = LoggedRegistry::start(dir.path()).unwrap();
         let started = Instant::now();
-        let d1 = registry
-            .push_layout(&image.layout(), "v1", REPOSITORY)
-            .unwrap();
-        let d2 = registry
-            .push_layout(&image.layout(), "v2", REPOSITORY)
-            .unwrap();
+        let (v1, v2) = registry.push_v1_v2(&image.layout(), REPOSITORY).unwrap();
         eprintln!("{name}: v1 and v2 pushed in {:?}", started.elapsed());
-        let v1 = format!("{}/{REPOSITORY}@{d1}", registry.host());
-        let v2 = format!("{}/{REPOSITORY}@{d2}", registry.host());
         let first = if by_tag {
             format!("{}/{REPOSITORY}:v1", registry.host())
         } else {
@@ -116,6 +113,28 @@ impl Fixture {
             v2,
             _serial: serial,
         })
+    }
+
+    /// What a test of the agent binary on a real node starts from: the emulator with the CRDs,
+    /// a client of it, the node ([`Fixture::with_etc`], by digest, known to the emulator),
+    /// the agent's kubeconfig and log, and the BootcNode API. `None` where the real-bootc
+    /// tests are skipped.
+    async fn for_agent(
+        name: &str,
+        etc: Vec<(String, Vec<u8>)>,
+    ) -> Option<(
+        kube_emulator::Emulator,
+        kube::Client,
+        Fixture,
+        PathBuf,
+        PathBuf,
+        kube::Api<BootcNode>,
+    )> {
+        let (emulator, client) = common::emulator_with_crds().await;
+        let f = Fixture::with_etc(name, false, Some(client.clone()), etc).await?;
+        let (kubeconfig, log) = f.agent_files(&emulator);
+        let api = kube::Api::all(client.clone());
+        Some((emulator, client, f, kubeconfig, log, api))
     }
 
     async fn host(&self) -> DbusHost {
@@ -163,43 +182,6 @@ impl Fixture {
     }
 }
 
-/// A BootcNode spec asking for `image` staged, without a pull secret.
-fn staged_spec(image: &str) -> BootcNodeSpec {
-    BootcNodeSpec {
-        desired_image: image.to_owned(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: Default::default(),
-        signature_policy: Default::default(),
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-        health_units: Vec::new(),
-    }
-}
-
-fn digest_of(pin: &str) -> &str {
-    pin.rsplit_once('@').unwrap().1
-}
-
-fn pin(s: &str) -> ImageRef {
-    ImageRef::parse(s).unwrap()
-}
-
-fn booted_digest(status: &Status) -> String {
-    status
-        .status
-        .booted
-        .as_ref()
-        .and_then(|b| b.image.as_ref())
-        .map(|i| i.image_digest.to_string())
-        .unwrap_or_default()
-}
-
-/// The staged deployment's digest and `downloadOnly`.
-fn staged(status: &Status) -> Option<(String, Option<bool>)> {
-    let s = status.status.staged.as_ref()?;
-    Some((s.image.as_ref()?.image_digest.to_string(), s.download_only))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_reboot_drops_it() {
     let Some(f) = Fixture::new("real-tag", true, None).await else {
@@ -212,20 +194,9 @@ async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_rebo
     assert_eq!(f.node.version_id().unwrap(), "1");
 
     let started = Instant::now();
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
+    let status = stage_locked(&host, &f.v2).await;
     eprintln!("real-tag: stage v1 → v2 took {:?}", started.elapsed());
-    let status = host.status().await.unwrap();
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true))),
-        "staged locked: {status:#?}"
-    );
-    assert_eq!(
-        status.spec.image.as_ref().map(|i| i.image.as_str()),
-        Some(f.v2.as_str())
-    );
+    assert_eq!(spec_image(&status), Some(f.v2.as_str()));
     assert!(f.node.run_ostree_has("staged-deployment-locked"));
 
     // (b) An unasked reboot: the locked deployment is dropped, v1 boots again.
@@ -237,14 +208,7 @@ async fn stage_by_digest_on_a_node_deployed_by_tag_is_locked_and_an_unasked_rebo
     assert_eq!(f.node.version_id().unwrap(), "1");
 
     // The agent stages again, locked again.
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
-    let status = host.status().await.unwrap();
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true)))
-    );
+    stage_locked(&host, &f.v2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,15 +247,7 @@ async fn from_downloaded_boots_the_target_once_and_rollback_fetches_nothing() {
         "2",
         "the running tree is v2's"
     );
-    let rollback = status
-        .status
-        .rollback
-        .as_ref()
-        .and_then(|r| r.image.as_ref());
-    assert_eq!(
-        rollback.map(|i| i.image_digest.to_string()).as_deref(),
-        Some(digest_of(&f.v1))
-    );
+    assert_eq!(rollback_digest(&status).as_deref(), Some(digest_of(&f.v1)));
 
     // (e) Rollback: no pull, the next boot runs v1.
     let seen = f.registry.request_count();
@@ -404,14 +360,7 @@ async fn the_unlocked_window_of_switch_then_download_only_and_a_reboot_inside_it
     );
 
     // And the agent stages again, locked, after that boot.
-    host.stage(&pin(&f.v2), SignaturePolicy::Default)
-        .await
-        .unwrap();
-    let status = host.status().await.unwrap();
-    assert_eq!(
-        staged(&status),
-        Some((digest_of(&f.v2).to_owned(), Some(true)))
-    );
+    stage_locked(&host, &f.v2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,15 +408,6 @@ async fn a_missing_or_failing_bootc_reads_as_such() {
     assert_eq!(booted_digest(&status), digest_of(&f.v1));
 }
 
-fn condition(node: &BootcNode, type_: &str) -> Option<(String, String, String)> {
-    node.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
 /// The Kubernetes Node's `Ready` condition status.
 async fn node_ready(client: &kube::Client, name: &str) -> Option<String> {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
@@ -481,19 +421,13 @@ async fn node_ready(client: &kube::Client, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-agent";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((emulator, client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&f.v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &f.v2)).await;
     // Every stored version of the BootcNode, to find any `Staged` report of an unlocked
     // deployment however briefly it stood.
     let mut events = emulator.handle().events();
@@ -561,13 +495,7 @@ async fn the_agent_binary_stages_locked_reports_it_and_reboots_once_on_approval(
 
     // Approval → from-downloaded → exactly one reboot → Idle on v2.
     let boots = f.node.status().boots;
-    let approve = json!({
-        "metadata": {"annotations": {REBOOT_SLOT_ANNOTATION: "pool"}},
-        "spec": {"desiredImageState": "Booted"},
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&approve))
-        .await
-        .unwrap();
+    approve(&api, name, "pool").await;
     f.node.wait_booted(boots, BOOT).await.unwrap();
     let idle = common::wait_logged("Idle on v2", &log, BOOT, reason_is("Idle")).await;
     let status = idle.status.as_ref().unwrap();
@@ -663,43 +591,22 @@ fn bootc_on_node(f: &Fixture, args: &[&str]) {
 
 /// Runs `program` inside the node, asserting success; its standard output.
 fn on_node(f: &Fixture, program: &str, args: &[&str]) -> String {
-    let init = f.node.init_pid().unwrap().to_string();
-    let out = std::process::Command::new("nsenter")
-        .args([
-            "--target", &init, "--mount", "--uts", "--ipc", "--net", "--pid",
-        ])
-        .args(["--root", "--wd", "--", program])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{program} {args:?} on the node: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run_in_node(&f.node, program, args, &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_in_its_pod_keeps_its_running_pull_across_a_restart_and_sees_hand_made_changes() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-pod";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
     // v2 shares all but 324 bytes with v1, which the node has, and stages in about a
     // second: the target is v2 plus a 48 MiB layer, pulled through a proxy sending about
     // 6 MB/s, so the pull is surely still running when the test holds it.
     let (v2, _slow) = f.slow_v3().await;
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &v2)).await;
     // A poll interval far beyond the test: only bootc's status-updated signal (and the
     // agent's own commands) make the agent read the host again.
     let options = AgentOptions {
@@ -821,11 +728,11 @@ fn degraded(node: &BootcNode) -> Option<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
-    use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret;
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-auth";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((_emulator, client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
+    else {
         return;
     };
     let private = LoggedRegistry::start_with_auth(f.dir.path(), "puller", "right").unwrap();
@@ -835,40 +742,15 @@ async fn a_pull_secret_reaches_real_bootc_and_wrong_credentials_read_as_such() {
         .layout();
     let digest = private.push_layout(&layout, "v2", REPOSITORY).unwrap();
     let target = format!("{}/{REPOSITORY}@{digest}", private.host());
-    let (kubeconfig, log) = f.agent_files(&emulator);
 
-    let secret = |password: &str| Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("pull".into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some(
-            [(
-                ".dockerconfigjson".to_owned(),
-                ByteString(private.auth_json_for("puller", password).into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
+    let secret = |password: &str| pull_secret("pull", private.auth_json_for("puller", password));
     // Agents read Secrets in the install's namespace only (the controller's copies).
-    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-        kube::Api::all(client.clone());
-    namespaces
-        .create(
-            &kube::api::PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": "bootc-system"}}))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    create_namespace(&client, "bootc-system").await;
     let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), "bootc-system");
     secrets
         .create(&PostParams::default(), &secret("wrong"))
         .await
         .unwrap();
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
     let spec = BootcNodeSpec {
         pull_secret_ref: Some(bootc_crds::pool::SecretRef {
             name: "pull".into(),
@@ -961,24 +843,18 @@ struct ProgressSeen {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_reports_the_real_bootcs_staging_progress_every_few_seconds() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-progress";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
     // v2 shares all but 324 bytes with v1, which the node has: v3 is v2 plus a layer of
     // 48 MiB of random bytes, pulled through a proxy that sends about 6 MB/s, so the
     // pull lasts long enough for several progress writes (at most one per 5 s).
     let (v2, slow) = f.slow_v3().await;
     let d3 = digest_of(&v2).to_owned();
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &v2)).await;
     let mut events = emulator.handle().events();
     let started = Instant::now();
     let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
@@ -1204,17 +1080,15 @@ fn staged_signature(status: &Status) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_enforce_the_nodes_signature_policy_decides_and_a_rejected_image_is_not_staged() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-sigpolicy";
     let etc = vec![(
         "containers/policy.json".to_owned(),
         ACCEPT_ANYTHING.as_bytes().to_vec(),
     )];
-    let Some(f) = Fixture::with_etc(name, false, Some(client.clone()), etc).await else {
+    let Some((_emulator, _client, f, kubeconfig, log, api)) = Fixture::for_agent(name, etc).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
     let spec = BootcNodeSpec {
         signature_policy: SignaturePolicy::Enforce,
         ..staged_spec(&f.v2)
@@ -1323,12 +1197,12 @@ async fn with_enforce_the_nodes_signature_policy_decides_and_a_rejected_image_is
 /// `Staged` only once it is locked, and an unplanned reboot then boots the old image.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_the_old_one() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-unlocked";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
     bootc_on_node(&f, &["switch", &f.v2]);
     let status = f.host().await.status().await.unwrap();
     assert_eq!(
@@ -1336,13 +1210,7 @@ async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_th
         Some((digest_of(&f.v2).to_owned(), Some(false))),
         "staged unlocked by hand: {status:#?}"
     );
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&f.v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &f.v2)).await;
     let mut events = emulator.handle().events();
     // An hour's poll: only the agent's first pass, its commands' ends and bootc's
     // status-updated signal make it read the host.
@@ -1396,9 +1264,10 @@ async fn a_hand_staged_unlocked_image_is_locked_and_an_unplanned_reboot_keeps_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stages_nothing() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-space";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((_emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
+    else {
         return;
     };
     // The node's ostree keeps a free-space floor far above what its disk has: every
@@ -1415,14 +1284,7 @@ async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stage
             "1000000GB",
         ],
     );
-    let (kubeconfig, log) = f.agent_files(&emulator);
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&f.v2)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &f.v2)).await;
     let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
     let (reason, message) =
         common::wait_logged("Degraded for lack of space", &log, BOOT, async || {
@@ -1449,19 +1311,13 @@ async fn a_stage_refused_for_lack_of_space_reads_as_insufficient_space_and_stage
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_usr_overlay_reads_as_drift_and_clears_after_the_reboot() {
-    let (emulator, client) = common::emulator_with_crds().await;
     let name = "real-drift";
-    let Some(f) = Fixture::new(name, false, Some(client.clone())).await else {
+    let Some((_emulator, _client, f, kubeconfig, log, api)) =
+        Fixture::for_agent(name, Vec::new()).await
+    else {
         return;
     };
-    let (kubeconfig, log) = f.agent_files(&emulator);
-    let api: kube::Api<BootcNode> = kube::Api::all(client.clone());
-    api.create(
-        &PostParams::default(),
-        &BootcNode::new(name, staged_spec(&f.v1)),
-    )
-    .await
-    .unwrap();
+    create_node(&api, &bootc_node(name, &f.v1)).await;
     let agents = DaemonSet::start(&f.node, &kubeconfig, &log, &[]);
     let drift = |want: &'static str| {
         let api = api.clone();

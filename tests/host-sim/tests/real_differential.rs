@@ -399,14 +399,9 @@ async fn the_standin_and_the_real_bootc_print_the_same_status_through_one_sequen
         .expect("the real-bootc node image");
     let dir = common::test_dir("differential");
     let registry = LoggedRegistry::start(dir.path()).unwrap();
-    let d1 = registry
-        .push_layout(&image.layout(), "v1", REPOSITORY)
-        .unwrap();
-    let d2 = registry
-        .push_layout(&image.layout(), "v2", REPOSITORY)
-        .unwrap();
-    let v1 = format!("{}/{REPOSITORY}@{d1}", registry.host());
-    let v2 = format!("{}/{REPOSITORY}@{d2}", registry.host());
+    let (v1, v2) = registry.push_v1_v2(&image.layout(), REPOSITORY).unwrap();
+    let digest_of = |pin: &str| pin.rsplit_once('@').unwrap().1.to_owned();
+    let (d1, d2) = (digest_of(&v1), digest_of(&v2));
 
     // The stand-in node in its default mode, bootc 1.16.9 (no `switch
     // --download-only`), no fault injected, booted on v1 as the stand-in itself pulls it.

@@ -39,6 +39,8 @@ pub mod selectors;
 pub mod server;
 pub mod store;
 pub mod table;
+#[cfg(test)]
+mod test_support;
 pub mod tls;
 mod watch;
 

@@ -217,7 +217,7 @@ fn strip_directives(v: &mut Value) {
 }
 
 /// The name Go's encoding/json gives a JSON value's type in "cannot unmarshal" errors.
-fn go_json_type(v: &Value) -> &'static str {
+pub(crate) fn go_json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",

@@ -256,54 +256,41 @@ async fn status_subresource_and_generation() {
     // Server-side defaults were applied.
     assert_eq!(created.spec.history.limit, 5);
 
+    let merge = async |status: bool, body: serde_json::Value| {
+        let patch = Patch::Merge(body);
+        let params = PatchParams::default();
+        let patched = if status {
+            api.patch_status("p", &params, &patch).await
+        } else {
+            api.patch("p", &params, &patch).await
+        };
+        patched.unwrap()
+    };
+
     // A status patch changes status only, even when it carries spec, and not generation.
-    let p = api
-        .patch_status(
-            "p",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"rollout": {"paused": true}}, "status": {"nodeCount": 3}}),
-            ),
-        )
-        .await
-        .unwrap();
+    let p = merge(
+        true,
+        json!({"spec": {"rollout": {"paused": true}}, "status": {"nodeCount": 3}}),
+    )
+    .await;
     assert_eq!(p.status.as_ref().unwrap().node_count, 3);
     assert!(!p.spec.rollout.paused, "spec untouched by a status write");
     assert_eq!(p.metadata.generation, Some(1));
 
     // A spec patch bumps generation and leaves status alone, even when it carries status.
-    let p = api
-        .patch(
-            "p",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"rollout": {"paused": true}}, "status": {"nodeCount": 99}}),
-            ),
-        )
-        .await
-        .unwrap();
+    let p = merge(
+        false,
+        json!({"spec": {"rollout": {"paused": true}}, "status": {"nodeCount": 99}}),
+    )
+    .await;
     assert!(p.spec.rollout.paused);
     assert_eq!(p.metadata.generation, Some(2));
     assert_eq!(p.status.as_ref().unwrap().node_count, 3);
 
     // Metadata-only changes do not bump generation; a no-op patch does not even bump the version.
-    let p = api
-        .patch(
-            "p",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
-        )
-        .await
-        .unwrap();
+    let p = merge(false, json!({"metadata": {"labels": {"a": "b"}}})).await;
     assert_eq!(p.metadata.generation, Some(2));
-    let again = api
-        .patch(
-            "p",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
-        )
-        .await
-        .unwrap();
+    let again = merge(false, json!({"metadata": {"labels": {"a": "b"}}})).await;
     assert_eq!(again.resource_version(), p.resource_version());
 
     // Status given at create is dropped (the status subresource owns it).

@@ -1,24 +1,18 @@
 //! Versions of the BootcNode, compared for equality only.
 
-use bootc_crds::node::{BootcNode, BootcNodeSpec};
+use bootc_crds::node::BootcNode;
 
 use super::Versions;
 
+/// BootcNode `n1` at resourceVersion `rv`, its spec defaulted around a desired image.
 fn at(rv: &str) -> BootcNode {
-    let mut b = BootcNode::new(
-        "n1",
-        BootcNodeSpec {
-            desired_image: "registry.test/os@sha256:1".into(),
-            desired_image_state: Default::default(),
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
-        },
-    );
-    b.metadata.resource_version = Some(rv.into());
-    b
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNode",
+        "metadata": {"name": "n1", "resourceVersion": rv},
+        "spec": {"desiredImage": "registry.test/os@sha256:1"},
+    }))
+    .unwrap()
 }
 
 #[test]

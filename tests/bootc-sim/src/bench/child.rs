@@ -17,6 +17,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::stats::status_kib;
+
 /// How long the controller has between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(10);
 /// How often a running child's usage is read (its last reading counts if it dies).
@@ -66,18 +68,6 @@ pub(super) fn cpu_ticks(stat: &str) -> Option<u64> {
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(utime + stime)
-}
-
-/// A `kB` field of a `/proc/<pid>/status` text.
-pub(super) fn status_kib(status: &str, field: &str) -> Option<f64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Clock ticks per second (`_SC_CLK_TCK`), 100 when it cannot be read.

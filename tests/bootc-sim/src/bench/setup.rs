@@ -184,8 +184,7 @@ impl World {
             .client()
             .map_err(|e| format!("cannot make a client: {e}"))?;
         let catalog = Catalog::new();
-        let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-        let mut v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+        let [v1, mut v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
         let mut target_digest = digest('2');
         let chaos = if args.chaos {
             let images = super::chaos::Images::push(&catalog).await?;

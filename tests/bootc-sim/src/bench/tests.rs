@@ -5,12 +5,13 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
-use super::child::{cpu_ticks, status_kib};
+use super::child::cpu_ticks;
 use super::end_state::history_problems;
 use super::gate::{AlertServer, Answers, firing_alerts, request_target};
 use super::gated::{canary_check, gate_problems};
 use super::rollout::pool_spec;
 use super::setup::budget;
+use crate::stats::status_kib;
 
 fn entry(digest: char, last: &str) -> Value {
     json!({"digest": format!("sha256:{}", digest.to_string().repeat(64)), "lastDeployed": last})

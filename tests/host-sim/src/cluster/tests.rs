@@ -3,35 +3,25 @@
 
 use std::time::Duration;
 
-use bootc_crds::node::{BootcNode, BootcNodeSpec, DesiredImageState};
+use bootc_crds::node::BootcNode;
 use bootc_node_agent::run;
 use kube::api::{Api, PostParams};
 use kube_emulator::Emulator;
 use tokio::time::Instant;
 
 use super::{SimCluster, SimOptions, USER_AGENT};
+use crate::fixtures::{bootc_node, idle_reason};
 use crate::memory::Catalog;
 
 const REPO: &str = "registry.test/os";
 const DEADLINE: Duration = Duration::from_secs(30);
-
-fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
-
-fn idle_reason(node: &BootcNode) -> Option<&str> {
-    let status = node.status.as_ref()?;
-    let idle = status.conditions.iter().find(|c| c.type_ == "Idle")?;
-    Some(idle.reason.as_str())
-}
 
 #[tokio::test]
 async fn local_agents_stage_through_their_watch_and_are_logged_by_user_agent() {
     let emulator = Emulator::start().await.expect("emulator");
     let handle = emulator.handle();
     let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), Some("k1"));
-    let v2 = catalog.push(REPO, "v2", &digest('2'), Some("k2"));
+    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let cluster = SimCluster::start_local(&handle, catalog)
         .await
         .expect("cluster");
@@ -45,17 +35,8 @@ async fn local_agents_stage_through_their_watch_and_are_logged_by_user_agent() {
     // The test plays the controller over HTTP; the agent must see its BootcNode through
     // its watch.
     let api: Api<BootcNode> = Api::all(emulator.client().expect("client"));
-    let spec = BootcNodeSpec {
-        desired_image: v2.clone(),
-        desired_image_state: DesiredImageState::Staged,
-        reboot_policy: Default::default(),
-        signature_policy: Default::default(),
-        pull_secret_ref: None,
-        pull_secret_hash: None,
-        health_units: Vec::new(),
-    };
     let started = Instant::now();
-    api.create(&PostParams::default(), &BootcNode::new("n1", spec))
+    api.create(&PostParams::default(), &bootc_node("n1", &v2))
         .await
         .expect("create BootcNode");
     loop {

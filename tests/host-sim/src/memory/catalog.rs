@@ -51,6 +51,20 @@ impl Catalog {
         pin
     }
 
+    /// Adds `repository:v1`, `:v2`, … with the made-up digests of `'1'`, `'2'`, …
+    /// ([`crate::fixtures::digest`]) and these kernel labels; their pins, in order.
+    pub fn push_versions<const N: usize>(
+        &self,
+        repository: &str,
+        kernels: [Option<&str>; N],
+    ) -> [String; N] {
+        std::array::from_fn(|i| {
+            let n = i + 1;
+            let digest = crate::fixtures::digest(char::from(b'0' + n as u8));
+            self.push(repository, &format!("v{n}"), &digest, kernels[i])
+        })
+    }
+
     /// Adds a manifest list `repository:tag` with digest `index` whose entry for this
     /// machine's architecture is `arch_digest`: pulled by the list digest, a host reports
     /// the per-architecture digest and tracks the reference it was given, as bootc does.

@@ -76,6 +76,20 @@ impl LoggedRegistry {
         self.push_layout_as(layout, tag, repo, tag)
     }
 
+    /// Copies `oci:<layout>:<tag>` to `<host>/<repo>:<tag>`; the image by digest,
+    /// `<host>/<repo>@<digest>`.
+    pub fn push_pinned(&self, layout: &Path, tag: &str, repo: &str) -> Result<String> {
+        let digest = self.push_layout(layout, tag, repo)?;
+        Ok(format!("{}/{repo}@{digest}", self.host()))
+    }
+
+    /// [`LoggedRegistry::push_pinned`] of `v1`, then of `v2`: the two versions the tests
+    /// roll between.
+    pub fn push_v1_v2(&self, layout: &Path, repo: &str) -> Result<(String, String)> {
+        let v1 = self.push_pinned(layout, "v1", repo)?;
+        Ok((v1, self.push_pinned(layout, "v2", repo)?))
+    }
+
     /// Copies `oci:<layout>:<tag>` to `<host>/<repo>:<dest_tag>`; the manifest digest.
     pub fn push_layout_as(
         &self,

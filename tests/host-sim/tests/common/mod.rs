@@ -1,4 +1,5 @@
-//! Shared by the nspawn tests: where their files go and how a node is started.
+//! Shared by the nspawn tests: where their files go, how a node is started and what an
+//! agent run against it needs.
 //!
 //! These tests need root, `systemd-nspawn` and (the first time) `debootstrap` and the
 //! network; without them they fail with the reason, they never skip.
@@ -105,6 +106,34 @@ pub async fn emulator_with_crds() -> (kube_emulator::Emulator, kube::Client) {
             .unwrap();
     }
     (emulator, client)
+}
+
+/// What a test of the agent on an nspawn node starts from: its directory, the API
+/// emulator with the CRDs and a client of it, the emulator's kubeconfig for the agent
+/// and where the agent's log goes (both in the directory).
+pub struct AgentBed {
+    pub dir: TestDir,
+    pub emulator: kube_emulator::Emulator,
+    pub client: kube::Client,
+    pub kubeconfig: PathBuf,
+    pub log: PathBuf,
+}
+
+/// Checks for root, then sets up an [`AgentBed`] in a fresh [`test_dir`] named `name`.
+pub async fn agent_bed(name: &str) -> AgentBed {
+    host_sim::image::require_root().unwrap();
+    let dir = test_dir(name);
+    let (emulator, client) = emulator_with_crds().await;
+    let kubeconfig = dir.path().join("kubeconfig");
+    emulator.write_kubeconfig(&kubeconfig).unwrap();
+    let log = dir.path().join("agent.log");
+    AgentBed {
+        dir,
+        emulator,
+        client,
+        kubeconfig,
+        log,
+    }
 }
 
 /// Polls `check` until it gives a value; after `deadline`, panics with the last 40

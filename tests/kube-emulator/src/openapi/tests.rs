@@ -1,5 +1,6 @@
 use super::paths::operation_infix;
 use super::*;
+use crate::test_support::names_in;
 
 const POOLS_CRD: &str = include_str!("../../../../crds/node.bootc.dev_bootcnodepools.yaml");
 const NODES_CRD: &str = include_str!("../../../../crds/node.bootc.dev_bootcnodes.yaml");
@@ -155,12 +156,7 @@ fn crd_document() {
         patch["x-kubernetes-group-version-kind"]["kind"],
         "BootcNodePool"
     );
-    let params: Vec<&str> = patch["parameters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let params = names_in(&patch["parameters"]);
     assert_eq!(
         params,
         ["dryRun", "fieldManager", "fieldValidation", "force"]

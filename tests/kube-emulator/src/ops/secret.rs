@@ -6,6 +6,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
+use crate::patch::go_json_type;
 use crate::registry::ResourceType;
 
 use super::ApiError;
@@ -28,7 +29,7 @@ pub(super) fn merge_string_data(t: &ResourceType, object: &mut Value) -> Result<
         other => {
             return Err(ApiError::bad_request(format!(
                 "Secret in version \"v1\" cannot be handled as a Secret: json: cannot unmarshal {} into Go struct field Secret.stringData of type map[string]string",
-                kind_of(&other)
+                go_json_type(&other)
             )));
         }
     };
@@ -45,21 +46,10 @@ pub(super) fn merge_string_data(t: &ResourceType, object: &mut Value) -> Result<
         let Value::String(text) = value else {
             return Err(ApiError::bad_request(format!(
                 "Secret in version \"v1\" cannot be handled as a Secret: json: cannot unmarshal {} into Go struct field Secret.stringData of type string",
-                kind_of(&value)
+                go_json_type(&value)
             )));
         };
         data.insert(key, Value::String(STANDARD.encode(text.as_bytes())));
     }
     Ok(())
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }

@@ -1,17 +1,13 @@
 use serde_json::json;
 
 use super::*;
+use crate::test_support::names_in;
 
 #[test]
 fn builtins_are_discoverable() {
     let r = ResourceRegistry::default();
     let core = r.api_resource_list("", "v1").unwrap();
-    let names: Vec<&str> = core["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = names_in(&core["resources"]);
     for want in [
         "nodes",
         "nodes/status",
@@ -24,12 +20,7 @@ fn builtins_are_discoverable() {
         assert!(names.contains(&want), "{want}: {names:?}");
     }
     let groups = r.api_group_list();
-    let gs: Vec<&str> = groups["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["name"].as_str().unwrap())
-        .collect();
+    let gs = names_in(&groups["groups"]);
     assert!(gs.contains(&"coordination.k8s.io") && gs.contains(&"policy") && !gs.contains(&""));
     assert!(
         r.find("policy", "v1", "poddisruptionbudgets")
