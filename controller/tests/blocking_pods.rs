@@ -15,7 +15,7 @@ use bootc_crds::pool::{BootcNodePool, GateReason};
 use bootc_pool_controller::reconcile::Dependencies;
 use common::*;
 use host_sim::cluster::Invariants;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kube_emulator::Emulator;
@@ -23,10 +23,7 @@ use serde_json::json;
 
 /// A running pod `namespace/name` labelled `app=backup` on `node`.
 async fn backup_pod(client: &Client, namespace: &str, name: &str, node: &str) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
-    // The namespace may be there already.
-    let _ = namespaces.create(&PostParams::default(), &ns).await;
+    ensure_namespace(client, namespace).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let pod = json!({
         "metadata": {"name": name, "namespace": namespace, "labels": {"app": "backup"}},
@@ -65,7 +62,6 @@ async fn a_node_running_a_blocking_pod_waits_for_it_to_go() {
     let invariants = Invariants::follow(emulator.handle(), 1, BTreeSet::new());
     let controller = start(&emulator, Dependencies::default());
 
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
     let mut pool = workers_pool(&v1, json!({"maxUnavailable": 1}));
     // The pods here belong to no controller: a drain evicts them only when forced.
     pool.spec.disruption.drain.force = true;
@@ -76,20 +72,13 @@ async fn a_node_running_a_blocking_pod_waits_for_it_to_go() {
         }))
         .unwrap(),
     );
-    pools.create(&PostParams::default(), &pool).await.unwrap();
+    create_pool(&client, &pool).await;
     wait_pool(&client, "workers", "all on v1", |p| all_updated(p, 3)).await;
     backup_pod(&client, "jobs", "backup-1", "n2").await;
     // The same labels in a namespace the pool does not name block nothing.
     backup_pod(&client, "other", "backup-9", "n3").await;
 
-    pools
-        .patch(
-            "workers",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"image": {"ref": v2}}})),
-        )
-        .await
-        .unwrap();
+    patch_pool(&client, "workers", json!({"spec": {"image": {"ref": v2}}})).await;
     let p = wait_pool(&client, "workers", "all but the blocked node on v2", |p| {
         p.status.as_ref().is_some_and(|s| s.updated_count == 2)
             && condition(p, "Progressing").is_some_and(|c| c.1 == "HeldNodesLeft")
