@@ -185,13 +185,13 @@ pub enum SignaturePolicy {
 pub struct RolloutSpec {
     /// Most nodes cordoned for the update or rebooting at once: an integer (at least 1) or
     /// a percentage of the pool ("25%", rounded down, but at least one node). 0 is
-    /// refused: to approve no reboots, set paused.
+    /// refused: to grant no reboot slot, set paused.
     #[serde(default = "default_max_unavailable")]
     #[schemars(transform = crate::budget::schema)]
     pub max_unavailable: IntOrString,
 
-    /// When true, no new reboots are approved; reboots already approved finish, and
-    /// staging and tag resolution go on.
+    /// When true, no new reboot slot is granted; nodes already holding one finish (they
+    /// are drained, approved and rebooted), and staging and tag resolution go on.
     #[serde(default)]
     pub paused: bool,
 
@@ -215,13 +215,13 @@ pub struct RolloutSpec {
     #[schemars(range(min = 1))]
     pub reboot_timeout_seconds: i64,
 
-    /// Number of unhealthy nodes holding reboot slots at which no new reboots are approved
-    /// (the pool reports Degraded with reason RolloutHalted).
+    /// Number of unhealthy nodes holding reboot slots at which no new reboot slot is
+    /// granted (the pool reports Degraded with reason RolloutHalted).
     #[serde(default = "default_halt_after_unhealthy")]
     #[schemars(range(min = 1))]
     pub halt_after_unhealthy: i32,
 
-    /// When set, new reboots are approved only inside one of these windows. Staging is
+    /// When set, new reboot slots are granted only inside one of these windows. Staging is
     /// never held back by windows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_MAINTENANCE_WINDOWS))]
@@ -239,8 +239,8 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanarySpec>,
 
-    /// What happens when haltAfterUnhealthy is reached. Halt: no new reboots are approved
-    /// until an admin acts. Rollback: the target digest is marked failed in deployHistory
+    /// What happens when haltAfterUnhealthy is reached. Halt: no new reboot slot is
+    /// granted until an admin acts. Rollback: the target digest is marked failed in deployHistory
     /// and every node that booted it is rolled back, through bootc's rollback deployment
     /// (no pull) and under the same maxUnavailable, to the image the pool ran before; the
     /// failed digest is not tried again until the spec changes.
@@ -248,8 +248,8 @@ pub struct RolloutSpec {
     pub on_failure: FailurePolicy,
 
     /// Pools that must be up to date (every node on their target) and not halted before
-    /// this pool approves reboots for its target; staging goes on meanwhile. A pool that
-    /// waits on itself through a cycle approves nothing and reports OrderingCycle.
+    /// this pool grants reboot slots for its target; staging goes on meanwhile. A pool
+    /// that waits on itself through a cycle grants none and reports OrderingCycle.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = MAX_AFTER),

@@ -40,7 +40,7 @@ pub struct CanarySpec {
 /// What reaching haltAfterUnhealthy does.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum FailurePolicy {
-    /// Approve no new reboots; the admin decides.
+    /// Grant no new reboot slot; the admin decides.
     #[default]
     Halt,
     /// Mark the target failed and roll the nodes that booted it back.
