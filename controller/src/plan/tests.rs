@@ -184,6 +184,42 @@ impl N {
         )
     }
 
+    /// Staging the target.
+    fn staging(self) -> Self {
+        self.to_b(DesiredImageState::Staged, agent('a', None, "Staging", None))
+    }
+
+    /// Approved for its reboot into the target, not yet rebooting.
+    fn approved(self) -> Self {
+        self.to_b(
+            DesiredImageState::Booted,
+            agent('a', Some('b'), "Staged", None),
+        )
+    }
+
+    /// In the reboot it was approved for.
+    fn rebooting(self) -> Self {
+        self.to_b(
+            DesiredImageState::Booted,
+            agent('a', Some('b'), "Rebooting", None),
+        )
+    }
+
+    /// Back on the target after its reboot, the approval not yet taken back.
+    fn back(self) -> Self {
+        self.to_b(DesiredImageState::Booted, agent('b', None, "Idle", None))
+    }
+
+    /// Done: on the target, its desired state back to staged.
+    fn updated(self) -> Self {
+        self.to_b(DesiredImageState::Staged, agent('b', None, "Idle", None))
+    }
+
+    /// Told to move to the target `b`, in `state`, reporting `status`.
+    fn to_b(self, state: DesiredImageState, status: BootcNodeStatus) -> Self {
+        self.with('b', state, status)
+    }
+
     fn annotate(mut self, key: &str, value: &str) -> Self {
         bootc_mut(&mut self.bootc)
             .annotations_mut()
@@ -443,11 +479,7 @@ fn a_holder_not_yet_cordoned_is_cordoned_and_drained_before_anything_else() {
 #[test]
 fn a_node_back_on_target_is_uncordoned_then_released() {
     let back = node("n1")
-        .with(
-            'b',
-            DesiredImageState::Booted,
-            agent('b', None, "Idle", None),
-        )
+        .back()
         .slot()
         .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T11:55:00Z")
         .cordoned();
@@ -476,11 +508,7 @@ fn a_node_back_on_target_is_uncordoned_then_released() {
 #[test]
 fn an_admin_cordon_survives_the_update() {
     let back = node("n1")
-        .with(
-            'b',
-            DesiredImageState::Booted,
-            agent('b', None, "Idle", None),
-        )
+        .back()
         .slot()
         .annotate(WAS_CORDONED_ANNOTATION, "")
         .cordoned();
@@ -498,11 +526,7 @@ fn the_soak_time_holds_the_slot() {
     let mut spec = pool_spec(IntOrString::Int(1));
     spec.rollout.post_reboot_delay_seconds = 7200;
     let back = node("n1")
-        .with(
-            'b',
-            DesiredImageState::Booted,
-            agent('b', None, "Idle", None),
-        )
+        .back()
         .slot()
         .annotate(BACK_AT_ANNOTATION, "2026-11-22T11:00:00Z")
         .cordoned();
@@ -589,16 +613,7 @@ fn paused_pools_approve_in_flight_nodes_but_grant_no_new_slots() {
 
 #[test]
 fn unhealthy_holders_halt_the_rollout() {
-    let approved = |name| {
-        node(name)
-            .with(
-                'b',
-                DesiredImageState::Booted,
-                agent('a', Some('b'), "Rebooting", None),
-            )
-            .slot()
-            .cordoned()
-    };
+    let approved = |name| node(name).rebooting().slot().cordoned();
     let mut not_ready = approved("n1");
     not_ready.ready = false;
     let degraded = node("n2")
@@ -651,11 +666,7 @@ fn a_reboot_past_its_timeout_is_unhealthy() {
     let mut spec = pool_spec(IntOrString::Int(3));
     spec.rollout.halt_after_unhealthy = 1;
     let late = node("n1")
-        .with(
-            'b',
-            DesiredImageState::Booted,
-            agent('a', Some('b'), "Rebooting", None),
-        )
+        .rebooting()
         .slot()
         .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T10:00:00Z")
         .cordoned();
@@ -791,27 +802,9 @@ fn a_new_target_revokes_pending_approvals() {
     // n2 was mid-reboot, and n3 had been updated to 'b'.
     let mut spec = pool_spec(IntOrString::Int(2));
     spec.image.r#ref = pin('a');
-    let approved = node("n1")
-        .with(
-            'b',
-            DesiredImageState::Booted,
-            agent('a', Some('b'), "Staged", None),
-        )
-        .slot()
-        .cordoned();
-    let rebooting = node("n2")
-        .with(
-            'b',
-            DesiredImageState::Booted,
-            agent('a', Some('b'), "Rebooting", None),
-        )
-        .slot()
-        .cordoned();
-    let updated = node("n3").with(
-        'b',
-        DesiredImageState::Staged,
-        agent('b', None, "Idle", None),
-    );
+    let approved = node("n1").approved().slot().cordoned();
+    let rebooting = node("n2").rebooting().slot().cordoned();
+    let updated = node("n3").updated();
     let mut snap = snapshot(spec, &[approved, rebooting, updated]);
     snap.pool.spec.image.r#ref = pin('a');
     let plan = super::plan(&snap);
@@ -1017,11 +1010,7 @@ fn a_pull_secret_the_controller_may_not_read_degrades_the_pool_below_graver_reas
 fn planning_again_from_its_own_status_changes_nothing() {
     let nodes = [
         node("n1").staged().slot().cordoned(),
-        node("n2").with(
-            'b',
-            DesiredImageState::Staged,
-            agent('b', None, "Idle", None),
-        ),
+        node("n2").updated(),
         node("n3").staged(),
     ];
     let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &nodes);
@@ -1043,18 +1032,10 @@ fn planning_again_from_its_own_status_changes_nothing() {
 fn every_node_state_is_counted() {
     let nodes = [
         node("pending"),
-        node("staging").with(
-            'b',
-            DesiredImageState::Staged,
-            agent('a', None, "Staging", None),
-        ),
+        node("staging").staging(),
         node("staged").staged(),
         node("rebooting").staged().slot().cordoned(),
-        node("updated").with(
-            'b',
-            DesiredImageState::Staged,
-            agent('b', None, "Idle", None),
-        ),
+        node("updated").updated(),
         node("degraded").with(
             'b',
             DesiredImageState::Staged,
@@ -1243,14 +1224,7 @@ fn grants_spread_across_zones() {
 
 #[test]
 fn no_progress_for_ten_minutes_is_a_stall_and_progress_clears_it() {
-    let nodes = [
-        node("n1").staged(),
-        node("n2").with(
-            'b',
-            DesiredImageState::Staged,
-            agent('a', None, "Staging", None),
-        ),
-    ];
+    let nodes = [node("n1").staged(), node("n2").staging()];
     let mut spec = pool_spec(IntOrString::Int(1));
     spec.rollout.paused = false;
     let mut snap = snapshot(spec, &nodes);
@@ -1602,11 +1576,7 @@ fn the_new_slots_come_after_everything_that_frees_one() {
     // n1 is back on the target and gives its slot up; with a budget of one, n2 gets it in
     // the same plan, after the barrier.
     let back = node("n1")
-        .with(
-            'b',
-            DesiredImageState::Booted,
-            agent('b', None, "Idle", None),
-        )
+        .back()
         .slot()
         .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T11:55:00Z")
         .cordoned();
@@ -1635,11 +1605,7 @@ fn the_new_slots_come_after_everything_that_frees_one() {
     // No grant: nothing but the pool's events after the barrier.
     let idle = super::plan(&snapshot(
         pool_spec(IntOrString::Int(1)),
-        &[node("n1").with(
-            'b',
-            DesiredImageState::Staged,
-            agent('b', None, "Idle", None),
-        )],
+        &[node("n1").updated()],
     ));
     let after = &idle.actions[idle.grants_from..];
     assert!(

@@ -88,13 +88,7 @@ fn a_held_node_keeps_its_image_and_takes_no_staging_place() {
 
 #[test]
 fn a_held_node_already_pulling_finishes_but_gets_no_new_target() {
-    let pulling = || {
-        held(node("n1").with(
-            'b',
-            DesiredImageState::Staged,
-            agent('a', None, "Staging", None),
-        ))
-    };
+    let pulling = || held(node("n1").staging());
     let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(1)), &[pulling()]));
     assert_eq!(desired_of(&plan, "n1"), None, "{:?}", plan.actions);
     assert_eq!(plan.states["n1"], NodeState::Staging);
@@ -162,11 +156,7 @@ fn a_rollout_done_but_for_held_nodes_is_not_stalled() {
     // A node that is not held and does not move is still a stall.
     let nodes = [
         idle_on("n1", 'b'),
-        node("n2").with(
-            'b',
-            DesiredImageState::Staged,
-            agent('a', None, "Staging", None),
-        ),
+        node("n2").staging(),
         held(node("n3").staged()),
     ];
     let plan = plan_after_eleven_minutes(pool_spec(IntOrString::Int(1)), &nodes);
@@ -205,26 +195,8 @@ fn a_slot_holder_that_is_held_keeps_going() {
 fn a_held_slot_holder_keeps_its_image_when_the_target_moves() {
     // The target moves to 'c' while n1 (held) reboots into 'b' and n2 (held) is approved
     // for 'b' but has not rebooted.
-    let rebooting = held(
-        node("n1")
-            .with(
-                'b',
-                DesiredImageState::Booted,
-                agent('a', Some('b'), "Rebooting", None),
-            )
-            .slot()
-            .cordoned(),
-    );
-    let approved = held(
-        node("n2")
-            .with(
-                'b',
-                DesiredImageState::Booted,
-                agent('a', Some('b'), "Staged", None),
-            )
-            .slot()
-            .cordoned(),
-    );
+    let rebooting = held(node("n1").rebooting().slot().cordoned());
+    let approved = held(node("n2").approved().slot().cordoned());
     let mut snap = snapshot(pool_spec(IntOrString::Int(2)), &[rebooting, approved]);
     snap.pool.spec.image.r#ref = pin('c');
     let plan = super::plan(&snap);

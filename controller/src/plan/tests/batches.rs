@@ -26,13 +26,7 @@ fn retargeted(plan: &Plan, to: char) -> Vec<String> {
 #[test]
 fn a_new_target_is_written_in_batches_and_the_first_batch_takes_slots_first() {
     let total = RETARGET_BATCH_MIN * 2 + 60;
-    let idle_on_b = |i| {
-        node(name(i)).with(
-            'b',
-            DesiredImageState::Staged,
-            agent('b', None, "Idle", None),
-        )
-    };
+    let idle_on_b = |i| node(name(i)).updated();
     let spec = pool_spec(IntOrString::Int(10));
     let nodes: Vec<N> = (0..total).map(idle_on_b).collect();
     let mut snap = snapshot(spec.clone(), &nodes);

@@ -70,14 +70,7 @@ fn a_node_running_a_blocking_pod_gets_no_slot_and_is_named() {
 
 #[test]
 fn when_only_blocked_nodes_are_left_the_rollout_is_not_stalled() {
-    let nodes = [
-        node("n1").staged(),
-        node("n2").with(
-            'b',
-            DesiredImageState::Staged,
-            agent('b', None, "Idle", None),
-        ),
-    ];
+    let nodes = [node("n1").staged(), node("n2").updated()];
     let mut snap = snapshot(blocking(), &nodes);
     with_pods(
         &mut snap,

@@ -200,14 +200,7 @@ fn a_drained_node_waits_for_the_alert_gate_before_its_approval() {
 
 #[test]
 fn a_node_someone_else_cordoned_is_left_alone_unless_told_otherwise() {
-    let nodes = [
-        node("n1").staged().cordoned(),
-        node("n2").with(
-            'b',
-            DesiredImageState::Staged,
-            agent('b', None, "Idle", None),
-        ),
-    ];
+    let nodes = [node("n1").staged().cordoned(), node("n2").updated()];
     let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(2)), &nodes));
     assert!(granted(&plan).is_empty());
     assert_eq!(plan.status.cordoned_count, 1);
@@ -352,11 +345,7 @@ fn with_canary(nodes: &str, soak: i64) -> BootcNodePoolSpec {
 }
 
 fn updated(name: &'static str) -> N {
-    node(name).with(
-        'b',
-        DesiredImageState::Staged,
-        agent('b', None, "Idle", None),
-    )
+    node(name).updated()
 }
 
 #[test]

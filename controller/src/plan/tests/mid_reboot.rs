@@ -125,14 +125,7 @@ fn a_node_leaving_mid_reboot_keeps_its_slot_until_its_reboot_is_over() {
 #[test]
 fn an_approval_not_yet_recorded_is_revoked_before_the_node_goes() {
     // Approved and drained; the agent has not recorded a reboot (Staged).
-    let approved = node("n1")
-        .with(
-            'b',
-            DesiredImageState::Booted,
-            agent('a', Some('b'), "Staged", None),
-        )
-        .slot()
-        .cordoned();
+    let approved = node("n1").approved().slot().cordoned();
     let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[approved]);
     deleting(&mut snap);
     let plan = super::plan(&snap);
