@@ -202,6 +202,12 @@ fn evictions(emulator: &Emulator, code: u16) -> usize {
         .count()
 }
 
+/// The drain evicted `evicted` pods and left none on the node.
+async fn assert_emptied(client: &Client, outcome: DrainOutcome, evicted: usize) {
+    assert_eq!(outcome, DrainOutcome::Drained { evicted });
+    assert!(pods_on(client, NODE).await.is_empty());
+}
+
 /// Polls `check` until it holds, failing after DEADLINE.
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
@@ -333,8 +339,7 @@ async fn unmanaged_pod_is_refused_without_force_and_evicted_with_it() {
         ..options
     };
     let outcome = drain(&client, &forced).await;
-    assert_eq!(outcome, DrainOutcome::Drained { evicted: 2 });
-    assert!(pods_on(&client, NODE).await.is_empty());
+    assert_emptied(&client, outcome, 2).await;
 }
 
 #[tokio::test]
@@ -420,8 +425,7 @@ async fn drain_finishes_when_the_budget_is_relaxed() {
 
     relax_budget(&client).await;
     let outcome = timeout(DEADLINE, drain).await.unwrap().unwrap().unwrap();
-    assert_eq!(outcome, DrainOutcome::Drained { evicted: 2 });
-    assert!(pods_on(&client, NODE).await.is_empty());
+    assert_emptied(&client, outcome, 2).await;
 }
 
 #[tokio::test]

@@ -222,6 +222,14 @@ async fn two_replicas(emulator: &Emulator, lease: &str) -> (Replica, Replica, Mo
     (a, b, monitor, first)
 }
 
+/// `replica-a` elected alone with lease `lease`, then `replica-b` started beside it.
+async fn a_leads_then_b(emulator: &Emulator, lease: &str) -> (Replica, Replica) {
+    let a = Replica::start(emulator, lease, "replica-a");
+    wait_until_leader(&a, LEASE + SLACK).await;
+    let b = Replica::start(emulator, lease, "replica-b");
+    (a, b)
+}
+
 /// Waits (with a deadline) until one of the two replicas is leader; returns its index.
 async fn wait_leader(replicas: [&Replica; 2], within: Duration) -> usize {
     let (mut a, mut b) = (replicas[0].leader.clone(), replicas[1].leader.clone());
@@ -462,10 +470,7 @@ async fn crashed_leader_is_replaced_after_expiry() {
 #[tokio::test]
 async fn failing_renewals_step_down_before_the_lease_expires() {
     let emulator = emulator().await;
-    let a = Replica::start(&emulator, "cutoff", "replica-a");
-    // Let replica-a win alone, then start replica-b.
-    wait_until_leader(&a, LEASE + SLACK).await;
-    let b = Replica::start(&emulator, "cutoff", "replica-b");
+    let (a, b) = a_leads_then_b(&emulator, "cutoff").await;
     let monitor = Monitor::start(&emulator, "cutoff", &a, &b);
 
     // replica-a's writes now fail: it must stop acting within the renew deadline, before
@@ -637,9 +642,7 @@ fn lease_creations(emulator: &Emulator, identity: &str) -> usize {
 #[tokio::test]
 async fn a_replica_that_stepped_down_sends_no_write() {
     let emulator = emulator().await;
-    let a = Replica::start(&emulator, "fence", "replica-a");
-    wait_until_leader(&a, LEASE + SLACK).await;
-    let b = Replica::start(&emulator, "fence", "replica-b");
+    let (a, b) = a_leads_then_b(&emulator, "fence").await;
     write_through(&a, "while-leading").await.unwrap();
     assert!(
         write_through(&b, "standby").await.is_err(),

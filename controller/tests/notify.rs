@@ -244,15 +244,22 @@ impl Env {
             metrics: Metrics::new(),
         }
     }
+
+    /// A webhook receiver failing its first `failures` requests, the controller started
+    /// and the pool created, telling the receiver.
+    async fn rolling_out_to_a_receiver(failures: usize) -> (Env, Receiver, Running) {
+        let e = Env::new().await;
+        let receiver = Receiver::start(failures).await;
+        create_secret(&e.client, SECRET, &receiver.url()).await;
+        let controller = start(&e.emulator, deps(&e.metrics, Duration::from_secs(5)));
+        create_pool(&e.client, &e.v2, SECRET).await;
+        (e, receiver, controller)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_and_a_rollback_are_announced_once_each() {
-    let e = Env::new().await;
-    let receiver = Receiver::start(0).await;
-    create_secret(&e.client, SECRET, &receiver.url()).await;
-    let controller = start(&e.emulator, deps(&e.metrics, Duration::from_secs(5)));
-    create_pool(&e.client, &e.v2, SECRET).await;
+    let (e, receiver, controller) = Env::rolling_out_to_a_receiver(0).await;
     let done = wait_rolled_out(&e.client, &digest('2')).await;
     // Plans with nothing new to say announce nothing.
     let bodies = receiver.wait_bodies(2).await;
@@ -310,11 +317,7 @@ async fn a_rollout_and_a_rollback_are_announced_once_each() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_failing_at_first_gets_the_event_on_a_retry() {
-    let e = Env::new().await;
-    let receiver = Receiver::start(2).await;
-    create_secret(&e.client, SECRET, &receiver.url()).await;
-    let controller = start(&e.emulator, deps(&e.metrics, Duration::from_secs(5)));
-    create_pool(&e.client, &e.v2, SECRET).await;
+    let (e, receiver, controller) = Env::rolling_out_to_a_receiver(2).await;
     wait_rolled_out(&e.client, &digest('2')).await;
     let bodies = receiver.wait_bodies(2).await;
     let d2 = digest('2');

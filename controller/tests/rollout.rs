@@ -309,17 +309,7 @@ async fn blocking_pdb(client: &Client, name: &str, app: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_disruption_budget_times_the_drain_out_and_frees_the_slot() {
     let env = env(&["n1", "n2"]).await;
-    env.cluster
-        .add_pod(
-            "n1",
-            "default",
-            "web-0",
-            BTreeMap::from([("app".to_owned(), "web".to_owned())]),
-            PodOwner::ReplicaSet("web".into()),
-        )
-        .await
-        .unwrap();
-    blocking_pdb(&env.client, "web", "web").await;
+    web_pod_held_by_a_budget(&env, "n1").await;
     let invariants = Invariants::follow(env.emulator.handle(), 1, BTreeSet::new());
     let controller = start(&env.emulator, Dependencies::default());
     env.apply_workers(json!({"maxUnavailable": 1, "drainTimeoutSeconds": 2}))
@@ -443,17 +433,7 @@ async fn two_unhealthy_slot_holders_halt_and_healing_one_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_leaving_mid_drain_is_let_go_and_a_joining_node_is_rolled() {
     let env = env(&["n1", "n2"]).await;
-    env.cluster
-        .add_pod(
-            "n1",
-            "default",
-            "web-0",
-            BTreeMap::from([("app".to_owned(), "web".to_owned())]),
-            PodOwner::ReplicaSet("web".into()),
-        )
-        .await
-        .unwrap();
-    blocking_pdb(&env.client, "web", "web").await;
+    web_pod_held_by_a_budget(&env, "n1").await;
     let controller = start(&env.emulator, Dependencies::default());
     env.apply_workers(json!({"maxUnavailable": 1})).await;
     // n1 holds the slot, cordoned, its drain blocked forever (no timeout).
@@ -558,17 +538,7 @@ async fn a_controller_killed_mid_rollout_finishes_it_without_double_reboots() {
     let names = ["n1", "n2", "n3", "n4", "n5"];
     let env = env(&names).await;
     // A pod whose budget blocks n1's drain until the test relaxes it.
-    env.cluster
-        .add_pod(
-            "n1",
-            "default",
-            "web-0",
-            BTreeMap::from([("app".to_owned(), "web".to_owned())]),
-            PodOwner::ReplicaSet("web".into()),
-        )
-        .await
-        .unwrap();
-    blocking_pdb(&env.client, "web", "web").await;
+    web_pod_held_by_a_budget(&env, "n1").await;
     let handle = env.emulator.handle();
     let invariants = Invariants::follow(handle.clone(), 2, BTreeSet::new());
     let bootc: Api<BootcNode> = Api::all(env.client.clone());

@@ -33,9 +33,7 @@ fn node_states_match_plan_states() {
 
 mod health {
     use super::*;
-    use crate::plan::{
-        BootcView, Lookup, NodeView, Plan, PoolView, Progress, PullSecretView, Snapshot,
-    };
+    use crate::plan::{BootcView, NodeView, Plan, PoolView, Progress, Snapshot};
     use bootc_crds::node::BootcNodeStatus;
     use bootc_crds::pool::BootcNodePoolStatus;
     use chrono::{DateTime, Utc};
@@ -85,8 +83,8 @@ mod health {
     }
 
     fn snapshot(nodes: Vec<NodeView>) -> Snapshot {
-        Snapshot {
-            pool: PoolView {
+        Snapshot::of(
+            PoolView {
                 name: "p".to_owned(),
                 generation: Some(1),
                 spec: serde_json::from_value(json!({
@@ -97,16 +95,9 @@ mod health {
                 deleting: false,
                 finalized: true,
             },
-            lookup: Lookup::NotAsked,
-            pull_secret: PullSecretView::default(),
-            other_pools: Vec::new(),
-            pools: std::collections::BTreeMap::new(),
-            gate: crate::plan::GateView::NotConfigured,
             nodes,
-            drains: BTreeMap::new(),
-            progress: None,
-            now: now(),
-        }
+            now(),
+        )
     }
 
     fn plan(states: &[(&str, NodeState)], conditions: Vec<Condition>) -> Plan {

@@ -186,12 +186,12 @@ impl N {
 
     /// Staging the target.
     fn staging(self) -> Self {
-        self.to_b(DesiredImageState::Staged, agent('a', None, "Staging", None))
+        self.moving_to_b(DesiredImageState::Staged, agent('a', None, "Staging", None))
     }
 
     /// Approved for its reboot into the target, not yet rebooting.
     fn approved(self) -> Self {
-        self.to_b(
+        self.moving_to_b(
             DesiredImageState::Booted,
             agent('a', Some('b'), "Staged", None),
         )
@@ -199,7 +199,7 @@ impl N {
 
     /// In the reboot it was approved for.
     fn rebooting(self) -> Self {
-        self.to_b(
+        self.moving_to_b(
             DesiredImageState::Booted,
             agent('a', Some('b'), "Rebooting", None),
         )
@@ -207,16 +207,16 @@ impl N {
 
     /// Back on the target after its reboot, the approval not yet taken back.
     fn back(self) -> Self {
-        self.to_b(DesiredImageState::Booted, agent('b', None, "Idle", None))
+        self.moving_to_b(DesiredImageState::Booted, agent('b', None, "Idle", None))
     }
 
     /// Done: on the target, its desired state back to staged.
     fn updated(self) -> Self {
-        self.to_b(DesiredImageState::Staged, agent('b', None, "Idle", None))
+        self.moving_to_b(DesiredImageState::Staged, agent('b', None, "Idle", None))
     }
 
     /// Told to move to the target `b`, in `state`, reporting `status`.
-    fn to_b(self, state: DesiredImageState, status: BootcNodeStatus) -> Self {
+    fn moving_to_b(self, state: DesiredImageState, status: BootcNodeStatus) -> Self {
         self.with('b', state, status)
     }
 
@@ -257,8 +257,8 @@ impl N {
 }
 
 fn snapshot(spec: BootcNodePoolSpec, nodes: &[N]) -> Snapshot {
-    Snapshot {
-        pool: PoolView {
+    Snapshot::of(
+        PoolView {
             name: POOL.into(),
             generation: Some(1),
             spec,
@@ -266,16 +266,9 @@ fn snapshot(spec: BootcNodePoolSpec, nodes: &[N]) -> Snapshot {
             deleting: false,
             finalized: true,
         },
-        lookup: Lookup::NotAsked,
-        pull_secret: PullSecretView::default(),
-        other_pools: Vec::new(),
-        pools: BTreeMap::new(),
-        gate: GateView::NotConfigured,
-        nodes: nodes.iter().map(N::view).collect(),
-        drains: BTreeMap::new(),
-        progress: None,
-        now: now(),
-    }
+        nodes.iter().map(N::view).collect(),
+        now(),
+    )
 }
 
 fn granted(plan: &Plan) -> Vec<String> {

@@ -333,3 +333,22 @@ pub struct Snapshot {
     /// The time of the plan.
     pub now: DateTime<Utc>,
 }
+
+impl Snapshot {
+    /// `pool` and `nodes` alone at `now`: nothing asked of the registry, no pull Secret,
+    /// no other pool, no alert gate, no drain and no earlier progress.
+    pub fn of(pool: PoolView, nodes: Vec<NodeView>, now: DateTime<Utc>) -> Snapshot {
+        Snapshot {
+            pool,
+            lookup: Lookup::NotAsked,
+            pull_secret: PullSecretView::default(),
+            other_pools: Vec::new(),
+            pools: BTreeMap::new(),
+            gate: GateView::NotConfigured,
+            nodes,
+            drains: BTreeMap::new(),
+            progress: None,
+            now,
+        }
+    }
+}

@@ -16,9 +16,7 @@ use bootc_crds::pool::{BootcNodePool, BootcNodePoolSpec, DeployHistoryEntry, His
 use chrono::{DateTime, Utc};
 
 use crate::plan::tests::{digest, history, now, pin};
-use crate::plan::world::{
-    BootcView, GateView, Lookup, NodeInfo, NodeView, PoolView, PullSecretView, Snapshot,
-};
+use crate::plan::world::{BootcView, NodeInfo, NodeView, PoolView, Snapshot};
 use crate::plan::{Action, Plan, Target};
 
 const FOREIGN: &str = "evil.example/os";
@@ -109,8 +107,8 @@ fn snapshot(lie: bool, history: Vec<DeployHistoryEntry>) -> Snapshot {
     } else {
         member("n4", image(pin('a'), 'a'), hour_ago, false)
     });
-    Snapshot {
-        pool: PoolView {
+    Snapshot::of(
+        PoolView {
             name: "workers".into(),
             generation: Some(1),
             spec: spec(),
@@ -123,16 +121,9 @@ fn snapshot(lie: bool, history: Vec<DeployHistoryEntry>) -> Snapshot {
             deleting: false,
             finalized: true,
         },
-        lookup: Lookup::NotAsked,
-        pull_secret: PullSecretView::default(),
-        other_pools: Vec::new(),
-        pools: BTreeMap::new(),
-        gate: GateView::NotConfigured,
         nodes,
-        drains: BTreeMap::new(),
-        progress: None,
-        now: now(),
-    }
+        now(),
+    )
 }
 
 /// The plan's actions and states, without what concerns n4.
