@@ -161,40 +161,12 @@ impl Context {
             .collect()
     }
 
-    /// Every node the pool's selector matches or whose BootcNode it owns, by name.
+    /// Every node the pool's selector matches or whose BootcNode it owns, by name, read
+    /// through the overlay (which also knows objects just created or labelled).
     fn members(&self, pool: &BootcNodePool) -> Vec<NodeView> {
-        let name = pool.name_any();
-        let selects =
-            |node: &Node| bootc_crds::selector::matches(&pool.spec.node_selector, node.labels());
-        let mut names: BTreeSet<String> = BTreeSet::new();
-        for node in self.nodes.state() {
-            if selects(&node) {
-                names.insert(node.name_any());
-            }
-        }
-        for b in self.bootc.state() {
-            if owner_pool(&b).as_deref() == Some(name.as_str()) {
-                names.insert(b.name_any());
-            }
-        }
-        // Objects only the overlay knows of yet (just created, just labelled).
+        let mut names = candidates(pool, self.nodes.state(), self.bootc.state());
         names.extend(lock(&self.bootc_overlay).names().cloned());
-        names
-            .into_iter()
-            .filter_map(|n| {
-                let node = self.node_of(&n);
-                let bootc = self.bootc_of(&n);
-                let owned = bootc
-                    .as_deref()
-                    .is_some_and(|b| owner_pool(b).as_deref() == Some(name.as_str()));
-                let matching = node.as_deref().is_some_and(selects);
-                (owned || matching).then(|| NodeView {
-                    name: n,
-                    node: node.map(node_info),
-                    bootc: bootc.map(bootc_view),
-                })
-            })
-            .collect()
+        members(pool, names, |n| self.node_of(n), |n| self.bootc_of(n))
     }
 
     /// The drain of `node` for `pool`, as the plan sees it; `None` when there is none
@@ -234,7 +206,57 @@ impl Context {
     }
 }
 
-fn node_info(node: Arc<Node>) -> NodeInfo {
+/// The names that may be members of `pool`: the Nodes its selector matches and the
+/// BootcNodes it owns.
+pub fn candidates(
+    pool: &BootcNodePool,
+    nodes: impl IntoIterator<Item = Arc<Node>>,
+    bootc: impl IntoIterator<Item = Arc<BootcNode>>,
+) -> BTreeSet<String> {
+    let name = pool.name_any();
+    let selected = nodes
+        .into_iter()
+        .filter(|n| bootc_crds::selector::matches(&pool.spec.node_selector, n.labels()))
+        .map(|n| n.name_any());
+    let owned = bootc
+        .into_iter()
+        .filter(|b| owner_pool(b).as_deref() == Some(name.as_str()))
+        .map(|b| b.name_any());
+    selected.chain(owned).collect()
+}
+
+/// The members of `pool` among `names`, as a plan sees them: a name is a member while the
+/// pool's selector matches its Node or the pool owns its BootcNode (`node_of` and
+/// `bootc_of` read the objects).
+pub fn members(
+    pool: &BootcNodePool,
+    names: BTreeSet<String>,
+    node_of: impl Fn(&str) -> Option<Arc<Node>>,
+    bootc_of: impl Fn(&str) -> Option<Arc<BootcNode>>,
+) -> Vec<NodeView> {
+    let name = pool.name_any();
+    let selects =
+        |node: &Node| bootc_crds::selector::matches(&pool.spec.node_selector, node.labels());
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let node = node_of(&n);
+            let bootc = bootc_of(&n);
+            let owned = bootc
+                .as_deref()
+                .is_some_and(|b| owner_pool(b).as_deref() == Some(name.as_str()));
+            let matching = node.as_deref().is_some_and(selects);
+            (owned || matching).then(|| NodeView {
+                name: n,
+                node: node.map(node_info),
+                bootc: bootc.map(bootc_view),
+            })
+        })
+        .collect()
+}
+
+/// What a plan reads of a Node.
+pub fn node_info(node: Arc<Node>) -> NodeInfo {
     let ready = ready_condition(&node);
     NodeInfo {
         ready: node_ready(&node),
@@ -251,7 +273,8 @@ fn node_info(node: Arc<Node>) -> NodeInfo {
     }
 }
 
-fn bootc_view(b: Arc<BootcNode>) -> BootcView {
+/// What a plan reads of a BootcNode.
+pub fn bootc_view(b: Arc<BootcNode>) -> BootcView {
     let owner = owner_pool(&b);
     BootcView::new(b, owner)
 }

@@ -1,0 +1,303 @@
+//! Instruction counts of the controller's planning, taken with valgrind's callgrind: a
+//! figure a busy or noisy machine cannot move.
+//!
+//! `cargo bench -p instruction-counts` runs every case in its own `valgrind
+//! --tool=callgrind` process, counting only inside the measured function, then prints the
+//! table `docs/performance.md` keeps and fails when a case exceeds its ceiling in this
+//! crate's `ceilings.txt`. Cases, on the fixed pools of `world.rs` beside this file:
+//!
+//! - `plan`: one `plan()` of a snapshot already built;
+//! - `reconcile`: what one reconcile computes between its reads and its writes: the
+//!   members picked from the caches (the reflector stores the controller fills), their
+//!   views, the snapshot, the plan and the status patch serialized. The API calls
+//!   themselves are not counted;
+//! - `one-change`: the same reconcile again after one member's BootcNode changed (a
+//!   reconcile done first, uncounted).
+//!
+//! `-- --only plan` (or `reconcile`, a size, a state) runs the matching cases alone.
+
+// A bench's fixed inputs are known good: a panic on one is a bug in the bench.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod world;
+
+use std::hint::black_box;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use bootc_pool_controller::plan::{self, Plan, PoolView, Snapshot};
+use bootc_pool_controller::reconcile::observe;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
+use world::State;
+
+/// The variable that tells a process to run one case (`plan 1000 all-staged`).
+const CASE_VAR: &str = "BOOTC_POOL_INSTRUCTIONS_CASE";
+const SIZES: [usize; 2] = [1_000, 10_000];
+const KINDS: [&str; 3] = ["plan", "reconcile", "one-change"];
+
+fn main() -> ExitCode {
+    if let Ok(case) = std::env::var(CASE_VAR) {
+        return run_case(&case);
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let only: Vec<&str> = args
+        .iter()
+        .skip_while(|a| *a != "--only")
+        .skip(1)
+        .map(String::as_str)
+        .collect();
+    match drive(&only) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Every case (those `only` names), each under callgrind; the table, then the ceilings.
+fn drive(only: &[&str]) -> Result<(), String> {
+    let ceilings = ceilings()?;
+    let mut over = Vec::new();
+    println!("| case | members | state | instructions | ceiling |");
+    println!("| --- | ---: | --- | ---: | ---: |");
+    for kind in KINDS {
+        for size in SIZES {
+            for state in State::ALL {
+                let case = format!("{kind} {size} {}", state.name());
+                if !only.is_empty() && !case.split(' ').any(|w| only.contains(&w)) {
+                    continue;
+                }
+                let counted = count(&case)?;
+                let ceiling = ceilings.iter().find(|(c, _)| *c == case).map(|(_, n)| *n);
+                println!(
+                    "| {kind} | {size} | {} | {} | {} |",
+                    state.name(),
+                    thousands(counted),
+                    ceiling.map_or_else(|| "none".to_owned(), thousands)
+                );
+                match ceiling {
+                    None => over.push(format!("{case}: no line in ceilings.txt")),
+                    Some(c) if counted > c => over.push(format!("{case}: {counted} > {c}")),
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    if over.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("over the ceiling: {}", over.join("; ")))
+    }
+}
+
+/// The ceilings: `kind size state instructions` a line, `#` comments.
+fn ceilings() -> Result<Vec<(String, u64)>, String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ceilings.txt");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (case, n) = l
+                .rsplit_once(' ')
+                .ok_or_else(|| format!("ceilings.txt: `{l}` is not `kind size state count`"))?;
+            let n = n
+                .replace('_', "")
+                .parse()
+                .map_err(|e| format!("ceilings.txt: `{l}`: {e}"))?;
+            Ok((case.to_owned(), n))
+        })
+        .collect()
+}
+
+/// Runs `case` in a process of its own under callgrind; the instructions counted inside
+/// the measured function.
+fn count(case: &str) -> Result<u64, String> {
+    let dir = std::env::temp_dir().join(format!("bootc-pool-instructions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let out = dir.join("callgrind.out");
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let run = Command::new("valgrind")
+        .args([
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            "--toggle-collect=*measured_*",
+        ])
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(&exe)
+        .env(CASE_VAR, case)
+        .output()
+        .map_err(|e| format!("valgrind (is it installed?): {e}"))?;
+    let result = summary(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+    if !run.status.success() {
+        return Err(format!(
+            "{case}: valgrind exited with {}: {}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr)
+        ));
+    }
+    match result? {
+        0 => Err(format!(
+            "{case}: nothing counted (the measured function was not seen)"
+        )),
+        n => Ok(n),
+    }
+}
+
+/// The `summary:` line of a callgrind output file.
+fn summary(path: &Path) -> Result<u64, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("summary:"))
+        .ok_or_else(|| format!("{}: no summary line", path.display()))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("{}: summary: {e}", path.display()))
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Sets `case` up, then runs its measured function once.
+fn run_case(case: &str) -> ExitCode {
+    let words: Vec<&str> = case.split(' ').collect();
+    let (kind, size, state) = match words.as_slice() {
+        [kind, size, state] => (*kind, size.parse::<usize>().ok(), State::parse(state)),
+        _ => ("", None, None),
+    };
+    let (Some(size), Some(state)) = (size, state) else {
+        eprintln!("error: {CASE_VAR}=`{case}` is not `kind size state`");
+        return ExitCode::from(2);
+    };
+    let caches = Caches::filled(size, state);
+    let pool = caches.planned_once();
+    match kind {
+        "plan" => {
+            let snap = caches.snapshot(&pool);
+            black_box(measured_plan(black_box(&snap)));
+        }
+        "reconcile" => {
+            black_box(measured_reconcile(black_box(&pool), black_box(&caches)));
+        }
+        "one-change" => {
+            black_box(reconcile(&pool, &caches));
+            let mut caches = caches;
+            caches.change_one(size / 2);
+            black_box(measured_reconcile(black_box(&pool), black_box(&caches)));
+        }
+        _ => {
+            eprintln!("error: unknown kind `{kind}` (plan, reconcile, one-change)");
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+#[inline(never)]
+fn measured_plan(snap: &Snapshot) -> Plan {
+    plan::plan(snap)
+}
+
+#[inline(never)]
+fn measured_reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
+    reconcile(pool, caches)
+}
+
+fn reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
+    let snap = caches.snapshot(pool);
+    let plan = plan::plan(&snap);
+    serde_json::to_vec(&serde_json::json!({ "status": plan.status })).expect("a status serializes")
+}
+
+/// The controller's caches of Nodes and BootcNodes, filled as its watches fill them.
+struct Caches {
+    nodes: Store<Node>,
+    bootc: Store<BootcNode>,
+    bootc_writer: Writer<BootcNode>,
+}
+
+impl Caches {
+    fn filled(size: usize, state: State) -> Caches {
+        let (nodes, bootc) = world::objects(size, state);
+        let (bootc, bootc_writer) = fill(bootc);
+        Caches {
+            nodes: fill(nodes).0,
+            bootc,
+            bootc_writer,
+        }
+    }
+
+    /// Member `i`'s agent reported again: its BootcNode has a new resourceVersion and a
+    /// fresh condition time, as a watch event delivers it.
+    fn change_one(&mut self, i: usize) {
+        let name = format!("node-{i:05}");
+        let mut changed = (*self.bootc.get(&ObjectRef::new(&name)).expect("a member")).clone();
+        changed.metadata.resource_version = Some(format!("rv-{name}-2"));
+        if let Some(c) = changed
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.first_mut())
+        {
+            c.last_transition_time =
+                bootc_crds::conditions::to_time(world::now()).expect("the bench's time is valid");
+        }
+        self.bootc_writer
+            .apply_watcher_event(&watcher::Event::Apply(changed));
+    }
+
+    /// The pool with the status a first plan of these caches wrote.
+    fn planned_once(&self) -> BootcNodePool {
+        let mut pool = world::pool();
+        pool.status = Some(plan::plan(&self.snapshot(&pool)).status);
+        pool
+    }
+
+    /// What a reconcile of `pool` reads from the caches.
+    fn snapshot(&self, pool: &BootcNodePool) -> Snapshot {
+        let names = observe::candidates(pool, self.nodes.state(), self.bootc.state());
+        let members = observe::members(
+            pool,
+            names,
+            |n| self.nodes.get(&ObjectRef::new(n)),
+            |n| self.bootc.get(&ObjectRef::new(n)),
+        );
+        let view = PoolView {
+            name: pool.name_any(),
+            generation: pool.metadata.generation,
+            spec: pool.spec.clone(),
+            status: pool.status.clone(),
+            deleting: false,
+            finalized: true,
+        };
+        Snapshot::of(view, members, world::now())
+    }
+}
+
+fn fill<K>(objects: Vec<K>) -> (Store<K>, Writer<K>)
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, mut writer) = reflector::store::<K>();
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(object));
+    }
+    (store, writer)
+}
