@@ -147,6 +147,17 @@ pub fn workers(rollout: Value, conditions: Value) -> Cluster {
     )
 }
 
+/// `c` (of [`workers`]) with the BootcNode of worker `name`, without annotations, carrying
+/// the agent's `status`.
+pub fn worker_reports(c: &mut Cluster, name: &str, status: Value) {
+    let i = c
+        .bootc_nodes
+        .iter()
+        .position(|b| b.typed.metadata.name.as_deref() == Some(name))
+        .expect("a worker");
+    c.bootc_nodes[i] = bootc(name, "workers", '2', json!({}), status);
+}
+
 /// `c` with each pool's status as the controller writes it: its own planner, run once on
 /// the cluster's objects at `c.now` as its reconcile would see them, from the status
 /// given, with the alert gate answering `gate` and the drains in `drains`.

@@ -264,6 +264,13 @@ pub async fn workers(cluster: &Cluster, rollout: Value, conditions: Value) -> Bo
     pool
 }
 
+/// A cluster with [`workers`] rolling out 2 under `maxUnavailable: 1`.
+pub async fn rolling_workers() -> Cluster {
+    let cluster = Cluster::start().await;
+    workers(&cluster, json!({"maxUnavailable": 1}), in_progress()).await;
+    cluster
+}
+
 /// `UpToDate=False/RolloutInProgress`, `Degraded=False/Healthy`,
 /// `Progressing=True/Advancing`.
 pub fn in_progress() -> Value {
