@@ -13,8 +13,8 @@ use bootc_node_agent::bootc_status::{
     BootEntry, BootOrder, BootcHost, ImageReference, ImageSignature, StatusError, parse,
 };
 use bootc_status_common::{
-    SCHEMA, SCHEMA_2025_03, fixture_bytes, fixture_json, fixture_names, pointers, replaced, schema,
-    schema_declares, schema_errors, validator, without, yaml_to_json,
+    SCHEMA, SCHEMA_2025_03, fixture_bytes, fixture_json, fixture_names, pointers, pruned, replaced,
+    schema, schema_declares, schema_errors, validator, without, yaml_to_json,
 };
 use serde_json::{Value, json};
 
@@ -175,480 +175,408 @@ fn summary(host: &BootcHost) -> BTreeMap<String, String> {
     s
 }
 
+/// The image of a boot entry, as `summary` spells it.
+#[derive(Clone, Copy)]
+struct Image {
+    /// `transport:image`.
+    reference: &'static str,
+    digest: &'static str,
+    architecture: Option<&'static str>,
+    version: Option<&'static str>,
+    timestamp: Option<&'static str>,
+    signature: Option<&'static str>,
+}
+
+/// A boot entry, as `summary` spells it.
+#[derive(Clone, Copy)]
+struct Slot {
+    /// `None` for a plain ostree entry.
+    image: Option<Image>,
+    /// `digest version`, with `-` for no version.
+    cached_update: Option<&'static str>,
+    incompatible: bool,
+    pinned: bool,
+    download_only: Option<bool>,
+    store: Option<&'static str>,
+    /// `checksum prefix.deploySerial stateroot`.
+    ostree: &'static str,
+}
+
+/// An entry that is neither pinned, incompatible, download-only nor holding an update.
+const fn slot(image: Option<Image>, ostree: &'static str) -> Slot {
+    Slot {
+        image,
+        cached_update: None,
+        incompatible: false,
+        pinned: false,
+        download_only: Some(false),
+        store: None,
+        ostree,
+    }
+}
+
+/// A whole document, as `summary` spells it.
+struct Host {
+    api_version: &'static str,
+    spec_image: Option<&'static str>,
+    spec_signature: Option<&'static str>,
+    boot_order: Option<&'static str>,
+    booted: Option<Slot>,
+    staged: Option<Slot>,
+    rollback: Option<Slot>,
+    other_deployments: usize,
+    rollback_queued: bool,
+    host_type: Option<&'static str>,
+    usr_overlay: Option<&'static str>,
+    /// `key=value` of the unknown status keys.
+    extra: Option<&'static str>,
+    staged_download_only: bool,
+    soft_reboot_capable_staged: bool,
+}
+
+fn put(facts: &mut BTreeMap<String, String>, key: impl Into<String>, value: Option<impl ToString>) {
+    if let Some(v) = value {
+        facts.insert(key.into(), v.to_string());
+    }
+}
+
+impl Host {
+    /// The facts `summary` must find in the document.
+    fn facts(&self) -> BTreeMap<String, String> {
+        let mut f = BTreeMap::new();
+        put(&mut f, "apiVersion", Some(self.api_version));
+        put(&mut f, "spec.image", self.spec_image);
+        put(&mut f, "spec.signature", self.spec_signature);
+        put(&mut f, "spec.bootOrder", self.boot_order);
+        for (name, slot) in [
+            ("booted", self.booted),
+            ("staged", self.staged),
+            ("rollback", self.rollback),
+        ] {
+            let Some(slot) = slot else { continue };
+            let k = |field: &str| format!("{name}.{field}");
+            match slot.image {
+                None => put(&mut f, name, Some("ostree-only")),
+                Some(i) => {
+                    put(&mut f, name, Some(i.reference));
+                    put(&mut f, k("imageDigest"), Some(i.digest));
+                    put(&mut f, k("architecture"), i.architecture);
+                    put(&mut f, k("version"), i.version);
+                    put(&mut f, k("timestamp"), i.timestamp);
+                    put(&mut f, k("signature"), i.signature);
+                }
+            }
+            put(&mut f, k("cachedUpdate"), slot.cached_update);
+            put(&mut f, k("incompatible"), Some(slot.incompatible));
+            put(&mut f, k("pinned"), Some(slot.pinned));
+            put(&mut f, k("downloadOnly"), slot.download_only);
+            put(&mut f, k("store"), slot.store);
+            put(&mut f, k("ostree"), Some(slot.ostree));
+        }
+        let others = self.other_deployments;
+        put(&mut f, "otherDeployments", (others > 0).then_some(others));
+        put(&mut f, "rollbackQueued", Some(self.rollback_queued));
+        put(&mut f, "type", self.host_type);
+        put(&mut f, "usrOverlay", self.usr_overlay);
+        put(&mut f, "status.extra", self.extra);
+        put(
+            &mut f,
+            "staged_download_only()",
+            Some(self.staged_download_only),
+        );
+        let soft = self.soft_reboot_capable_staged;
+        put(&mut f, "soft_reboot_capable_staged()", Some(soft));
+        f
+    }
+}
+
+/// A v1alpha1 document with an empty spec and status.
+const BARE: Host = Host {
+    api_version: "org.containers.bootc/v1alpha1",
+    spec_image: None,
+    spec_signature: None,
+    boot_order: None,
+    booted: None,
+    staged: None,
+    rollback: None,
+    other_deployments: 0,
+    rollback_queued: false,
+    host_type: None,
+    usr_overlay: None,
+    extra: None,
+    staged_download_only: false,
+    soft_reboot_capable_staged: false,
+};
+
+const CENTOS: &str = "registry:quay.io/centos-bootc/centos-bootc:stream9";
+const CENTOS_STREAM9: Image = Image {
+    reference: CENTOS,
+    digest: "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
+    architecture: Some("arm64"),
+    version: Some("stream9.20240807.0"),
+    timestamp: None,
+    signature: None,
+};
+const CENTOS_BOOTED: Slot = slot(Some(CENTOS_STREAM9), "439f6bd2e236.0 default");
+/// A bootc host that runs CentOS stream 9 and has nothing staged.
+const CENTOS_HOST: Host = Host {
+    spec_image: Some(CENTOS),
+    boot_order: Some("default"),
+    booted: Some(CENTOS_BOOTED),
+    host_type: Some("bootcHost"),
+    ..BARE
+};
+
+const SOMEIMAGE: &str = "registry:quay.io/example/someimage:latest";
+const NIGHTLY: Image = Image {
+    reference: SOMEIMAGE,
+    digest: "sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34",
+    architecture: Some("arm64"),
+    version: Some("nightly"),
+    timestamp: Some("2023-09-30T19:22:16Z"),
+    signature: Some("insecure"),
+};
+/// The nightly after `NIGHTLY`.
+const NIGHTLY_UPDATE: Image = Image {
+    digest: "sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566",
+    timestamp: Some("2023-10-14T19:22:15.42Z"),
+    ..NIGHTLY
+};
+const NIGHTLY_OSTREE: &str = "26836632adf6.0 default";
+const NIGHTLY_UPDATE_OSTREE: &str = "3c6dad657109.0 default";
+/// A host that runs `NIGHTLY`, with no signature policy.
+const NIGHTLY_HOST: Host = Host {
+    spec_image: Some(SOMEIMAGE),
+    spec_signature: Some("insecure"),
+    booted: Some(slot(Some(NIGHTLY), NIGHTLY_OSTREE)),
+    extra: Some("isContainer=false"),
+    ..BARE
+};
+
+const OTHERIMAGE: Image = Image {
+    reference: "registry:quay.io/otherexample/otherimage:latest",
+    digest: "sha256:b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c",
+    architecture: Some("arm64"),
+    version: Some("20231230.1"),
+    timestamp: Some("2023-12-30T16:10:11Z"),
+    signature: None,
+};
+const OTHERIMAGE_OSTREE: &str = "41af286dc0b1.0 default";
+
+const OSTREE_ONLY_BOOTED: Slot = slot(None, "f9fa3a553cea.0 default");
+
 /// What each of bootc's fixtures says, read off the YAML by hand. Every fixture in the
 /// directory must be here: a new one fails the test until its expectations are written.
-const EXPECTED: &[(&str, &[(&str, &str)])] = &[
+const EXPECTED: &[(&str, Host)] = &[
     (
         "spec-booted-pinned.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            (
-                "booted",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("booted.architecture", "arm64"),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "439f6bd2e236.0 default"),
-            ("booted.pinned", "true"),
-            ("booted.version", "stream9.20240807.0"),
-            ("otherDeployments", "1"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.bootOrder", "default"),
-            (
-                "spec.image",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("staged_download_only()", "false"),
-            ("type", "bootcHost"),
-        ],
+        Host {
+            booted: Some(Slot {
+                pinned: true,
+                ..CENTOS_BOOTED
+            }),
+            other_deployments: 1,
+            ..CENTOS_HOST
+        },
     ),
     (
         "spec-booted-update-same-digest.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            (
-                "booted",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("booted.architecture", "arm64"),
-            (
-                "booted.cachedUpdate",
-                "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38 stream9.20240807.0",
-            ),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "439f6bd2e236.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.version", "stream9.20240807.0"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.bootOrder", "default"),
-            (
-                "spec.image",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("staged_download_only()", "false"),
-            ("type", "bootcHost"),
-        ],
+        Host {
+            booted: Some(Slot {
+                cached_update: Some(
+                    "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38 stream9.20240807.0",
+                ),
+                ..CENTOS_BOOTED
+            }),
+            ..CENTOS_HOST
+        },
     ),
     (
         "spec-booted-usroverlay.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("booted", "registry:quay.io/example/someimage:latest"),
-            ("booted.architecture", "arm64"),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "26836632adf6.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.timestamp", "2023-09-30T19:22:16Z"),
-            ("booted.version", "nightly"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.image", "registry:quay.io/example/someimage:latest"),
-            ("spec.signature", "insecure"),
-            ("staged_download_only()", "false"),
-            ("status.extra", "isContainer=false"),
-            ("usrOverlay", "readWrite/transient"),
-        ],
+        Host {
+            booted: Some(slot(
+                Some(Image {
+                    signature: None,
+                    ..NIGHTLY
+                }),
+                NIGHTLY_OSTREE,
+            )),
+            usr_overlay: Some("readWrite/transient"),
+            ..NIGHTLY_HOST
+        },
     ),
     (
         "spec-booted-with-update-no-version.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            (
-                "booted",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("booted.architecture", "arm64"),
-            (
-                "booted.cachedUpdate",
-                "sha256:b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1 -",
-            ),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "439f6bd2e236.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.version", "stream9.20240807.0"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.bootOrder", "default"),
-            (
-                "spec.image",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("staged_download_only()", "false"),
-            ("type", "bootcHost"),
-        ],
+        Host {
+            booted: Some(Slot {
+                cached_update: Some(
+                    "sha256:b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1 -",
+                ),
+                ..CENTOS_BOOTED
+            }),
+            ..CENTOS_HOST
+        },
     ),
     (
         "spec-booted-with-update.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            (
-                "booted",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("booted.architecture", "arm64"),
-            (
-                "booted.cachedUpdate",
-                "sha256:a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0 stream9.20240901.0",
-            ),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "439f6bd2e236.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.timestamp", "2024-08-07T12:00:00Z"),
-            ("booted.version", "stream9.20240807.0"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.bootOrder", "default"),
-            (
-                "spec.image",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("staged_download_only()", "false"),
-            ("type", "bootcHost"),
-        ],
+        Host {
+            booted: Some(Slot {
+                image: Some(Image {
+                    timestamp: Some("2024-08-07T12:00:00Z"),
+                    ..CENTOS_STREAM9
+                }),
+                cached_update: Some(
+                    "sha256:a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0 stream9.20240901.0",
+                ),
+                ..CENTOS_BOOTED
+            }),
+            ..CENTOS_HOST
+        },
     ),
-    (
-        "spec-only-booted.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            (
-                "booted",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("booted.architecture", "arm64"),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "439f6bd2e236.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.version", "stream9.20240807.0"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.bootOrder", "default"),
-            (
-                "spec.image",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("staged_download_only()", "false"),
-            ("type", "bootcHost"),
-        ],
-    ),
+    ("spec-only-booted.yaml", CENTOS_HOST),
     (
         "spec-ostree-remote.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("booted", "registry:quay.io/otherexample/otherimage:latest"),
-            ("booted.architecture", "arm64"),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "41af286dc0b1.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.timestamp", "2023-12-30T16:10:11Z"),
-            ("booted.version", "20231230.1"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.image", "registry:quay.io/fedora/fedora-coreos:stable"),
-            ("spec.signature", "ostreeRemote:fedora"),
-            ("staged_download_only()", "false"),
-            ("status.extra", "isContainer=false"),
-        ],
+        Host {
+            spec_image: Some("registry:quay.io/fedora/fedora-coreos:stable"),
+            spec_signature: Some("ostreeRemote:fedora"),
+            booted: Some(slot(Some(OTHERIMAGE), OTHERIMAGE_OSTREE)),
+            extra: Some("isContainer=false"),
+            ..BARE
+        },
     ),
     (
         "spec-ostree-to-bootc.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("booted", "ostree-only"),
-            ("booted.downloadOnly", "false"),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "f9fa3a553cea.0 default"),
-            ("booted.pinned", "false"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.bootOrder", "default"),
-            (
-                "spec.image",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            (
-                "staged",
-                "registry:quay.io/centos-bootc/centos-bootc:stream9",
-            ),
-            ("staged.architecture", "s390x"),
-            ("staged.downloadOnly", "false"),
-            (
-                "staged.imageDigest",
-                "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
-            ),
-            ("staged.incompatible", "false"),
-            ("staged.ostree", "05cbf6dcae32.0 default"),
-            ("staged.pinned", "false"),
-            ("staged.store", "ostreeContainer"),
-            ("staged.version", "stream9.20240807.0"),
-            ("staged_download_only()", "false"),
-        ],
+        Host {
+            spec_image: Some(CENTOS),
+            boot_order: Some("default"),
+            booted: Some(OSTREE_ONLY_BOOTED),
+            staged: Some(Slot {
+                store: Some("ostreeContainer"),
+                ..slot(
+                    Some(Image {
+                        architecture: Some("s390x"),
+                        ..CENTOS_STREAM9
+                    }),
+                    "05cbf6dcae32.0 default",
+                )
+            }),
+            ..BARE
+        },
     ),
     (
         "spec-rfe-ostree-deployment.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("booted", "ostree-only"),
-            ("booted.downloadOnly", "false"),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "f9fa3a553cea.0 default"),
-            ("booted.pinned", "false"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.bootOrder", "default"),
-            ("staged", "ostree-only"),
-            ("staged.downloadOnly", "false"),
-            ("staged.incompatible", "true"),
-            ("staged.ostree", "1c24260fdd1b.0 default"),
-            ("staged.pinned", "false"),
-            ("staged_download_only()", "false"),
-        ],
+        Host {
+            boot_order: Some("default"),
+            booted: Some(OSTREE_ONLY_BOOTED),
+            staged: Some(Slot {
+                incompatible: true,
+                ..slot(None, "1c24260fdd1b.0 default")
+            }),
+            ..BARE
+        },
     ),
     (
         "spec-staged-booted.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("booted", "registry:quay.io/example/someimage:latest"),
-            ("booted.architecture", "arm64"),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "26836632adf6.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.signature", "insecure"),
-            ("booted.timestamp", "2023-09-30T19:22:16Z"),
-            ("booted.version", "nightly"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.image", "registry:quay.io/example/someimage:latest"),
-            ("spec.signature", "insecure"),
-            ("staged", "registry:quay.io/example/someimage:latest"),
-            ("staged.architecture", "arm64"),
-            ("staged.downloadOnly", "false"),
-            (
-                "staged.imageDigest",
-                "sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566",
-            ),
-            ("staged.incompatible", "false"),
-            ("staged.ostree", "3c6dad657109.0 default"),
-            ("staged.pinned", "false"),
-            ("staged.signature", "insecure"),
-            ("staged.timestamp", "2023-10-14T19:22:15.42Z"),
-            ("staged.version", "nightly"),
-            ("staged_download_only()", "false"),
-            ("status.extra", "isContainer=false"),
-        ],
+        Host {
+            staged: Some(slot(Some(NIGHTLY_UPDATE), NIGHTLY_UPDATE_OSTREE)),
+            ..NIGHTLY_HOST
+        },
     ),
     (
         "spec-staged-download-only.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("booted", "registry:quay.io/example/someimage:latest"),
-            ("booted.architecture", "arm64"),
-            (
-                "booted.imageDigest",
-                "sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "26836632adf6.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.signature", "insecure"),
-            ("booted.timestamp", "2023-09-30T19:22:16Z"),
-            ("booted.version", "nightly"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.image", "registry:quay.io/example/someimage:latest"),
-            ("spec.signature", "insecure"),
-            ("staged", "registry:quay.io/example/someimage:latest"),
-            ("staged.architecture", "arm64"),
-            ("staged.downloadOnly", "true"),
-            (
-                "staged.imageDigest",
-                "sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566",
-            ),
-            ("staged.incompatible", "false"),
-            ("staged.ostree", "3c6dad657109.0 default"),
-            ("staged.pinned", "false"),
-            ("staged.signature", "insecure"),
-            ("staged.timestamp", "2023-10-14T19:22:15.42Z"),
-            ("staged.version", "nightly"),
-            ("staged_download_only()", "true"),
-            ("status.extra", "isContainer=false"),
-        ],
+        Host {
+            booted: Some(Slot {
+                download_only: None,
+                ..slot(Some(NIGHTLY), NIGHTLY_OSTREE)
+            }),
+            staged: Some(Slot {
+                download_only: Some(true),
+                ..slot(Some(NIGHTLY_UPDATE), NIGHTLY_UPDATE_OSTREE)
+            }),
+            staged_download_only: true,
+            ..NIGHTLY_HOST
+        },
     ),
     (
         "spec-staged-rollback.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("rollback", "registry:quay.io/example/someimage:latest"),
-            ("rollback.architecture", "s390x"),
-            ("rollback.downloadOnly", "false"),
-            (
-                "rollback.imageDigest",
-                "sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34",
-            ),
-            ("rollback.incompatible", "false"),
-            ("rollback.ostree", "26836632adf6.0 default"),
-            ("rollback.pinned", "false"),
-            ("rollback.signature", "insecure"),
-            ("rollback.timestamp", "2023-09-30T19:22:16Z"),
-            ("rollback.version", "nightly"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.image", "registry:quay.io/example/someimage:latest"),
-            ("spec.signature", "insecure"),
-            ("staged", "registry:quay.io/example/someimage:latest"),
-            ("staged.architecture", "s390x"),
-            ("staged.downloadOnly", "false"),
-            (
-                "staged.imageDigest",
-                "sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566",
-            ),
-            ("staged.incompatible", "false"),
-            ("staged.ostree", "3c6dad657109.0 default"),
-            ("staged.pinned", "false"),
-            ("staged.signature", "insecure"),
-            ("staged.timestamp", "2023-10-14T19:22:15Z"),
-            ("staged.version", "nightly"),
-            ("staged_download_only()", "false"),
-            ("status.extra", "isContainer=false"),
-        ],
+        Host {
+            booted: None,
+            staged: Some(slot(
+                Some(Image {
+                    architecture: Some("s390x"),
+                    timestamp: Some("2023-10-14T19:22:15Z"),
+                    ..NIGHTLY_UPDATE
+                }),
+                NIGHTLY_UPDATE_OSTREE,
+            )),
+            rollback: Some(slot(
+                Some(Image {
+                    architecture: Some("s390x"),
+                    ..NIGHTLY
+                }),
+                NIGHTLY_OSTREE,
+            )),
+            ..NIGHTLY_HOST
+        },
     ),
     (
         "spec-v1-null.json",
-        &[
-            ("apiVersion", "org.containers.bootc/v1"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.bootOrder", "default"),
-            ("staged_download_only()", "false"),
-        ],
+        Host {
+            api_version: "org.containers.bootc/v1",
+            boot_order: Some("default"),
+            ..BARE
+        },
     ),
     (
         "spec-v1a1-orig.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("booted", "registry:quay.io/example/someimage:latest"),
-            ("booted.architecture", "amd64"),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:736b359467c9437c1ac915acaae952aad854e07eb4a16a94999a48af08c83c34",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "26836632adf6.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.signature", "insecure"),
-            ("booted.timestamp", "2023-09-30T19:22:16Z"),
-            ("booted.version", "nightly"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.image", "registry:quay.io/example/someimage:latest"),
-            ("spec.signature", "insecure"),
-            ("staged", "registry:quay.io/example/someimage:latest"),
-            ("staged.architecture", "amd64"),
-            ("staged.downloadOnly", "false"),
-            (
-                "staged.imageDigest",
-                "sha256:16dc2b6256b4ff0d2ec18d2dbfb06d117904010c8cf9732cdb022818cf7a7566",
-            ),
-            ("staged.incompatible", "false"),
-            ("staged.ostree", "3c6dad657109.0 default"),
-            ("staged.pinned", "false"),
-            ("staged.signature", "insecure"),
-            ("staged.timestamp", "2023-10-14T19:22:15Z"),
-            ("staged.version", "nightly"),
-            ("staged_download_only()", "false"),
-            ("status.extra", "isContainer=false"),
-        ],
+        Host {
+            booted: Some(slot(
+                Some(Image {
+                    architecture: Some("amd64"),
+                    ..NIGHTLY
+                }),
+                NIGHTLY_OSTREE,
+            )),
+            staged: Some(slot(
+                Some(Image {
+                    architecture: Some("amd64"),
+                    timestamp: Some("2023-10-14T19:22:15Z"),
+                    ..NIGHTLY_UPDATE
+                }),
+                NIGHTLY_UPDATE_OSTREE,
+            )),
+            ..NIGHTLY_HOST
+        },
     ),
     (
         "spec-v1a1.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("booted", "registry:quay.io/otherexample/otherimage:latest"),
-            ("booted.architecture", "s390x"),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "41af286dc0b1.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.timestamp", "2023-12-30T16:10:11Z"),
-            ("booted.version", "20231230.1"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            (
-                "spec.image",
-                "registry:quay.io/otherexample/otherimage:latest",
-            ),
-            ("staged_download_only()", "false"),
-            ("status.extra", "isContainer=false"),
-        ],
+        Host {
+            spec_image: Some(OTHERIMAGE.reference),
+            booted: Some(slot(
+                Some(Image {
+                    architecture: Some("s390x"),
+                    ..OTHERIMAGE
+                }),
+                OTHERIMAGE_OSTREE,
+            )),
+            extra: Some("isContainer=false"),
+            ..BARE
+        },
     ),
     (
         "spec-via-local-oci.yaml",
-        &[
-            ("apiVersion", "org.containers.bootc/v1alpha1"),
-            ("booted", "oci:/var/mnt/osupdate"),
-            ("booted.architecture", "amd64"),
-            ("booted.downloadOnly", "false"),
-            (
-                "booted.imageDigest",
-                "sha256:47e5ed613a970b6574bfa954ab25bb6e85656552899aa518b5961d9645102b38",
-            ),
-            ("booted.incompatible", "false"),
-            ("booted.ostree", "439f6bd2e236.0 default"),
-            ("booted.pinned", "false"),
-            ("booted.version", "stream9.20240807.0"),
-            ("rollbackQueued", "false"),
-            ("soft_reboot_capable_staged()", "false"),
-            ("spec.bootOrder", "default"),
-            ("spec.image", "oci:/var/mnt/osupdate:latest"),
-            ("staged_download_only()", "false"),
-            ("type", "bootcHost"),
-        ],
+        Host {
+            spec_image: Some("oci:/var/mnt/osupdate:latest"),
+            booted: Some(Slot {
+                image: Some(Image {
+                    reference: "oci:/var/mnt/osupdate",
+                    architecture: Some("amd64"),
+                    ..CENTOS_STREAM9
+                }),
+                ..CENTOS_BOOTED
+            }),
+            ..CENTOS_HOST
+        },
     ),
 ];
 
@@ -660,13 +588,9 @@ fn every_fixture_parses_to_what_it_says() {
         listed, expected,
         "the fixtures on disk and the expectation table differ"
     );
-    for (name, facts) in EXPECTED {
+    for (name, expected) in EXPECTED {
         let host = parse(&fixture_bytes(name)).unwrap_or_else(|e| panic!("{name}: {e:?}"));
-        let want: BTreeMap<String, String> = facts
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        assert_eq!(summary(&host), want, "{name}");
+        assert_eq!(summary(&host), expected.facts(), "{name}");
     }
 }
 
@@ -895,19 +819,9 @@ fn whatever_either_schema_accepts_parses() {
 /// Removes nulls and `rollbackQueued: false` (the forms a parsed and re-serialised
 /// document may write differently: absent and null are both `None`).
 fn normalise(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, v)| {
-                    let default_false = *k == "rollbackQueued" && **v == json!(false);
-                    !v.is_null() && !default_false
-                })
-                .map(|(k, v)| (k.clone(), normalise(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(normalise).collect()),
-        other => other.clone(),
-    }
+    pruned(v, &|k, v| {
+        v.is_null() || (k == "rollbackQueued" && *v == json!(false))
+    })
 }
 
 #[test]
@@ -1111,6 +1025,18 @@ fn matching_a_target_digest() {
     }
 }
 
+/// The node status holding the agent's report of `host`, as it is written to the API.
+fn reported(host: &BootcHost) -> Value {
+    let (booted, staged, rollback) = host.report();
+    let status = BootcNodeStatus {
+        booted,
+        staged,
+        rollback,
+        ..BootcNodeStatus::default()
+    };
+    serde_json::to_value(&status).unwrap()
+}
+
 #[test]
 fn report_conversion() {
     let mut staged = entry(&format!("quay.io/example/os@{L}"), A);
@@ -1135,15 +1061,8 @@ fn report_conversion() {
     assert!(host.staged_download_only());
     assert!(host.soft_reboot_capable_staged());
 
-    let (booted, staged, rollback) = host.report();
-    let status = BootcNodeStatus {
-        booted,
-        staged,
-        rollback,
-        ..BootcNodeStatus::default()
-    };
     assert_eq!(
-        serde_json::to_value(&status).unwrap(),
+        reported(&host),
         json!({
             "booted": {
                 "image": "quay.io/example/os:1",
@@ -1174,7 +1093,7 @@ fn report_conversion() {
             },
         })
     );
-    assert_eq!(status.booted.unwrap().since, None);
+    assert_eq!(host.report().0.unwrap().since, None);
 }
 
 #[test]
@@ -1209,15 +1128,8 @@ fn reported_timestamps_are_whole_seconds() {
 #[test]
 fn report_of_fixtures() {
     let host = parse(&fixture_bytes("spec-staged-download-only.yaml")).unwrap();
-    let (booted, staged, rollback) = host.report();
-    let status = BootcNodeStatus {
-        booted,
-        staged,
-        rollback,
-        ..BootcNodeStatus::default()
-    };
     assert_eq!(
-        serde_json::to_value(&status).unwrap(),
+        reported(&host),
         json!({
             "booted": {
                 "image": "quay.io/example/someimage:latest",

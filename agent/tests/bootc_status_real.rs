@@ -13,7 +13,7 @@ use bootc_node_agent::host::BootIdentity;
 use bootc_node_agent::host::dbus::parse_bootc_version;
 use bootc_node_agent::machine::Slot;
 use bootc_node_agent::run::facts;
-use bootc_status_common::{SCHEMA, schema_errors, validator};
+use bootc_status_common::{SCHEMA, pruned, schema_errors, validator};
 use serde_json::{Value, json};
 
 /// The fixtures of this file, in the repository.
@@ -89,7 +89,6 @@ impl Image {
 
 /// What one status file says, read off it by hand.
 struct Expected {
-    name: &'static str,
     spec: Image,
     boot_order: &'static str,
     booted: Image,
@@ -99,97 +98,68 @@ struct Expected {
     rollback_queued: bool,
 }
 
-const EXPECTED: &[Expected] = &[
-    Expected {
-        name: "01-booted-only.json",
-        spec: Image::V1,
-        boot_order: "default",
-        booted: Image::V1,
-        staged: None,
-        rollback: None,
-        rollback_queued: false,
-    },
-    Expected {
-        name: "02-staged-download-only.json",
-        spec: Image::V2,
-        boot_order: "default",
-        booted: Image::V1,
-        staged: Some((Image::V2, true)),
-        rollback: None,
-        rollback_queued: false,
-    },
-    Expected {
-        name: "03-after-unapproved-reboot.json",
-        spec: Image::V1,
-        boot_order: "default",
-        booted: Image::V1,
-        staged: None,
-        rollback: None,
-        rollback_queued: false,
-    },
-    Expected {
-        name: "04-switch-staged-unlocked.json",
-        spec: Image::V2,
-        boot_order: "default",
-        booted: Image::V1,
-        staged: Some((Image::V2, false)),
-        rollback: None,
-        rollback_queued: false,
-    },
-    Expected {
-        name: "05-switch-then-download-only.json",
-        spec: Image::V2,
-        boot_order: "default",
-        booted: Image::V1,
-        staged: Some((Image::V2, true)),
-        rollback: None,
-        rollback_queued: false,
-    },
-    Expected {
-        name: "06-from-downloaded.json",
-        spec: Image::V2,
-        boot_order: "default",
-        booted: Image::V1,
-        staged: Some((Image::V2, false)),
-        rollback: None,
-        rollback_queued: false,
-    },
-    Expected {
-        name: "07-booted-v2-rollback-v1.json",
-        spec: Image::V2,
-        boot_order: "default",
-        booted: Image::V2,
-        staged: None,
-        rollback: Some(Image::V1),
-        rollback_queued: false,
-    },
-    Expected {
-        name: "08-rollback-queued.json",
-        spec: Image::V2,
-        boot_order: "rollback",
-        booted: Image::V2,
-        staged: None,
-        rollback: Some(Image::V1),
-        rollback_queued: true,
-    },
-    Expected {
-        name: "09-after-rollback.json",
-        spec: Image::V1,
-        boot_order: "default",
-        booted: Image::V1,
-        staged: None,
-        rollback: Some(Image::V2),
-        rollback_queued: false,
-    },
-    Expected {
-        name: "10-upgrade-when-spec-is-v2.json",
-        spec: Image::V1,
-        boot_order: "default",
-        booted: Image::V1,
-        staged: None,
-        rollback: Some(Image::V2),
-        rollback_queued: false,
-    },
+/// Booted from v1 with nothing staged, and v1 asked for.
+const ON_V1: Expected = Expected {
+    spec: Image::V1,
+    boot_order: "default",
+    booted: Image::V1,
+    staged: None,
+    rollback: None,
+    rollback_queued: false,
+};
+
+/// Still on v1, with v2 asked for and staged.
+const V2_STAGED: Expected = Expected {
+    spec: Image::V2,
+    staged: Some((Image::V2, false)),
+    ..ON_V1
+};
+
+/// Still on v1, with v2 asked for and downloaded only.
+const V2_DOWNLOADED: Expected = Expected {
+    staged: Some((Image::V2, true)),
+    ..V2_STAGED
+};
+
+/// Booted from v2, with v1 left to roll back to.
+const ON_V2: Expected = Expected {
+    spec: Image::V2,
+    booted: Image::V2,
+    rollback: Some(Image::V1),
+    ..ON_V1
+};
+
+/// Each status file of the recorded sequence, in order.
+const EXPECTED: &[(&str, Expected)] = &[
+    ("01-booted-only.json", ON_V1),
+    ("02-staged-download-only.json", V2_DOWNLOADED),
+    ("03-after-unapproved-reboot.json", ON_V1),
+    ("04-switch-staged-unlocked.json", V2_STAGED),
+    ("05-switch-then-download-only.json", V2_DOWNLOADED),
+    ("06-from-downloaded.json", V2_STAGED),
+    ("07-booted-v2-rollback-v1.json", ON_V2),
+    (
+        "08-rollback-queued.json",
+        Expected {
+            boot_order: "rollback",
+            rollback_queued: true,
+            ..ON_V2
+        },
+    ),
+    (
+        "09-after-rollback.json",
+        Expected {
+            rollback: Some(Image::V2),
+            ..ON_V1
+        },
+    ),
+    (
+        "10-upgrade-when-spec-is-v2.json",
+        Expected {
+            rollback: Some(Image::V2),
+            ..ON_V1
+        },
+    ),
 ];
 
 fn digest(image: Image) -> Digest {
@@ -247,15 +217,14 @@ fn every_status_file_is_in_the_table() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.ends_with(".json"))
         .collect();
-    let listed: BTreeSet<String> = EXPECTED.iter().map(|e| e.name.to_string()).collect();
+    let listed: BTreeSet<String> = EXPECTED.iter().map(|(n, _)| n.to_string()).collect();
     assert_eq!(on_disk, listed, "status files on disk and the table differ");
     assert_eq!(listed.len(), 10);
 }
 
 #[test]
 fn every_status_file_parses_to_what_it_says() {
-    for e in EXPECTED {
-        let name = e.name;
+    for (name, e) in EXPECTED {
         let h = host(name);
         assert_eq!(h.api_version, "org.containers.bootc/v1", "{name}");
         assert_eq!(h.kind, "BootcHost", "{name}");
@@ -325,8 +294,7 @@ fn what_the_agent_reports_and_decides_on() {
             "incompatible": false,
         })
     };
-    for e in EXPECTED {
-        let name = e.name;
+    for (name, e) in EXPECTED {
         let h = host(name);
 
         let f = facts(&h, &identity);
@@ -370,32 +338,18 @@ fn what_the_agent_reports_and_decides_on() {
 
 /// A copy of `v` without the object keys whose value is `null`.
 fn without_nulls(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), without_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
-        other => other.clone(),
-    }
+    pruned(v, &|_, v| v.is_null())
 }
 
 #[test]
 fn every_status_file_re_serialises_without_loss() {
-    for e in EXPECTED {
-        let original: Value = serde_json::from_slice(&read(e.name)).unwrap();
-        let h = host(e.name);
+    for (name, _) in EXPECTED {
+        let original: Value = serde_json::from_slice(&read(name)).unwrap();
+        let h = host(name);
         let again = serde_json::to_value(&h).unwrap();
         // The parser leaves out optional keys it holds as `None`; everything else must
         // come back as bootc wrote it.
-        assert_eq!(
-            without_nulls(&again),
-            without_nulls(&original),
-            "{}",
-            e.name
-        );
+        assert_eq!(without_nulls(&again), without_nulls(&original), "{name}");
         assert_eq!(parse(&serde_json::to_vec(&again).unwrap()).unwrap(), h);
     }
 }
@@ -403,9 +357,9 @@ fn every_status_file_re_serialises_without_loss() {
 #[test]
 fn every_status_file_validates_against_the_current_schema() {
     let v = validator(SCHEMA);
-    for e in EXPECTED {
-        let doc: Value = serde_json::from_slice(&read(e.name)).unwrap();
-        assert_eq!(schema_errors(&v, &doc), Vec::<String>::new(), "{}", e.name);
+    for (name, _) in EXPECTED {
+        let doc: Value = serde_json::from_slice(&read(name)).unwrap();
+        assert_eq!(schema_errors(&v, &doc), Vec::<String>::new(), "{name}");
     }
 }
 

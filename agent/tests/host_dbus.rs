@@ -148,6 +148,18 @@ fn output_file(spec: &str) -> std::fs::File {
 }
 
 impl FakeManager {
+    /// Records the call `name`, and hands over the record for the rest of it.
+    fn called(&self, name: impl Into<String>) -> std::sync::MutexGuard<'_, Record> {
+        let mut record = self.record.lock().unwrap();
+        record.calls.push(name.into());
+        record
+    }
+
+    /// Records the call `name`.
+    fn call(&self, name: impl Into<String>) {
+        drop(self.called(name));
+    }
+
     /// Runs a service's commands as systemd would, fd 3 the FIFO when `fifo` is given.
     fn run_service(
         &mut self,
@@ -225,8 +237,7 @@ impl FakeManager {
         }
         let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
         {
-            let mut record = self.record.lock().unwrap();
-            record.calls.push("StartTransientUnit".into());
+            let mut record = self.called("StartTransientUnit");
             record.started.push(started);
             record.kills.insert(name.clone(), kill_tx);
         }
@@ -316,8 +327,7 @@ impl FakeManager {
         let id = self.jobs;
         let job = OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/job/{id}")).unwrap();
         {
-            let mut record = self.record.lock().unwrap();
-            record.calls.push("StartTransientUnit(socket)".into());
+            let mut record = self.called("StartTransientUnit(socket)");
             record.sockets.push((name.clone(), fifo.clone()));
             record
                 .pending
@@ -344,7 +354,7 @@ impl FakeManager {
 #[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
 impl FakeManager {
     fn subscribe(&self) {
-        self.record.lock().unwrap().calls.push("Subscribe".into());
+        self.call("Subscribe");
     }
 
     async fn start_transient_unit(
@@ -370,21 +380,19 @@ impl FakeManager {
         #[zbus(connection)] conn: &Connection,
     ) -> fdo::Result<OwnedObjectPath> {
         if name.ends_with(".timer") {
-            let mut record = self.record.lock().unwrap();
-            record.calls.push(format!("StartUnit {name}"));
+            self.call(format!("StartUnit {name}"));
             return Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/0").unwrap());
         }
         let pending = self.record.lock().unwrap().pending.remove(&name);
         let Some((props, fifo)) = pending else {
             return Err(fdo::Error::Failed(format!("no unit {name}")));
         };
-        self.record.lock().unwrap().calls.push("StartUnit".into());
+        self.call("StartUnit");
         self.run_service(name, props, Some(fifo), conn)
     }
 
     fn stop_unit(&self, name: String, _mode: String) -> OwnedObjectPath {
-        let mut record = self.record.lock().unwrap();
-        record.calls.push("StopUnit".into());
+        let mut record = self.called("StopUnit");
         record.stopped.push(name.clone());
         if let Some(kill) = record.kills.remove(&name) {
             let _ = kill.send(());
@@ -397,7 +405,7 @@ impl FakeManager {
     }
 
     fn get_unit(&self, name: String) -> OwnedObjectPath {
-        self.record.lock().unwrap().calls.push("GetUnit".into());
+        self.call("GetUnit");
         OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/unit/{}", escape(&name)))
             .unwrap()
     }
@@ -408,11 +416,7 @@ impl FakeManager {
         name: String,
         #[zbus(connection)] conn: &Connection,
     ) -> fdo::Result<OwnedObjectPath> {
-        self.record
-            .lock()
-            .unwrap()
-            .calls
-            .push(format!("LoadUnit {name}"));
+        self.call(format!("LoadUnit {name}"));
         let path = format!("/org/freedesktop/systemd1/unit/{}", escape(&name));
         let unit = FakeUnit {
             name,
@@ -427,11 +431,7 @@ impl FakeManager {
     }
 
     fn reset_failed_unit(&self, _name: String) {
-        self.record
-            .lock()
-            .unwrap()
-            .calls
-            .push("ResetFailedUnit".into());
+        self.call("ResetFailedUnit");
     }
 
     fn mask_unit_files(
@@ -440,14 +440,12 @@ impl FakeManager {
         runtime: bool,
         _force: bool,
     ) -> Vec<(String, String, String)> {
-        let mut record = self.record.lock().unwrap();
-        record.calls.push("MaskUnitFiles".into());
-        record.masked.push((files, runtime));
+        self.called("MaskUnitFiles").masked.push((files, runtime));
         Vec::new()
     }
 
     fn reload(&self) {
-        self.record.lock().unwrap().calls.push("Reload".into());
+        self.call("Reload");
     }
 
     fn unmask_unit_files(
@@ -455,16 +453,14 @@ impl FakeManager {
         files: Vec<String>,
         runtime: bool,
     ) -> Vec<(String, String, String)> {
-        let mut record = self.record.lock().unwrap();
-        record.calls.push("UnmaskUnitFiles".into());
-        record.unmasked.push((files, runtime));
+        self.called("UnmaskUnitFiles")
+            .unmasked
+            .push((files, runtime));
         Vec::new()
     }
 
     fn get_unit_file_state(&self, file: String) -> fdo::Result<String> {
-        let mut record = self.record.lock().unwrap();
-        record.calls.push("GetUnitFileState".into());
-        record
+        self.called("GetUnitFileState")
             .unit_files
             .get(&file)
             .cloned()
@@ -641,6 +637,17 @@ impl Fixture {
     fn flag(&self, name: &str, content: &str) {
         std::fs::write(self.dir.path().join(name), content).unwrap();
     }
+
+    /// Stages `pin()` under `policy`, then every bootc command run so far.
+    async fn stage(&self, policy: SignaturePolicy) -> Vec<String> {
+        self.host.stage(&pin(), policy).await.unwrap();
+        self.bootc_calls()
+    }
+
+    /// The last unit started.
+    fn last_started(&self) -> Started {
+        self.record.lock().unwrap().started.last().unwrap().clone()
+    }
 }
 
 async fn fixture(soft_reboots: Option<u32>, timeout: Duration) -> Fixture {
@@ -707,6 +714,16 @@ async fn fixture(soft_reboots: Option<u32>, timeout: Duration) -> Fixture {
 
 fn pin() -> bootc_crds::ImageRef {
     bootc_crds::ImageRef::parse(PIN).unwrap()
+}
+
+/// The calls recorded, in order, of those that start with one of `prefixes`.
+fn calls_starting_with<'r>(record: &'r Record, prefixes: &[&str]) -> Vec<&'r str> {
+    record
+        .calls
+        .iter()
+        .map(String::as_str)
+        .filter(|c| prefixes.iter().any(|p| c.starts_with(p)))
+        .collect()
 }
 
 fn bootc_path(f: &Fixture) -> PathBuf {
@@ -781,12 +798,8 @@ async fn stage_uses_switch_download_only_when_supported() {
 #[tokio::test]
 async fn stage_falls_back_to_switch_then_upgrade() {
     let f = fixture(Some(0), Duration::from_secs(30)).await;
-    f.host
-        .stage(&pin(), SignaturePolicy::Default)
-        .await
-        .unwrap();
     assert_eq!(
-        f.bootc_calls(),
+        f.stage(SignaturePolicy::Default).await,
         vec![
             "switch --help".to_owned(),
             format!("switch {PIN}"),
@@ -795,8 +808,7 @@ async fn stage_falls_back_to_switch_then_upgrade() {
     );
     // Both in one unit, stopped before ostree finalizes at shutdown, locking on its way
     // out: a reboot between the two cannot apply the unlocked deployment.
-    let record = f.record.lock().unwrap();
-    let unit = record.started.last().unwrap();
+    let unit = f.last_started();
     assert_eq!(unit.commands.len(), 2, "{unit:?}");
     assert_eq!(
         unit.stop_post,
@@ -816,28 +828,15 @@ async fn enforce_puts_the_sigpolicy_flag_on_switch_on_either_path() {
     // `switch --download-only`: one command, the flag on it.
     let f = fixture(Some(0), Duration::from_secs(30)).await;
     f.flag("download-only", "");
-    f.host
-        .stage(&pin(), SignaturePolicy::Enforce)
-        .await
-        .unwrap();
     assert_eq!(
-        f.bootc_calls(),
+        f.stage(SignaturePolicy::Enforce).await,
         vec![
             "switch --help".to_owned(),
             format!("switch --download-only --enforce-container-sigpolicy {PIN}")
         ]
     );
-    let started = f
-        .record
-        .lock()
-        .unwrap()
-        .started
-        .last()
-        .unwrap()
-        .argv
-        .clone();
     assert_eq!(
-        started[1..5],
+        f.last_started().argv[1..5],
         [
             "switch",
             "--download-only",
@@ -849,20 +848,15 @@ async fn enforce_puts_the_sigpolicy_flag_on_switch_on_either_path() {
     // The fallback: the flag on `switch`; `upgrade --download-only` (which refuses it
     // on 1.16.9) follows the reference `switch` recorded with it.
     let f = fixture(Some(0), Duration::from_secs(30)).await;
-    f.host
-        .stage(&pin(), SignaturePolicy::Enforce)
-        .await
-        .unwrap();
     assert_eq!(
-        f.bootc_calls(),
+        f.stage(SignaturePolicy::Enforce).await,
         vec![
             "switch --help".to_owned(),
             format!("switch --enforce-container-sigpolicy {PIN}"),
             "upgrade --download-only".to_owned()
         ]
     );
-    let record = f.record.lock().unwrap();
-    let unit = record.started.last().unwrap();
+    let unit = f.last_started();
     assert_eq!(unit.commands.len(), 2, "{unit:?}");
     // Without Enforce, neither path carries the flag: the two tests above.
 }
@@ -1057,12 +1051,7 @@ async fn mask_update_timer_masks_at_runtime_and_stops() {
     let record = f.record.lock().unwrap();
     // Stop first, then mask, then reload so the mask takes effect (real systemd fails
     // a timer that is still active at the reload).
-    let order: Vec<&str> = record
-        .calls
-        .iter()
-        .map(String::as_str)
-        .filter(|c| matches!(*c, "StopUnit" | "MaskUnitFiles" | "Reload"))
-        .collect();
+    let order = calls_starting_with(&record, &["StopUnit", "MaskUnitFiles", "Reload"]);
     assert_eq!(order, vec!["StopUnit", "MaskUnitFiles", "Reload"]);
     assert_eq!(
         record.masked,
@@ -1092,16 +1081,8 @@ async fn release_update_timer_unmasks_and_starts_the_timer_only_if_enabled() {
         }
         f.host.release_update_timer().await.unwrap();
         let record = f.record.lock().unwrap();
-        let calls: Vec<&str> = record
-            .calls
-            .iter()
-            .map(String::as_str)
-            .filter(|c| {
-                ["UnmaskUnitFiles", "Reload", "GetUnitFileState", "StartUnit"]
-                    .iter()
-                    .any(|k| c.starts_with(k))
-            })
-            .collect();
+        let wanted = ["UnmaskUnitFiles", "Reload", "GetUnitFileState", "StartUnit"];
+        let calls = calls_starting_with(&record, &wanted);
         let mut expected = vec!["UnmaskUnitFiles", "Reload", "GetUnitFileState"];
         let start = format!("StartUnit {TIMER}");
         if started {

@@ -179,27 +179,48 @@ fn check_canary_and_after(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
             ));
         }
     }
-    if rollout.after.len() > MAX_AFTER {
-        errors.push(FieldError::new(
-            "spec.rollout.after",
-            format!(
-                "names {} pools, more than the limit of {MAX_AFTER}",
-                rollout.after.len()
-            ),
-        ));
-    }
-    let mut named = BTreeSet::new();
-    for (i, pool) in rollout.after.iter().enumerate() {
-        if let Err(m) = check_dns_subdomain(pool) {
+    let after = Names {
+        path: "spec.rollout.after",
+        kind: "pools",
+        max: MAX_AFTER,
+        check: check_dns_subdomain,
+    };
+    after.check(&rollout.after, errors);
+}
+
+/// A list of names: at most `max` of them, each passing `check`, none twice.
+struct Names {
+    path: &'static str,
+    /// What they name, plural, for the messages.
+    kind: &'static str,
+    max: usize,
+    check: fn(&str) -> Result<(), String>,
+}
+
+impl Names {
+    fn check(&self, names: &[String], errors: &mut Vec<FieldError>) {
+        let Names {
+            path, kind, max, ..
+        } = self;
+        if names.len() > *max {
             errors.push(FieldError::new(
-                format!("spec.rollout.after[{i}]"),
-                format!("{pool:?} {m}"),
+                *path,
+                format!("names {} {kind}, more than the limit of {max}", names.len()),
             ));
-        } else if !named.insert(pool) {
-            errors.push(FieldError::new(
-                format!("spec.rollout.after[{i}]"),
-                format!("{pool:?} is listed twice"),
-            ));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, name) in names.iter().enumerate() {
+            if let Err(m) = (self.check)(name) {
+                errors.push(FieldError::new(
+                    format!("{path}[{i}]"),
+                    format!("{name:?} {m}"),
+                ));
+            } else if !seen.insert(name) {
+                errors.push(FieldError::new(
+                    format!("{path}[{i}]"),
+                    format!("{name:?} is listed twice"),
+                ));
+            }
         }
     }
 }
@@ -208,29 +229,13 @@ fn check_canary_and_after(rollout: &RolloutSpec, errors: &mut Vec<FieldError>) {
 pub const MAX_SOAK_SECONDS: i64 = 604_800;
 
 fn check_health(health: &HealthSpec, errors: &mut Vec<FieldError>) {
-    if health.units.len() > MAX_HEALTH_UNITS {
-        errors.push(FieldError::new(
-            "spec.health.units",
-            format!(
-                "names {} units, more than the limit of {MAX_HEALTH_UNITS}",
-                health.units.len()
-            ),
-        ));
-    }
-    let mut seen = BTreeSet::new();
-    for (i, unit) in health.units.iter().enumerate() {
-        if let Err(m) = check_unit_name(unit) {
-            errors.push(FieldError::new(
-                format!("spec.health.units[{i}]"),
-                format!("{unit:?} {m}"),
-            ));
-        } else if !seen.insert(unit) {
-            errors.push(FieldError::new(
-                format!("spec.health.units[{i}]"),
-                format!("{unit:?} is listed twice"),
-            ));
-        }
-    }
+    let units = Names {
+        path: "spec.health.units",
+        kind: "units",
+        max: MAX_HEALTH_UNITS,
+        check: check_unit_name,
+    };
+    units.check(&health.units, errors);
     if !(1..=86_400).contains(&health.timeout_seconds) {
         errors.push(FieldError::new(
             "spec.health.timeoutSeconds",

@@ -191,6 +191,14 @@ fn the_halt_threshold_defaults_to_theirs() {
     assert_eq!(stored["spec"]["rollout"]["haltAfterUnhealthy"], THEIRS);
 }
 
+/// Theirs accepts `object`; ours refuses it, naming `field`.
+fn only_ours_refuses(object: &Value, field: &str) {
+    let (theirs, ours, errors) = both_admit(object);
+    assert!(theirs, "theirs accepts it");
+    assert!(!ours, "ours refuses it");
+    assert!(errors.iter().any(|e| e.starts_with(field)), "{errors:?}");
+}
+
 /// Row "rebootTimeoutSeconds": theirs unset waits forever and allows 0; ours defaults to
 /// 1800 and refuses 0.
 #[test]
@@ -204,15 +212,7 @@ fn reboot_timeout_defaults_to_30_minutes_and_0_is_refused() {
     );
 
     let zero = their_sample_with("spec.rollout.rebootTimeoutSeconds", json!(0));
-    let (theirs, ours, errors) = both_admit(&zero);
-    assert!(theirs, "theirs accepts 0");
-    assert!(!ours, "ours refuses 0");
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.starts_with("spec.rollout.rebootTimeoutSeconds")),
-        "{errors:?}"
-    );
+    only_ours_refuses(&zero, "spec.rollout.rebootTimeoutSeconds");
     let long = their_sample_with("spec.rollout.rebootTimeoutSeconds", json!(86_400));
     assert!(both_admit(&long).1, "a long timeout is accepted");
 }
@@ -223,15 +223,7 @@ fn reboot_timeout_defaults_to_30_minutes_and_0_is_refused() {
 #[test]
 fn max_unavailable_0_is_refused_with_a_pointer_to_paused() {
     let object = their_sample_with("spec.rollout.maxUnavailable", json!(0));
-    let (theirs, ours, errors) = both_admit(&object);
-    assert!(theirs, "theirs accepts 0");
-    assert!(!ours, "ours refuses 0");
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.starts_with("spec.rollout.maxUnavailable")),
-        "{errors:?}"
-    );
+    only_ours_refuses(&object, "spec.rollout.maxUnavailable");
     // A pool stored with 0 before our CRD was installed reaches validate(), which the
     // controller runs before acting (InvalidSpec: nothing is done).
     let message = validate_message(&object).expect("validate() refuses 0");

@@ -328,9 +328,15 @@ fn the_longest_pool_status_is_admitted() {
         }),
         ..Default::default()
     };
-    let mut object = load_yaml("samples/pool-minimal.yaml");
-    object["status"] = serde_json::to_value(&status).unwrap();
-    let stored = admit("bootcnodepools", &object).expect("admitted");
+    assert_stored_whole("bootcnodepools", "samples/pool-minimal.yaml", &status);
+}
+
+/// The sample at `sample` with `status`, admitted as one of `resource`, is stored with the
+/// status as written.
+fn assert_stored_whole(resource: &str, sample: &str, status: &impl serde::Serialize) {
+    let mut object = load_yaml(sample);
+    object["status"] = serde_json::to_value(status).unwrap();
+    let stored = admit(resource, &object).expect("admitted");
     assert_eq!(
         stored["status"], object["status"],
         "nothing pruned or changed"
@@ -413,13 +419,7 @@ fn the_longest_node_status_is_admitted() {
             update_timer_masked: Some(true),
         }),
     };
-    let mut object = load_yaml("samples/bootcnode.yaml");
-    object["status"] = serde_json::to_value(&status).unwrap();
-    let stored = admit("bootcnodes", &object).expect("admitted");
-    assert_eq!(
-        stored["status"], object["status"],
-        "nothing pruned or changed"
-    );
+    assert_stored_whole("bootcnodes", "samples/bootcnode.yaml", &status);
 }
 
 /// Every condition type and reason the workspace writes fits the schema Kubernetes'

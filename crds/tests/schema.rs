@@ -7,6 +7,8 @@
 mod common;
 
 use bootc_crds::BootcNodePool;
+use bootc_crds::selector::check_dns_subdomain;
+use bootc_crds::validate::check_unit_name;
 use common::*;
 use serde_json::{Value, json};
 
@@ -20,6 +22,18 @@ fn with(path: &str, value: Value) -> Value {
     object
 }
 
+/// The minimal pool without the field at `path`.
+fn without(path: &str) -> Value {
+    let mut object = minimal();
+    remove(&mut object, path);
+    object
+}
+
+/// The minimal pool with these maintenance windows.
+fn windows(windows: Value) -> Value {
+    with("spec.rollout.maintenanceWindows", windows)
+}
+
 /// `count` distinct labels with empty values.
 fn labels(count: usize) -> Value {
     (0..count)
@@ -28,209 +42,137 @@ fn labels(count: usize) -> Value {
         .into()
 }
 
+/// `what`: the minimal pool with `value` at `path`, and the refusal naming `path`.
+fn refused_at(
+    what: &'static str,
+    path: &'static str,
+    value: Value,
+) -> (&'static str, Value, &'static str) {
+    (what, with(path, value), path)
+}
+
 /// Inputs the schema itself refuses, and the field the refusal names.
 fn refused_by_schema() -> Vec<(&'static str, Value, &'static str)> {
     let r = |v: &str| json!(v);
     vec![
-        (
+        refused_at(
             "uppercase repository",
-            with("spec.image.ref", r("quay.io/Example/os:1")),
             "spec.image.ref",
+            r("quay.io/Example/os:1"),
         ),
-        ("empty ref", with("spec.image.ref", r("")), "spec.image.ref"),
-        (
-            "empty tag",
-            with("spec.image.ref", r("quay.io/os:")),
-            "spec.image.ref",
-        ),
-        (
-            "empty path part",
-            with("spec.image.ref", r("quay.io//os")),
-            "spec.image.ref",
-        ),
-        (
-            "short digest",
-            with("spec.image.ref", r("quay.io/os@sha256:abc")),
-            "spec.image.ref",
-        ),
-        (
+        refused_at("empty ref", "spec.image.ref", r("")),
+        refused_at("empty tag", "spec.image.ref", r("quay.io/os:")),
+        refused_at("empty path part", "spec.image.ref", r("quay.io//os")),
+        refused_at("short digest", "spec.image.ref", r("quay.io/os@sha256:abc")),
+        refused_at(
             "non-hex digest",
-            with(
-                "spec.image.ref",
-                json!(format!("quay.io/os@sha256:{}", "g".repeat(64))),
-            ),
             "spec.image.ref",
+            json!(format!("quay.io/os@sha256:{}", "g".repeat(64))),
         ),
-        (
+        refused_at(
             "uppercase hex",
-            with(
-                "spec.image.ref",
-                json!(format!("quay.io/os@sha256:{}", HEX.to_uppercase())),
-            ),
             "spec.image.ref",
+            json!(format!("quay.io/os@sha256:{}", HEX.to_uppercase())),
         ),
-        (
+        refused_at(
             "sha512",
-            with(
-                "spec.image.ref",
-                json!(format!("quay.io/os@sha512:{HEX}{HEX}")),
-            ),
             "spec.image.ref",
+            json!(format!("quay.io/os@sha512:{HEX}{HEX}")),
         ),
-        (
-            "whitespace",
-            with("spec.image.ref", r("quay.io/os :1")),
-            "spec.image.ref",
-        ),
-        (
-            "newline",
-            with("spec.image.ref", r("quay.io/os\n")),
-            "spec.image.ref",
-        ),
-        (
-            "control character",
-            with("spec.image.ref", r("quay.io/os\u{1b}")),
-            "spec.image.ref",
-        ),
-        (
-            "leading dash",
-            with("spec.image.ref", r("--apply")),
-            "spec.image.ref",
-        ),
-        (
-            "shell metacharacter",
-            with("spec.image.ref", r("x; reboot")),
-            "spec.image.ref",
-        ),
-        (
+        refused_at("whitespace", "spec.image.ref", r("quay.io/os :1")),
+        refused_at("newline", "spec.image.ref", r("quay.io/os\n")),
+        refused_at("control character", "spec.image.ref", r("quay.io/os\u{1b}")),
+        refused_at("leading dash", "spec.image.ref", r("--apply")),
+        refused_at("shell metacharacter", "spec.image.ref", r("x; reboot")),
+        refused_at(
             "command substitution",
-            with("spec.image.ref", r("quay.io/os$(id)")),
             "spec.image.ref",
+            r("quay.io/os$(id)"),
         ),
-        (
-            "too long",
-            with("spec.image.ref", json!("a".repeat(600))),
-            "spec.image.ref",
-        ),
-        (
-            "maxUnavailable 0",
-            with("spec.rollout.maxUnavailable", json!(0)),
-            "spec.rollout.maxUnavailable",
-        ),
-        (
+        refused_at("too long", "spec.image.ref", json!("a".repeat(600))),
+        refused_at("maxUnavailable 0", "spec.rollout.maxUnavailable", json!(0)),
+        refused_at(
             "maxUnavailable -1",
-            with("spec.rollout.maxUnavailable", json!(-1)),
             "spec.rollout.maxUnavailable",
+            json!(-1),
         ),
-        (
-            "maxUnavailable 0%",
-            with("spec.rollout.maxUnavailable", r("0%")),
-            "spec.rollout.maxUnavailable",
-        ),
-        (
+        refused_at("maxUnavailable 0%", "spec.rollout.maxUnavailable", r("0%")),
+        refused_at(
             "maxUnavailable 101%",
-            with("spec.rollout.maxUnavailable", r("101%")),
             "spec.rollout.maxUnavailable",
+            r("101%"),
         ),
-        (
+        refused_at(
             "maxUnavailable words",
-            with("spec.rollout.maxUnavailable", r("two")),
             "spec.rollout.maxUnavailable",
+            r("two"),
         ),
-        (
+        refused_at(
             "maxUnavailable digits as string",
-            with("spec.rollout.maxUnavailable", r("10")),
             "spec.rollout.maxUnavailable",
+            r("10"),
         ),
-        (
+        refused_at(
             "maxUnavailable bool",
-            with("spec.rollout.maxUnavailable", json!(true)),
             "spec.rollout.maxUnavailable",
+            json!(true),
         ),
-        (
+        refused_at(
             "maxUnavailable percent too long",
-            with("spec.rollout.maxUnavailable", r("99999999999%")),
             "spec.rollout.maxUnavailable",
+            r("99999999999%"),
         ),
-        (
+        refused_at(
             "maxUnavailable 1000%",
-            with("spec.rollout.maxUnavailable", r("1000%")),
             "spec.rollout.maxUnavailable",
+            r("1000%"),
         ),
-        (
+        refused_at(
             "maxUnavailable fraction",
-            with("spec.rollout.maxUnavailable", r("5.5%")),
             "spec.rollout.maxUnavailable",
+            r("5.5%"),
         ),
-        (
+        refused_at(
             "maxUnavailable beyond int32",
-            with("spec.rollout.maxUnavailable", json!(2_147_483_648_i64)),
             "spec.rollout.maxUnavailable",
+            json!(2_147_483_648_i64),
         ),
-        (
-            "maxStaging words",
-            with("spec.rollout.maxStaging", r("two")),
-            "spec.rollout.maxStaging",
-        ),
-        (
-            "maxStaging 0%",
-            with("spec.rollout.maxStaging", r("0%")),
-            "spec.rollout.maxStaging",
-        ),
-        (
-            "maxStaging 0",
-            with("spec.rollout.maxStaging", json!(0)),
-            "spec.rollout.maxStaging",
-        ),
-        (
+        refused_at("maxStaging words", "spec.rollout.maxStaging", r("two")),
+        refused_at("maxStaging 0%", "spec.rollout.maxStaging", r("0%")),
+        refused_at("maxStaging 0", "spec.rollout.maxStaging", json!(0)),
+        refused_at(
             "resolve interval",
-            with("spec.image.resolveIntervalSeconds", json!(10)),
             "spec.image.resolveIntervalSeconds",
+            json!(10),
         ),
-        (
+        refused_at(
             "drain timeout",
-            with("spec.rollout.drainTimeoutSeconds", json!(-1)),
             "spec.rollout.drainTimeoutSeconds",
+            json!(-1),
         ),
-        (
+        refused_at(
             "reboot timeout",
-            with("spec.rollout.rebootTimeoutSeconds", json!(0)),
             "spec.rollout.rebootTimeoutSeconds",
+            json!(0),
         ),
-        (
+        refused_at(
             "halt threshold",
-            with("spec.rollout.haltAfterUnhealthy", json!(0)),
             "spec.rollout.haltAfterUnhealthy",
+            json!(0),
         ),
-        (
-            "soak",
-            with("spec.rollout.postRebootDelaySeconds", json!(-5)),
-            "spec.rollout.postRebootDelaySeconds",
-        ),
-        (
-            "paused string",
-            with("spec.rollout.paused", r("yes")),
-            "spec.rollout.paused",
-        ),
-        (
-            "history 0",
-            with("spec.history.limit", json!(0)),
-            "spec.history.limit",
-        ),
-        (
-            "history 21",
-            with("spec.history.limit", json!(21)),
-            "spec.history.limit",
-        ),
-        (
+        refused_at("soak", "spec.rollout.postRebootDelaySeconds", json!(-5)),
+        refused_at("paused string", "spec.rollout.paused", r("yes")),
+        refused_at("history 0", "spec.history.limit", json!(0)),
+        refused_at("history 21", "spec.history.limit", json!(21)),
+        refused_at(
             "reboot policy",
-            with("spec.disruption.rebootPolicy", r("Sometimes")),
             "spec.disruption.rebootPolicy",
+            r("Sometimes"),
         ),
-        (
+        refused_at(
             "grace period",
-            with("spec.disruption.drain.gracePeriodSeconds", json!(-1)),
             "spec.disruption.drain.gracePeriodSeconds",
+            json!(-1),
         ),
         (
             "secret without namespace",
@@ -244,83 +186,55 @@ fn refused_by_schema() -> Vec<(&'static str, Value, &'static str)> {
         ),
         (
             "window day",
-            with(
-                "spec.rollout.maintenanceWindows",
-                json!([{"days": ["Monday"], "start": "01:00", "duration": "1h"}]),
-            ),
+            windows(json!([{"days": ["Monday"], "start": "01:00", "duration": "1h"}])),
             "spec.rollout.maintenanceWindows[0].days[0]",
         ),
         (
             "window no days",
-            with(
-                "spec.rollout.maintenanceWindows",
-                json!([{"days": [], "start": "01:00", "duration": "1h"}]),
-            ),
+            windows(json!([{"days": [], "start": "01:00", "duration": "1h"}])),
             "spec.rollout.maintenanceWindows[0].days",
         ),
         (
             "window twice a day",
-            with(
-                "spec.rollout.maintenanceWindows",
-                json!([{"days": ["Mon", "Mon"], "start": "01:00", "duration": "1h"}]),
-            ),
+            windows(json!([{"days": ["Mon", "Mon"], "start": "01:00", "duration": "1h"}])),
             "spec.rollout.maintenanceWindows[0].days[1]",
         ),
         (
             "window start",
-            with(
-                "spec.rollout.maintenanceWindows",
-                json!([{"days": ["Mon"], "start": "24:00", "duration": "1h"}]),
-            ),
+            windows(json!([{"days": ["Mon"], "start": "24:00", "duration": "1h"}])),
             "spec.rollout.maintenanceWindows[0].start",
         ),
         (
             "window duration unit",
-            with(
-                "spec.rollout.maintenanceWindows",
-                json!([{"days": ["Mon"], "start": "01:00", "duration": "1d"}]),
-            ),
+            windows(json!([{"days": ["Mon"], "start": "01:00", "duration": "1d"}])),
             "spec.rollout.maintenanceWindows[0].duration",
         ),
         (
             "window zero duration",
-            with(
-                "spec.rollout.maintenanceWindows",
-                json!([{"days": ["Mon"], "start": "01:00", "duration": "0m"}]),
-            ),
+            windows(json!([{"days": ["Mon"], "start": "01:00", "duration": "0m"}])),
             "spec.rollout.maintenanceWindows[0].duration",
         ),
         (
             "window over a week",
-            with(
-                "spec.rollout.maintenanceWindows",
-                json!([{"days": ["Mon"], "start": "01:00", "duration": "200h"}]),
-            ),
+            windows(json!([{"days": ["Mon"], "start": "01:00", "duration": "200h"}])),
             "spec.rollout.maintenanceWindows[0].duration",
         ),
         (
             "window without start",
-            with(
-                "spec.rollout.maintenanceWindows",
-                json!([{"days": ["Mon"], "duration": "1h"}]),
-            ),
+            windows(json!([{"days": ["Mon"], "duration": "1h"}])),
             "spec.rollout.maintenanceWindows[0].start",
         ),
-        (
+        refused_at(
             "too many windows",
-            with(
-                "spec.rollout.maintenanceWindows",
-                json!(vec![
-                    json!({"days": ["Mon"], "start": "01:00", "duration": "1h"});
-                    33
-                ]),
-            ),
             "spec.rollout.maintenanceWindows",
+            json!(vec![
+                json!({"days": ["Mon"], "start": "01:00", "duration": "1h"});
+                33
+            ]),
         ),
         (
             "time zone too long",
-            with(
-                "spec.rollout.maintenanceWindows",
+            windows(
                 json!([{"days": ["Mon"], "start": "01:00", "duration": "1h", "timeZone": "Z".repeat(65)}]),
             ),
             "spec.rollout.maintenanceWindows[0].timeZone",
@@ -410,22 +324,10 @@ fn refused_by_schema() -> Vec<(&'static str, Value, &'static str)> {
             ),
             "spec.notifications.webhook.secretRef.key",
         ),
-        (
-            "no image",
-            {
-                let mut o = minimal();
-                remove(&mut o, "spec.image");
-                o
-            },
-            "spec.image",
-        ),
+        ("no image", without("spec.image"), "spec.image"),
         (
             "no selector",
-            {
-                let mut o = minimal();
-                remove(&mut o, "spec.nodeSelector");
-                o
-            },
+            without("spec.nodeSelector"),
             "spec.nodeSelector",
         ),
     ]
@@ -617,6 +519,35 @@ fn validate_reports_what_no_schema_can_say() {
             serde_json::from_value(admit("bootcnodepools", &object).unwrap_or(object)).unwrap();
         let errors = pool.spec.validate().expect_err(what);
         assert!(errors.0.iter().any(|e| e.path == path), "{what}: {errors}");
+    }
+}
+
+/// The lists of names (the pools a pool waits for, the units of its health check) are
+/// each counted against their limit, each name checked, and none taken twice.
+#[test]
+fn validate_checks_lists_of_names() {
+    let mut after: Vec<String> = (0..15).map(|i| format!("p{i}")).collect();
+    after.extend(["Bad_Name".into(), "p3".into()]);
+    let mut units: Vec<String> = (0..15).map(|i| format!("u{i}.service")).collect();
+    units.extend(["kubelet".into(), "u3.service".into()]);
+    let mut object = minimal();
+    set(&mut object, "spec.rollout.after", json!(after));
+    set(&mut object, "spec.health", json!({ "units": units }));
+    let pool: BootcNodePool = serde_json::from_value(object).unwrap();
+    let errors = pool.spec.validate().unwrap_err();
+    let shown: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
+    let bad_pool = check_dns_subdomain("Bad_Name").unwrap_err();
+    let bad_unit = check_unit_name("kubelet").unwrap_err();
+    let want = [
+        "spec.rollout.after: names 17 pools, more than the limit of 16".to_string(),
+        format!("spec.rollout.after[15]: \"Bad_Name\" {bad_pool}"),
+        "spec.rollout.after[16]: \"p3\" is listed twice".to_string(),
+        "spec.health.units: names 17 units, more than the limit of 16".to_string(),
+        format!("spec.health.units[15]: \"kubelet\" {bad_unit}"),
+        "spec.health.units[16]: \"u3.service\" is listed twice".to_string(),
+    ];
+    for w in &want {
+        assert!(shown.contains(w), "missing {w:?} in {shown:#?}");
     }
 }
 

@@ -36,8 +36,7 @@ async fn kubectl_lists_the_plugin_and_runs_its_help() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_prints_the_pools_and_their_nodes() {
-    let cluster = Cluster::start().await;
-    workers(&cluster, json!({"maxUnavailable": 1}), in_progress()).await;
+    let cluster = rolling_workers().await;
     let text = cluster.ok(&["bootc", "status"]).await;
     println!("{text}");
     let lines: Vec<&str> = text.lines().collect();
@@ -102,8 +101,7 @@ async fn status_prints_the_pools_and_their_nodes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn why_names_what_holds_a_pool_and_a_node() {
-    let cluster = Cluster::start().await;
-    workers(&cluster, json!({"maxUnavailable": 1}), in_progress()).await;
+    let cluster = rolling_workers().await;
     controller_plans(&cluster, "workers").await;
     let w3 = cluster.ok(&["bootc", "why", "w3"]).await;
     println!("{w3}");
@@ -146,8 +144,7 @@ async fn why_names_what_holds_a_pool_and_a_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_resume_hold_and_release_change_the_objects() {
-    let cluster = Cluster::start().await;
-    workers(&cluster, json!({"maxUnavailable": 1}), in_progress()).await;
+    let cluster = rolling_workers().await;
 
     let out = cluster.ok(&["bootc", "pause", "workers"]).await;
     assert_eq!(out, "bootcnodepool.node.bootc.dev/workers paused\n");
@@ -191,8 +188,7 @@ async fn pause_resume_hold_and_release_change_the_objects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_pins_the_previous_digest_and_says_how_to_follow_the_tag_again() {
-    let cluster = Cluster::start().await;
-    workers(&cluster, json!({"maxUnavailable": 1}), in_progress()).await;
+    let cluster = rolling_workers().await;
 
     let history = cluster.ok(&["bootc", "history", "workers"]).await;
     println!("{history}");

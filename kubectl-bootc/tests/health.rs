@@ -39,14 +39,11 @@ async fn a_soaking_canary_a_firing_gate_a_failed_digest_and_a_cordon_are_explain
         .await
         .unwrap();
     // What the controller last wrote of the canary: soaking for two minutes.
-    let status = json!({"status": {
+    let status = json!({
         "canary": {"digest": digest('2'), "phase": "Soaking", "nodes": 1,
                    "soakStartedTime": ago(2)},
-    }});
-    pools
-        .patch_status("workers", &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .unwrap();
+    });
+    write_status(&pools, "workers", status).await;
     cluster.ok(&["cordon", "w3"]).await;
     // The controller plans with the alert gate answering one firing alert.
     let firing = GateView::Firing {
@@ -89,11 +86,8 @@ async fn a_soaking_canary_a_firing_gate_a_failed_digest_and_a_cordon_are_explain
     history[1]["failedReason"] = json!("node w9: boot-complete.target failed");
     history[1]["failedTime"] = json!(ago(100));
     history[1]["failedGeneration"] = json!(0);
-    let status = json!({"status": {"deployHistory": history}});
-    pools
-        .patch_status("workers", &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .unwrap();
+    let status = json!({"deployHistory": history});
+    write_status(&pools, "workers", status).await;
     let history = cluster.ok(&["bootc", "history", "workers"]).await;
     println!("{history}");
     assert!(

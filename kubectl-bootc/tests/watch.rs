@@ -8,14 +8,12 @@ mod common;
 use std::process::Stdio;
 
 use common::*;
-use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::timeout;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_w_prints_each_change_and_fails_when_the_server_goes() {
-    let cluster = Cluster::start().await;
-    workers(&cluster, json!({"maxUnavailable": 1}), in_progress()).await;
+    let cluster = rolling_workers().await;
     let mut child = cluster
         .command(&["bootc", "status", "-w"])
         .stdout(Stdio::piped())

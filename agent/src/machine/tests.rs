@@ -24,6 +24,14 @@ fn slot(digest: &str) -> Slot {
     }
 }
 
+/// `slot(digest)` unlocked: the deployment the next boot starts.
+fn unlocked(digest: &str) -> Slot {
+    Slot {
+        download_only: false,
+        ..slot(digest)
+    }
+}
+
 fn host(booted: &str) -> HostFacts {
     HostFacts {
         booted: Some(slot(booted)),
@@ -33,6 +41,14 @@ fn host(booted: &str) -> HostFacts {
         boot_id: "boot-1".into(),
         soft_reboots: 0,
         can_soft_reboot: true,
+    }
+}
+
+/// `host(A)` with `staged` staged.
+fn staged_on_a(staged: Slot) -> HostFacts {
+    HostFacts {
+        staged: Some(staged),
+        ..host(A)
     }
 }
 
@@ -55,6 +71,19 @@ fn record(digest: &str, boot_id: &str, soft: u64, minutes_ago: i64) -> RebootRec
         soft_reboots: soft,
         time: now() - chrono::TimeDelta::minutes(minutes_ago),
     }
+}
+
+/// What the agent remembers after the reboot `record`, and nothing else.
+fn after(record: RebootRecord) -> Memory {
+    Memory {
+        last_reboot: Some(record),
+        ..Memory::default()
+    }
+}
+
+/// (phase, action, retry_after) of a decision to wait in `phase`, trying again in `secs`.
+fn waiting(phase: Phase, secs: u64) -> (Phase, HostAction, Option<Duration>) {
+    (phase, HostAction::Wait, Some(Duration::from_secs(secs)))
 }
 
 fn reboot(unlock: Unlock, soft: bool, host: &HostFacts) -> HostAction {
@@ -83,25 +112,13 @@ fn lock() -> HostAction {
 
 #[test]
 fn every_state() {
-    let staged_b = HostFacts {
-        staged: Some(slot(B)),
-        ..host(A)
-    };
-    let unlocked_b = HostFacts {
-        staged: Some(Slot {
-            download_only: false,
-            ..slot(B)
-        }),
-        ..host(A)
-    };
+    let staged_b = staged_on_a(slot(B));
+    let unlocked_b = staged_on_a(unlocked(B));
     let rollback_b = HostFacts {
         rollback: Some(slot(B)),
         ..host(A)
     };
-    let staged_c = HostFacts {
-        staged: Some(slot(C)),
-        ..host(A)
-    };
+    let staged_c = staged_on_a(slot(C));
     let mut via_list = host(A);
     via_list.booted = Some(Slot {
         image: format!("quay.io/example/os@{B}"),
@@ -286,10 +303,7 @@ fn bad_desired_images_never_reach_a_command() {
             image: bad.clone(),
             ..want(B, Booted, true)
         };
-        let h = HostFacts {
-            staged: Some(slot(B)),
-            ..host(A)
-        };
+        let h = staged_on_a(slot(B));
         let d = decide(&desired, &h, &Memory::default(), now());
         assert_eq!(d.action, HostAction::Wait, "{bad:?}");
         let (reason, message) = d.degraded.expect("degraded");
@@ -312,12 +326,7 @@ fn reboots_that_did_not_apply_are_not_repeated() {
             staged: Some(slot(B)),
             ..host(A)
         };
-        let memory = Memory {
-            enforced: None,
-            staging: None,
-            last_reboot: Some(record(B, "boot-1", 0, 5)),
-            failure: None,
-        };
+        let memory = after(record(B, "boot-1", 0, 5));
         let d = decide(&approved, &h, &memory, now());
         assert_eq!(d.action, HostAction::Wait);
         assert_eq!(
@@ -332,23 +341,13 @@ fn reboots_that_did_not_apply_are_not_repeated() {
         staged: Some(slot(B)),
         ..host(A)
     };
-    let memory = Memory {
-        enforced: None,
-        staging: None,
-        last_reboot: Some(record(C, "boot-1", 0, 5)),
-        failure: None,
-    };
+    let memory = after(record(C, "boot-1", 0, 5));
     assert!(matches!(
         decide(&approved, &h, &memory, now()).action,
         HostAction::Reboot { .. }
     ));
     // It applied: idle and healthy.
-    let memory = Memory {
-        enforced: None,
-        staging: None,
-        last_reboot: Some(record(B, "boot-1", 0, 5)),
-        failure: None,
-    };
+    let memory = after(record(B, "boot-1", 0, 5));
     let d = decide(
         &approved,
         &HostFacts {
@@ -368,31 +367,15 @@ fn reboots_that_did_not_apply_are_not_repeated() {
 fn a_requested_reboot_is_awaited_then_requested_again() {
     let approved = want(B, Booted, true);
     // Unlocked: the reboot may have been requested.
-    let h = HostFacts {
-        staged: Some(Slot {
-            download_only: false,
-            ..slot(B)
-        }),
-        ..host(A)
-    };
-    let recent = Memory {
-        enforced: None,
-        staging: None,
-        last_reboot: Some(record(B, "boot-1", 0, 2)),
-        failure: None,
-    };
+    let h = staged_on_a(unlocked(B));
+    let recent = after(record(B, "boot-1", 0, 2));
     let d = decide(&approved, &h, &recent, now());
     assert_eq!((d.phase, d.action), (Phase::Rebooting, HostAction::Wait));
     assert_eq!(
         d.retry_after,
         Some(REBOOT_REQUEST_TIMEOUT - Duration::from_secs(120))
     );
-    let overdue = Memory {
-        enforced: None,
-        staging: None,
-        last_reboot: Some(record(B, "boot-1", 0, 11)),
-        failure: None,
-    };
+    let overdue = after(record(B, "boot-1", 0, 11));
     assert_eq!(
         decide(&approved, &h, &overdue, now()).action,
         reboot(Unlock::AlreadyUnlocked, false, &h)
@@ -406,16 +389,8 @@ fn a_requested_reboot_is_awaited_then_requested_again() {
 #[test]
 fn a_record_without_its_unlock_holds_back_no_reboot() {
     let approved = want(B, Booted, true);
-    let recent = Memory {
-        enforced: None,
-        staging: None,
-        last_reboot: Some(record(B, "boot-1", 0, 2)),
-        failure: None,
-    };
-    let locked = HostFacts {
-        staged: Some(slot(B)),
-        ..host(A)
-    };
+    let recent = after(record(B, "boot-1", 0, 2));
+    let locked = staged_on_a(slot(B));
     assert_eq!(
         decide(&approved, &locked, &recent, now()).action,
         reboot(Unlock::FromDownloaded, false, &locked)
@@ -436,12 +411,7 @@ fn a_record_without_its_unlock_holds_back_no_reboot() {
     };
     let d = decide(&approved, &queued, &recent, now());
     assert_eq!((d.phase, d.action), (Phase::Rebooting, HostAction::Wait));
-    let overdue = Memory {
-        enforced: None,
-        staging: None,
-        last_reboot: Some(record(B, "boot-1", 0, 11)),
-        failure: None,
-    };
+    let overdue = after(record(B, "boot-1", 0, 11));
     assert_eq!(
         decide(&approved, &queued, &overdue, now()).action,
         reboot(Unlock::AlreadyUnlocked, false, &queued)
@@ -461,11 +431,7 @@ fn a_record_without_its_unlock_holds_back_no_reboot() {
     let d = decide(&approved, &locked, &failed, now());
     assert_eq!(
         (d.phase, d.action, d.retry_after),
-        (
-            Phase::Rebooting,
-            HostAction::Wait,
-            Some(Duration::from_secs(6))
-        )
+        waiting(Phase::Rebooting, 6)
     );
 }
 
@@ -491,11 +457,7 @@ fn failures_back_off_and_stay_reported() {
     );
     assert_eq!(
         (d.phase, d.action.clone(), d.retry_after),
-        (
-            Phase::Staging,
-            HostAction::Wait,
-            Some(Duration::from_secs(7))
-        )
+        waiting(Phase::Staging, 7)
     );
     let (reason, message) = d.degraded.unwrap();
     assert_eq!(
@@ -524,18 +486,11 @@ fn failures_back_off_and_stay_reported() {
     );
     assert_eq!((d.action, d.degraded), (stage(), None));
     // A failed reboot backs off too.
-    let h = HostFacts {
-        staged: Some(slot(B)),
-        ..host(A)
-    };
+    let h = staged_on_a(slot(B));
     let d = decide(&want(B, Booted, true), &h, &failed(2, 5, &pin(B)), now());
     assert_eq!(
         (d.phase, d.action, d.retry_after),
-        (
-            Phase::Rebooting,
-            HostAction::Wait,
-            Some(Duration::from_secs(15))
-        )
+        waiting(Phase::Rebooting, 15)
     );
 }
 
@@ -551,10 +506,7 @@ fn backoff_doubles_up_to_five_minutes() {
 /// already rebooted for this digest and came back on another image.
 #[test]
 fn at_most_one_reboot_per_approval_exhaustively() {
-    let unlocked_b = Slot {
-        download_only: false,
-        ..slot(B)
-    };
+    let unlocked_b = unlocked(B);
     let slots = [
         None,
         Some(slot(A)),
@@ -695,13 +647,7 @@ fn a_reboot_record_happened_once_the_boot_changed_or_a_soft_reboot_came() {
 fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
     // bootc without `switch --download-only`: `switch` has staged B unlocked, and the
     // agent's `upgrade --download-only` has not locked it yet.
-    let half = HostFacts {
-        staged: Some(Slot {
-            download_only: false,
-            ..slot(B)
-        }),
-        ..host(A)
-    };
+    let half = staged_on_a(unlocked(B));
     let staging = Memory {
         enforced: None,
         staging: Some(pin(B)),
@@ -716,10 +662,7 @@ fn a_deployment_switch_left_unlocked_is_still_staging_while_the_agent_stages() {
         );
     }
     // Once locked, it is staged.
-    let locked = HostFacts {
-        staged: Some(slot(B)),
-        ..host(A)
-    };
+    let locked = staged_on_a(slot(B));
     let d = decide(&want(B, Staged, false), &locked, &staging, now());
     assert_eq!(d.phase, Phase::Staged);
     // Staging another image: the unlocked B is not ours to wait for; unapproved, it is
@@ -818,10 +761,7 @@ fn a_failure_is_over_once_the_host_shows_the_image_staged_locked_or_booted() {
     };
     // Staged unlocked (a `switch` without the lock yet): still the failure.
     let mut h = host(A);
-    h.staged = Some(Slot {
-        download_only: false,
-        ..slot(B)
-    });
+    h.staged = Some(unlocked(B));
     assert!(
         decide(&want(B, Staged, false), &h, &memory, now())
             .degraded
@@ -895,10 +835,7 @@ fn enforce_stages_under_the_policy_and_never_boots_what_was_staged_without_it() 
 
     // B staged without the check (before the pool asked for it): staged again under it,
     // even with a reboot approved.
-    let unchecked = HostFacts {
-        staged: Some(slot(B)),
-        ..host(A)
-    };
+    let unchecked = staged_on_a(slot(B));
     for desired in [enforced(B, Staged, false), enforced(B, Booted, true)] {
         let d = decide(&desired, &unchecked, &none, now());
         assert_eq!((d.phase, &d.action), (Phase::Staging, &stage_enforced()));
@@ -950,13 +887,7 @@ fn enforce_stages_under_the_policy_and_never_boots_what_was_staged_without_it() 
 fn a_deployment_staged_unlocked_by_hand_is_locked_and_staged_only_once_locked() {
     // bootc #2425: a hand-made `bootc switch` staged B unlocked; nothing approves a
     // reboot. The agent locks it and never asks bootc to stage it again.
-    let unlocked = HostFacts {
-        staged: Some(Slot {
-            download_only: false,
-            ..slot(B)
-        }),
-        ..host(A)
-    };
+    let unlocked = staged_on_a(unlocked(B));
     for state in [Staged, Booted] {
         let d = decide(&want(B, state, false), &unlocked, &Memory::default(), now());
         assert_eq!(
@@ -988,10 +919,7 @@ fn a_deployment_staged_unlocked_by_hand_is_locked_and_staged_only_once_locked() 
     let d = decide(&want(B, Staged, false), &unlocked, &memory, later);
     assert_eq!((d.phase, &d.action), (Phase::Staging, &lock()));
     // Locked: Staged, healthy.
-    let locked = HostFacts {
-        staged: Some(slot(B)),
-        ..host(A)
-    };
+    let locked = staged_on_a(slot(B));
     let d = decide(&want(B, Staged, false), &locked, &memory, later);
     assert_eq!(
         (d.phase, d.action, d.degraded),

@@ -255,3 +255,17 @@ pub fn schema_declares(schema: &Value, pointer: &str) -> bool {
     }
     true
 }
+
+/// A copy of `v` without the object entries, at any depth, that `drop(key, value)` picks.
+pub fn pruned(v: &Value, drop: &dyn Fn(&str, &Value) -> bool) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, v)| !drop(k, v))
+                .map(|(k, v)| (k.clone(), pruned(v, drop)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|i| pruned(i, drop)).collect()),
+        other => other.clone(),
+    }
+}

@@ -18,6 +18,21 @@ fn pinned(rendered: impl Into<String>, pin: impl Into<String>) -> Expect {
     Good(rendered.into(), Some(pin.into()))
 }
 
+/// Refused for the shell metacharacter `ch` at `pos`.
+fn shell(ch: char, pos: usize) -> Expect {
+    Bad(ImageRefError::ShellMetacharacter { ch, pos })
+}
+
+/// Refused for the character `ch`, outside the reference grammar, at `pos`.
+fn invalid(ch: char, pos: usize) -> Expect {
+    Bad(ImageRefError::InvalidCharacter { ch, pos })
+}
+
+/// Refused for the control character of code point `code` at `pos`.
+fn control(code: u32, pos: usize) -> Expect {
+    Bad(ImageRefError::ControlCharacter { pos, code })
+}
+
 fn cases() -> Vec<(String, Expect)> {
     let d = |s: &str| s.replace("{HEX}", HEX);
     let upper_hex = HEX.to_uppercase();
@@ -118,57 +133,18 @@ fn cases() -> Vec<(String, Expect)> {
         (d(" quay.io/x"), Bad(ImageRefError::Whitespace { pos: 0 })),
         (d("quay.io/x\n"), Bad(ImageRefError::Whitespace { pos: 9 })),
         (d("quay.io/x\tv"), Bad(ImageRefError::Whitespace { pos: 9 })),
-        (
-            d("quay.io/x\u{1b}[0m"),
-            Bad(ImageRefError::ControlCharacter { pos: 9, code: 0x1b }),
-        ),
-        (
-            d("quay.io/x\0"),
-            Bad(ImageRefError::ControlCharacter { pos: 9, code: 0 }),
-        ),
-        (
-            d("x; reboot"),
-            Bad(ImageRefError::ShellMetacharacter { ch: ';', pos: 1 }),
-        ),
-        (
-            d("quay.io/x$(id)"),
-            Bad(ImageRefError::ShellMetacharacter { ch: '$', pos: 9 }),
-        ),
-        (
-            d("quay.io/x`id`"),
-            Bad(ImageRefError::ShellMetacharacter { ch: '`', pos: 9 }),
-        ),
-        (
-            d("quay.io/x|sh"),
-            Bad(ImageRefError::ShellMetacharacter { ch: '|', pos: 9 }),
-        ),
-        (
-            d("quay.io/x&&y"),
-            Bad(ImageRefError::ShellMetacharacter { ch: '&', pos: 9 }),
-        ),
-        (
-            d("quay.io/x>out"),
-            Bad(ImageRefError::ShellMetacharacter { ch: '>', pos: 9 }),
-        ),
-        (
-            d("quay.io/x*"),
-            Bad(ImageRefError::ShellMetacharacter { ch: '*', pos: 9 }),
-        ),
-        (
-            d("quay.io/é"),
-            Bad(ImageRefError::InvalidCharacter { ch: 'é', pos: 8 }),
-        ),
-        (
-            d("quay.io/x\u{200b}"),
-            Bad(ImageRefError::InvalidCharacter {
-                ch: '\u{200b}',
-                pos: 9,
-            }),
-        ),
-        (
-            d("quay.io/x+y"),
-            Bad(ImageRefError::InvalidCharacter { ch: '+', pos: 9 }),
-        ),
+        (d("quay.io/x\u{1b}[0m"), control(0x1b, 9)),
+        (d("quay.io/x\0"), control(0, 9)),
+        (d("x; reboot"), shell(';', 1)),
+        (d("quay.io/x$(id)"), shell('$', 9)),
+        (d("quay.io/x`id`"), shell('`', 9)),
+        (d("quay.io/x|sh"), shell('|', 9)),
+        (d("quay.io/x&&y"), shell('&', 9)),
+        (d("quay.io/x>out"), shell('>', 9)),
+        (d("quay.io/x*"), shell('*', 9)),
+        (d("quay.io/é"), invalid('é', 8)),
+        (d("quay.io/x\u{200b}"), invalid('\u{200b}', 9)),
+        (d("quay.io/x+y"), invalid('+', 9)),
         // Bad: repository.
         (
             d("quay.io/Fedora/bootc"),

@@ -300,6 +300,28 @@ pub enum GateReason {
     BudgetFull,
 }
 
+impl GateReason {
+    /// The reason as status.gates and the Degraded condition spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateReason::Paused => "Paused",
+            GateReason::OutsideMaintenanceWindow => "OutsideMaintenanceWindow",
+            GateReason::RolloutHalted => "RolloutHalted",
+            GateReason::AlertsFiring => "AlertsFiring",
+            GateReason::AlertGateUnreachable => "AlertGateUnreachable",
+            GateReason::WaitingForPools => "WaitingForPools",
+            GateReason::OrderingCycle => "OrderingCycle",
+            GateReason::CanaryUpdating => "CanaryUpdating",
+            GateReason::CanarySoaking => "CanarySoaking",
+            GateReason::NothingToRollBackTo => "NothingToRollBackTo",
+            GateReason::BlockingPods => "BlockingPods",
+            GateReason::Held => "Held",
+            GateReason::CordonedByOthers => "CordonedByOthers",
+            GateReason::BudgetFull => "BudgetFull",
+        }
+    }
+}
+
 /// Longest `failedReason`.
 pub const FAILED_REASON_MAX_LEN: usize = 4096;
 
@@ -373,4 +395,32 @@ fn default_alert_interval() -> i64 {
 
 fn default_true() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GateReason;
+
+    #[test]
+    fn as_str_is_the_serde_spelling() {
+        for reason in [
+            GateReason::Paused,
+            GateReason::OutsideMaintenanceWindow,
+            GateReason::RolloutHalted,
+            GateReason::AlertsFiring,
+            GateReason::AlertGateUnreachable,
+            GateReason::WaitingForPools,
+            GateReason::OrderingCycle,
+            GateReason::CanaryUpdating,
+            GateReason::CanarySoaking,
+            GateReason::NothingToRollBackTo,
+            GateReason::BlockingPods,
+            GateReason::Held,
+            GateReason::CordonedByOthers,
+            GateReason::BudgetFull,
+        ] {
+            let written = serde_json::to_value(reason).unwrap();
+            assert_eq!(written.as_str(), Some(reason.as_str()), "{reason:?}");
+        }
+    }
 }

@@ -11,13 +11,7 @@ fn rolling_cluster() -> Cluster {
         .conditions
         .push(serde_json::from_value(cond("Progressing", "True", "Advancing", "", 5)).unwrap());
     c.nodes[1] = node("w2", false, json!({"pool": "workers"}));
-    c.bootc_nodes[2] = bootc(
-        "w3",
-        "workers",
-        '2',
-        json!({}),
-        agent('1', '2', "Staged", 125, &[]),
-    );
+    worker_reports(&mut c, "w3", agent('1', '2', "Staged", 125, &[]));
     c
 }
 
@@ -138,54 +132,42 @@ fn a_held_node_a_degraded_node_and_a_silent_agent_have_their_own_state() {
 
 #[test]
 fn pool_states_follow_the_conditions() {
-    let with = |rollout: serde_json::Value, conditions: serde_json::Value| {
-        pool_state(&pool("p", rollout, pool_status('2', [1, 0, 0, 0], conditions)).typed)
-    };
     assert_eq!(
         pool_state(&pool("p", json!({}), serde_json::Value::Null).typed),
         "Pending"
     );
-    assert_eq!(
-        with(
+    let in_progress = cond("UpToDate", "False", "RolloutInProgress", "", 1);
+    // (rollout, conditions, state shown)
+    let cases = [
+        (
             json!({}),
-            json!([cond("UpToDate", "True", "AllUpdated", "", 1)])
+            json!([cond("UpToDate", "True", "AllUpdated", "", 1)]),
+            "UpToDate",
         ),
-        "UpToDate"
-    );
-    assert_eq!(
-        with(
-            json!({"paused": true}),
-            json!([cond("UpToDate", "False", "RolloutInProgress", "", 1)])
-        ),
-        "Paused"
-    );
-    assert_eq!(
-        with(
+        (json!({"paused": true}), json!([in_progress]), "Paused"),
+        (
             json!({}),
-            json!([cond("UpToDate", "False", "OutsideMaintenanceWindow", "", 1)])
+            json!([cond("UpToDate", "False", "OutsideMaintenanceWindow", "", 1)]),
+            "OutsideMaintenanceWindow",
         ),
-        "OutsideMaintenanceWindow"
-    );
-    assert_eq!(
-        with(
+        (
             json!({}),
             json!([
-                cond("UpToDate", "False", "RolloutInProgress", "", 1),
+                in_progress,
                 cond("Degraded", "True", "RolloutHalted", "2 unhealthy", 1),
-            ])
+            ]),
+            "RolloutHalted",
         ),
-        "RolloutHalted"
-    );
-    assert_eq!(
-        with(
+        (
             json!({}),
-            json!([
-                cond("UpToDate", "False", "RolloutInProgress", "", 1),
-                cond("Progressing", "False", "Stalled", "", 1),
-            ])
+            json!([in_progress, cond("Progressing", "False", "Stalled", "", 1)]),
+            "Stalled",
         ),
-        "Stalled"
-    );
+    ];
+    for (rollout, conditions, want) in cases {
+        let p = pool("p", rollout, pool_status('2', [1, 0, 0, 0], conditions));
+        assert_eq!(pool_state(&p.typed), want, "{want}");
+    }
 }
 
 #[test]

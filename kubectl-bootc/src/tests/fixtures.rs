@@ -11,6 +11,10 @@ use bootc_pool_controller::plan::{DrainView, GateView};
 
 #[path = "../../tests/support/planned.rs"]
 mod planned;
+#[path = "../../tests/support/statuses.rs"]
+mod statuses;
+
+pub use statuses::{agent, cond, digest, in_progress, pin, pool_status};
 
 use crate::objects::{Cluster, Object, Versions};
 
@@ -22,24 +26,6 @@ pub fn now() -> DateTime<Utc> {
 /// `now` minus `minutes`, as the API writes times.
 pub fn ago(minutes: i64) -> String {
     (now() - chrono::Duration::minutes(minutes)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// `sha256:` and 64 times `c`.
-pub fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
-
-/// `registry.test/os@sha256:ccc…`.
-pub fn pin(c: char) -> String {
-    format!("registry.test/os@{}", digest(c))
-}
-
-/// A condition written `minutes` ago.
-pub fn cond(type_: &str, status: &str, reason: &str, message: &str, minutes: i64) -> Value {
-    json!({
-        "type": type_, "status": status, "reason": reason, "message": message,
-        "lastTransitionTime": ago(minutes),
-    })
 }
 
 /// Pool `name` following `registry.test/os:stable` on `pool=<name>` nodes, with
@@ -59,21 +45,6 @@ pub fn pool(name: &str, rollout: Value, status: Value) -> Object<BootcNodePool> 
         raw["status"] = status;
     }
     Object::from_raw("BootcNodePool", raw).unwrap()
-}
-
-/// A pool status: target `c`, counts, conditions.
-pub fn pool_status(target: char, counts: [i32; 4], conditions: Value) -> Value {
-    let [nodes, updated, updating, degraded] = counts;
-    json!({
-        "observedGeneration": 1,
-        "targetImage": pin(target),
-        "targetDigest": digest(target),
-        "targetShortDigest": target.to_string().repeat(12),
-        "targetVersion": format!("v{target}"),
-        "nodeCount": nodes, "updatedCount": updated, "updatingCount": updating,
-        "degradedCount": degraded,
-        "conditions": conditions,
-    })
 }
 
 /// BootcNode `name` owned by `pool` (none when empty), desired `desired`, with
@@ -101,29 +72,6 @@ pub fn bootc(
         raw["status"] = status;
     }
     Object::from_raw("BootcNode", raw).unwrap()
-}
-
-/// An agent's status: booted `booted`, staged `staged` (none for ' '), the Idle reason
-/// (from `minutes` ago) and more conditions.
-pub fn agent(booted: char, staged: char, idle: &str, minutes: i64, more: &[Value]) -> Value {
-    let image = |c: char| json!({"image": pin(c), "imageDigest": digest(c)});
-    let mut conditions = vec![cond(
-        "Idle",
-        if idle == "Idle" { "True" } else { "False" },
-        idle,
-        "",
-        minutes,
-    )];
-    conditions.extend(more.iter().cloned());
-    let mut status = json!({
-        "observedGeneration": 1,
-        "booted": image(booted),
-        "conditions": conditions,
-    });
-    if staged != ' ' {
-        status["staged"] = image(staged);
-    }
-    status
 }
 
 /// Node `name`, Ready or not, with labels.
@@ -154,20 +102,6 @@ pub fn cluster(
         now: now(),
         versions: Versions::default(),
     }
-}
-
-/// `UpToDate=False/RolloutInProgress` (1/3 updated), `Degraded=False/Healthy`.
-pub fn in_progress() -> Value {
-    json!([
-        cond(
-            "UpToDate",
-            "False",
-            "RolloutInProgress",
-            "1/3 updated; 1 staged, 1 rebooting",
-            5
-        ),
-        cond("Degraded", "False", "Healthy", "", 60),
-    ])
 }
 
 /// Pool `workers` (target 2, `rollout`, `conditions`): w1 on the target, w2 holding a
@@ -211,6 +145,17 @@ pub fn workers(rollout: Value, conditions: Value) -> Cluster {
             node("w3", true, labels),
         ],
     )
+}
+
+/// `c` (of [`workers`]) with the BootcNode of worker `name`, without annotations, carrying
+/// the agent's `status`.
+pub fn worker_reports(c: &mut Cluster, name: &str, status: Value) {
+    let i = c
+        .bootc_nodes
+        .iter()
+        .position(|b| b.typed.metadata.name.as_deref() == Some(name))
+        .expect("a worker");
+    c.bootc_nodes[i] = bootc(name, "workers", '2', json!({}), status);
 }
 
 /// `c` with each pool's status as the controller writes it: its own planner, run once on

@@ -33,11 +33,10 @@ pub fn is_progress(v: &GateVerdict) -> bool {
 
 /// The verdict's reason is the pool's `Degraded` reason: said there already.
 pub fn said_by_degraded(pool: &BootcNodePool, v: &GateVerdict) -> bool {
-    let reason = serde_json::to_value(v.reason).ok();
     let degraded = pool.status.as_ref().and_then(|s| {
         condition(&s.conditions, conditions::DEGRADED).filter(|c| c.status == "True")
     });
-    degraded.is_some_and(|c| reason.as_ref().and_then(|r| r.as_str()) == Some(c.reason.as_str()))
+    degraded.is_some_and(|c| c.reason == v.reason.as_str())
 }
 
 /// One verdict in words: its message, its reason and what it closes, whether the wait is
@@ -48,10 +47,7 @@ pub fn describe(pool: &BootcNodePool, v: &GateVerdict) -> String {
         GatePhase::Approvals => "no reboot approved",
         GatePhase::SlotsAndApprovals => "no new reboot slot or approval",
     };
-    let reason = serde_json::to_value(v.reason)
-        .ok()
-        .and_then(|r| r.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let reason = v.reason.as_str();
     let on_purpose = if v.deliberate { ", on purpose" } else { "" };
     let count = match v.node_count {
         Some(n) if usize::try_from(n).is_ok_and(|n| n > v.nodes.len()) => {

@@ -224,13 +224,7 @@ fn a_held_node_and_a_degraded_agent_are_reported() {
         "bootc switch: no space left on device",
         4,
     );
-    c.bootc_nodes[0] = bootc(
-        "w1",
-        "workers",
-        '2',
-        json!({}),
-        agent('1', ' ', "Staging", 4, &[degraded]),
-    );
+    worker_reports(&mut c, "w1", agent('1', ' ', "Staging", 4, &[degraded]));
     let w1 = why_node(&c, "w1");
     assert_eq!(
         w1.blocked,
@@ -362,13 +356,7 @@ fn degraded_nodes_are_named_by_reason_with_what_it_asks() {
         "the host has too little free disk space to stage the image (free space under /sysroot): error: Switching: Switching (ostree): Insufficient free space for registry.test/os@sha256:22 (available: 0 bytes required: 322 bytes)",
         4,
     );
-    c.bootc_nodes[0] = bootc(
-        "w1",
-        "workers",
-        '2',
-        json!({}),
-        agent('1', ' ', "Staging", 4, &[no_space]),
-    );
+    worker_reports(&mut c, "w1", agent('1', ' ', "Staging", 4, &[no_space]));
     let mut raw = serde_json::to_value(&c.pools[0].typed).unwrap();
     raw["status"]["degradedByReason"] = json!([
         {"reason": "InsufficientSpace", "count": 1},
@@ -403,13 +391,7 @@ fn a_drifted_node_is_noted_by_why_and_status() {
         "/usr carries a writable overlay (readWrite/transient, `bootc usr-overlay`): what runs may differ from the image",
         2,
     );
-    c.bootc_nodes[0] = bootc(
-        "w1",
-        "workers",
-        '2',
-        json!({}),
-        agent('2', ' ', "Idle", 30, &[drifted]),
-    );
+    worker_reports(&mut c, "w1", agent('2', ' ', "Idle", 30, &[drifted]));
     let w1 = why_node(&c, "w1");
     assert!(w1.blocked.is_empty(), "{w1:?}");
     assert_eq!(w1.notes.len(), 1, "{w1:?}");

@@ -5,6 +5,7 @@
 // Each test file uses its own part of these helpers.
 #![allow(dead_code)]
 
+use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
@@ -16,10 +17,15 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use kube_emulator::Emulator;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 #[path = "../support/planned.rs"]
 mod planned;
+#[path = "../support/statuses.rs"]
+mod statuses;
+
+pub use statuses::{cond, digest, pin, pool_status};
 
 pub use bootc_pool_controller::plan::GateView;
 
@@ -33,28 +39,10 @@ pub struct Cluster {
     pub dir: tempfile::TempDir,
 }
 
-/// `sha256:` and 64 times `c`.
-pub fn digest(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
-
-/// `registry.test/os@sha256:ccc…`.
-pub fn pin(c: char) -> String {
-    format!("registry.test/os@{}", digest(c))
-}
-
 /// A time `minutes` ago, as the API writes it.
 pub fn ago(minutes: i64) -> String {
     (chrono::Utc::now() - chrono::Duration::minutes(minutes))
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// A condition that last changed `minutes` ago.
-pub fn cond(type_: &str, status: &str, reason: &str, message: &str, minutes: i64) -> Value {
-    json!({
-        "type": type_, "status": status, "reason": reason, "message": message,
-        "lastTransitionTime": ago(minutes),
-    })
 }
 
 /// The directory of the built plugin, first on the PATH kubectl gets.
@@ -173,14 +161,7 @@ impl Cluster {
         }))
         .unwrap();
         pools.create(&PostParams::default(), &pool).await.unwrap();
-        pools
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-            .unwrap()
+        write_status(&pools, name, status).await
     }
 
     /// Creates Node `name` in `pool`, Ready or not, with its status written as a
@@ -193,18 +174,15 @@ impl Cluster {
         }))
         .unwrap();
         nodes.create(&PostParams::default(), &node).await.unwrap();
-        let status = json!({"status": {"conditions": [{
+        let status = json!({"conditions": [{
             "type": "Ready",
             "status": if ready { "True" } else { "False" },
             "reason": if ready { "KubeletReady" } else { "KubeletNotReady" },
             "message": "",
             "lastHeartbeatTime": ago(0),
             "lastTransitionTime": ago(30),
-        }]}});
-        nodes
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
-            .await
-            .unwrap();
+        }]});
+        write_status(&nodes, name, status).await;
     }
 
     /// Creates BootcNode `name` owned by `pool` (desired `desired`, `annotations`) as the
@@ -226,28 +204,26 @@ impl Cluster {
         .unwrap();
         object.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
         api.create(&PostParams::default(), &object).await.unwrap();
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
-        )
-        .await
-        .unwrap();
+        write_status(&api, name, status).await;
     }
 }
 
-/// An agent's status: booted `booted`, staged `staged` (none for ' '), its Idle reason.
+/// Merges `status` into the status of object `name`, through the status subresource, as
+/// the controller and the agents write it; the object as the API then holds it.
+pub async fn write_status<K>(api: &Api<K>, name: &str, status: Value) -> K
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    let patch = Patch::Merge(json!({ "status": status }));
+    api.patch_status(name, &PatchParams::default(), &patch)
+        .await
+        .unwrap()
+}
+
+/// An agent's status: booted `booted`, staged `staged` (none for ' '), the Idle reason
+/// (from 5 minutes ago).
 pub fn agent(booted: char, staged: char, idle: &str) -> Value {
-    let image = |c: char| json!({"image": pin(c), "imageDigest": digest(c)});
-    let mut status = json!({
-        "observedGeneration": 1,
-        "booted": image(booted),
-        "conditions": [cond("Idle", if idle == "Idle" { "True" } else { "False" }, idle, "", 5)],
-    });
-    if staged != ' ' {
-        status["staged"] = image(staged);
-    }
-    status
+    statuses::agent(booted, staged, idle, 5, &[])
 }
 
 /// A pool status rolling out `target` to three nodes, one updated, with `conditions`
@@ -260,17 +236,10 @@ pub fn rolling_status(target: char, conditions: Value) -> Value {
             "origin": "Targeted",
         })
     };
-    json!({
-        "observedGeneration": 1,
-        "targetImage": pin(target),
-        "targetDigest": digest(target),
-        "targetShortDigest": target.to_string().repeat(12),
-        "targetVersion": format!("v{target}"),
-        "nodeCount": 3, "updatedCount": 1, "updatingCount": 1, "stagedCount": 1,
-        "degradedCount": 0,
-        "deployHistory": [entry(target, 0), entry('1', 24 * 60)],
-        "conditions": conditions,
-    })
+    let mut status = pool_status(target, [3, 1, 1, 0], conditions);
+    status["stagedCount"] = json!(1);
+    status["deployHistory"] = json!([entry(target, 0), entry('1', 24 * 60)]);
+    status
 }
 
 /// Pool `workers` rolling out 2 with `maxUnavailable: 1`: w1 on 2, w2 holding the one
@@ -295,19 +264,20 @@ pub async fn workers(cluster: &Cluster, rollout: Value, conditions: Value) -> Bo
     pool
 }
 
-/// `UpToDate=False/RolloutInProgress`, `Degraded=False/Healthy`.
+/// A cluster with [`workers`] rolling out 2 under `maxUnavailable: 1`.
+pub async fn rolling_workers() -> Cluster {
+    let cluster = Cluster::start().await;
+    workers(&cluster, json!({"maxUnavailable": 1}), in_progress()).await;
+    cluster
+}
+
+/// `UpToDate=False/RolloutInProgress`, `Degraded=False/Healthy`,
+/// `Progressing=True/Advancing`.
 pub fn in_progress() -> Value {
-    json!([
-        cond(
-            "UpToDate",
-            "False",
-            "RolloutInProgress",
-            "1/3 updated; 1 staged, 1 rebooting",
-            5
-        ),
-        cond("Degraded", "False", "Healthy", "", 60),
-        cond("Progressing", "True", "Advancing", "", 5),
-    ])
+    let mut conditions = statuses::in_progress();
+    let progressing = cond("Progressing", "True", "Advancing", "", 5);
+    conditions.as_array_mut().unwrap().push(progressing);
+    conditions
 }
 
 /// The controller's own planner, run on pool `name` as the API holds it now, writing the
@@ -345,12 +315,5 @@ pub async fn controller_plans_with(cluster: &Cluster, name: &str, gate: GateView
         ..Default::default()
     };
     let status = planned::planned_status(&world, pool, answers);
-    pools_api
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
-        )
-        .await
-        .unwrap();
+    write_status(&pools_api, name, serde_json::to_value(&status).unwrap()).await;
 }
