@@ -75,18 +75,7 @@ mod tests {
             controller,
             ..OwnerReference::default()
         };
-        let unowned = BootcNode::new(
-            "n",
-            BootcNodeSpec {
-                desired_image: "registry.example/os@sha256:0".into(),
-                desired_image_state: Default::default(),
-                reboot_policy: Default::default(),
-                signature_policy: Default::default(),
-                pull_secret_ref: None,
-                pull_secret_hash: None,
-                health_units: Vec::new(),
-            },
-        );
+        let unowned = BootcNode::new("n", BootcNodeSpec::staged("registry.example/os@sha256:0"));
         let mut owned = unowned.clone();
         owned.metadata.owner_references = Some(vec![
             reference("BootcNodePool", "other", None),

@@ -125,6 +125,22 @@ pub struct BootcNodeSpec {
     pub health_units: Vec<String>,
 }
 
+impl BootcNodeSpec {
+    /// `desired_image`, staged, with every policy at its default and no pull Secret or
+    /// health unit.
+    pub fn staged(desired_image: impl Into<String>) -> Self {
+        BootcNodeSpec {
+            desired_image: desired_image.into(),
+            desired_image_state: DesiredImageState::Staged,
+            reboot_policy: RebootPolicy::default(),
+            signature_policy: SignaturePolicy::default(),
+            pull_secret_ref: None,
+            pull_secret_hash: None,
+            health_units: Vec::new(),
+        }
+    }
+}
+
 /// How far the node should go with desiredImage.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum DesiredImageState {

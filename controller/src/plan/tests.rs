@@ -163,13 +163,8 @@ impl N {
             Some(format!("rv-{}", self.name)),
             BTreeMap::new(),
             BootcNodeSpec {
-                desired_image: pin(desired),
                 desired_image_state: state,
-                reboot_policy: Default::default(),
-                signature_policy: Default::default(),
-                pull_secret_ref: None,
-                pull_secret_hash: None,
-                health_units: Vec::new(),
+                ..BootcNodeSpec::staged(pin(desired))
             },
             Some(status),
         ));

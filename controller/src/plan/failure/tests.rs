@@ -9,8 +9,7 @@ use std::sync::Arc;
 use bootc_crds::MANAGED_LABEL;
 use bootc_crds::conditions::to_time;
 use bootc_crds::node::{
-    BootcNode, BootcNodeSpec, BootcNodeStatus, BootedImage, DesiredImageState, ImageStatus,
-    StagedImage,
+    BootcNode, BootcNodeSpec, BootcNodeStatus, BootedImage, ImageStatus, StagedImage,
 };
 use bootc_crds::pool::{BootcNodePool, BootcNodePoolSpec, DeployHistoryEntry, HistoryOrigin};
 use chrono::{DateTime, Utc};
@@ -59,18 +58,7 @@ fn member(name: &str, booted: ImageStatus, since: DateTime<Utc>, staged: bool) -
         }),
         ..BootcNodeStatus::default()
     };
-    let mut object = BootcNode::new(
-        name,
-        BootcNodeSpec {
-            desired_image: pin('b'),
-            desired_image_state: DesiredImageState::Staged,
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
-        },
-    );
+    let mut object = BootcNode::new(name, BootcNodeSpec::staged(pin('b')));
     object.metadata.generation = Some(1);
     object.metadata.resource_version = Some(format!("rv-{name}"));
     object.status = Some(status);

@@ -8,18 +8,7 @@ use kube::runtime::watcher::Event;
 use super::Overlay;
 
 fn object(rv: &str, uid: &str, image: &str) -> BootcNode {
-    let mut b = BootcNode::new(
-        "n1",
-        BootcNodeSpec {
-            desired_image: image.into(),
-            desired_image_state: Default::default(),
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
-        },
-    );
+    let mut b = BootcNode::new("n1", BootcNodeSpec::staged(image));
     b.metadata.resource_version = Some(rv.into());
     b.metadata.uid = Some(uid.into());
     b

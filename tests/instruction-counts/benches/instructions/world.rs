@@ -149,13 +149,8 @@ fn bootc_node(name: &str, member: Member) -> BootcNode {
     let mut b = BootcNode::new(
         name,
         BootcNodeSpec {
-            desired_image: pin('b'),
             desired_image_state: state,
-            reboot_policy: Default::default(),
-            signature_policy: Default::default(),
-            pull_secret_ref: None,
-            pull_secret_hash: None,
-            health_units: Vec::new(),
+            ..BootcNodeSpec::staged(pin('b'))
         },
     );
     b.metadata.generation = Some(1);
