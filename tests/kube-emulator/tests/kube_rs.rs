@@ -32,6 +32,17 @@ fn pool(name: &str) -> BootcNodePool {
     .unwrap()
 }
 
+/// An emulator with the project's CRDs, a client for pools, and pool `name` as created.
+async fn with_pool(name: &str) -> (Emulator, Api<BootcNodePool>, BootcNodePool) {
+    let (emulator, client) = with_crds().await;
+    let api: Api<BootcNodePool> = Api::all(client);
+    let created = api
+        .create(&PostParams::default(), &pool(name))
+        .await
+        .unwrap();
+    (emulator, api, created)
+}
+
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": "0"}})).unwrap()
 }
@@ -197,12 +208,7 @@ async fn stale_replace_conflicts() {
 
 #[tokio::test]
 async fn custom_resources_replace_with_their_resource_version_only() {
-    let (_emulator, client) = with_crds().await;
-    let api: Api<BootcNodePool> = Api::all(client);
-    let created = api
-        .create(&PostParams::default(), &pool("p"))
-        .await
-        .unwrap();
+    let (_emulator, api, created) = with_pool("p").await;
     let mut current = created.clone();
     current.spec.rollout.paused = true;
     let replaced = api
@@ -227,12 +233,7 @@ async fn custom_resources_replace_with_their_resource_version_only() {
 
 #[tokio::test]
 async fn status_subresource_and_generation() {
-    let (_emulator, client) = with_crds().await;
-    let api: Api<BootcNodePool> = Api::all(client);
-    let created = api
-        .create(&PostParams::default(), &pool("p"))
-        .await
-        .unwrap();
+    let (_emulator, api, created) = with_pool("p").await;
     assert_eq!(created.metadata.generation, Some(1));
     // Server-side defaults were applied.
     assert_eq!(created.spec.history.limit, 5);
