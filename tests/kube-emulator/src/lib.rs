@@ -56,7 +56,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
 pub use faults::{FaultConfig, RequestCounts, RequestRecord};
-pub use store::{Event, EventType, rv_order, rv_text};
+pub use store::{Event, EventType, object_rv_order, rv_order, rv_text};
 
 /// How to start an emulator.
 #[derive(Debug, Clone)]
