@@ -25,35 +25,65 @@ use crate::schema::{self, Additional, MAX_DEPTH, META_FIELDS};
 pub fn prune(schema: &Value, value: &Value) -> (Value, Vec<String>) {
     let mut out = value.clone();
     let mut pruned = Vec::new();
-    prune_node(Some(schema), &mut out, "", true, 0, &mut pruned);
+    let root = At {
+        path: String::new(),
+        root: true,
+        depth: 0,
+    };
+    prune_node(Some(schema), &mut out, &root, &mut pruned);
     (out, pruned)
 }
 
-/// `prune` of the apiserver's `pruning/algorithm.go`; `root` marks a resource
-/// root, which is handled like an embedded resource.
-fn prune_node(
-    schema: Option<&Value>,
-    value: &mut Value,
-    path: &str,
+/// Where the walk stands: the path of the value, whether it is a resource root, and how deep.
+struct At {
+    path: String,
     root: bool,
     depth: usize,
-    pruned: &mut Vec<String>,
-) {
-    if depth > MAX_DEPTH {
+}
+
+impl At {
+    fn below(&self, path: String) -> Self {
+        Self {
+            path,
+            root: false,
+            depth: self.depth + 1,
+        }
+    }
+
+    /// Property `name` of the object here.
+    fn child(&self, name: &str) -> Self {
+        self.below(path::child(&self.path, name))
+    }
+
+    /// Entry `key` of the map (`additionalProperties`) here.
+    fn key(&self, key: &str) -> Self {
+        self.below(path::key(&self.path, key))
+    }
+
+    /// Item `index` of the list here.
+    fn index(&self, index: usize) -> Self {
+        self.below(path::index(&self.path, index))
+    }
+}
+
+/// `prune` of the apiserver's `pruning/algorithm.go`; a resource root is handled like an
+/// embedded resource.
+fn prune_node(schema: Option<&Value>, value: &mut Value, at: &At, pruned: &mut Vec<String>) {
+    if at.depth > MAX_DEPTH {
         return;
     }
     if let Some(s) = schema.filter(|s| schema::preserves_unknown(s)) {
-        skip_prune(s, value, path, root, depth, pruned);
+        skip_prune(s, value, at, pruned);
         return;
     }
     match value {
         Value::Object(map) => {
             let Some(s) = schema else {
-                pruned.extend(map.keys().map(|k| path::child(path, k)));
+                pruned.extend(map.keys().map(|k| path::child(&at.path, k)));
                 map.clear();
                 return;
             };
-            let keeps_meta = root || schema::embedded(s);
+            let keeps_meta = at.root || schema::embedded(s);
             let props = schema::properties(s);
             let additional = schema::additional(s);
             let keys: Vec<String> = map.keys().cloned().collect();
@@ -63,15 +93,13 @@ fn prune_node(
                 }
                 let Some(v) = map.get_mut(&k) else { continue };
                 if let Some(p) = props.and_then(|p| p.get(&k)) {
-                    prune_node(Some(p), v, &path::child(path, &k), false, depth + 1, pruned);
+                    prune_node(Some(p), v, &at.child(&k), pruned);
                 } else {
                     match additional {
-                        Additional::Schema(a) => {
-                            prune_node(Some(a), v, &path::key(path, &k), false, depth + 1, pruned);
-                        }
+                        Additional::Schema(a) => prune_node(Some(a), v, &at.key(&k), pruned),
                         Additional::Any => {}
                         Additional::No => {
-                            pruned.push(path::child(path, &k));
+                            pruned.push(path::child(&at.path, &k));
                             map.remove(&k);
                         }
                     }
@@ -81,7 +109,7 @@ fn prune_node(
         Value::Array(list) => {
             let items = schema.and_then(schema::items);
             for (i, item) in list.iter_mut().enumerate() {
-                prune_node(items, item, &path::index(path, i), false, depth + 1, pruned);
+                prune_node(items, item, &at.index(i), pruned);
             }
         }
         _ => {}
@@ -90,35 +118,28 @@ fn prune_node(
 
 /// `skipPrune`: below `x-kubernetes-preserve-unknown-fields` unknown fields
 /// stay, declared ones are pruned by their own schema.
-fn skip_prune(
-    schema: &Value,
-    value: &mut Value,
-    path: &str,
-    root: bool,
-    depth: usize,
-    pruned: &mut Vec<String>,
-) {
-    if depth > MAX_DEPTH {
+fn skip_prune(schema: &Value, value: &mut Value, at: &At, pruned: &mut Vec<String>) {
+    if at.depth > MAX_DEPTH {
         return;
     }
     match value {
         Value::Object(map) => {
-            let keeps_meta = root || schema::embedded(schema);
+            let keeps_meta = at.root || schema::embedded(schema);
             for (k, v) in map.iter_mut() {
                 if keeps_meta && META_FIELDS.contains(&k.as_str()) {
                     continue;
                 }
                 if let Some(p) = schema::properties(schema).and_then(|p| p.get(k)) {
-                    prune_node(Some(p), v, &path::child(path, k), false, depth + 1, pruned);
+                    prune_node(Some(p), v, &at.child(k), pruned);
                 } else if let Additional::Schema(a) = schema::additional(schema) {
-                    prune_node(Some(a), v, &path::key(path, k), false, depth + 1, pruned);
+                    prune_node(Some(a), v, &at.key(k), pruned);
                 }
             }
         }
         Value::Array(list) => {
             if let Some(items) = schema::items(schema) {
                 for (i, item) in list.iter_mut().enumerate() {
-                    skip_prune(items, item, &path::index(path, i), false, depth + 1, pruned);
+                    skip_prune(items, item, &at.index(i), pruned);
                 }
             }
         }

@@ -73,14 +73,6 @@ struct TrackState {
     slots: SlotLog,
 }
 
-fn rv_of(object: &Value) -> u64 {
-    object
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .and_then(kube_emulator::rv_order)
-        .unwrap_or(0)
-}
-
 fn name_of(object: &Value) -> Option<String> {
     object
         .pointer("/metadata/name")
@@ -254,7 +246,7 @@ impl TrackState {
             (GROUP, "bootcnodepools"),
         ] {
             for object in handle.list(group, plural) {
-                let rv = rv_of(&object);
+                let rv = kube_emulator::object_rv_order(&object);
                 self.apply(group, plural, &object, false, rv);
             }
         }

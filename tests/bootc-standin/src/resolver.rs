@@ -163,16 +163,7 @@ impl HttpResolver {
     /// The manifest `r` names; for a manifest list or index, the entry for linux and this
     /// resolver's architecture.
     fn manifest(&self, session: &mut Session<'_>, r: &Reference) -> Result<Manifest, Error> {
-        let reference = r.manifest_reference().to_owned();
-        let what = format!(
-            "reading manifest {reference} in {}/{}",
-            r.registry, r.repository
-        );
-        let resp = session.get(
-            &format!("/v2/{}/manifests/{reference}", r.repository),
-            ACCEPT,
-            &what,
-        )?;
+        let (resp, what) = session.get_manifest(r, r.manifest_reference())?;
         let mut doc = session.json(&resp, &what, "manifest")?;
         let media_type = resp
             .header("content-type")
@@ -194,15 +185,7 @@ impl HttpResolver {
                     self.architecture
                 ))
             })?;
-            let what = format!(
-                "reading manifest {chosen} in {}/{}",
-                r.registry, r.repository
-            );
-            let resp = session.get(
-                &format!("/v2/{}/manifests/{chosen}", r.repository),
-                ACCEPT,
-                &what,
-            )?;
+            let (resp, what) = session.get_manifest(r, &chosen)?;
             doc = session.json(&resp, &what, "manifest")?;
             digest = Some(chosen);
         }

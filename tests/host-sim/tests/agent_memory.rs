@@ -465,11 +465,7 @@ async fn pull_secrets_are_written_and_rewritten_when_their_hash_changes() {
 
 #[tokio::test]
 async fn an_idle_agent_makes_no_writes_and_keeps_one_watch() {
-    let (emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let v1 = catalog.push(REPO, "v1", &digest('1'), None);
-    let host = MemoryHost::new(catalog, &v1, Behaviour::default()).unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
+    let (emulator, client, api, host, [v1]) = one_node([None], Behaviour::default()).await;
     create_node(&api, &bootc_node("n1", &v1)).await;
     let handle = emulator.handle();
     handle.clear_requests();
@@ -775,15 +771,12 @@ async fn the_update_timer_is_handed_back_when_the_bootc_node_goes_and_masked_whe
 /// agent records, unlocks and reboots, once.
 #[tokio::test]
 async fn a_refused_reboot_record_stops_the_unlock_and_the_reboot() {
-    let (emulator, client) = cluster(false).await;
-    let catalog = Catalog::new();
-    let [v1, v2] = catalog.push_versions(REPO, [Some("k1"), Some("k2")]);
     let behaviour = Behaviour {
         stage_time: Duration::from_secs(2),
         ..Behaviour::default()
     };
-    let host = MemoryHost::new(catalog, &v1, behaviour).unwrap();
-    let api: Api<BootcNode> = Api::all(client.clone());
+    let (emulator, client, api, host, [_v1, v2]) =
+        one_node([Some("k1"), Some("k2")], behaviour).await;
     let mut approved = bootc_node("n1", &v2);
     approved.spec.desired_image_state = DesiredImageState::Booted;
     approved

@@ -20,6 +20,7 @@
 //!   the minimal v2 one (`openapi/v2`).
 //! - [`policy`]: PodDisruptionBudgets and eviction; `gc`: garbage collection of dependents and namespaces.
 //! - [`local`]: kube-rs clients that hand their requests straight to the router, without sockets.
+//! - [`kubectl`]: the real kubectl run against an emulator by tests, with a HOME and cache of its own.
 //! - [`tls`]: HTTPS with a certificate authority made at start ([`EmulatorOptions::tls`]).
 //! - [`error`]: API errors as `Status` objects; [`faults`]: fault injection and the request log; [`audit`]: the
 //!   request log written for the audit check.
@@ -29,6 +30,7 @@ pub mod error;
 pub mod faults;
 mod gc;
 pub mod jsonpath;
+pub mod kubectl;
 pub mod local;
 pub mod openapi;
 pub mod ops;
@@ -54,7 +56,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
 pub use faults::{FaultConfig, RequestCounts, RequestRecord};
-pub use store::{Event, EventType, rv_order, rv_text};
+pub use store::{Event, EventType, object_rv_order, rv_order, rv_text};
 
 /// How to start an emulator.
 #[derive(Debug, Clone)]

@@ -73,6 +73,17 @@ pub struct Written {
     pub warnings: Vec<String>,
 }
 
+impl Written {
+    /// A 200 answer without warnings.
+    pub fn ok(object: Value) -> Self {
+        Self {
+            object,
+            code: 200,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 /// A PATCH body: its type (from the `Content-Type`) and its bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct PatchBody<'a> {

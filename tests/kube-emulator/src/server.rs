@@ -325,22 +325,19 @@ async fn resource(
     let table = table::wants_table(accept);
     let query = req.query;
     let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let write = || write::Write::new(app, &p, req);
     let result: Result<Written, ApiError> = match (method.as_str(), &p.name) {
         ("GET", None) if watch => return read::start_watch(app, &p, query, table),
-        ("GET", None) => read::list(app, &p, query, table).map(|object| Written {
-            object,
-            code: 200,
-            warnings: Vec::new(),
-        }),
+        ("GET", None) => read::list(app, &p, query, table).map(Written::ok),
         ("GET", Some(name)) => read::get(app, &p, name, query, table),
-        ("POST", None) => write::create(app, &p, req),
+        ("POST", None) => write().and_then(|w| w.create()),
         ("POST", Some(name)) if p.subresource.as_deref() == Some("eviction") => {
-            write::evict(app, &p, name, req)
+            write().and_then(|w| w.evict(name))
         }
-        ("PUT", Some(name)) => write::replace(app, &p, name, req),
-        ("PATCH", Some(name)) => write::patch(app, &p, name, req),
-        ("DELETE", Some(name)) => write::delete(app, &p, name, req),
-        ("DELETE", None) => write::delete_collection(app, &p, req),
+        ("PUT", Some(name)) => write().and_then(|w| w.replace(name)),
+        ("PATCH", Some(name)) => write().and_then(|w| w.patch(name)),
+        ("DELETE", Some(name)) => write().and_then(|w| w.delete(name)),
+        ("DELETE", None) => write().and_then(|w| w.delete_collection()),
         (m, _) => Err(ApiError::method_not_allowed(format!(
             "{m} is not supported on {}",
             p.resource.qualified()

@@ -33,6 +33,15 @@ pub fn rv_order(text: &str) -> Option<u64> {
     Some(mixed.rotate_right(17) ^ RV_MIX)
 }
 
+/// [`rv_order`] of an object's `metadata.resourceVersion`; 0 when it has none the store made.
+pub fn object_rv_order(object: &Value) -> u64 {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(rv_order)
+        .unwrap_or(0)
+}
+
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {

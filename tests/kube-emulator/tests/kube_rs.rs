@@ -32,6 +32,17 @@ fn pool(name: &str) -> BootcNodePool {
     .unwrap()
 }
 
+/// An emulator with the project's CRDs, a client for pools, and pool `name` as created.
+async fn with_pool(name: &str) -> (Emulator, Api<BootcNodePool>, BootcNodePool) {
+    let (emulator, client) = with_crds().await;
+    let api: Api<BootcNodePool> = Api::all(client);
+    let created = api
+        .create(&PostParams::default(), &pool(name))
+        .await
+        .unwrap();
+    (emulator, api, created)
+}
+
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": "0"}})).unwrap()
 }
@@ -184,36 +195,20 @@ async fn stale_replace_conflicts() {
     assert_ne!(replaced.resource_version(), created.resource_version());
     let mut stale = created.clone();
     stale.data = Some(BTreeMap::from([("v".into(), "stale".into())]));
-    let err = api
-        .replace("x", &PostParams::default(), &stale)
-        .await
-        .unwrap_err();
-    assert_eq!(code(&err), 409, "{err}");
-    assert!(
-        message(&err).contains("the object has been modified"),
-        "{err}"
+    assert_refused(
+        api.replace("x", &PostParams::default(), &stale).await,
+        409,
+        "the object has been modified",
     );
     assert_eq!(api.get("x").await.unwrap().data.unwrap()["v"], "first");
     // Creating twice is a conflict too; getting what is not there is 404.
-    assert_eq!(
-        code(
-            &api.create(&PostParams::default(), &cm("x"))
-                .await
-                .unwrap_err()
-        ),
-        409
-    );
-    assert_eq!(code(&api.get("nope").await.unwrap_err()), 404);
+    refused(api.create(&PostParams::default(), &cm("x")).await, 409);
+    refused(api.get("nope").await, 404);
 }
 
 #[tokio::test]
 async fn custom_resources_replace_with_their_resource_version_only() {
-    let (_emulator, client) = with_crds().await;
-    let api: Api<BootcNodePool> = Api::all(client);
-    let created = api
-        .create(&PostParams::default(), &pool("p"))
-        .await
-        .unwrap();
+    let (_emulator, api, created) = with_pool("p").await;
     let mut current = created.clone();
     current.spec.rollout.paused = true;
     let replaced = api
@@ -223,35 +218,22 @@ async fn custom_resources_replace_with_their_resource_version_only() {
     assert!(replaced.spec.rollout.paused);
     assert_eq!(replaced.metadata.generation, Some(2));
     // The old version conflicts; no version at all is invalid for a custom resource.
-    assert_eq!(
-        code(
-            &api.replace("p", &PostParams::default(), &created)
-                .await
-                .unwrap_err()
-        ),
-        409
+    refused(
+        api.replace("p", &PostParams::default(), &created).await,
+        409,
     );
     let mut unversioned = replaced.clone();
     unversioned.metadata.resource_version = None;
-    let err = api
-        .replace("p", &PostParams::default(), &unversioned)
-        .await
-        .unwrap_err();
-    assert_eq!(code(&err), 422, "{err}");
-    assert!(
-        message(&err).contains("must be specified for an update"),
-        "{err}"
+    assert_refused(
+        api.replace("p", &PostParams::default(), &unversioned).await,
+        422,
+        "must be specified for an update",
     );
 }
 
 #[tokio::test]
 async fn status_subresource_and_generation() {
-    let (_emulator, client) = with_crds().await;
-    let api: Api<BootcNodePool> = Api::all(client);
-    let created = api
-        .create(&PostParams::default(), &pool("p"))
-        .await
-        .unwrap();
+    let (_emulator, api, created) = with_pool("p").await;
     assert_eq!(created.metadata.generation, Some(1));
     // Server-side defaults were applied.
     assert_eq!(created.spec.history.limit, 5);
@@ -472,7 +454,7 @@ async fn owners_finalizers_and_namespaces() {
         )
         .await
         .unwrap();
-    assert_eq!(code(&nodes.get("n2").await.unwrap_err()), 404);
+    refused(nodes.get("n2").await, 404);
 
     // Deleting a namespace deletes what is in it.
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -492,14 +474,7 @@ async fn owners_finalizers_and_namespaces() {
     assert!(handle.get("", "configmaps", "scratch", "a").is_none());
     assert!(handle.get("", "namespaces", "", "scratch").is_none());
     // Creating in a namespace that does not exist is refused.
-    assert_eq!(
-        code(
-            &cms.create(&PostParams::default(), &cm("b"))
-                .await
-                .unwrap_err()
-        ),
-        404
-    );
+    refused(cms.create(&PostParams::default(), &cm("b")).await, 404);
 }
 
 #[tokio::test]
@@ -547,11 +522,10 @@ async fn selectors_pagination_and_generate_name() {
     let expected: Vec<String> = (0..25).map(|i| format!("p{i:02}")).collect();
     assert_eq!(names, expected);
     // Unsupported field selectors are refused as kube-apiserver refuses them.
-    let err = api
-        .list(&ListParams::default().fields("data.v=1"))
-        .await
-        .unwrap_err();
-    assert_eq!(code(&err), 400);
+    refused(
+        api.list(&ListParams::default().fields("data.v=1")).await,
+        400,
+    );
     // generateName.
     let generated = api
         .create(
@@ -623,9 +597,11 @@ async fn evictions_honour_disruption_budgets() {
         ),
         (2, 2, 0)
     );
-    let err = pods.evict("w1", &EvictParams::default()).await.unwrap_err();
-    assert_eq!(code(&err), 429, "{err}");
-    assert!(message(&err).contains("disruption budget"), "{err}");
+    assert_refused(
+        pods.evict("w1", &EvictParams::default()).await,
+        429,
+        "disruption budget",
+    );
     assert!(pods.get("w1").await.is_ok());
     // Loosen the budget: one eviction is allowed, the second is not.
     pdbs.patch(
@@ -636,11 +612,8 @@ async fn evictions_honour_disruption_budgets() {
     .await
     .unwrap();
     pods.evict("w1", &EvictParams::default()).await.unwrap();
-    assert_eq!(code(&pods.get("w1").await.unwrap_err()), 404);
-    assert_eq!(
-        code(&pods.evict("w2", &EvictParams::default()).await.unwrap_err()),
-        429
-    );
+    refused(pods.get("w1").await, 404);
+    refused(pods.evict("w2", &EvictParams::default()).await, 429);
     assert_eq!(
         pdbs.get("web")
             .await

@@ -30,6 +30,11 @@ fn lines_of(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
     rx
 }
 
+/// The arguments of `kubectl patch RESOURCE NAME --type merge -p PATCH`.
+fn merge_patch<'a>(resource: &'a str, name: &'a str, patch: &'a str) -> [&'a str; 7] {
+    ["patch", resource, name, "--type", "merge", "-p", patch]
+}
+
 /// A `kube-emulator` process, stopped (by its PID) when dropped.
 struct Server {
     child: Child,
@@ -67,14 +72,8 @@ impl Server {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("kubectl");
-        c.arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("cache"))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env("HOME", self.dir.path());
+        let mut c = kube_emulator::kubectl::command(self.dir.path(), &self.kubeconfig());
+        c.args(args);
         c
     }
 
@@ -102,14 +101,7 @@ impl Server {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        kube_emulator::kubectl::succeeded(args, &self.kubectl(args))
     }
 
     fn apply(&self, yaml: &str) {
@@ -219,15 +211,11 @@ fn apply_get_explain_patch_and_watch() {
     }
 
     // A merge patch.
-    server.ok(&[
-        "patch",
+    server.ok(&merge_patch(
         "bootcnodepool",
         "workers",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"rollout":{"paused":true}}}"#,
-    ]);
+    ));
     let out = server.ok(&[
         "get",
         "bnp",
@@ -237,15 +225,11 @@ fn apply_get_explain_patch_and_watch() {
     ]);
     assert_eq!(out, "true 2");
     // A patch the schema refuses is refused with the field named.
-    let out = server.kubectl(&[
-        "patch",
+    let out = server.kubectl(&merge_patch(
         "bnp",
         "workers",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"rollout":{"maxUnavailable":"0%"}}}"#,
-    ]);
+    ));
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("spec.rollout.maxUnavailable"),
@@ -272,15 +256,11 @@ fn apply_get_explain_patch_and_watch() {
         .recv_timeout(Duration::from_secs(20))
         .expect("the watch prints the object");
     assert_eq!(first, "1");
-    server.ok(&[
-        "patch",
+    server.ok(&merge_patch(
         "bnp",
         "workers",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"rollout":{"maxUnavailable":"30%"}}}"#,
-    ]);
+    ));
     let next = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("the watch prints the change");
@@ -353,15 +333,7 @@ fn cordon_and_drain_honour_disruption_budgets() {
     assert_eq!(server.ok(&["get", "pods", "-o", "name"]).lines().count(), 3);
 
     // With the budget loosened, drain evicts the web pods and leaves the DaemonSet pod.
-    server.ok(&[
-        "patch",
-        "pdb",
-        "web",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"minAvailable":0}}"#,
-    ]);
+    server.ok(&merge_patch("pdb", "web", r#"{"spec":{"minAvailable":0}}"#));
     let out = server.ok(&[
         "drain",
         "n1",

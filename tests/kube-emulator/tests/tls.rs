@@ -6,7 +6,6 @@
 
 use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, PostParams};
@@ -26,21 +25,9 @@ async fn tls_emulator() -> Emulator {
 async fn kubectl(dir: &Path, kubeconfig: &str, args: &[&str]) -> Output {
     let path = dir.join("kubeconfig");
     std::fs::write(&path, kubeconfig).unwrap();
-    let out = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&path)
-        .arg("--cache-dir")
-        .arg(dir.join("cache"))
-        .args(["--request-timeout", "20s"])
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .env("HOME", dir)
-        .kill_on_drop(true)
-        .output();
-    tokio::time::timeout(Duration::from_secs(60), out)
-        .await
-        .expect("kubectl finishes within a minute")
-        .expect("kubectl is on the PATH (.ci/run installs it where it is missing)")
+    let mut command = kube_emulator::kubectl::command(dir, &path);
+    command.args(["--request-timeout", "20s"]).args(args);
+    kube_emulator::kubectl::output(command).await
 }
 
 fn text(out: &Output) -> String {

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::http_client::{http, http_with_body};
+use crate::http_client::{Response, http, http_with_body};
 use crate::{Error, Registry, host_architecture, io_err, run};
 
 /// What [`Registry::push_index`] pushed.
@@ -131,14 +131,8 @@ impl Registry {
             &format!("/v2/{repo}/manifests/{from}"),
             &[("Accept", accept.as_str())],
             self.credentials(),
-        )
-        .map_err(|e| Error::Http(format!("reading {repo}:{from}: {e}")))?;
-        if got.status != 200 {
-            return Err(Error::Http(format!(
-                "reading {repo}:{from}: HTTP {}",
-                got.status
-            )));
-        }
+        );
+        let got = answered(got, 200, &format!("reading {repo}:{from}"))?;
         let media = got.header("content-type").unwrap_or(OCI).to_owned();
         let put = http_with_body(
             &self.host(),
@@ -147,14 +141,8 @@ impl Registry {
             &[("Content-Type", media.as_str())],
             self.credentials(),
             &got.body,
-        )
-        .map_err(|e| Error::Http(format!("tagging {repo}:{to}: {e}")))?;
-        if put.status != 201 {
-            return Err(Error::Http(format!(
-                "tagging {repo}:{to}: HTTP {}",
-                put.status
-            )));
-        }
+        );
+        let put = answered(put, 201, &format!("tagging {repo}:{to}"))?;
         put.header("docker-content-digest")
             .map(str::to_owned)
             .ok_or_else(|| Error::Http(format!("tagging {repo}:{to}: no digest in the answer")))
@@ -181,14 +169,8 @@ impl Registry {
                 &format!("/v2/{repo}/manifests/{digest}"),
                 &[("Accept", "application/vnd.oci.image.manifest.v1+json")],
                 self.credentials(),
-            )
-            .map_err(|e| Error::Http(format!("reading manifest {digest}: {e}")))?;
-            if resp.status != 200 {
-                return Err(Error::Http(format!(
-                    "reading manifest {digest}: HTTP {}",
-                    resp.status
-                )));
-            }
+            );
+            let resp = answered(resp, 200, &format!("reading manifest {digest}"))?;
             pushed.push((arch, digest, resp.body.len()));
         }
         let entries: Vec<String> = pushed
@@ -236,4 +218,14 @@ impl Registry {
             arm64: digest_of("arm64"),
         })
     }
+}
+
+/// The registry's answer when it has status `want`; otherwise an error saying what was
+/// being done (`what`) and what went wrong.
+fn answered(resp: std::io::Result<Response>, want: u16, what: &str) -> Result<Response, Error> {
+    let resp = resp.map_err(|e| Error::Http(format!("{what}: {e}")))?;
+    if resp.status != want {
+        return Err(Error::Http(format!("{what}: HTTP {}", resp.status)));
+    }
+    Ok(resp)
 }

@@ -2,9 +2,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use test_registry::{Registry, http};
+use test_registry::{Registry, Response, http};
 
 const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+
+/// `GET` of a manifest path, accepting every manifest and index type, with `basic` auth.
+fn get_manifest(host: &str, path: &str, basic: Option<(&str, &str)>) -> Response {
+    http(host, "GET", path, &[("Accept", MANIFEST_ACCEPT)], basic).unwrap()
+}
 
 fn is_digest(d: &str) -> bool {
     d.strip_prefix("sha256:")
@@ -30,25 +35,11 @@ fn push_twice_gives_two_digests_and_the_tag_moves() {
         .unwrap();
     assert!(is_digest(&d1) && is_digest(&d2), "{d1} {d2}");
     assert_ne!(d1, d2);
-    let resp = http(
-        &reg.host(),
-        "GET",
-        "/v2/os/node/manifests/stable",
-        &[("Accept", MANIFEST_ACCEPT)],
-        None,
-    )
-    .unwrap();
+    let resp = get_manifest(&reg.host(), "/v2/os/node/manifests/stable", None);
     assert_eq!(resp.status, 200);
     assert_eq!(resp.header("docker-content-digest"), Some(d2.as_str()));
     // The old digest is still there.
-    let resp = http(
-        &reg.host(),
-        "GET",
-        &format!("/v2/os/node/manifests/{d1}"),
-        &[("Accept", MANIFEST_ACCEPT)],
-        None,
-    )
-    .unwrap();
+    let resp = get_manifest(&reg.host(), &format!("/v2/os/node/manifests/{d1}"), None);
     assert_eq!(resp.status, 200);
 }
 
@@ -57,14 +48,7 @@ fn auth_registry_refuses_anonymous_and_accepts_basic_auth() {
     let reg = Registry::start_with_auth("puller", "s3cret").unwrap();
     let digest = reg.push("os/node", "v1", &[]).unwrap();
     let path = format!("/v2/os/node/manifests/{digest}");
-    let anon = http(
-        &reg.host(),
-        "GET",
-        &path,
-        &[("Accept", MANIFEST_ACCEPT)],
-        None,
-    )
-    .unwrap();
+    let anon = get_manifest(&reg.host(), &path, None);
     assert_eq!(anon.status, 401);
     assert!(
         anon.header("www-authenticate")
@@ -72,23 +56,9 @@ fn auth_registry_refuses_anonymous_and_accepts_basic_auth() {
         "{:?}",
         anon.headers
     );
-    let wrong = http(
-        &reg.host(),
-        "GET",
-        &path,
-        &[("Accept", MANIFEST_ACCEPT)],
-        Some(("puller", "nope")),
-    )
-    .unwrap();
+    let wrong = get_manifest(&reg.host(), &path, Some(("puller", "nope")));
     assert_eq!(wrong.status, 401);
-    let ok = http(
-        &reg.host(),
-        "GET",
-        &path,
-        &[("Accept", MANIFEST_ACCEPT)],
-        reg.credentials(),
-    )
-    .unwrap();
+    let ok = get_manifest(&reg.host(), &path, reg.credentials());
     assert_eq!(ok.status, 200);
     assert!(reg.auth_json().contains(&reg.host()));
 }
@@ -104,14 +74,7 @@ fn stop_and_restart_keep_port_and_content() {
     reg.restart().unwrap();
     assert!(reg.is_running());
     assert_eq!(reg.host(), host);
-    let resp = http(
-        &host,
-        "GET",
-        &format!("/v2/r/manifests/{digest}"),
-        &[("Accept", MANIFEST_ACCEPT)],
-        None,
-    )
-    .unwrap();
+    let resp = get_manifest(&host, &format!("/v2/r/manifests/{digest}"), None);
     assert_eq!(resp.status, 200);
 }
 
@@ -121,14 +84,7 @@ fn push_index_lists_both_architectures() {
     let pushed = reg.push_index("multi", "v1", &[("k", "v")]).unwrap();
     assert!(is_digest(&pushed.index));
     assert_ne!(pushed.amd64, pushed.arm64);
-    let resp = http(
-        &reg.host(),
-        "GET",
-        "/v2/multi/manifests/v1",
-        &[("Accept", MANIFEST_ACCEPT)],
-        None,
-    )
-    .unwrap();
+    let resp = get_manifest(&reg.host(), "/v2/multi/manifests/v1", None);
     assert_eq!(resp.status, 200);
     assert_eq!(
         resp.header("docker-content-digest"),

@@ -152,6 +152,25 @@ impl Session<'_> {
         Err(self.err(self.refusal(&resp, what)))
     }
 
+    /// GET manifest `reference` (a tag or digest) of `r`'s repository; also returns what was
+    /// read (`reading manifest REF in REGISTRY/REPO`), for messages.
+    pub(super) fn get_manifest(
+        &mut self,
+        r: &Reference,
+        reference: &str,
+    ) -> Result<(HttpResponse, String), Error> {
+        let what = format!(
+            "reading manifest {reference} in {}/{}",
+            r.registry, r.repository
+        );
+        let resp = self.get(
+            &format!("/v2/{}/manifests/{reference}", r.repository),
+            super::ACCEPT,
+            &what,
+        )?;
+        Ok((resp, what))
+    }
+
     /// What a registry's answer other than 200 means, as bootc would say it.
     fn refusal(&self, resp: &HttpResponse, what: &str) -> String {
         let mut message = format!("{what}: ");

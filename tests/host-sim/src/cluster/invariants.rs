@@ -94,14 +94,6 @@ fn summary(plural: &str, object: &Value, deleted: bool, rv: u64) -> String {
     )
 }
 
-fn object_rv(object: &Value) -> u64 {
-    object
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .and_then(kube_emulator::rv_order)
-        .unwrap_or(0)
-}
-
 fn object_name(object: &Value) -> Option<String> {
     object
         .pointer("/metadata/name")
@@ -364,7 +356,7 @@ impl Invariants {
         };
         for (group, plural) in [("", "nodes"), (BOOTC_GROUP, "bootcnodes")] {
             for object in handle.list(group, plural) {
-                let rv = object_rv(&object);
+                let rv = kube_emulator::object_rv_order(&object);
                 tracker.apply(group, plural, &object, false, rv);
             }
         }

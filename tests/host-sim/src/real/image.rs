@@ -359,6 +359,16 @@ fn build_layout(tmp: &Path, rootfs: &Path, log: &Path) -> Result<()> {
         c.args(args);
         run_logged(c, log)
     };
+    // A layer from `tar` on top of v1, as v1 itself or as a new `tag`.
+    let add_layer = |tar: &Path, tag: Option<&str>| {
+        let tar = tar.display().to_string();
+        let mut args = vec!["raw", "add-layer", "--image", &v1];
+        if let Some(tag) = tag {
+            args.extend(["--tag", tag]);
+        }
+        args.push(&tar);
+        umoci(&args)
+    };
     require_tool("umoci", "umoci")?;
     umoci(&["init", "--layout", &layout])?;
     umoci(&["new", "--image", &v1])?;
@@ -377,13 +387,7 @@ fn build_layout(tmp: &Path, rootfs: &Path, log: &Path) -> Result<()> {
     top.sort();
     tar.args(&top);
     run_logged(tar, log)?;
-    umoci(&[
-        "raw",
-        "add-layer",
-        "--image",
-        &v1,
-        &v1_tar.display().to_string(),
-    ])?;
+    add_layer(&v1_tar, None)?;
     umoci(&[
         "config",
         "--image",
@@ -407,15 +411,7 @@ fn build_layout(tmp: &Path, rootfs: &Path, log: &Path) -> Result<()> {
         .arg(&v2_tar)
         .arg("usr");
     run_logged(tar, log)?;
-    umoci(&[
-        "raw",
-        "add-layer",
-        "--image",
-        &v1,
-        "--tag",
-        "v2",
-        &v2_tar.display().to_string(),
-    ])?;
+    add_layer(&v2_tar, Some("v2"))?;
     for leftover in [&v1_tar, &v2_tar] {
         let _ = fs::remove_file(leftover);
     }

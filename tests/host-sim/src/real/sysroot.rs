@@ -27,29 +27,14 @@ impl Sysroot {
         let p = path.display().to_string();
         let repo = path.join("ostree/repo").display().to_string();
         let sysroot_arg = format!("--sysroot={p}");
+        let config_set = |key, value| vec!["ostree", "config", "--repo", &repo, "set", key, value];
         let steps: [Vec<&str>; 5] = [
             vec!["ostree", "admin", "init-fs", "--modern", &p],
             vec!["ostree", "admin", "os-init", STATEROOT, &sysroot_arg],
-            vec![
-                "ostree",
-                "config",
-                "--repo",
-                &repo,
-                "set",
-                "sysroot.bootloader",
-                "none",
-            ],
+            config_set("sysroot.bootloader", "none"),
             // ostree keeps 3% of the file system free by default: 7.5 GB of a 250 GB disk
             // shared with build trees. A test node needs only its own few hundred MB.
-            vec![
-                "ostree",
-                "config",
-                "--repo",
-                &repo,
-                "set",
-                "core.min-free-space-size",
-                "256MB",
-            ],
+            config_set("core.min-free-space-size", "256MB"),
             vec![
                 "bootc",
                 "internals",

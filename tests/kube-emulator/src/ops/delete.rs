@@ -26,11 +26,7 @@ impl Inner {
         };
         check_preconditions(t, &old, name, options)?;
         if dry_run {
-            return Ok(Written {
-                object: (*old).clone(),
-                code: 200,
-                warnings: Vec::new(),
-            });
+            return Ok(Written::ok((*old).clone()));
         }
         let orphan = options.get("propagationPolicy").and_then(Value::as_str) == Some("Orphan")
             || options.get("orphanDependents").and_then(Value::as_bool) == Some(true);
@@ -47,11 +43,7 @@ impl Inner {
         }
         let removed = self.store.remove(&t.key(), &ns_str, name).unwrap_or(old);
         self.after_remove(t, &ns_str, &removed);
-        Ok(Written {
-            object: (*removed).clone(),
-            code: 200,
-            warnings: Vec::new(),
-        })
+        Ok(Written::ok((*removed).clone()))
     }
 
     /// Marks an object with finalizers (or a namespace) as being deleted: its deletionTimestamp, and for a namespace
@@ -65,11 +57,7 @@ impl Inner {
         is_namespace: bool,
     ) -> Written {
         if old.pointer("/metadata/deletionTimestamp").is_some() {
-            return Written {
-                object: (**old).clone(),
-                code: 200,
-                warnings: Vec::new(),
-            };
+            return Written::ok((**old).clone());
         }
         let mut marked = (**old).clone();
         marked["metadata"]["deletionTimestamp"] = json!(now());
@@ -86,11 +74,7 @@ impl Inner {
             gc::collect(self);
         }
         let current = self.store.get(&t.key(), ns, name).unwrap_or(stored);
-        Written {
-            object: (*current).clone(),
-            code: 200,
-            warnings: Vec::new(),
-        }
+        Written::ok((*current).clone())
     }
 }
 
@@ -101,33 +85,22 @@ fn check_preconditions(
     name: &str,
     options: &Value,
 ) -> Result<(), ApiError> {
-    if let Some(uid) = options
-        .pointer("/preconditions/uid")
-        .and_then(Value::as_str)
-        && Some(uid) != meta_str(old, "uid")
-    {
-        return Err(ApiError::conflict(
-            t,
-            name,
-            &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                meta_str(old, "uid").unwrap_or_default()
-            ),
-        ));
-    }
-    if let Some(rv) = options
-        .pointer("/preconditions/resourceVersion")
-        .and_then(Value::as_str)
-        && Some(rv) != meta_str(old, "resourceVersion")
-    {
-        return Err(ApiError::conflict(
-            t,
-            name,
-            &format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                meta_str(old, "resourceVersion").unwrap_or_default()
-            ),
-        ));
+    for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+        let stored = meta_str(old, field);
+        if let Some(wanted) = options
+            .pointer(&format!("/preconditions/{field}"))
+            .and_then(Value::as_str)
+            && Some(wanted) != stored
+        {
+            return Err(ApiError::conflict(
+                t,
+                name,
+                &format!(
+                    "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {}",
+                    stored.unwrap_or_default()
+                ),
+            ));
+        }
     }
     Ok(())
 }

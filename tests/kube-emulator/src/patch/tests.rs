@@ -101,6 +101,25 @@ fn has_directive(v: &Value) -> bool {
     }
 }
 
+/// Checks that a patch was refused with `status` and a message containing `want`;
+/// `case` names the input in every failure message.
+fn assert_refused(case: &str, got: Result<Value, PatchError>, status: u16, want: &str) {
+    let e = got.expect_err(case);
+    assert_eq!(e.status_code(), status, "{case}: {e}");
+    assert!(
+        e.to_string().contains(want),
+        "{case}: {e} does not contain {want:?}"
+    );
+}
+
+/// Applies each strategic merge patch to `live` and compares the value at a JSON pointer.
+fn assert_smp_results(live: &Value, cases: Vec<(Value, &str, Value)>) {
+    for (patch, pointer, want) in cases {
+        let out = smp(live, patch.clone()).unwrap_or_else(|e| panic!("{patch}: {e}"));
+        assert_eq!(out.pointer(pointer), Some(&want), "{patch} at {pointer}");
+    }
+}
+
 // ----- content types -----
 
 #[test]
@@ -384,11 +403,11 @@ fn json_patch_failures_table() {
         ),
     ];
     for (patch, status, want) in cases {
-        let e = jsonp(&live, patch.clone()).unwrap_err();
-        assert_eq!(e.status_code(), status, "{patch}: {e}");
-        assert!(
-            e.to_string().contains(want),
-            "{patch}: {e} does not contain {want:?}"
+        assert_refused(
+            &patch.to_string(),
+            jsonp(&live, patch.clone()),
+            status,
+            want,
         );
     }
     let e = apply_patch(PatchType::Json, &live, b"[{", &BuiltinLists::new("")).unwrap_err();
@@ -523,111 +542,108 @@ fn smp_conditions_merge_by_type() {
 
 #[test]
 fn smp_patch_directives_in_lists() {
-    let n = node();
-    // $patch: delete removes the element with that key.
-    let out = smp(
-        &n,
-        json!({"status": {"conditions": [{"type": "MemoryPressure", "$patch": "delete"}]}}),
-    )
-    .unwrap();
-    assert_eq!(names(&out["status"]["conditions"]), ["Ready"]);
-    // $patch: replace replaces the whole list.
-    let out = smp(
-            &n,
-            json!({"status": {"conditions": [{"$patch": "replace"}, {"type": "Only", "status": "True"}]}}),
-        )
-        .unwrap();
-    assert_eq!(
-        out["status"]["conditions"],
-        json!([{"type": "Only", "status": "True"}])
-    );
-    // $patch: replace with nothing else empties the list.
-    let out = smp(
-        &n,
-        json!({"status": {"conditions": [{"$patch": "replace"}]}}),
-    )
-    .unwrap();
-    assert_eq!(out["status"]["conditions"], json!([]));
-    // $patch: merge is the default (accepted).
-    let out = smp(
-            &n,
-            json!({"status": {"conditions": [{"type": "Ready", "status": "False", "$patch": "merge"}]}}),
-        )
-        .unwrap();
-    assert_eq!(out["status"]["conditions"][1]["status"], json!("False"));
-    assert_eq!(
-        out["status"]["conditions"][1]["reason"],
-        json!("KubeletReady")
+    let conditions = "/status/conditions";
+    assert_smp_results(
+        &node(),
+        vec![
+            // $patch: delete removes the element with that key.
+            (
+                json!({"status": {"conditions": [{"type": "MemoryPressure", "$patch": "delete"}]}}),
+                conditions,
+                json!([{"type": "Ready", "status": "True", "reason": "KubeletReady"}]),
+            ),
+            // $patch: replace replaces the whole list.
+            (
+                json!({"status": {"conditions": [{"$patch": "replace"}, {"type": "Only", "status": "True"}]}}),
+                conditions,
+                json!([{"type": "Only", "status": "True"}]),
+            ),
+            // $patch: replace with nothing else empties the list.
+            (
+                json!({"status": {"conditions": [{"$patch": "replace"}]}}),
+                conditions,
+                json!([]),
+            ),
+            // $patch: merge is the default (accepted).
+            (
+                json!({"status": {"conditions": [{"type": "Ready", "status": "False", "$patch": "merge"}]}}),
+                conditions,
+                json!([
+                    {"type": "MemoryPressure", "status": "False"},
+                    {"type": "Ready", "status": "False", "reason": "KubeletReady"}
+                ]),
+            ),
+        ],
     );
 }
 
 #[test]
 fn smp_patch_directives_in_maps() {
-    let n = node();
-    let out = smp(
-        &n,
-        json!({"metadata": {"labels": {"$patch": "replace", "only": "this"}}}),
-    )
-    .unwrap();
-    assert_eq!(out["metadata"]["labels"], json!({"only": "this"}));
-    let out = smp(&n, json!({"metadata": {"labels": {"$patch": "delete"}}})).unwrap();
-    assert_eq!(out["metadata"]["labels"], json!({}));
-    let out = smp(
-        &n,
-        json!({"metadata": {"labels": {"$patch": "merge", "x": "y"}}}),
-    )
-    .unwrap();
-    assert_eq!(out["metadata"]["labels"]["x"], json!("y"));
-    assert_eq!(out["metadata"]["labels"]["pool"], json!("a"));
-    // A directive in a map the live object lacks.
-    let out = smp(
-        &n,
-        json!({"metadata": {"annotations": {"$patch": "replace", "a": "b"}}}),
-    )
-    .unwrap();
-    assert_eq!(out["metadata"]["annotations"], json!({"a": "b"}));
+    let labels = "/metadata/labels";
+    assert_smp_results(
+        &node(),
+        vec![
+            (
+                json!({"metadata": {"labels": {"$patch": "replace", "only": "this"}}}),
+                labels,
+                json!({"only": "this"}),
+            ),
+            (
+                json!({"metadata": {"labels": {"$patch": "delete"}}}),
+                labels,
+                json!({}),
+            ),
+            (
+                json!({"metadata": {"labels": {"$patch": "merge", "x": "y"}}}),
+                labels,
+                json!({"kubernetes.io/hostname": "n1", "pool": "a", "x": "y"}),
+            ),
+            // A directive in a map the live object lacks.
+            (
+                json!({"metadata": {"annotations": {"$patch": "replace", "a": "b"}}}),
+                "/metadata/annotations",
+                json!({"a": "b"}),
+            ),
+        ],
+    );
 }
 
 #[test]
 fn smp_primitive_lists() {
     let n = node();
-    // Finalizers are a set: union, ordered like kube-apiserver does.
-    let out = smp(
+    let finalizers = "/metadata/finalizers";
+    assert_smp_results(
         &n,
-        json!({"metadata": {"finalizers": ["x/two", "x/three"]}}),
-    )
-    .unwrap();
-    assert_eq!(
-        out["metadata"]["finalizers"],
-        json!(["x/one", "x/two", "x/three"])
+        vec![
+            // Finalizers are a set: union, ordered like kube-apiserver does.
+            (
+                json!({"metadata": {"finalizers": ["x/two", "x/three"]}}),
+                finalizers,
+                json!(["x/one", "x/two", "x/three"]),
+            ),
+            (
+                json!({"metadata": {"finalizers": ["x/three", "x/two"]}}),
+                finalizers,
+                json!(["x/three", "x/one", "x/two"]),
+            ),
+            // $deleteFromPrimitiveList.
+            (
+                json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x/one", "x/nope"]}}),
+                finalizers,
+                json!(["x/two"]),
+            ),
+            // With $setElementOrder, as kubectl sends.
+            (
+                json!({"metadata": {
+                    "$setElementOrder/finalizers": ["x/two", "x/new"],
+                    "$deleteFromPrimitiveList/finalizers": ["x/one"],
+                    "finalizers": ["x/new"]
+                }}),
+                finalizers,
+                json!(["x/two", "x/new"]),
+            ),
+        ],
     );
-    let out = smp(
-        &n,
-        json!({"metadata": {"finalizers": ["x/three", "x/two"]}}),
-    )
-    .unwrap();
-    assert_eq!(
-        out["metadata"]["finalizers"],
-        json!(["x/three", "x/one", "x/two"])
-    );
-    // $deleteFromPrimitiveList.
-    let out = smp(
-        &n,
-        json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x/one", "x/nope"]}}),
-    )
-    .unwrap();
-    assert_eq!(out["metadata"]["finalizers"], json!(["x/two"]));
-    // With $setElementOrder, as kubectl sends.
-    let out = smp(
-        &n,
-        json!({"metadata": {
-            "$setElementOrder/finalizers": ["x/two", "x/new"],
-            "$deleteFromPrimitiveList/finalizers": ["x/one"],
-            "finalizers": ["x/new"]
-        }}),
-    )
-    .unwrap();
-    assert_eq!(out["metadata"]["finalizers"], json!(["x/two", "x/new"]));
     // Deleting from a list the object does not have is a no-op.
     let out = smp(
         &pod(),
@@ -806,81 +822,68 @@ fn smp_owner_references_by_uid() {
 #[test]
 fn smp_errors_table() {
     let n = node();
-    // (patch, status, substring)
+    // (status, substring, the patches refused with it)
     let cases = vec![
         (
-            json!({"status": {"conditions": [{"status": "True"}]}}),
             422,
             "does not contain declared merge key: type",
+            vec![
+                json!({"status": {"conditions": [{"status": "True"}]}}),
+                json!({"status": {"conditions": [{"$patch": "delete"}]}}),
+            ],
         ),
         (
-            json!({"status": {"conditions": [{"$patch": "delete"}]}}),
-            422,
-            "does not contain declared merge key: type",
-        ),
-        (
-            json!({"metadata": {"finalizers": [["a"]]}}),
             422,
             "lists of lists are not supported",
+            vec![json!({"metadata": {"finalizers": [["a"]]}})],
         ),
         (
-            json!({"metadata": {"finalizers": [1]}}),
             422,
             "list element types are not identical",
+            vec![
+                json!({"metadata": {"finalizers": [1]}}),
+                json!({"status": {"conditions": ["Ready"]}}),
+            ],
         ),
         (
-            json!({"status": {"conditions": ["Ready"]}}),
-            422,
-            "list element types are not identical",
-        ),
-        (
-            json!({"metadata": {"labels": {"$patch": "explode"}}}),
             400,
             "unknown patch type: explode in map",
+            vec![json!({"metadata": {"labels": {"$patch": "explode"}}})],
         ),
         (
-            json!({"status": {"conditions": [{"type": "Ready", "$patch": 1}]}}),
             400,
             "unknown patch type: 1",
+            vec![json!({"status": {"conditions": [{"type": "Ready", "$patch": 1}]}})],
         ),
         (
-            json!({"spec": {"$retainKeys": "type"}}),
             400,
             "invalid patch format of retainKeys",
+            vec![
+                json!({"spec": {"$retainKeys": "type"}}),
+                json!({"spec": {"$retainKeys": ["a"], "b": 1}}),
+            ],
         ),
         (
-            json!({"spec": {"$retainKeys": ["a"], "b": 1}}),
-            400,
-            "invalid patch format of retainKeys",
-        ),
-        (
-            json!({"spec": {"$setElementOrder/x": "a"}}),
             400,
             "invalid patch format of setElementOrder list",
+            vec![
+                json!({"spec": {"$setElementOrder/x": "a"}}),
+                json!({"spec": {"$setElementOrderx": []}}),
+            ],
         ),
         (
-            json!({"spec": {"$setElementOrderx": []}}),
-            400,
-            "invalid patch format of setElementOrder list",
-        ),
-        (
-            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "a"}}),
             400,
             "invalid patch format of primitive list",
-        ),
-        (
-            json!({"metadata": {"$deleteFromPrimitiveListfinalizers": ["a"]}}),
-            400,
-            "invalid patch format of primitive list",
+            vec![
+                json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "a"}}),
+                json!({"metadata": {"$deleteFromPrimitiveListfinalizers": ["a"]}}),
+            ],
         ),
     ];
-    for (patch, status, want) in cases {
-        let e = smp(&n, patch.clone()).unwrap_err();
-        assert_eq!(e.status_code(), status, "{patch}: {e}");
-        assert!(
-            e.to_string().contains(want),
-            "{patch}: {e} does not contain {want:?}"
-        );
+    for (status, want, patches) in cases {
+        for patch in patches {
+            assert_refused(&patch.to_string(), smp(&n, patch.clone()), status, want);
+        }
     }
     for body in [&b"[]"[..], b"null", b"nope", b"1"] {
         let e =
@@ -1024,12 +1027,7 @@ fn apply_refusals_table() {
         ),
     ];
     for (body, status, want) in cases {
-        let e = ssa(&n, body, &lists).unwrap_err();
-        assert_eq!(e.status_code(), status, "{body:?}: {e}");
-        assert!(
-            e.to_string().contains(want),
-            "{body:?}: {e} does not contain {want:?}"
-        );
+        assert_refused(&format!("{body:?}"), ssa(&n, body, &lists), status, want);
     }
     // Empty managedFields are fine.
     assert!(
@@ -1263,45 +1261,28 @@ fn builtin_lists_table() {
 #[test]
 fn normalize_order_matches_kube_apiserver_examples() {
     let v = |s: &[&str]| s.iter().map(|x| json!(x)).collect::<Vec<_>>();
-    // live [a, b], patch [c] -> [c, a, b]
-    assert_eq!(
-        normalize_order(
-            v(&["a", "b", "c"]),
-            &v(&["c"]),
-            &v(&["a", "b"]),
-            Ident::Equal
-        ),
-        v(&["c", "a", "b"])
-    );
-    // live [a, b], patch [c, a] -> [c, a, b]
-    assert_eq!(
-        normalize_order(
-            v(&["a", "b", "c"]),
-            &v(&["c", "a"]),
-            &v(&["a", "b"]),
-            Ident::Equal
-        ),
-        v(&["c", "a", "b"])
-    );
-    // live [a, b, c], order [c, a]: b (server-only, live index 1) goes before c (index 2).
-    assert_eq!(
-        normalize_order(
-            v(&["a", "b", "c"]),
-            &v(&["c", "a"]),
-            &v(&["a", "b", "c"]),
-            Ident::Equal
-        ),
-        v(&["b", "c", "a"])
-    );
-    assert_eq!(
-        normalize_order(
-            v(&["a", "b", "c"]),
-            &v(&["b"]),
-            &v(&["a", "b", "c"]),
-            Ident::Equal
-        ),
-        v(&["a", "b", "c"])
-    );
+    // (merged, patch order, live, want)
+    let cases: [[&[&str]; 4]; 4] = [
+        // live [a, b], patch [c] -> [c, a, b]
+        [&["a", "b", "c"], &["c"], &["a", "b"], &["c", "a", "b"]],
+        // live [a, b], patch [c, a] -> [c, a, b]
+        [&["a", "b", "c"], &["c", "a"], &["a", "b"], &["c", "a", "b"]],
+        // live [a, b, c], order [c, a]: b (server-only, live index 1) goes before c (index 2).
+        [
+            &["a", "b", "c"],
+            &["c", "a"],
+            &["a", "b", "c"],
+            &["b", "c", "a"],
+        ],
+        [&["a", "b", "c"], &["b"], &["a", "b", "c"], &["a", "b", "c"]],
+    ];
+    for [merged, order, live, want] in cases {
+        assert_eq!(
+            normalize_order(v(merged), &v(order), &v(live), Ident::Equal),
+            v(want),
+            "order {order:?} over live {live:?}"
+        );
+    }
 }
 
 // ----- properties -----

@@ -10,6 +10,15 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Checks that a selector was refused with an error containing `want`; `case` names it.
+fn assert_refused<T: std::fmt::Debug>(case: &str, got: Result<T, String>, want: &str) {
+    let e = match got {
+        Ok(s) => panic!("{case} should be refused, got {s:?}"),
+        Err(e) => e,
+    };
+    assert!(e.contains(want), "{case}: {e:?} does not contain {want:?}");
+}
+
 #[test]
 fn label_selector_operators_table() {
     // (selector, labels, expected match)
@@ -140,10 +149,7 @@ fn label_selector_parse_errors_table() {
         ("a=<", "found '<', expected: identifier"),
     ];
     for (sel, want) in cases {
-        match parse_label_selector(sel) {
-            Ok(s) => panic!("{sel:?} should not parse, got {s:?}"),
-            Err(e) => assert!(e.contains(want), "{sel:?}: {e:?} does not contain {want:?}"),
-        }
+        assert_refused(&format!("{sel:?}"), parse_label_selector(sel), want);
     }
 }
 
@@ -320,10 +326,8 @@ fn from_label_selector_json_errors() {
         ),
     ];
     for (sel, want) in cases {
-        match LabelSelector::from_label_selector_json(&sel) {
-            Ok(s) => panic!("{sel} should fail, got {s:?}"),
-            Err(e) => assert!(e.contains(want), "{sel}: {e:?} does not contain {want:?}"),
-        }
+        let got = LabelSelector::from_label_selector_json(&sel);
+        assert_refused(&sel.to_string(), got, want);
     }
 }
 
@@ -421,10 +425,7 @@ fn field_selector_errors_table() {
         ),
     ];
     for (sel, want) in cases {
-        match parse_field_selector(sel) {
-            Ok(s) => panic!("{sel:?} should fail, got {s:?}"),
-            Err(e) => assert!(e.contains(want), "{sel:?}: {e:?} does not contain {want:?}"),
-        }
+        assert_refused(&format!("{sel:?}"), parse_field_selector(sel), want);
     }
 }
 

@@ -229,11 +229,7 @@ pub(super) fn get(
         Some(v) => app.table_of(v, t, &[o], include_object(query)?, json!({})),
         None => o,
     };
-    Ok(Written {
-        object,
-        code: 200,
-        warnings: Vec::new(),
-    })
+    Ok(Written::ok(object))
 }
 
 /// `GET ?watch=true`: the stream of watch events.

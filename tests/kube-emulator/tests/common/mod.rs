@@ -2,6 +2,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::fmt::Debug;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -70,4 +71,19 @@ pub fn message(e: &kube::Error) -> String {
         kube::Error::Api(s) => s.message.clone(),
         other => other.to_string(),
     }
+}
+
+/// The error of a kube-rs call that must fail, checked to carry HTTP status `want`.
+#[track_caller]
+pub fn refused<T: Debug>(result: Result<T, kube::Error>, want: u16) -> kube::Error {
+    let err = result.expect_err("the call should have been refused");
+    assert_eq!(code(&err), want, "{err}");
+    err
+}
+
+/// Checks that a kube-rs call failed with HTTP status `want` and a message containing `text`.
+#[track_caller]
+pub fn assert_refused<T: Debug>(result: Result<T, kube::Error>, want: u16, text: &str) {
+    let err = refused(result, want);
+    assert!(message(&err).contains(text), "{err}");
 }
