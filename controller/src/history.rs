@@ -160,23 +160,21 @@ impl Pool<'_> {
     }
 }
 
-/// The digest inside an image reference (`repo@sha256:…`), if it carries one.
-pub fn ref_digest(image: &str) -> Option<String> {
-    bootc_crds::image_ref::digest_in(image).map(|d| d.to_string())
-}
-
 /// The digest whose entry a node's booted image counts for (see the module docs): the
 /// target digest when the node is on it, else the digest inside its `image`, else its
 /// per-arch `imageDigest`. `None` when the node reports no digest at all.
-pub fn digest_of(observed: &BootedReport, target: Option<&TargetImage<'_>>) -> Option<String> {
-    let in_ref = ref_digest(&observed.image);
+pub fn digest_of<'a>(
+    observed: &'a BootedReport,
+    target: Option<&TargetImage<'a>>,
+) -> Option<&'a str> {
+    let in_ref = bootc_crds::image_ref::digest_text_in(&observed.image);
     let per_arch = Some(observed.image_digest.as_str()).filter(|d| !d.is_empty());
     if let Some(target) = target.filter(|t| !t.digest.is_empty())
-        && (per_arch == Some(target.digest) || in_ref.as_deref() == Some(target.digest))
+        && (per_arch == Some(target.digest) || in_ref == Some(target.digest))
     {
-        return Some(target.digest.to_owned());
+        return Some(target.digest);
     }
-    in_ref.or_else(|| per_arch.map(str::to_owned))
+    in_ref.or(per_arch)
 }
 
 /// The new deployHistory from the previous one and what the members run now.
@@ -217,16 +215,16 @@ pub fn merge(
     }
     let mut stamped = BTreeSet::new();
     for (digest, on) in by_digest(observed, pool.target.as_ref()) {
-        let seen = DigestSeen::of(&on, &digest, pool.target, pool.now);
-        match entries.get_mut(&digest) {
+        let seen = DigestSeen::of(&on, digest, pool.target, pool.now);
+        match entries.get_mut(digest) {
             Some(entry) => seen.widen(entry),
             None => {
                 if seen.last.is_none() && seen.later {
-                    stamped.insert(digest.clone());
+                    stamped.insert(digest.to_owned());
                 }
-                if let Some(mut entry) = seen.entry(digest.clone(), &on, pool.now) {
+                if let Some(mut entry) = seen.entry(digest.to_owned(), &on, pool.now) {
                     bound(&mut entry, pool);
-                    entries.insert(digest, entry);
+                    entries.insert(digest.to_owned(), entry);
                 }
             }
         }
@@ -271,8 +269,20 @@ fn cut(history: &mut Vec<DeployHistoryEntry>, limit: usize, stamped: &BTreeSet<S
 /// digest each counts for.
 fn by_digest<'a>(
     observed: &'a [BootedReport],
-    target: Option<&TargetImage<'_>>,
-) -> BTreeMap<String, Vec<&'a BootedReport>> {
+    target: Option<&TargetImage<'a>>,
+) -> BTreeMap<&'a str, Vec<&'a BootedReport>> {
+    let mut by_digest: BTreeMap<&str, Vec<&BootedReport>> = BTreeMap::new();
+    let add = |o: &'a BootedReport| {
+        if let Some(digest) = digest_of(o, target) {
+            by_digest.entry(digest).or_default().push(o);
+        }
+    };
+    // The planner passes one report per node in name order: then there is nothing to
+    // choose between.
+    if observed.windows(2).all(|w| w[0].node < w[1].node) {
+        observed.iter().for_each(add);
+        return by_digest;
+    }
     let mut nodes: BTreeMap<&str, &BootedReport> = BTreeMap::new();
     for o in observed {
         let kept = nodes.entry(o.node.as_str()).or_insert(o);
@@ -280,12 +290,7 @@ fn by_digest<'a>(
             *kept = o;
         }
     }
-    let mut by_digest: BTreeMap<String, Vec<&BootedReport>> = BTreeMap::new();
-    for o in nodes.into_values() {
-        if let Some(digest) = digest_of(o, target) {
-            by_digest.entry(digest).or_default().push(o);
-        }
-    }
+    nodes.into_values().for_each(add);
     by_digest
 }
 

@@ -167,26 +167,26 @@ pub mod node_degraded {
 }
 
 /// Converts a chrono time to the Kubernetes type, at second precision (as the API keeps
-/// it).
+/// it); `None` outside the years 0000 to 9999 (the API's four-digit years).
 pub fn to_time(
     t: chrono::DateTime<chrono::Utc>,
 ) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
-    serde_json::from_value(serde_json::Value::String(
-        t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    ))
-    .ok()
+    use chrono::Datelike;
+    if !(0..=9999).contains(&t.year()) {
+        return None;
+    }
+    k8s_openapi::jiff::Timestamp::from_second(t.timestamp())
+        .ok()
+        .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)
 }
 
-/// Converts a Kubernetes time to chrono.
+/// Converts a Kubernetes time to chrono, at second precision (as the API writes it);
+/// `None` outside the years 0000 to 9999.
 pub fn from_time(
     t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
 ) -> Option<chrono::DateTime<chrono::Utc>> {
-    match serde_json::to_value(t).ok()? {
-        serde_json::Value::String(s) => chrono::DateTime::parse_from_rfc3339(&s)
-            .ok()
-            .map(|t| t.with_timezone(&chrono::Utc)),
-        _ => None,
-    }
+    use chrono::Datelike;
+    chrono::DateTime::from_timestamp(t.0.as_second(), 0).filter(|d| (0..=9999).contains(&d.year()))
 }
 
 /// What a condition should say now, before its transition time is decided.
@@ -267,6 +267,48 @@ mod tests {
         .unwrap();
         assert_eq!(flipped.last_transition_time, to_time(t1).unwrap());
         assert_eq!(from_time(&flipped.last_transition_time), Some(t1));
+    }
+
+    /// The conversions give what the API's text form gives: RFC 3339 at whole seconds,
+    /// nothing outside four-digit years.
+    #[test]
+    fn times_convert_as_their_text_does() {
+        let utc = |y, mo, d, h, mi, s| chrono::Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap();
+        let text =
+            |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        for t in [
+            utc(2026, 11, 22, 12, 0, 0) + chrono::Duration::milliseconds(999),
+            utc(1969, 12, 31, 23, 59, 59) + chrono::Duration::milliseconds(500),
+            utc(0, 1, 1, 0, 0, 0),
+            utc(9999, 1, 1, 0, 0, 0),
+        ] {
+            let text = text(t);
+            let k: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time =
+                serde_json::from_value(serde_json::json!(text)).unwrap();
+            assert_eq!(to_time(t).as_ref(), Some(&k), "{text}");
+            assert_eq!(serde_json::to_value(&k).unwrap(), serde_json::json!(text));
+            let whole = chrono::DateTime::parse_from_rfc3339(&text)
+                .unwrap()
+                .to_utc();
+            assert_eq!(from_time(&k), Some(whole), "{text}");
+        }
+        // The API's clock ends a little before the year does.
+        for t in [
+            utc(9999, 12, 31, 23, 59, 59),
+            utc(10000, 1, 1, 0, 0, 0),
+            utc(-1, 6, 1, 0, 0, 0),
+        ] {
+            let text = text(t);
+            let k: Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time, _> =
+                serde_json::from_value(serde_json::json!(text));
+            assert!(k.is_err(), "{text} has an API form");
+            assert_eq!(to_time(t), None, "{text}");
+        }
+        // A time before the year 0 has no text the API reads back.
+        let early = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(utc(-1, 6, 1, 0, 0, 0).timestamp()).unwrap(),
+        );
+        assert_eq!(from_time(&early), None);
     }
 
     #[test]

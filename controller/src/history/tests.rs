@@ -372,13 +372,16 @@ fn node_on_target_by_per_arch_digest_counts_for_the_target() {
     let owned = owned_target('1', None);
     let target = as_target(&owned).unwrap();
     let observed = [node("n", &pinned('a'), &digest('1'), Some(at("00:00")))];
-    assert_eq!(digest_of(&observed[0], Some(&target)), Some(digest('1')));
+    assert_eq!(
+        digest_of(&observed[0], Some(&target)),
+        Some(digest('1').as_str())
+    );
     assert_eq!(
         merge(&[], &observed, Some(target), 5),
         vec![targeted(entry('1', None, 1, "00:00", "00:00"))]
     );
     // Without that target the node counts for the digest it tracks.
-    assert_eq!(digest_of(&observed[0], None), Some(digest('a')));
+    assert_eq!(digest_of(&observed[0], None), Some(digest('a').as_str()));
 }
 
 #[test]
@@ -777,7 +780,19 @@ proptest! {
         let expected = merge(&previous, &observed, as_target(&target), limit);
         prop_assert_eq!(merge(&previous, &shuffled, as_target(&target), limit), expected.clone());
         let doubled: Vec<BootedReport> = observed.iter().chain(shuffled.iter()).cloned().collect();
-        prop_assert_eq!(merge(&previous, &doubled, as_target(&target), limit), expected);
+        prop_assert_eq!(merge(&previous, &doubled, as_target(&target), limit), expected.clone());
+        // One report a node, in name order (as the planner passes them): the winning
+        // report of each node is the last after sorting by node, then precedence.
+        let mut sorted = doubled.clone();
+        sorted.sort_by(|a, b| a.node.cmp(&b.node).then_with(|| a.precedence().cmp(&b.precedence())));
+        let one_each: Vec<BootedReport> = sorted
+            .iter()
+            .enumerate()
+            .filter(|(i, o)| sorted.get(i + 1).is_none_or(|next| next.node != o.node))
+            .map(|(_, o)| o.clone())
+            .collect();
+        prop_assert!(one_each.windows(2).all(|w| w[0].node < w[1].node));
+        prop_assert_eq!(merge(&previous, &one_each, as_target(&target), limit), expected);
     }
 
     /// Counts never go down, times never move backwards; no count exceeds the most nodes

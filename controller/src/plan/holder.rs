@@ -462,21 +462,22 @@ pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) -> Vec<S
     let mut listed = Vec::new();
     for view in members {
         let Some(bootc) = &view.bootc else { continue };
-        let holding = p.states.get(&view.name) == Some(&NodeState::Rebooting);
         let why = match p.snap.drains.get(&view.name) {
-            Some(DrainView::Running { blocked: Some(why) }) if holding => {
+            Some(DrainView::Running { blocked: Some(why) })
+                if p.states.get(&view.name) == Some(&NodeState::Rebooting) =>
+            {
                 Some(truncate(why.clone(), DRAIN_MESSAGE_MAX_LEN))
             }
             _ => None,
         };
         let written = bootc.status().and_then(|s| s.drain_blocked.as_ref());
-        let name = view.name.clone();
         if let Some(why) = &why {
-            listed.push(format!("node {name}: drain blocked: {why}"));
+            listed.push(format!("node {}: drain blocked: {why}", view.name));
         }
         if written.map(|w| &w.message) == why.as_ref() {
             continue;
         }
+        let name = view.name.clone();
         let blocked = why.clone().map(|message| DrainBlocked {
             message,
             since: to_time(p.snap.now),

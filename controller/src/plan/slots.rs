@@ -20,24 +20,27 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// turn (the first node of every zone, then the second of every zone, …), so that
 /// consecutive grants spread across zones; nodes without a zone form one more zone.
 pub fn grant_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
-    let zone = |v: &NodeView| {
+    let zone = |v: &'a NodeView| -> &'a str {
         v.node
             .as_ref()
-            .and_then(|n| n.labels().get(ZONE_LABEL).cloned())
-            .unwrap_or_default()
+            .and_then(|n| n.labels().get(ZONE_LABEL))
+            .map_or("", String::as_str)
     };
-    let mut by_zone: BTreeMap<String, Vec<&'a NodeView>> = BTreeMap::new();
+    let mut by_zone: BTreeMap<&'a str, Vec<&'a NodeView>> = BTreeMap::new();
     for v in candidates {
         by_zone.entry(zone(v)).or_default().push(v);
     }
-    let mut ranked: Vec<(usize, String, &'a NodeView)> = Vec::new();
+    let mut ranked: Vec<(usize, &'a str, &'a NodeView)> = Vec::with_capacity(candidates.len());
     for (zone, mut nodes) in by_zone {
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        for (rank, v) in nodes.into_iter().enumerate() {
-            ranked.push((rank, zone.clone(), v));
-        }
+        ranked.extend(
+            nodes
+                .into_iter()
+                .enumerate()
+                .map(|(rank, v)| (rank, zone, v)),
+        );
     }
-    ranked.sort_by(|a, b| (a.0, &a.1, &a.2.name).cmp(&(b.0, &b.1, &b.2.name)));
+    ranked.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
     ranked.into_iter().map(|(_, _, v)| v).collect()
 }
 

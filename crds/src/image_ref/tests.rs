@@ -512,3 +512,43 @@ fn the_matching_rule_takes_the_per_arch_digest_or_the_digest_in_the_reference() 
     assert_eq!(digest_in("quay.io/x/os:stable"), None);
     assert_eq!(digest_in("nonsense@sha256:short"), None);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The digest in a reference is the one the grammar parses out of it, for every
+    /// reference the grammar accepts.
+    #[test]
+    fn the_digest_in_a_reference_is_the_parsed_ones(s in reference_strategy()) {
+        let parsed = ImageRef::parse(&s).map_err(|e| TestCaseError::fail(format!("{s:?}: {e}")))?;
+        prop_assert_eq!(digest_in(&s), parsed.digest().cloned());
+    }
+
+    /// `is_digest` and `digest_text_in` answer as parsing does.
+    #[test]
+    fn the_digest_checks_answer_as_parsing_does(
+        s in "sha256:[a-fA-F0-9:]{60,66}|sha[0-9]{3}:[a-f0-9]{64}|[ -~]{0,80}",
+        name in reference_strategy(),
+    ) {
+        prop_assert_eq!(is_digest(&s), s.parse::<Digest>().is_ok(), "{}", s);
+        let reference = format!("{name}@{s}");
+        prop_assert_eq!(
+            digest_text_in(&reference).map(str::to_owned),
+            digest_in(&reference).map(|d| d.to_string()),
+            "{}", reference
+        );
+    }
+
+    /// `Digest::is` answers as parsing and comparing does, for digests written out, near
+    /// misses (another digest, upper case, cut short, another algorithm) and noise.
+    #[test]
+    fn is_answers_as_parsing_and_comparing(
+        hex in "[a-f0-9]{64}",
+        other in "sha256:[a-fA-F0-9]{60,66}|sha512:[a-f0-9]{64}|[ -~]{0,80}",
+    ) {
+        let digest: Digest = format!("sha256:{hex}").parse().unwrap();
+        for s in [format!("sha256:{hex}"), format!("sha256:{}", hex.to_uppercase()), other] {
+            prop_assert_eq!(digest.is(&s), s.parse::<Digest>() == Ok(digest.clone()), "{}", s);
+        }
+    }
+}
