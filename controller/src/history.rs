@@ -167,14 +167,19 @@ pub fn digest_of<'a>(
     observed: &'a BootedReport,
     target: Option<&TargetImage<'a>>,
 ) -> Option<&'a str> {
-    let in_ref = bootc_crds::image_ref::digest_text_in(&observed.image);
     let per_arch = Some(observed.image_digest.as_str()).filter(|d| !d.is_empty());
+    let ref_is_target = |target: &str| {
+        observed
+            .image
+            .rsplit_once('@')
+            .is_some_and(|(_, d)| d == target && bootc_crds::image_ref::is_digest(d))
+    };
     if let Some(target) = target.filter(|t| !t.digest.is_empty())
-        && (per_arch == Some(target.digest) || in_ref == Some(target.digest))
+        && (per_arch == Some(target.digest) || ref_is_target(target.digest))
     {
         return Some(target.digest);
     }
-    in_ref.or(per_arch)
+    bootc_crds::image_ref::digest_text_in(&observed.image).or(per_arch)
 }
 
 /// The new deployHistory from the previous one and what the members run now.
