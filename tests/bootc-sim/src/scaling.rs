@@ -38,6 +38,9 @@ pub struct Run {
     pub reconcile_p99_ms: Option<f64>,
     pub controller_peak_rss_mib: Option<f64>,
     pub controller_cpu_s: Option<f64>,
+    /// The bench process's own CPU (reports before it was measured have none).
+    #[serde(default)]
+    pub bench_cpu_s: Option<f64>,
     pub writes_per_node_controller: f64,
     pub writes_per_node_total: f64,
     pub invariant_violations: u64,
@@ -81,6 +84,11 @@ pub fn run(args: &ScalingArgs) -> Result<bool, String> {
     Ok(runs.iter().all(|r| r.invariant_violations == 0))
 }
 
+/// CPU seconds over a rollout of `nodes` as milliseconds per node update.
+fn per_update(cpu_s: Option<f64>, nodes: u64) -> Option<f64> {
+    cpu_s.map(|s| s * 1000.0 / nodes.max(1) as f64)
+}
+
 fn num(value: Option<f64>, places: usize) -> String {
     crate::stats::or_dash(value, places, "–")
 }
@@ -88,12 +96,12 @@ fn num(value: Option<f64>, places: usize) -> String {
 /// The Markdown table: one row per run, then each row's command.
 pub fn table(runs: &[Run]) -> String {
     let mut out = String::from(
-        "| nodes | budget | stage/reboot/ready ms | makespan s (ideal) | ratio | first reboot s | slot use | reconcile p50 / p99 ms | controller RSS MiB | controller CPU s | writes/node controller (all) | violations |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| nodes | budget | stage/reboot/ready ms | makespan s (ideal) | ratio | first reboot s | slot use | reconcile p50 / p99 ms | controller RSS MiB | controller CPU s (ms/update) | bench CPU ms/update | writes/node controller (all) | violations |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in runs {
         let _ = writeln!(
             out,
-            "| {} | {} | {}/{}/{} | {:.2} ({:.2}) | {:.2} | {} | {} | {} / {} | {} | {} | {:.2} ({:.2}) | {} |",
+            "| {} | {} | {}/{}/{} | {:.2} ({:.2}) | {:.2} | {} | {} | {} / {} | {} | {} ({}) | {} | {:.2} ({:.2}) | {} |",
             r.nodes,
             r.max_unavailable,
             r.stage_ms,
@@ -108,6 +116,8 @@ pub fn table(runs: &[Run]) -> String {
             num(r.reconcile_p99_ms, 1),
             num(r.controller_peak_rss_mib, 1),
             num(r.controller_cpu_s, 2),
+            num(per_update(r.controller_cpu_s, r.nodes), 2),
+            num(per_update(r.bench_cpu_s, r.nodes), 2),
             r.writes_per_node_controller,
             r.writes_per_node_total,
             r.invariant_violations
@@ -239,6 +249,7 @@ mod tests {
             reconcile_p99_ms: Some(20.0),
             controller_peak_rss_mib: rss,
             controller_cpu_s: Some(1.5),
+            bench_cpu_s: Some(4.0),
             writes_per_node_controller: 5.5,
             writes_per_node_total: 12.25,
             invariant_violations: 0,
@@ -250,7 +261,7 @@ mod tests {
         let runs = [run(100, 1.2, Some(20.0)), run(1000, 1.5, None)];
         let t = table(&runs);
         assert!(
-            t.contains("| 100 | 5% | 50/100/50 | 3.66 (3.05) | 1.20 | 0.200 | 0.900 | 3.0 / 20.0 | 20.0 | 1.50 | 5.50 (12.25) | 0 |"),
+            t.contains("| 100 | 5% | 50/100/50 | 3.66 (3.05) | 1.20 | 0.200 | 0.900 | 3.0 / 20.0 | 20.0 | 1.50 (15.00) | 40.00 | 5.50 (12.25) | 0 |"),
             "{t}"
         );
         assert!(t.contains("| 1000 | 5% |"), "{t}");

@@ -201,6 +201,7 @@ fn twenty_nodes_roll_out_with_the_controller_as_a_child_process() {
         result["controller_cpu_s"].as_f64().unwrap() > 0.0,
         "{result:#}"
     );
+    assert!(result["bench_cpu_s"].as_f64().unwrap() > 0.0, "{result:#}");
     assert!(
         result["controller_peak_rss_mib"].as_f64().unwrap() > 0.0,
         "{result:#}"

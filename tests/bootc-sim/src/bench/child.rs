@@ -60,6 +60,12 @@ impl Usage {
     }
 }
 
+/// This process's own user and system CPU time, seconds (its children's not included).
+pub(super) fn own_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    Some(cpu_ticks(&stat)? as f64 / clock_ticks())
+}
+
 /// `utime + stime` (fields 14 and 15) of a `/proc/<pid>/stat` line, in clock ticks.
 pub(super) fn cpu_ticks(stat: &str) -> Option<u64> {
     // The command name (field 2) is in parentheses and may hold spaces.

@@ -213,13 +213,23 @@ impl Run<'_> {
         let or_dash = |x, places| crate::stats::or_dash(x, places, "-");
         let controller = match self.measured.controller_usage {
             Some(u) => format!(
-                "controller process: {:.2} s CPU, peak RSS {:.1} MiB; ",
-                u.cpu_s, u.peak_rss_mib
+                "controller process: {:.2} s CPU ({:.2} ms per node update), peak RSS \
+                 {:.1} MiB; ",
+                u.cpu_s,
+                u.cpu_s * 1000.0 / n,
+                u.peak_rss_mib
+            ),
+            None => String::new(),
+        };
+        let bench = match self.measured.bench_cpu_s {
+            Some(s) => format!(
+                "bench process: {s:.2} s CPU ({:.2} ms per node update); ",
+                s * 1000.0 / n
             ),
             None => String::new(),
         };
         format!(
-            "{controller}first reboot after {} s, slot utilisation {}, writes per node {:.2} \
+            "{controller}{bench}first reboot after {} s, slot utilisation {}, writes per node {:.2} \
              (controller {:.2})",
             or_dash(numbers.first_reboot_s, 3),
             or_dash(numbers.slot_utilisation, 3),
@@ -321,6 +331,11 @@ impl Run<'_> {
             "slot_utilisation": numbers.slot_utilisation.map(|u| round(u, 3)),
             "controller_process": args.controller_process,
             "controller_cpu_s": m.controller_usage.map(|u| round(u.cpu_s, 2)),
+            "controller_cpu_ms_per_update": m
+                .controller_usage
+                .map(|u| round(u.cpu_s * 1000.0 / n, 3)),
+            "bench_cpu_s": m.bench_cpu_s.map(|s| round(s, 2)),
+            "bench_cpu_ms_per_update": m.bench_cpu_s.map(|s| round(s * 1000.0 / n, 3)),
             "controller_peak_rss_mib": m
                 .controller_usage
                 .map(|u| u.peak_rss_mib)

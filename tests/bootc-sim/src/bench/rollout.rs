@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::child::Usage;
+use super::child::{Usage, own_cpu_s};
 use super::disturb::agent_killer;
 use super::gate::{self, AlertServer};
 use super::setup::{Settings, World};
@@ -49,6 +49,10 @@ pub(super) struct Measured {
     pub(super) metrics: String,
     /// Under `--controller-process`: the controller's own CPU time and peak memory.
     pub(super) controller_usage: Option<Usage>,
+    /// This process's own CPU seconds (emulator, simulated kubelets and hosts, agents;
+    /// the controller too without `--controller-process`) from the pool's creation to
+    /// the end of sampling.
+    pub(super) bench_cpu_s: Option<f64>,
     /// The state follower (kept until the report is written, for its lag count).
     pub(super) tracker: RolloutTracker,
     /// What the `--chaos` script did and found.
@@ -74,6 +78,7 @@ pub(super) async fn measure(
 
     let gate = AlertServer::start_if(settings.alert_firing).await?;
     let t0 = Instant::now();
+    let cpu_before = own_cpu_s();
     let controller = controller::start(settings, world, stop_rx.clone());
     let spec = pool_spec(&world.v2, settings, gate.as_ref().map(|g| g.url.as_str()));
     apply_pool(&world.client, spec).await?;
@@ -96,6 +101,9 @@ pub(super) async fn measure(
     let deadline = t0 + Duration::from_secs_f64(args.deadline_s);
     let ((mut samples, done_at), chaos) =
         sample_beside_script(args, world, &tracker, t0, deadline).await;
+    let bench_cpu_s = cpu_before
+        .zip(own_cpu_s())
+        .map(|(before, after)| after - before);
     let requests: Vec<_> = handle
         .requests()
         .into_iter()
@@ -131,6 +139,7 @@ pub(super) async fn measure(
         report,
         metrics: controller.metrics,
         controller_usage: controller.usage,
+        bench_cpu_s,
         tracker,
         chaos,
         gate,
