@@ -104,11 +104,8 @@ pub(super) async fn measure(
     let bench_cpu_s = cpu_before
         .zip(own_cpu_s())
         .map(|(before, after)| after - before);
-    let requests: Vec<_> = handle
-        .requests()
-        .into_iter()
-        .skip(requests_before)
-        .collect();
+    let mut requests = handle.requests();
+    let requests = requests.split_off(requests_before.min(requests.len()));
     if let Some(done) = done_at {
         sample_completion(&mut samples, &tracker, t0, done);
     }
