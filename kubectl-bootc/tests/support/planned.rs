@@ -2,16 +2,14 @@
 //! `status` and `why`: they read statuses the controller wrote, never hand-written ones.
 //! (Compiled into the unit tests and the command tests alike.)
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::{BootcNodePool, BootcNodePoolStatus};
-use bootc_pool_common::node::{node_ready, owner_pool};
 use bootc_pool_controller::plan::{
-    BootcView, DrainView, GateView, Lookup, NodeInfo, NodeView, PoolView, PullSecretView, Snapshot,
-    Target, ordering,
+    DrainView, GateView, Lookup, NodeView, PoolView, PullSecretView, Snapshot, Target, ordering,
 };
+use bootc_pool_controller::reconcile::observe;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -93,41 +91,15 @@ fn snapshot(world: &World<'_>, pool: &BootcNodePool, answers: Answers<'_>) -> Sn
     }
 }
 
-/// The Nodes `pool` selects and the BootcNodes it owns.
+/// The Nodes `pool` selects and the BootcNodes it owns, read as the controller's
+/// reconcile reads its caches.
 fn members(world: &World<'_>, pool: &BootcNodePool) -> Vec<NodeView> {
-    let name = pool.name_any();
-    let mut names: BTreeSet<String> = world
-        .nodes
-        .iter()
-        .filter(|n| bootc_crds::selector::matches(&pool.spec.node_selector, n.labels()))
-        .map(|n| n.name_any())
-        .collect();
-    names.extend(
-        world
-            .bootc_nodes
-            .iter()
-            .filter(|b| owner_pool(b).as_deref() == Some(name.as_str()))
-            .map(|b| b.name_any()),
-    );
-    names
-        .into_iter()
-        .map(|n| NodeView {
-            node: world
-                .nodes
-                .iter()
-                .find(|node| node.name_any() == n)
-                .map(|node| NodeInfo {
-                    ready: node_ready(node),
-                    unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true),
-                    node: Arc::new(node.clone()),
-                    ..NodeInfo::default()
-                }),
-            bootc: world
-                .bootc_nodes
-                .iter()
-                .find(|b| b.name_any() == n)
-                .map(|b| BootcView::new(Arc::new(b.clone()), owner_pool(b))),
-            name: n,
-        })
-        .collect()
+    let nodes: Vec<Arc<Node>> = world.nodes.iter().cloned().map(Arc::new).collect();
+    let bootc: Vec<Arc<BootcNode>> = world.bootc_nodes.iter().cloned().map(Arc::new).collect();
+    let names = observe::candidates(pool, nodes.iter().cloned(), bootc.iter().cloned());
+    observe::members(pool, names, |n| named(&nodes, n), |n| named(&bootc, n))
+}
+
+fn named<K: ResourceExt>(objects: &[Arc<K>], name: &str) -> Option<Arc<K>> {
+    objects.iter().find(|o| o.name_any() == name).cloned()
 }
