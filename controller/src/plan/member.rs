@@ -2,6 +2,7 @@
 //! reboot and signature policies, pull Secret; the annotations that release a slot), and
 //! what the member pass found for the gates and the grant ([`Tally`]).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
@@ -94,6 +95,34 @@ pub(super) fn wanted_spec(
     spec
 }
 
+/// [`wanted_spec`] of a member's current spec, borrowing it when it already is what the
+/// member should have (as it is for nearly every member between rollouts): no copy of
+/// every member's spec per plan.
+pub(super) fn wanted_spec_of<'s>(
+    pool: &BootcNodePoolSpec,
+    hash: Option<&str>,
+    target: &Target,
+    current: &'s BootcNodeSpec,
+) -> Cow<'s, BootcNodeSpec> {
+    let units = pool.health.as_ref().map_or(&[][..], |h| h.units.as_slice());
+    let hash_kept = match (&pool.pull_secret_ref, hash) {
+        (None, _) => current.pull_secret_hash.is_none(),
+        (Some(_), Some(hash)) => current.pull_secret_hash.as_deref() == Some(hash),
+        (Some(_), None) => true,
+    };
+    let wanted = current.desired_image == target.image
+        && current.reboot_policy == pool.disruption.reboot_policy
+        && current.signature_policy == pool.image.signature_policy
+        && current.health_units == units
+        && current.pull_secret_ref == pool.pull_secret_ref
+        && hash_kept;
+    if wanted {
+        Cow::Borrowed(current)
+    } else {
+        Cow::Owned(wanted_spec(pool, hash, target, Some(current)))
+    }
+}
+
 /// The annotations that release a slot.
 pub(super) fn release() -> BTreeMap<String, Option<String>> {
     [
@@ -105,4 +134,99 @@ pub(super) fn release() -> BTreeMap<String, Option<String>> {
     .into_iter()
     .map(|k| (k.to_owned(), None))
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
+    use bootc_crds::pool::{BootcNodePoolSpec, RebootPolicy, SecretRef, SignaturePolicy};
+
+    use super::{Target, wanted_spec, wanted_spec_of};
+
+    const A: &str =
+        "quay.io/os/node@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const B: &str =
+        "quay.io/os/node@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    fn pool(units: bool, secret: bool, policies: bool) -> BootcNodePoolSpec {
+        let mut spec = serde_json::json!({
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "image": {"ref": B},
+        });
+        if units {
+            spec["health"] = serde_json::json!({"units": ["kubelet.service"]});
+        }
+        if secret {
+            spec["pullSecretRef"] = serde_json::json!({"name": "pull", "namespace": "ns"});
+        }
+        if policies {
+            spec["disruption"] = serde_json::json!({"rebootPolicy": "AllowSoftReboot"});
+            spec["image"]["signaturePolicy"] = serde_json::json!("Enforce");
+        }
+        serde_json::from_value(spec).unwrap()
+    }
+
+    /// Every combination of a member's current spec against every pool shape: the spec
+    /// borrowed is the one `wanted_spec` builds, and it is borrowed exactly when that is
+    /// the current spec unchanged.
+    #[test]
+    fn the_borrowed_spec_is_the_wanted_spec_and_borrowed_only_when_unchanged() {
+        let target = Target::from_ref(B).unwrap();
+        let mut seen = (0, 0);
+        for bits in 0..(1u32 << 11) {
+            let bit = |i: u32| bits & (1 << i) != 0;
+            let pool = pool(bit(0), bit(1), bit(2));
+            let hash = bit(3).then_some("h1");
+            let current = BootcNodeSpec {
+                desired_image: if bit(4) { A } else { B }.to_owned(),
+                desired_image_state: if bit(5) {
+                    DesiredImageState::Booted
+                } else {
+                    DesiredImageState::Staged
+                },
+                reboot_policy: if bit(6) {
+                    RebootPolicy::AllowSoftReboot
+                } else {
+                    RebootPolicy::RebootOnly
+                },
+                signature_policy: if bit(7) {
+                    SignaturePolicy::Enforce
+                } else {
+                    SignaturePolicy::Default
+                },
+                pull_secret_ref: bit(8).then(|| SecretRef {
+                    name: "pull".to_owned(),
+                    namespace: "ns".to_owned(),
+                }),
+                pull_secret_hash: bit(9).then(|| "h1".to_owned()),
+                health_units: if bit(10) {
+                    vec!["kubelet.service".to_owned()]
+                } else {
+                    Vec::new()
+                },
+            };
+            let expected = wanted_spec(&pool, hash, &target, Some(&current));
+            let got = wanted_spec_of(&pool, hash, &target, &current);
+            assert_eq!(*got, expected, "case {bits:011b}");
+            match got {
+                Cow::Borrowed(_) => {
+                    assert_eq!(
+                        expected, current,
+                        "case {bits:011b}: borrowed a changed spec"
+                    );
+                    seen.0 += 1;
+                }
+                Cow::Owned(_) => {
+                    assert_ne!(
+                        expected, current,
+                        "case {bits:011b}: copied an unchanged spec"
+                    );
+                    seen.1 += 1;
+                }
+            }
+        }
+        assert!(seen.0 > 0 && seen.1 > 0, "both ways taken: {seen:?}");
+    }
 }

@@ -57,6 +57,7 @@ mod secret;
 pub mod slots;
 mod staging;
 pub mod stall;
+pub mod states;
 pub mod status;
 pub mod target;
 pub mod world;
@@ -110,7 +111,7 @@ struct Planner<'a> {
     /// Values of the spec the plan could not use, each read to fail closed.
     spec_problems: Vec<String>,
     actions: Vec<Action>,
-    states: BTreeMap<String, NodeState>,
+    states: states::States,
     /// Nodes whose agent or drain reports a problem, with the message.
     degraded: Vec<String>,
     /// Each degraded node's reason (the first found), for `status.degradedByReason`.
@@ -142,7 +143,7 @@ impl<'a> Planner<'a> {
             snap,
             spec_problems: Vec::new(),
             actions: Vec::new(),
-            states: BTreeMap::new(),
+            states: states::States::default(),
             degraded: Vec::new(),
             degraded_reasons: BTreeMap::new(),
             requeue: None,
@@ -163,7 +164,7 @@ impl<'a> Planner<'a> {
             releases: self.releases,
             actions: self.actions,
             status,
-            states: self.states,
+            states: self.states.into(),
             requeue_after: self.requeue,
             target,
             progress,
@@ -232,7 +233,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     let rolling_back = failure::apply(snap, &mut decision);
     if snap.pool.deleting {
         cleanup::plan(&mut p);
-        let progress = stall::advance(snap.progress, &BTreeMap::new(), snap.now);
+        let progress = stall::advance(snap.progress, &states::States::default(), snap.now);
         let status = snap.pool.status.clone().unwrap_or_default();
         return p.finish(status, None, progress);
     }

@@ -7,6 +7,7 @@
 //! all 10,000 writes were done. In batches, the first nodes stage and take their slots
 //! while the rest are still being written.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
@@ -17,7 +18,7 @@ use super::actions::{Action, NodeState};
 use super::admin_hold;
 use super::agent::AgentReport;
 use super::holder::{self, Holder};
-use super::member::{Member, Tally, wanted_spec};
+use super::member::{Member, Tally, wanted_spec, wanted_spec_of};
 use super::target::Target;
 use super::world::NodeView;
 
@@ -147,16 +148,16 @@ fn member<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, view: &'a NodeView, 
         return;
     }
     let agent = AgentReport::of(bootc);
-    let mut spec = wanted_spec(
+    let mut spec = wanted_spec_of(
         &p.snap.pool.spec,
         p.snap.pull_secret.hash.as_deref(),
         target,
-        Some(bootc.spec()),
+        bootc.spec(),
     );
     let mut annotations: BTreeMap<String, Option<String>> = BTreeMap::new();
     let retargeted = bootc.spec().desired_image != target.image;
     if retargeted && held {
-        admin_hold::keep_image(&mut spec, bootc);
+        admin_hold::keep_image(spec.to_mut(), bootc);
     } else if retargeted && bootc.annotations().contains_key(DRAIN_FAILED_ANNOTATION) {
         annotations.insert(DRAIN_FAILED_ANNOTATION.to_owned(), None);
     }
@@ -180,7 +181,7 @@ fn member<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, view: &'a NodeView, 
             &mut pass.tally,
             Holder {
                 node,
-                spec,
+                spec: spec.into_owned(),
                 annotations,
             },
         );
@@ -232,7 +233,7 @@ fn waiting<'a>(
     p: &mut Planner<'a>,
     pass: &mut Pass<'a, '_>,
     node: &Member<'_, 'a>,
-    (mut spec, mut annotations): (BootcNodeSpec, BTreeMap<String, Option<String>>),
+    (mut spec, mut annotations): (Cow<'a, BootcNodeSpec>, BTreeMap<String, Option<String>>),
 ) {
     let Member {
         view,
@@ -247,7 +248,7 @@ fn waiting<'a>(
     let name = view.name.clone();
     if spec.desired_image_state == DesiredImageState::Booted {
         // Approval without a slot (a release that was cut short): take it back.
-        spec.desired_image_state = DesiredImageState::Staged;
+        spec.to_mut().desired_image_state = DesiredImageState::Staged;
     }
     // maxStaging: a node that would start pulling waits, its desiredImage unchanged,
     // until a staging place frees. A held node kept its image and pulls nothing.
@@ -259,6 +260,7 @@ fn waiting<'a>(
             p.requeue_in(RETARGET_RECHECK);
         }
         if limited || later {
+            let spec = spec.to_mut();
             spec.desired_image = bootc.spec().desired_image.clone();
             spec.desired_image_state = bootc.spec().desired_image_state;
             if spec.desired_image_state == DesiredImageState::Booted {
@@ -269,11 +271,12 @@ fn waiting<'a>(
             pass.places.take();
         }
     }
-    if &spec != bootc.spec() || !annotations.is_empty() {
+    let changed = matches!(spec, Cow::Owned(ref s) if s != bootc.spec());
+    if changed || !annotations.is_empty() {
         p.actions.push(Action::Update {
             node: name.clone(),
             resource_version: bootc.resource_version(),
-            spec,
+            spec: spec.into_owned(),
             annotations,
         });
     }

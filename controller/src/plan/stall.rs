@@ -3,7 +3,6 @@
 //! `False`, reason `Stalled`). A wait the gates call deliberate is no stall, nor is work
 //! left only on nodes held back on purpose (`True/HeldNodesLeft`).
 
-use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ pub const STALL_AFTER: Duration = Duration::from_secs(600);
 /// else advanced now.
 pub fn advance(
     previous: Option<Progress>,
-    states: &BTreeMap<String, NodeState>,
+    states: &(impl Hash + ?Sized),
     now: DateTime<Utc>,
 ) -> Progress {
     let mut h = DefaultHasher::new();

@@ -49,7 +49,7 @@ impl StateCounts {
             degraded: 0,
             held: 0,
         };
-        for (name, state) in &p.states {
+        for (name, state) in p.states.iter() {
             if held_apart && f.gates.holding_back(name).next().is_some() {
                 c.held += 1;
                 continue;

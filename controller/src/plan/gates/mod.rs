@@ -11,7 +11,7 @@
 //!
 //! Adding a gate: a file here with its `check`, and its place in [`GATES`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bootc_crds::pool::{
@@ -61,7 +61,7 @@ pub(super) struct Facts<'a> {
     /// `None` while there is no target to roll out.
     pub target: Option<&'a Target>,
     pub members: &'a [&'a NodeView],
-    pub states: &'a BTreeMap<String, NodeState>,
+    pub states: &'a super::states::States,
     /// The members an admin holds.
     pub held: &'a BTreeSet<String>,
     /// Slot holders now.
