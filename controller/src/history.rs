@@ -62,6 +62,7 @@
 //!   each other out at every later `now` (which would write the status on every
 //!   reconcile).
 
+use std::borrow::Cow;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,17 +71,18 @@ use bootc_crds::pool::{DeployHistoryEntry, HistoryOrigin};
 use bootc_crds::{Digest, ImageRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-/// What one member node reports as booted.
+/// What one member node reports as booted, borrowed from its BootcNode where it can be
+/// (a plan reads every member's report: copying them cost a fifth of a plan).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BootedReport {
+pub struct BootedReport<'a> {
     /// The node's name; a node appearing more than once counts once.
-    pub node: String,
+    pub node: Cow<'a, str>,
     /// The image reference bootc tracks; may carry a (manifest-list) digest after `@`.
-    pub image: String,
+    pub image: Cow<'a, str>,
     /// The per-architecture manifest digest (`sha256:<hex>`).
-    pub image_digest: String,
+    pub image_digest: Cow<'a, str>,
     /// The image's version label, when it has one.
-    pub version: Option<String>,
+    pub version: Option<Cow<'a, str>>,
     /// When the agent first saw this digest booted.
     pub since: Option<Time>,
     /// The earliest time the cluster can vouch for this node: its Node's
@@ -88,19 +90,19 @@ pub struct BootedReport {
     pub not_before: Option<Time>,
 }
 
-impl BootedReport {
+impl<'a> BootedReport<'a> {
     /// What `node` (registered at `not_before`) reports in its BootcNode's
     /// `status.booted`.
     pub fn from_booted(
-        node: impl Into<String>,
-        booted: &BootedImage,
+        node: impl Into<Cow<'a, str>>,
+        booted: &'a BootedImage,
         not_before: Option<Time>,
     ) -> Self {
         BootedReport {
             node: node.into(),
-            image: booted.image.image.clone(),
-            image_digest: booted.image.image_digest.clone(),
-            version: booted.image.version.clone(),
+            image: Cow::Borrowed(&booted.image.image),
+            image_digest: Cow::Borrowed(&booted.image.image_digest),
+            version: booted.image.version.as_deref().map(Cow::Borrowed),
             since: booted.since.clone(),
             not_before,
         }
@@ -124,8 +126,13 @@ impl BootedReport {
 
     /// The order used to pick one report when a node appears more than once: the latest
     /// `since`, then the largest digest, image and version. Independent of input order.
-    fn precedence(&self) -> (&Option<Time>, &str, &str, &Option<String>) {
-        (&self.since, &self.image_digest, &self.image, &self.version)
+    fn precedence(&self) -> (&Option<Time>, &str, &str, Option<&str>) {
+        (
+            &self.since,
+            &self.image_digest,
+            &self.image,
+            self.version.as_deref(),
+        )
     }
 }
 
@@ -164,10 +171,10 @@ impl Pool<'_> {
 /// target digest when the node is on it, else the digest inside its `image`, else its
 /// per-arch `imageDigest`. `None` when the node reports no digest at all.
 pub fn digest_of<'a>(
-    observed: &'a BootedReport,
+    observed: &'a BootedReport<'_>,
     target: Option<&TargetImage<'a>>,
 ) -> Option<&'a str> {
-    let per_arch = Some(observed.image_digest.as_str()).filter(|d| !d.is_empty());
+    let per_arch = Some(&*observed.image_digest).filter(|d| !d.is_empty());
     let ref_is_target = |target: &str| {
         observed
             .image
@@ -203,7 +210,7 @@ pub fn digest_of<'a>(
 /// `Observed` ones first.
 pub fn merge(
     previous: &[DeployHistoryEntry],
-    observed: &[BootedReport],
+    observed: &[BootedReport<'_>],
     pool: &Pool<'_>,
 ) -> Vec<DeployHistoryEntry> {
     let mut entries: BTreeMap<String, DeployHistoryEntry> = BTreeMap::new();
@@ -273,11 +280,11 @@ fn cut(history: &mut Vec<DeployHistoryEntry>, limit: usize, stamped: &BTreeSet<S
 /// One report per node (whatever order or repetition the caller passes), grouped by the
 /// digest each counts for.
 fn by_digest<'a>(
-    observed: &'a [BootedReport],
+    observed: &'a [BootedReport<'a>],
     target: Option<&TargetImage<'a>>,
-) -> BTreeMap<&'a str, Vec<&'a BootedReport>> {
-    let mut by_digest: BTreeMap<&str, Vec<&BootedReport>> = BTreeMap::new();
-    let add = |o: &'a BootedReport| {
+) -> BTreeMap<&'a str, Vec<&'a BootedReport<'a>>> {
+    let mut by_digest: BTreeMap<&str, Vec<&BootedReport<'_>>> = BTreeMap::new();
+    let add = |o: &'a BootedReport<'a>| {
         if let Some(digest) = digest_of(o, target) {
             by_digest.entry(digest).or_default().push(o);
         }
@@ -288,9 +295,9 @@ fn by_digest<'a>(
         observed.iter().for_each(add);
         return by_digest;
     }
-    let mut nodes: BTreeMap<&str, &BootedReport> = BTreeMap::new();
+    let mut nodes: BTreeMap<&str, &BootedReport<'_>> = BTreeMap::new();
     for o in observed {
-        let kept = nodes.entry(o.node.as_str()).or_insert(o);
+        let kept = nodes.entry(&o.node).or_insert(o);
         if o.precedence() > kept.precedence() {
             *kept = o;
         }

@@ -36,7 +36,7 @@ fn now() -> Time {
 /// [`super::merge`] at [`now`], the pool having targeted nothing before.
 fn merge(
     previous: &[DeployHistoryEntry],
-    observed: &[BootedReport],
+    observed: &[BootedReport<'static>],
     target: Option<TargetImage<'_>>,
     limit: usize,
 ) -> Vec<DeployHistoryEntry> {
@@ -45,7 +45,7 @@ fn merge(
 
 fn merge_at(
     previous: &[DeployHistoryEntry],
-    observed: &[BootedReport],
+    observed: &[BootedReport<'static>],
     target: Option<TargetImage<'_>>,
     now: &Time,
     limit: usize,
@@ -59,11 +59,11 @@ fn merge_at(
     super::merge(previous, observed, &pool)
 }
 
-fn node(name: &str, image: &str, image_digest: &str, since: Option<Time>) -> BootedReport {
+fn node(name: &str, image: &str, image_digest: &str, since: Option<Time>) -> BootedReport<'static> {
     BootedReport {
-        node: name.to_owned(),
-        image: image.to_owned(),
-        image_digest: image_digest.to_owned(),
+        node: name.to_owned().into(),
+        image: image.to_owned().into(),
+        image_digest: image_digest.to_owned().into(),
         version: None,
         since,
         not_before: None,
@@ -138,14 +138,14 @@ fn release(v: u8) -> &'static Release {
 }
 
 /// n1..n5 are amd64, n6 is arm64: its per-arch digest differs, its entry must not.
-fn booted(n: usize, v: u8, since: &str) -> BootedReport {
+fn booted(n: usize, v: u8, since: &str) -> BootedReport<'static> {
     let r = release(v);
     let per_arch = if n == 6 { r.arm64 } else { r.amd64 };
     BootedReport {
-        node: format!("n{n}"),
-        image: pinned(r.list),
-        image_digest: digest(per_arch),
-        version: Some(r.version.to_owned()),
+        node: format!("n{n}").into(),
+        image: pinned(r.list).into(),
+        image_digest: digest(per_arch).into(),
+        version: Some(r.version.to_owned().into()),
         since: Some(at(since)),
         not_before: None,
     }
@@ -244,7 +244,7 @@ const STEPS: &[Step] = &[
 
 const TABLE_LIMIT: usize = 3;
 
-fn step_observed(step: &Step) -> Vec<BootedReport> {
+fn step_observed(step: &Step) -> Vec<BootedReport<'static>> {
     (1..=6)
         .map(|n| {
             let (v, since) = step.pairs[(n - 1) / 2];
@@ -326,10 +326,10 @@ fn a_fourth_release_evicts_the_oldest_last_deployed() {
     // A v4 canary on n1 (tracks list 'd', reports per-arch '7').
     let mut observed = step_observed(&STEPS[STEPS.len() - 1]);
     observed[0] = BootedReport {
-        node: "n1".to_owned(),
-        image: pinned('d'),
-        image_digest: digest('7'),
-        version: Some("4.0".to_owned()),
+        node: "n1".to_owned().into(),
+        image: pinned('d').into(),
+        image_digest: digest('7').into(),
+        version: Some("4.0".to_owned().into()),
         since: Some(at("04:00")),
         not_before: None,
     };
@@ -478,14 +478,14 @@ fn version_prefers_the_nodes_then_the_target_then_the_old_one() {
     let owned = owned_target('a', Some("target"));
     let target = as_target(&owned).unwrap();
     let mut n = node("n", &pinned('a'), &digest('1'), Some(at("00:00")));
-    let version = |n: &BootedReport, t: Option<TargetImage<'_>>| {
+    let version = |n: &BootedReport<'static>, t: Option<TargetImage<'_>>| {
         merge(&previous, std::slice::from_ref(n), t, 5)[0]
             .version
             .clone()
     };
     assert_eq!(version(&n, None).as_deref(), Some("old"));
     assert_eq!(version(&n, Some(target)).as_deref(), Some("target"));
-    n.version = Some("node".to_owned());
+    n.version = Some("node".into());
     assert_eq!(version(&n, Some(target)).as_deref(), Some("node"));
 }
 
@@ -535,10 +535,10 @@ fn from_booted_copies_what_history_needs() {
     assert_eq!(
         BootedReport::from_booted("n1", &booted, Some(at("00:00"))),
         BootedReport {
-            node: "n1".to_owned(),
-            image: pinned('a'),
-            image_digest: digest('1'),
-            version: Some("1.0".to_owned()),
+            node: "n1".to_owned().into(),
+            image: pinned('a').into(),
+            image_digest: digest('1').into(),
+            version: Some("1.0".to_owned().into()),
             since: Some(at("00:00")),
             not_before: Some(at("00:00")),
         }
@@ -564,7 +564,7 @@ fn arb_version() -> impl Strategy<Value = Option<String>> {
 }
 
 /// A node: tracks a pinned ref or a tag, reports a per-arch digest, mostly with since.
-fn arb_node(names: usize, with_since: bool) -> impl Strategy<Value = BootedReport> {
+fn arb_node(names: usize, with_since: bool) -> impl Strategy<Value = BootedReport<'static>> {
     (
         0..names,
         proptest::option::of(arb_digest()),
@@ -575,17 +575,19 @@ fn arb_node(names: usize, with_since: bool) -> impl Strategy<Value = BootedRepor
     )
         .prop_map(
             move |(n, in_ref, per_arch, version, has_since, since)| BootedReport {
-                node: format!("n{n}"),
-                image: in_ref.map_or_else(|| format!("{REPO}:latest"), |d| format!("{REPO}@{d}")),
-                image_digest: per_arch,
-                version,
+                node: format!("n{n}").into(),
+                image: in_ref
+                    .map_or_else(|| format!("{REPO}:latest"), |d| format!("{REPO}@{d}"))
+                    .into(),
+                image_digest: per_arch.into(),
+                version: version.map(Into::into),
                 since: (has_since || with_since).then_some(since),
                 not_before: None,
             },
         )
 }
 
-fn arb_observed() -> impl Strategy<Value = Vec<BootedReport>> {
+fn arb_observed() -> impl Strategy<Value = Vec<BootedReport<'static>>> {
     proptest::collection::vec(arb_node(8, false), 0..12)
 }
 
@@ -654,10 +656,13 @@ fn as_target(t: &OwnedTarget) -> Option<TargetImage<'_>> {
 /// digest, image, version); it counts for the target when its per-arch digest or the
 /// digest after `@` is the target's, else for the digest after `@`, else for its
 /// per-arch digest.
-fn counted(observed: &[BootedReport], target: Option<TargetImage<'_>>) -> BTreeMap<String, usize> {
-    let mut nodes: BTreeMap<&str, &BootedReport> = BTreeMap::new();
+fn counted(
+    observed: &[BootedReport<'static>],
+    target: Option<TargetImage<'_>>,
+) -> BTreeMap<String, usize> {
+    let mut nodes: BTreeMap<&str, &BootedReport<'static>> = BTreeMap::new();
     for o in observed {
-        let key = |r: &BootedReport| {
+        let key = |r: &BootedReport<'static>| {
             (
                 r.since.clone(),
                 r.image_digest.clone(),
@@ -680,7 +685,7 @@ fn counted(observed: &[BootedReport], target: Option<TargetImage<'_>>) -> BTreeM
 /// The digest a report counts for, written from the contract alone (not `digest_of`):
 /// the target's when it runs the target (by digest, or by the digest in its reference),
 /// else the digest in its reference, else the one it reports.
-fn digest_by_hand(o: &BootedReport, target: Option<TargetImage<'_>>) -> String {
+fn digest_by_hand(o: &BootedReport<'static>, target: Option<TargetImage<'_>>) -> String {
     let in_ref = o.image.split_once('@').map(|(_, d)| d.to_owned());
     let on_target = target.filter(|t| {
         !t.digest.is_empty() && (o.image_digest == t.digest || in_ref.as_deref() == Some(t.digest))
@@ -688,7 +693,7 @@ fn digest_by_hand(o: &BootedReport, target: Option<TargetImage<'_>>) -> String {
     match (on_target, in_ref) {
         (Some(t), _) => t.digest.to_owned(),
         (None, Some(d)) => d,
-        (None, None) => o.image_digest.clone(),
+        (None, None) => o.image_digest.to_string(),
     }
 }
 
@@ -779,13 +784,13 @@ proptest! {
     ) {
         let expected = merge(&previous, &observed, as_target(&target), limit);
         prop_assert_eq!(merge(&previous, &shuffled, as_target(&target), limit), expected.clone());
-        let doubled: Vec<BootedReport> = observed.iter().chain(shuffled.iter()).cloned().collect();
+        let doubled: Vec<BootedReport<'static>> = observed.iter().chain(shuffled.iter()).cloned().collect();
         prop_assert_eq!(merge(&previous, &doubled, as_target(&target), limit), expected.clone());
         // One report a node, in name order (as the planner passes them): the winning
         // report of each node is the last after sorting by node, then precedence.
         let mut sorted = doubled.clone();
         sorted.sort_by(|a, b| a.node.cmp(&b.node).then_with(|| a.precedence().cmp(&b.precedence())));
-        let one_each: Vec<BootedReport> = sorted
+        let one_each: Vec<BootedReport<'static>> = sorted
             .iter()
             .enumerate()
             .filter(|(i, o)| sorted.get(i + 1).is_none_or(|next| next.node != o.node))
@@ -854,7 +859,7 @@ proptest! {
         joiner in arb_node(1, false),
         limit in 1usize..8,
     ) {
-        let joiner = BootedReport { node: "joiner".to_owned(), ..joiner };
+        let joiner = BootedReport { node: "joiner".into(), ..joiner };
         let before = merge(&previous, &observed, as_target(&target), limit);
         let mut with = observed.clone();
         with.push(joiner.clone());
@@ -905,12 +910,12 @@ proptest! {
 const FOREIGN: &str = "evil.example/os";
 
 /// A node reporting a foreign image booted "since" a year after `now`.
-fn liar(name: &str) -> BootedReport {
+fn liar(name: &str) -> BootedReport<'static> {
     BootedReport {
-        node: name.to_owned(),
-        image: format!("{FOREIGN}@{}", digest('f')),
-        image_digest: digest('f'),
-        version: Some("6.6.6".to_owned()),
+        node: name.to_owned().into(),
+        image: format!("{FOREIGN}@{}", digest('f')).into(),
+        image_digest: digest('f').into(),
+        version: Some("6.6.6".to_owned().into()),
         since: Some(minutes(24 * 60 + 365 * 24 * 60)),
         not_before: None,
     }
@@ -996,7 +1001,7 @@ fn the_previous_target_and_a_failed_mark_make_an_entry_targeted() {
 }
 
 /// Nodes whose `since` may lie anywhere, far future included.
-fn arb_any_time_node() -> impl Strategy<Value = BootedReport> {
+fn arb_any_time_node() -> impl Strategy<Value = BootedReport<'static>> {
     (arb_node(8, false), proptest::option::of(0i64..100_000)).prop_map(|(n, since)| BootedReport {
         since: since.map(minutes),
         ..n
@@ -1028,7 +1033,7 @@ proptest! {
             history.clone()
         );
         let later = minutes(60 + later);
-        let future: Vec<BootedReport> = observed
+        let future: Vec<BootedReport<'static>> = observed
             .iter()
             .filter(|o| o.since.as_ref().is_some_and(|s| *s > later))
             .cloned()

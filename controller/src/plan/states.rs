@@ -63,6 +63,44 @@ impl States {
     pub fn values(&self) -> impl Iterator<Item = &NodeState> {
         self.by_name.iter().map(|(_, s)| s)
     }
+
+    /// A reader for names asked mostly in name order (the members, as the shell gives
+    /// them): each read tries the entry after the one read last before it searches.
+    pub fn in_order(&self) -> InOrder<'_> {
+        InOrder {
+            states: self,
+            next: 0,
+        }
+    }
+}
+
+/// Reads [`States`] in name order: see [`States::in_order`].
+#[derive(Debug)]
+pub struct InOrder<'s> {
+    states: &'s States,
+    next: usize,
+}
+
+impl InOrder<'_> {
+    /// The state recorded for `name`.
+    pub fn get(&mut self, name: &str) -> Option<NodeState> {
+        if let Some((n, state)) = self.states.by_name.get(self.next)
+            && n == name
+        {
+            self.next += 1;
+            return Some(*state);
+        }
+        match self.states.find(name) {
+            Ok(i) => {
+                self.next = i + 1;
+                Some(self.states.by_name[i].1)
+            }
+            Err(i) => {
+                self.next = i;
+                None
+            }
+        }
+    }
 }
 
 /// The same hash as the map of the same entries: the fingerprint of a rollout's progress
@@ -132,10 +170,18 @@ mod tests {
                 states.insert(name.clone(), KINDS[*k]);
                 map.insert(name, KINDS[*k]);
             }
+            let mut in_order = states.in_order();
             for n in probes {
                 let name = format!("node-{n}");
                 prop_assert_eq!(states.get(&name), map.get(&name));
                 prop_assert_eq!(states.contains_key(&name), map.contains_key(&name));
+                prop_assert_eq!(in_order.get(&name), map.get(&name).copied());
+            }
+            // Every name in order, then again: each read as the map reads it.
+            let mut in_order = states.in_order();
+            for n in (0u16..300).chain(0u16..300) {
+                let name = format!("node-{n}");
+                prop_assert_eq!(in_order.get(&name), map.get(&name).copied());
             }
             prop_assert_eq!(states.len(), map.len());
             prop_assert_eq!(hash_of(&states), hash_of(&map));

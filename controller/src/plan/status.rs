@@ -174,9 +174,13 @@ fn staging_percent(
     decision: &TargetDecision,
 ) -> Option<i32> {
     let target = decision.target.as_ref().ok()?.digest.to_string();
+    if !p.states.values().any(|s| *s == NodeState::Staging) {
+        return None;
+    }
     let (mut done, mut total) = (0i128, 0i128);
+    let mut states = p.states.in_order();
     for m in members {
-        if p.states.get(&m.name) != Some(&NodeState::Staging) {
+        if states.get(&m.name) != Some(NodeState::Staging) {
             continue;
         }
         let progress = m.bootc.as_ref().and_then(|b| b.status()?.progress.as_ref());
@@ -217,10 +221,11 @@ fn deploy_history(
     let Some(now) = bootc_crds::conditions::to_time(snap.now) else {
         return status.deploy_history.clone();
     };
+    let mut states = p.states.in_order();
     let booted: Vec<BootedReport> = snap
         .nodes
         .iter()
-        .filter(|v| p.states.contains_key(&v.name))
+        .filter(|v| states.get(&v.name).is_some())
         .filter_map(|v| {
             let booted = v.bootc.as_ref()?.status()?.booted.as_ref()?;
             let registered = v
