@@ -214,15 +214,24 @@ pub fn candidates(
     bootc: impl IntoIterator<Item = Arc<BootcNode>>,
 ) -> BTreeSet<String> {
     let name = pool.name_any();
-    let selected = nodes
+    let selected: Vec<Arc<Node>> = nodes
         .into_iter()
         .filter(|n| bootc_crds::selector::matches(&pool.spec.node_selector, n.labels()))
-        .map(|n| n.name_any());
-    let owned = bootc
+        .collect();
+    let owned: Vec<Arc<BootcNode>> = bootc
         .into_iter()
         .filter(|b| owner_pool(b).as_deref() == Some(name.as_str()))
-        .map(|b| b.name_any());
-    selected.chain(owned).collect()
+        .collect();
+    // The names sorted and each copied once (a Node and its BootcNode share one): the
+    // set is then built from sorted input in one pass.
+    let mut names: Vec<&str> = selected
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .chain(owned.iter().filter_map(|b| b.metadata.name.as_deref()))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names.into_iter().map(str::to_owned).collect()
 }
 
 /// The members of `pool` among `names`, as a plan sees them: a name is a member while the
