@@ -6,9 +6,12 @@
 //! action is counted and timed with its outcome; every failure is logged and recorded as
 //! an `ActionFailed` event on the pool.
 
+use std::collections::HashMap;
+
 use bootc_crds::MANAGED_LABEL;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event as KubeEvent, EventType};
@@ -58,14 +61,20 @@ pub(super) async fn execute_all<'p>(
             break;
         }
         let mut groups: Vec<(&str, Vec<&Action>)> = Vec::new();
+        // Where each node's group is in `groups` (a plan may touch thousands of nodes).
+        let mut index: HashMap<&str, usize> = HashMap::new();
         for action in segment {
             match (action, action.node()) {
                 (Action::Event(event), None) => pool_events.push(event),
-                (_, Some(node)) => match groups.iter_mut().find(|(n, _)| *n == node) {
-                    Some((_, list)) => list.push(action),
-                    None => groups.push((node, vec![action])),
+                (_, Some(node)) => match index.get(node) {
+                    Some(&i) => groups[i].1.push(action),
+                    None => {
+                        index.insert(node, groups.len());
+                        groups.push((node, vec![action]));
+                    }
                 },
                 (_, None) => {
+                    index.clear();
                     let taken = std::mem::take(&mut groups);
                     let done = run_groups(ctx, pool, taken, &mut node_events).await;
                     first_error = first_error.or(done);
@@ -93,13 +102,32 @@ async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEv
     let merged = super::batch::merge(events);
     publish_all(ctx, pool, &merged.iter().collect::<Vec<_>>()).await;
     // Each on its Node too (unmerged), so that `kubectl describe node` says why the node
-    // was cordoned, drained and rebooted.
+    // was cordoned, drained and rebooted: each node's in order, the nodes side by side (a
+    // plan that approves a wave names hundreds of nodes; one after the other, their
+    // round trips lengthened the reconcile that every other slot waits for).
+    let mut by_node: Vec<(&str, Vec<&PlannedEvent>)> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
     for event in events {
-        let Some(node) = event.node.as_deref().and_then(|n| ctx.node_of(n)) else {
+        let Some(node) = event.node.as_deref() else {
             continue;
         };
-        publish_on(ctx, &node.object_ref(&()), event).await;
+        let i = *index.entry(node).or_insert_with(|| {
+            by_node.push((node, Vec::new()));
+            by_node.len() - 1
+        });
+        by_node[i].1.push(event);
     }
+    futures::stream::iter(by_node)
+        .for_each_concurrent(CONCURRENT_NODES, |(node, events)| async move {
+            let Some(node) = ctx.node_of(node) else {
+                return;
+            };
+            let reference = node.object_ref(&());
+            for event in events {
+                publish_on(ctx, &reference, event).await;
+            }
+        })
+        .await;
 }
 
 /// Runs each node's actions (in order), the nodes side by side; the first error. The
@@ -110,7 +138,6 @@ async fn run_groups<'p>(
     groups: Vec<(&str, Vec<&'p Action>)>,
     said: &mut Vec<&'p PlannedEvent>,
 ) -> Option<ReconcileError> {
-    use futures::StreamExt;
     let mut waiting = groups.into_iter().map(|(_, list)| list);
     let mut running = futures::stream::FuturesUnordered::new();
     for list in waiting.by_ref().take(CONCURRENT_NODES) {

@@ -105,7 +105,7 @@ impl<'a> RuleSpec<'a> {
 
 /// Compiled rules, keyed by the address of the schema node declaring them
 /// and their index (valid for one walk, during which the schema is borrowed).
-type Cache = HashMap<(usize, usize), Result<CompiledRule, String>>;
+type Cache = HashMap<(usize, usize), std::rc::Rc<Result<CompiledRule, String>>>;
 
 #[derive(Debug, Default)]
 struct CelWalker {
@@ -270,8 +270,8 @@ impl CelWalker {
             let compiled = self
                 .cache
                 .entry(key)
-                .or_insert_with(|| cel_eval::compile(spec.rule, spec.message_expression));
-            let outcome = match compiled {
+                .or_insert_with(|| cel_eval::compile_cached(spec.rule, spec.message_expression));
+            let outcome = match &**compiled {
                 Ok(compiled) => cel_eval::run(
                     compiled,
                     this.clone(),
