@@ -40,6 +40,11 @@ struct Tracker {
     events: u64,
     max_unavailable_seen: usize,
     max_slots_seen: usize,
+    /// The unavailable nodes now, each with why: kept as each event changes one node, so
+    /// that an event costs the same at 10,000 nodes as at 10.
+    down: BTreeMap<String, Vec<&'static str>>,
+    /// The unavailable nodes after the last event, when there were more than the budget
+    /// (a violation is told once per set); empty otherwise.
     last: BTreeSet<String>,
     violations: Vec<String>,
     reboots: BTreeMap<String, u32>,
@@ -151,6 +156,7 @@ impl Tracker {
                 }
                 if deleted {
                     self.nodes.remove(&name);
+                    self.refresh(name);
                     return true;
                 }
                 let facts = node_facts(object, rv);
@@ -158,7 +164,8 @@ impl Tracker {
                     *self.reboots.entry(name.clone()).or_default() += 1;
                 }
                 self.reboots.entry(name.clone()).or_default();
-                self.nodes.insert(name, facts);
+                self.nodes.insert(name.clone(), facts);
+                self.refresh(name);
                 true
             }
             (BOOTC_GROUP, "bootcnodes") => {
@@ -168,41 +175,58 @@ impl Tracker {
                 if deleted {
                     self.bootc_nodes.remove(&name);
                 } else {
-                    self.bootc_nodes.insert(name, slot_facts(object, rv));
+                    self.bootc_nodes
+                        .insert(name.clone(), slot_facts(object, rv));
                 }
+                self.refresh(name);
                 true
             }
             _ => false,
         }
     }
 
-    /// The unavailable nodes now, each with why.
-    fn unavailable(&self) -> BTreeMap<String, Vec<&'static str>> {
-        let mut out: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
-        for (name, facts) in &self.nodes {
+    /// Why node `name` is unavailable now; empty when it is available.
+    fn reasons(&self, name: &str) -> Vec<&'static str> {
+        let mut why = Vec::new();
+        if let Some(facts) = self.nodes.get(name) {
             if facts.unschedulable && !self.admin_cordoned.contains(name) {
-                out.entry(name.clone()).or_default().push("cordoned");
+                why.push("cordoned");
             }
             if facts.ready == Some(false) {
-                out.entry(name.clone()).or_default().push("NotReady");
+                why.push("NotReady");
             }
         }
-        for (name, facts) in &self.bootc_nodes {
-            if facts.slot {
-                out.entry(name.clone()).or_default().push("reboot-slot");
-            }
+        if self.bootc_nodes.get(name).is_some_and(|f| f.slot) {
+            why.push("reboot-slot");
         }
-        out
+        why
+    }
+
+    /// `down` brought up to date for node `name`, after its facts changed.
+    fn refresh(&mut self, name: String) {
+        let why = self.reasons(&name);
+        if why.is_empty() {
+            self.down.remove(&name);
+        } else {
+            self.down.insert(name, why);
+        }
     }
 
     fn evaluate(&mut self, rv: u64) {
-        let unavailable = self.unavailable();
+        let unavailable = &self.down;
         let count = unavailable.len();
         self.max_unavailable_seen = self.max_unavailable_seen.max(count);
-        let slots = self.bootc_nodes.values().filter(|f| f.slot).count();
+        let slots = unavailable
+            .values()
+            .filter(|why| why.contains(&"reboot-slot"))
+            .count();
         self.max_slots_seen = self.max_slots_seen.max(slots);
+        if count <= self.budget {
+            self.last.clear();
+            return;
+        }
         let names: BTreeSet<String> = unavailable.keys().cloned().collect();
-        if count > self.budget && names != self.last {
+        if names != self.last {
             let which: Vec<String> = unavailable
                 .iter()
                 .map(|(n, why)| format!("{n} ({})", why.join(", ")))
@@ -243,7 +267,7 @@ impl Tracker {
                 .filter(|(n, f)| f.unschedulable && !self.admin_cordoned.contains(*n))
                 .map(|(n, _)| n.clone())
                 .collect(),
-            unavailable_now: self.unavailable().into_keys().collect(),
+            unavailable_now: self.down.keys().cloned().collect(),
         }
     }
 }

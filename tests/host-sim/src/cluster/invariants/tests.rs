@@ -1,9 +1,10 @@
 //! [`Invariants::try_settled`] refuses to report what the checker did not see.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use kube_emulator::Emulator;
@@ -86,4 +87,95 @@ async fn a_live_checker_settles_and_an_idle_one_is_clean_but_saw_no_rollout() {
     assert_eq!(report.events, 1, "{report:?}");
     assert!(report.is_clean(), "{report:?}");
     assert!(!report.is_clean_rollout(), "{report:?}");
+}
+
+/// Every unavailable node with why, scanned from scratch: what the tracker keeps as the
+/// events come.
+fn scanned(t: &super::Tracker) -> BTreeMap<String, Vec<&'static str>> {
+    let mut out: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
+    for (name, facts) in &t.nodes {
+        if facts.unschedulable && !t.admin_cordoned.contains(name) {
+            out.entry(name.clone()).or_default().push("cordoned");
+        }
+        if facts.ready == Some(false) {
+            out.entry(name.clone()).or_default().push("NotReady");
+        }
+    }
+    for (name, facts) in &t.bootc_nodes {
+        if facts.slot {
+            out.entry(name.clone()).or_default().push("reboot-slot");
+        }
+    }
+    out
+}
+
+/// Thousands of random changes to a few Nodes and BootcNodes (cordons, readiness, slots,
+/// deletions, stale versions): after each, the unavailable set the tracker keeps is the
+/// one a scan of everything finds, and a violation is told once per new set over budget.
+#[test]
+fn the_kept_unavailable_set_is_what_a_full_scan_finds() {
+    let mut t = super::Tracker {
+        budget: 3,
+        admin_cordoned: BTreeSet::from(["n1".to_owned()]),
+        ..super::Tracker::default()
+    };
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let (mut over, mut told) = (0, 0);
+    // The names over budget after the previous event, if it was.
+    let mut previous: Option<BTreeSet<String>> = None;
+    for rv in 1..5_000u64 {
+        let name = format!("n{}", next(8));
+        // Now and then an event older than what is known, which changes nothing.
+        let rv_seen = if next(10) == 0 {
+            rv.saturating_sub(50)
+        } else {
+            rv
+        };
+        let deleted = next(20) == 0;
+        let (group, plural, object) = if next(2) == 0 {
+            let ready = ["True", "False", "Unknown"][usize::try_from(next(3)).unwrap()];
+            let object = serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {"unschedulable": next(2) == 0},
+                "status": {"conditions": [{"type": "Ready", "status": ready}]},
+            });
+            ("", "nodes", object)
+        } else {
+            let mut annotations = serde_json::Map::new();
+            if next(2) == 0 {
+                annotations.insert(REBOOT_SLOT_ANNOTATION.to_owned(), "1".into());
+            }
+            let object =
+                serde_json::json!({"metadata": {"name": name, "annotations": annotations}});
+            (super::BOOTC_GROUP, "bootcnodes", object)
+        };
+        let before = t.violations.len();
+        assert!(t.apply(group, plural, &object, deleted, rv_seen));
+        t.evaluate(rv);
+        let scan = scanned(&t);
+        assert_eq!(t.down, scan, "after rv {rv}");
+        let names: BTreeSet<String> = scan.keys().cloned().collect();
+        let now_over = (names.len() > t.budget).then_some(names);
+        if now_over.is_some() {
+            over += 1;
+        }
+        let to_tell = now_over.is_some() && now_over != previous;
+        assert_eq!(
+            t.violations.len() - before,
+            usize::from(to_tell),
+            "after rv {rv}"
+        );
+        told += usize::from(to_tell);
+        previous = now_over;
+    }
+    assert!(
+        over > 0 && told > 0,
+        "the budget was exceeded ({over}) and told ({told})"
+    );
 }
