@@ -20,7 +20,6 @@ use bootc_crds::pool::{BootcNodePool, BootcNodePoolStatus, SecretKeyRef};
 use bootc_pool_common::backoff::Backoff;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::Recorder;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tracing::warn;
@@ -95,7 +94,7 @@ struct Job {
 /// What the delivery tasks share.
 struct Shared {
     client: Client,
-    recorder: Recorder,
+    recorder: crate::shared::Recorders,
     metrics: Metrics,
     options: NotifyOptions,
     /// Where webhook Secrets may be read.
@@ -141,7 +140,7 @@ impl Notifier {
     /// failures with `recorder` and counting every event in `metrics`.
     pub fn new(
         client: Client,
-        recorder: Recorder,
+        recorder: crate::shared::Recorders,
         options: NotifyOptions,
         secrets: SecretNamespaces,
         metrics: Metrics,

@@ -37,7 +37,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
@@ -175,7 +175,7 @@ pub struct Context {
     /// The pull Secrets' copies (see [`copies`]).
     copies: copies::Copies,
     drainer: Drainer,
-    recorder: Recorder,
+    recorder: crate::shared::Recorders,
     deps: Dependencies,
     bootc_overlay: Arc<Mutex<Overlay<BootcNode>>>,
     node_overlay: Arc<Mutex<Overlay<Node>>>,
@@ -352,16 +352,20 @@ async fn ready_when_synced(health: Health, synced: Synced) {
 }
 
 /// What records the controller's Events, naming this instance.
-fn recorder(client: &Client, deps: &Dependencies) -> Recorder {
+fn recorder(client: &Client, deps: &Dependencies) -> crate::shared::Recorders {
     let reporter = Reporter {
         controller: FIELD_MANAGER.to_owned(),
         instance: Some(deps.instance.clone()),
     };
-    Recorder::new(client.clone(), reporter)
+    crate::shared::Recorders::new(client, &reporter)
 }
 
 /// What sends the pools' rollout events to their webhooks.
-fn notifier(client: &Client, recorder: &Recorder, deps: &Dependencies) -> crate::notify::Notifier {
+fn notifier(
+    client: &Client,
+    recorder: &crate::shared::Recorders,
+    deps: &Dependencies,
+) -> crate::notify::Notifier {
     crate::notify::Notifier::new(
         client.clone(),
         recorder.clone(),

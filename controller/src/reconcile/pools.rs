@@ -10,7 +10,7 @@ use bootc_crds::pool::BootcNodePool;
 use futures::{Stream, StreamExt};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -23,7 +23,7 @@ pub const POOL_UNREADABLE: &str = "PoolUnreadable";
 pub(super) fn pool_changes(
     client: Client,
     writer: Writer<BootcNodePool>,
-    recorder: Recorder,
+    recorder: crate::shared::Recorders,
 ) -> impl Stream<Item = Result<BootcNodePool, watcher::Error>> {
     let resource = ApiResource::erase::<BootcNodePool>(&());
     let api = Api::<DynamicObject>::all_with(client, &resource);
@@ -42,7 +42,7 @@ pub(super) fn pool_changes(
 struct Reader {
     cache: Store<BootcNodePool>,
     resource: ApiResource,
-    recorder: Recorder,
+    recorder: crate::shared::Recorders,
     /// Unreadable pools already reported, with the version reported.
     reported: HashMap<String, Option<String>>,
 }
