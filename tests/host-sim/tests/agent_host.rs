@@ -18,7 +18,7 @@ use bootc_node_agent::host::{DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use host_sim::Node;
 use host_sim::fixtures::{
-    booted_digest, digest_of, pin, rollback_digest, spec_image, stage_locked, staged,
+    booted_digest, digest_of, pin, rollback_digest, spec_image, stage_locked, staged, wait_for,
 };
 use test_registry::Registry;
 
@@ -307,9 +307,14 @@ async fn release_update_timer_hands_the_timer_back_as_the_host_had_it() {
     host.mask_update_timer().await.unwrap();
     assert_masked(&f.node, TIMER, &before).await;
 
-    // Enabled before the mask: running again, with no mask left in /run.
+    // Enabled before the mask: running again, with no mask left in /run. The start is a
+    // job systemd carries out after the call returns: wait for it.
     host.release_update_timer().await.unwrap();
-    let timer = f.node.unit_state(TIMER).await.unwrap();
+    let timer = wait_for("the timer to run again", async || {
+        let timer = f.node.unit_state(TIMER).await.unwrap();
+        (!matches!(timer.active_state.as_str(), "inactive" | "activating")).then_some(timer)
+    })
+    .await;
     assert_eq!(
         (timer.active_state.as_str(), timer.unit_file_state.as_str()),
         ("active", "enabled"),
