@@ -624,12 +624,16 @@ async fn the_agent_in_its_pod_keeps_its_running_pull_across_a_restart_and_sees_h
     })
     .await;
     // Held still (SIGSTOP) while the agent is killed and started again, so that the
-    // second agent surely finds it running; then let go.
+    // second agent surely finds it running; then let go. The unit may be listed before
+    // its process is in it: wait for one to stop.
     use nix::sys::signal::Signal;
-    assert!(
-        signal_unit(&unit, Signal::SIGSTOP) > 0,
-        "no process in {unit}"
-    );
+    common::wait_logged(
+        "a process in the staging unit, stopped",
+        &log,
+        BOOT,
+        async || (signal_unit(&unit, Signal::SIGSTOP) > 0).then_some(()),
+    )
+    .await;
     let (outer, inner) = agents.agent_pids().expect("the agent runs");
     assert_eq!(inner, 1, "PID 1 in its pod");
     agents.kill();
