@@ -39,11 +39,6 @@ impl States {
         self.find(name).ok().map(|i| &self.by_name[i].1)
     }
 
-    /// A state is recorded for `name`.
-    pub fn contains_key(&self, name: &str) -> bool {
-        self.find(name).is_ok()
-    }
-
     /// How many members have a state.
     pub fn len(&self) -> usize {
         self.by_name.len()
@@ -121,16 +116,6 @@ impl From<States> for BTreeMap<String, NodeState> {
     }
 }
 
-impl FromIterator<(String, NodeState)> for States {
-    fn from_iter<I: IntoIterator<Item = (String, NodeState)>>(iter: I) -> Self {
-        let mut states = States::default();
-        for (name, state) in iter {
-            states.insert(name, state);
-        }
-        states
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -174,7 +159,6 @@ mod tests {
             for n in probes {
                 let name = format!("node-{n}");
                 prop_assert_eq!(states.get(&name), map.get(&name));
-                prop_assert_eq!(states.contains_key(&name), map.contains_key(&name));
                 prop_assert_eq!(in_order.get(&name), map.get(&name).copied());
             }
             // Every name in order, then again: each read as the map reads it.

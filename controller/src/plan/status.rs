@@ -174,6 +174,7 @@ fn staging_percent(
     decision: &TargetDecision,
 ) -> Option<i32> {
     let target = decision.target.as_ref().ok()?.digest.to_string();
+    // Most plans have no member staging: no member to read.
     if !p.states.values().any(|s| *s == NodeState::Staging) {
         return None;
     }

@@ -60,22 +60,13 @@ pub(super) async fn execute_all<'p>(
             }));
             break;
         }
-        let mut groups: Vec<(&str, Vec<&Action>)> = Vec::new();
-        // Where each node's group is in `groups` (a plan may touch thousands of nodes).
-        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut groups = ByNode::default();
         for action in segment {
             match (action, action.node()) {
                 (Action::Event(event), None) => pool_events.push(event),
-                (_, Some(node)) => match index.get(node) {
-                    Some(&i) => groups[i].1.push(action),
-                    None => {
-                        index.insert(node, groups.len());
-                        groups.push((node, vec![action]));
-                    }
-                },
+                (_, Some(node)) => groups.push(node, action),
                 (_, None) => {
-                    index.clear();
-                    let taken = std::mem::take(&mut groups);
+                    let taken = std::mem::take(&mut groups).into_lists();
                     let done = run_groups(ctx, pool, taken, &mut node_events).await;
                     first_error = first_error.or(done);
                     let (done, _) = run_group(ctx, pool, vec![action]).await;
@@ -83,7 +74,7 @@ pub(super) async fn execute_all<'p>(
                 }
             }
         }
-        let done = run_groups(ctx, pool, groups, &mut node_events).await;
+        let done = run_groups(ctx, pool, groups.into_lists(), &mut node_events).await;
         first_error = first_error.or(done);
     }
     publish_nodes(ctx, pool, &node_events).await;
@@ -105,19 +96,13 @@ async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEv
     // was cordoned, drained and rebooted: each node's in order, the nodes side by side (a
     // plan that approves a wave names hundreds of nodes; one after the other, their
     // round trips lengthened the reconcile that every other slot waits for).
-    let mut by_node: Vec<(&str, Vec<&PlannedEvent>)> = Vec::new();
-    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut by_node = ByNode::default();
     for event in events {
-        let Some(node) = event.node.as_deref() else {
-            continue;
-        };
-        let i = *index.entry(node).or_insert_with(|| {
-            by_node.push((node, Vec::new()));
-            by_node.len() - 1
-        });
-        by_node[i].1.push(event);
+        if let Some(node) = event.node.as_deref() {
+            by_node.push(node, *event);
+        }
     }
-    futures::stream::iter(by_node)
+    futures::stream::iter(by_node.into_lists())
         .for_each_concurrent(CONCURRENT_NODES, |(node, events)| async move {
             let Some(node) = ctx.node_of(node) else {
                 return;
@@ -128,6 +113,37 @@ async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEv
             }
         })
         .await;
+}
+
+/// Items grouped by node, each node's in the order given, the nodes in the order first
+/// seen (a plan may touch thousands of nodes: each is found through an index).
+struct ByNode<'a, T> {
+    lists: Vec<(&'a str, Vec<T>)>,
+    index: HashMap<&'a str, usize>,
+}
+
+impl<T> Default for ByNode<'_, T> {
+    fn default() -> Self {
+        ByNode {
+            lists: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+}
+
+impl<'a, T> ByNode<'a, T> {
+    fn push(&mut self, node: &'a str, item: T) {
+        let lists = &mut self.lists;
+        let i = *self.index.entry(node).or_insert_with(|| {
+            lists.push((node, Vec::new()));
+            lists.len() - 1
+        });
+        lists[i].1.push(item);
+    }
+
+    fn into_lists(self) -> Vec<(&'a str, Vec<T>)> {
+        self.lists
+    }
 }
 
 /// Runs each node's actions (in order), the nodes side by side; the first error. The

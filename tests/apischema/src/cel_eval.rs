@@ -77,12 +77,8 @@ fn dyn_of(value: CelValue) -> Result<CelValue, ExecutionError> {
     Ok(value)
 }
 
-/// At most this many patterns are kept compiled per thread (then the cache starts over).
-const REGEX_CACHE_LIMIT: usize = 256;
-
 thread_local! {
-    static REGEXES: RefCell<HashMap<String, Result<regex::Regex, String>>> =
-        RefCell::new(HashMap::new());
+    static REGEXES: crate::pattern::Compiled = RefCell::new(HashMap::new());
 }
 
 /// `matches`, as `cel`'s own (Rust regex syntax, unanchored, the same error), but each
@@ -93,20 +89,10 @@ fn matches(
     This(this): This<Arc<String>>,
     regex: Arc<String>,
 ) -> Result<bool, ExecutionError> {
-    REGEXES.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if !cache.contains_key(regex.as_str()) {
-            if cache.len() >= REGEX_CACHE_LIMIT {
-                cache.clear();
-            }
-            let compiled = regex::Regex::new(&regex).map_err(|e| e.to_string());
-            cache.insert(regex.to_string(), compiled);
-        }
-        match cache.get(regex.as_str()) {
-            Some(Ok(re)) => Ok(re.is_match(&this)),
-            Some(Err(err)) => Err(ftx.error(format!("'{regex}' not a valid regex:\n{err}"))),
-            None => Err(ftx.error("the pattern cache lost the pattern")),
-        }
+    let compile = |pattern: &str| regex::Regex::new(pattern).map_err(|e| e.to_string());
+    crate::pattern::with_compiled(&REGEXES, &regex, compile, |compiled| match compiled {
+        Ok(re) => Ok(re.is_match(&this)),
+        Err(err) => Err(ftx.error(format!("'{regex}' not a valid regex:\n{err}"))),
     })
 }
 

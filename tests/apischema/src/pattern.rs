@@ -14,31 +14,50 @@ const CACHE_LIMIT: usize = 1024;
 /// an error rather than exhausting memory.
 const SIZE_LIMIT: usize = 1 << 20;
 
+/// Patterns compiled, or why they do not compile, by pattern text.
+pub(crate) type Compiled = RefCell<HashMap<String, Result<Regex, String>>>;
+
 thread_local! {
-    static CACHE: RefCell<HashMap<String, Result<Regex, String>>> = RefCell::new(HashMap::new());
+    static CACHE: Compiled = RefCell::new(HashMap::new());
+}
+
+/// `then` of `pattern` compiled by `compile`, each pattern compiled once per thread in
+/// `cache` (cleared when it grows past [`CACHE_LIMIT`]).
+pub(crate) fn with_compiled<T>(
+    cache: &'static std::thread::LocalKey<Compiled>,
+    pattern: &str,
+    compile: impl FnOnce(&str) -> Result<Regex, String>,
+    then: impl FnOnce(&Result<Regex, String>) -> T,
+) -> T {
+    cache.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if !cache.contains_key(pattern) {
+            if cache.len() >= CACHE_LIMIT {
+                cache.clear();
+            }
+            let compiled = compile(pattern);
+            cache.insert(pattern.to_owned(), compiled);
+        }
+        match cache.get(pattern) {
+            Some(compiled) => then(compiled),
+            None => then(&Err("pattern cache lost the pattern".to_owned())),
+        }
+    })
 }
 
 /// Whether `text` contains a match of the Go regular expression `pattern`
 /// (unanchored, like Go's `regexp.MatchString`). `Err` carries why the
 /// pattern does not compile.
 pub(crate) fn is_match(pattern: &str, text: &str) -> Result<bool, String> {
-    CACHE.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if !cache.contains_key(pattern) {
-            if cache.len() >= CACHE_LIMIT {
-                cache.clear();
-            }
-            let compiled = RegexBuilder::new(&translate(pattern))
-                .size_limit(SIZE_LIMIT)
-                .build()
-                .map_err(|e| e.to_string());
-            cache.insert(pattern.to_owned(), compiled);
-        }
-        match cache.get(pattern) {
-            Some(Ok(re)) => Ok(re.is_match(text)),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err("pattern cache lost the pattern".to_owned()),
-        }
+    let compile = |pattern: &str| {
+        RegexBuilder::new(&translate(pattern))
+            .size_limit(SIZE_LIMIT)
+            .build()
+            .map_err(|e| e.to_string())
+    };
+    with_compiled(&CACHE, pattern, compile, |compiled| match compiled {
+        Ok(re) => Ok(re.is_match(text)),
+        Err(e) => Err(e.clone()),
     })
 }
 
