@@ -240,6 +240,34 @@ fn in_own_reboot(
     recorded && !(back && down_since_back)
 }
 
+/// While the agent's record of the reboot may not have reached this view: until when a
+/// holder that went NotReady after its approval, before its agent is seen to record a
+/// reboot into the target or to run it, is taken for going down in that reboot. The
+/// agent records the reboot before it reboots, but Nodes and BootcNodes reach the
+/// controller through two watches, and the Node's NotReady can come first. `None` when
+/// the NotReady is not that (it began before the approval, the agent already runs the
+/// target, or [`RECORD_LAG_GRACE`] has passed): then it is unhealthy.
+fn record_unseen_until(
+    agent: &AgentReport<'_>,
+    info: &NodeInfo,
+    digest: &Digest,
+    deadline: &Deadline,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let target = digest.to_string();
+    let recorded = agent.last_reboot().is_some_and(|r| r.digest == target);
+    if recorded || agent.booted(digest) {
+        return None;
+    }
+    let down = info.ready_since?;
+    let until = down + RECORD_LAG_GRACE;
+    (down >= deadline.approved_at? && now < until).then_some(until)
+}
+
+/// How long a holder's NotReady may come before its agent's record of the reboot
+/// ([`record_unseen_until`]).
+const RECORD_LAG_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
+
 /// How long after the agent saw the target booted a NotReady is still taken for the
 /// kubelet starting: the two start independently, and a Node's conditions keep whole
 /// seconds.
@@ -301,7 +329,10 @@ fn approved(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '
             .push(format!("node {name}: RebootTimeout: {problem}"));
         p.degrade(&name, "RebootTimeout", &problem);
     } else if !info.ready && !in_own_reboot(agent, info, digest, kubelet_back) {
-        tally.unhealthy.push(format!("node {name}: NotReady"));
+        match record_unseen_until(agent, info, digest, &deadline, now) {
+            Some(until) => p.requeue_in((until - now).to_std().unwrap_or(Duration::ZERO)),
+            None => tally.unhealthy.push(format!("node {name}: NotReady")),
+        }
     }
     if let Some(t) = deadline.approved_at
         && !deadline.overdue

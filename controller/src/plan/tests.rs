@@ -1712,6 +1712,47 @@ fn holders_down_in_their_own_reboot_do_not_halt_the_rollout() {
 }
 
 #[test]
+fn a_notready_before_the_reboot_record_is_seen_is_waited_for_briefly() {
+    let halted = |plan: &Plan| condition_of(plan, "Degraded").reason == "RolloutHalted";
+    // n1 approved `approved_ago` s ago, its Node NotReady since `down_ago` s ago, its
+    // agent not yet seen to record the reboot (the BootcNode's watch behind the Node's).
+    let plan_down = |approved_ago: i64, down_ago: i64| {
+        let approved_at = now() - chrono::Duration::seconds(approved_ago);
+        let mut n1 = node("n1")
+            .rebooting()
+            .slot()
+            .annotate(
+                APPROVED_AT_ANNOTATION,
+                &approved_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            )
+            .cordoned();
+        n1.ready = false;
+        n1.ready_since = Some(now() - chrono::Duration::seconds(down_ago));
+        let mut spec = pool_spec(IntOrString::Int(2));
+        spec.rollout.halt_after_unhealthy = 1;
+        super::plan(&snapshot(spec, &[n1, node("n2").staged()]))
+    };
+    // Down since after the approval, 5 s ago: the reboot. Looked at again when the
+    // grace ends, 25 s from now.
+    let plan = plan_down(20, 5);
+    assert!(!halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+    assert!(
+        plan.requeue_after
+            .is_some_and(|d| d <= Duration::from_secs(25)),
+        "{:?}",
+        plan.requeue_after
+    );
+    // Past the grace with still no record: unhealthy.
+    let plan = plan_down(60, 31);
+    assert!(halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+    let message = &condition_of(&plan, "Degraded").message;
+    assert!(message.contains("n1: NotReady"), "{message}");
+    // Down since before the approval: not the reboot, unhealthy at once.
+    let plan = plan_down(20, 25);
+    assert!(halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+}
+
+#[test]
 fn the_signature_policy_reaches_every_bootc_node() {
     use bootc_crds::pool::SignaturePolicy;
     assert_eq!(
