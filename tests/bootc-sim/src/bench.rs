@@ -26,6 +26,8 @@
 //!   leaves no trace;
 //! - `gate`: under `--alert-gate`, the loopback Alertmanager the pool's alert gate asks;
 //! - `gated`: what a canary and an alert gate must show in the slot grants;
+//! - `soak`: under `--pools` and `--rollouts`, each rollout's figures, the order of the
+//!   pools named in `after`, and the rollouts after the first;
 //! - `end_state`: what the store and the hosts show at the end;
 //! - `report`: the numbers, the failures, the JSON result and the picture.
 //!
@@ -41,6 +43,7 @@ mod gated;
 mod report;
 mod rollout;
 mod setup;
+mod soak;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -128,6 +131,21 @@ pub struct BenchArgs {
     /// Alertmanager answers one firing `severity="critical"` alert, holding the rollout.
     #[arg(long, default_value_t = 0.0, requires = "alert_gate")]
     pub alert_firing_s: f64,
+    /// Split the nodes between this many pools (`bench-001`, `bench-002`, …), in
+    /// contiguous blocks of names, each selecting its nodes by a `pool` label and
+    /// resolving --max-unavailable against its own size; the invariant is checked per
+    /// pool.
+    #[arg(long, default_value_t = 1)]
+    pub pools: usize,
+    /// With --pools: the first this many pools go one after another, each naming the one
+    /// before it in `spec.rollout.after`; the others roll out side by side.
+    #[arg(long, default_value_t = 0)]
+    pub ordered: usize,
+    /// Consecutive rollouts: each time one completes, every pool is moved to the next
+    /// version at once. Reports each rollout's makespan, reconcile p99 and (under
+    /// --controller-process) the controller's resident size after it.
+    #[arg(long, default_value_t = 1)]
+    pub rollouts: usize,
 }
 
 /// Whose writes the injected faults hit.
@@ -189,9 +207,10 @@ pub async fn run(mut args: BenchArgs) -> Result<bool, String> {
         args.fault_scope = FaultScope::All;
     }
     let settings = setup::Settings::check(&args)?;
-    let world = setup::World::start(&args).await?;
+    let world = setup::World::start(&args, &settings.pools).await?;
     let measured = rollout::measure(&args, &settings, &world).await?;
-    let end = end_state::end_state(&world.handle, &world.cluster, &world.target_digest);
+    let last = world.next.last().map_or(&world.target_digest, |(_, d)| d);
+    let end = end_state::end_state(&world.handle, &world.cluster, last, &settings.pools);
     let peak_rss = stats::self_status_mib("VmHWM");
     let ok = report::Run {
         args: &args,

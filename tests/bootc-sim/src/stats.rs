@@ -130,6 +130,29 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// What was observed after `earlier` (a scrape of the same process before this one):
+    /// each bucket's count, the sum and the count less `earlier`'s.
+    pub fn since(&self, earlier: &Histogram) -> Histogram {
+        let before = |bound: f64| {
+            earlier
+                .buckets
+                .iter()
+                .find(|b| b.0.to_bits() == bound.to_bits())
+                .map_or(0, |b| b.1)
+        };
+        Histogram {
+            buckets: self
+                .buckets
+                .iter()
+                .map(|&(bound, n)| (bound, n.saturating_sub(before(bound))))
+                .collect(),
+            sum: (self.sum - earlier.sum).max(0.0),
+            count: self.count.saturating_sub(earlier.count),
+        }
+    }
+}
+
 /// `x` with `places` decimals, or `dash` when there is none.
 pub fn or_dash(x: Option<f64>, places: usize, dash: &str) -> String {
     x.map_or_else(|| dash.to_owned(), |x| format!("{x:.places$}"))
@@ -166,6 +189,29 @@ x_seconds_bucket{le=\"+Inf\",pool=\"b\"} 10
         // rank 14: 0.01 + 0.01 * (14 - 10) / 9.
         assert!((h.quantile(0.7).unwrap() - (0.01 + 0.01 * 4.0 / 9.0)).abs() < 1e-9);
         assert_eq!(Histogram::default().quantile(0.5), None);
+    }
+
+    #[test]
+    fn what_was_observed_since_an_earlier_scrape() {
+        let at = |fast: u64, slow: u64| Histogram {
+            buckets: vec![
+                (0.01, fast),
+                (0.1, fast + slow),
+                (f64::INFINITY, fast + slow),
+            ],
+            sum: fast as f64 * 0.005 + slow as f64 * 0.05,
+            count: fast + slow,
+        };
+        // 100 fast reconciles, then 1 fast and 99 slow ones.
+        let later = at(101, 99).since(&at(100, 0));
+        assert_eq!(later.count, 100);
+        assert_eq!(
+            later.buckets,
+            vec![(0.01, 1), (0.1, 100), (f64::INFINITY, 100)]
+        );
+        assert!(later.quantile(0.5).unwrap() > 0.01);
+        assert!(at(101, 99).quantile(0.5).unwrap() <= 0.01);
+        assert_eq!(at(5, 5).since(&at(5, 5)).quantile(0.99), None);
     }
 
     #[test]

@@ -55,18 +55,37 @@ pub struct Counts {
     pub unavailable: usize,
 }
 
+/// One pool followed: its size, its status as last seen, and when (at which version of
+/// the store) it was first seen complete and first granted a reboot slot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolProgress {
+    /// The pool's name.
+    pub name: String,
+    /// Its node count.
+    pub expected: usize,
+    rv: u64,
+    done: bool,
+    /// The resourceVersion of the status that first said the pool was done.
+    pub done_rv: Option<u64>,
+    /// The resourceVersion of the first BootcNode of the pool seen holding a slot.
+    pub first_grant_rv: Option<u64>,
+}
+
 #[derive(Debug)]
 struct TrackState {
     target_digest: String,
-    pool: String,
+    pools: Vec<PoolProgress>,
+    /// Each pool's index in `pools`, by name.
+    pool_index: HashMap<String, usize>,
+    /// Each node's pool (an index into `pools`).
+    pool_of: HashMap<String, usize>,
+    /// The nodes of every pool.
     expected: usize,
     nodes: HashMap<String, TrackedNode>,
     bootc: HashMap<String, BootcFacts>,
     /// Per node: its state and whether it is unavailable, as counted.
     counted: HashMap<String, (usize, bool)>,
     counts: Counts,
-    pool_rv: u64,
-    pool_done: bool,
     done_at: Option<Instant>,
     lagged: u64,
     /// Reboot slots held now, and every change of that number.
@@ -132,9 +151,9 @@ impl TrackState {
         }
     }
 
-    /// Every node on target, none unavailable, and the pool's status saying so.
+    /// Every node on target, none unavailable, and every pool's status saying so.
     fn complete(&self) -> bool {
-        self.pool_done
+        self.pools.iter().all(|p| p.done)
             && self.counts.states[ON_TARGET] == self.expected
             && self.counts.unavailable == 0
     }
@@ -185,6 +204,12 @@ impl TrackState {
             facts.is_some_and(|f| f.slot),
         );
         self.slots.change(had, has, Instant::now());
+        if !had
+            && has
+            && let Some(&i) = self.pool_of.get(&name)
+        {
+            self.pools[i].first_grant_rv.get_or_insert(rv);
+        }
         self.recount(&name);
         true
     }
@@ -213,13 +238,17 @@ impl TrackState {
         }
     }
 
-    /// Whether the pool's status says the rollout is complete; false for another pool or
-    /// an `rv` not newer than what is known.
+    /// Whether a pool's status says its rollout is complete; false for a pool not
+    /// followed or an `rv` not newer than what is known.
     fn apply_pool(&mut self, name: &str, object: &Value, deleted: bool, rv: u64) -> bool {
-        if name != self.pool || self.pool_rv >= rv {
+        let Some(&i) = self.pool_index.get(name) else {
+            return false;
+        };
+        let pool = &mut self.pools[i];
+        if pool.rv >= rv {
             return false;
         }
-        self.pool_rv = rv;
+        pool.rv = rv;
         let status = object.get("status");
         let count = |field: &str| {
             status
@@ -232,10 +261,13 @@ impl TrackState {
             .and_then(Value::as_array)
             .and_then(|c| c.iter().find(|c| c["type"] == "UpToDate"))
             .is_some_and(|c| c["reason"] == "AllUpdated");
-        self.pool_done = !deleted
+        pool.done = !deleted
             && all_updated
-            && count("updatedCount") == self.expected
-            && count("nodeCount") == self.expected;
+            && count("updatedCount") == pool.expected
+            && count("nodeCount") == pool.expected;
+        if pool.done {
+            pool.done_rv.get_or_insert(rv);
+        }
         true
     }
 
@@ -313,25 +345,39 @@ fn lock(inner: &Mutex<TrackState>) -> MutexGuard<'_, TrackState> {
 }
 
 impl RolloutTracker {
-    /// Starts following `handle`'s changes for `expected` nodes moving to
-    /// `target_digest` under pool `pool`.
+    /// Starts following `handle`'s changes for the nodes of `pools` (each a pool's name
+    /// and its nodes) moving to `target_digest`.
     pub fn follow(
         handle: kube_emulator::Handle,
-        pool: &str,
+        pools: &[(&str, &[String])],
         target_digest: &str,
-        expected: usize,
     ) -> Self {
         let mut events = handle.events();
         let mut inner = TrackState {
             target_digest: target_digest.to_owned(),
-            pool: pool.to_owned(),
-            expected,
+            pools: pools
+                .iter()
+                .map(|(name, nodes)| PoolProgress {
+                    name: (*name).to_owned(),
+                    expected: nodes.len(),
+                    ..PoolProgress::default()
+                })
+                .collect(),
+            pool_index: pools
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _))| ((*name).to_owned(), i))
+                .collect(),
+            pool_of: pools
+                .iter()
+                .enumerate()
+                .flat_map(|(i, (_, nodes))| nodes.iter().map(move |n| (n.clone(), i)))
+                .collect(),
+            expected: pools.iter().map(|(_, nodes)| nodes.len()).sum(),
             nodes: HashMap::new(),
             bootc: HashMap::new(),
             counted: HashMap::new(),
             counts: Counts::default(),
-            pool_rv: 0,
-            pool_done: false,
             done_at: None,
             lagged: 0,
             slots: SlotLog::default(),
@@ -391,6 +437,11 @@ impl RolloutTracker {
     /// Every change of the number of reboot slots held so far.
     pub fn slot_log(&self) -> SlotLog {
         lock(&self.inner).slots.clone()
+    }
+
+    /// Each pool's progress so far.
+    pub fn pools(&self) -> Vec<PoolProgress> {
+        lock(&self.inner).pools.clone()
     }
 
     /// Events missed because the follower fell behind (made up for by listing).

@@ -2,7 +2,8 @@
 //! undisturbed, once with injected API faults and the controller killed every 2 s, and
 //! once with faults on every client and agents killed, and once under `--chaos`; 250
 //! nodes under `--chaos` at harsher rates on two seeds; 20
-//! nodes once with a canary and an alert gate that fires at first; each must complete
+//! nodes once with a canary and an alert gate that fires at first; 40 nodes in four
+//! pools, two of them ordered, moved three times in a row; each must complete
 //! with every node on the target and no invariant violated. The simulated agents and
 //! kubelets reach the emulator in-process, but in the run with controller faults, whose
 //! agents and kubelets go over loopback HTTP as the controller does.
@@ -217,6 +218,42 @@ fn twenty_nodes_roll_out_with_the_controller_as_a_child_process() {
         log.contains("controller stopped"),
         "the controller's log:\n{log}"
     );
+}
+
+/// `--pools 4 --ordered 2 --rollouts 3` with the controller as a child process: 40 nodes
+/// in four pools of ten, the second waiting for the first (`after`), moved to a new
+/// version three times in a row. Each pool keeps its own budget, the second pool is
+/// granted nothing before the first is complete in every rollout, every node reboots
+/// once per rollout, and each rollout reports its reconciles and the controller's
+/// resident size after it.
+#[test]
+fn forty_nodes_in_four_pools_roll_out_three_times_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pools.json");
+    let result = run_bench(
+        &json,
+        "--pools --rollouts",
+        &words(
+            "--controller-process --nodes 40 --pools 4 --ordered 2 --rollouts 3 \
+             --max-unavailable 2 --deadline-s 60",
+        ),
+    );
+    assert_eq!(result["nodes_on_target"], 40, "{result:#}");
+    assert_eq!(result["invariant_violations"], 0, "{result:#}");
+    assert_eq!(result["unavailable_budget"], 8, "{result:#}");
+    assert_eq!(result["reboots_per_node_max"], 3, "{result:#}");
+    // Two ordered pools of five waves each, the other two side by side.
+    assert_eq!(result["waves"], 10, "{result:#}");
+    let rollouts = result["rollout_figures"].as_array().unwrap();
+    assert_eq!(rollouts.len(), 3, "{result:#}");
+    for r in rollouts {
+        assert!(r["makespan_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["reconciles"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["controller_rss_mib"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["order_problems"], serde_json::json!([]), "{r}");
+    }
+    assert_eq!(result["soak"]["rollouts"], 3, "{result:#}");
+    check_rollout_figures(&result);
 }
 
 /// Also the run whose agents and kubelets go over loopback HTTP, as the controller does.

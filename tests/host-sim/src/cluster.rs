@@ -41,7 +41,7 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 
-pub use invariants::{InvariantReport, Invariants, NotSettled};
+pub use invariants::{InvariantReport, Invariants, NotSettled, PoolBudget};
 use tasks::{kubelet, supervise};
 
 /// The CRDs the cluster serves, as `crds/` holds them.

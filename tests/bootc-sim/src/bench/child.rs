@@ -166,21 +166,7 @@ impl ControllerChild {
 
     /// Its `/metrics` text, if it answers.
     async fn scrape(&self) -> Option<String> {
-        let get = async {
-            let mut stream = tokio::net::TcpStream::connect(self.metrics_addr)
-                .await
-                .ok()?;
-            let request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-            stream.write_all(request.as_bytes()).await.ok()?;
-            let mut response = Vec::new();
-            stream.read_to_end(&mut response).await.ok()?;
-            let text = String::from_utf8_lossy(&response).into_owned();
-            text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned())
-        };
-        tokio::time::timeout(SCRAPE_TIMEOUT, get)
-            .await
-            .ok()
-            .flatten()
+        scrape(self.metrics_addr).await
     }
 
     fn signal(&mut self, signal: Signal) {
@@ -233,6 +219,42 @@ impl Drop for ControllerChild {
     }
 }
 
+/// The `/metrics` text served at `addr`, if it answers within [`SCRAPE_TIMEOUT`].
+async fn scrape(addr: SocketAddr) -> Option<String> {
+    let get = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        let request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        let text = String::from_utf8_lossy(&response).into_owned();
+        text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned())
+    };
+    tokio::time::timeout(SCRAPE_TIMEOUT, get)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The controller child running now: its PID and its `/metrics` address.
+pub(super) type Live = std::sync::Arc<std::sync::Mutex<Option<(u32, SocketAddr)>>>;
+
+/// What the running child shows now: its resident size (`VmRSS`, MiB) and its metrics
+/// text; `None` each when there is no child or it does not answer.
+pub(super) async fn probe(live: &Live) -> (Option<f64>, Option<String>) {
+    let now = *live
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some((pid, addr)) = now else {
+        return (None, None);
+    };
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| status_kib(&status, "VmRSS"))
+        .map(|kib| kib / 1024.0);
+    (rss, scrape(addr).await)
+}
+
 /// What the controller children came to.
 #[derive(Debug, Default)]
 pub(super) struct Outcome {
@@ -260,7 +282,13 @@ pub(super) async fn controller_process_loop(
     launch: Launch,
     kill_every: Option<Duration>,
     mut stop: watch::Receiver<bool>,
+    live: Live,
 ) -> Outcome {
+    let set_live = |now: Option<(u32, SocketAddr)>| {
+        *live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = now;
+    };
     let mut outcome = Outcome::default();
     let mut run = 0u32;
     loop {
@@ -279,6 +307,7 @@ pub(super) async fn controller_process_loop(
             }
         };
         tokio::pin!(kill);
+        set_live(Some((child.child.id(), child.metrics_addr)));
         let mut tick = tokio::time::interval(SAMPLE_EVERY);
         let end = loop {
             tokio::select! {
@@ -287,6 +316,7 @@ pub(super) async fn controller_process_loop(
                 _ = stop.wait_for(|s| *s) => break End::Stop,
             }
         };
+        set_live(None);
         let (usage, metrics) = child.stop(end != End::Stop).await;
         outcome.usage.add(usage);
         outcome.metrics.push_str(&metrics.unwrap_or_default());

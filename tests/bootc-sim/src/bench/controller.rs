@@ -19,8 +19,11 @@ pub(super) enum Running {
         task: JoinHandle<u32>,
         metrics: Metrics,
     },
-    /// The binary as a child process.
-    Process(JoinHandle<child::Outcome>),
+    /// The binary as a child process; `live` the child running now.
+    Process {
+        task: JoinHandle<child::Outcome>,
+        live: child::Live,
+    },
 }
 
 /// What the controller came to once stopped.
@@ -45,11 +48,14 @@ pub(super) fn start(settings: &Settings, world: &World, stop: watch::Receiver<bo
                 insecure_registries,
                 log: settings.controller_log.clone(),
             };
-            Running::Process(tokio::spawn(child::controller_process_loop(
+            let live = child::Live::default();
+            let task = tokio::spawn(child::controller_process_loop(
                 launch,
                 settings.kill_every,
                 stop,
-            )))
+                live.clone(),
+            ));
+            Running::Process { task, live }
         }
         _ => {
             let metrics = Metrics::new();
@@ -70,6 +76,15 @@ pub(super) fn start(settings: &Settings, world: &World, stop: watch::Receiver<bo
 }
 
 impl Running {
+    /// Its metrics text now, and under `--controller-process` the child's resident size
+    /// now (MiB); `None` each when it cannot be had.
+    pub(super) async fn probe(&self) -> (Option<f64>, Option<String>) {
+        match self {
+            Running::InProcess { metrics, .. } => (None, Some(metrics.encode())),
+            Running::Process { live, .. } => child::probe(live).await,
+        }
+    }
+
     /// Waits for the controller to stop (once told to).
     pub(super) async fn finish(self) -> Finished {
         match self {
@@ -78,7 +93,7 @@ impl Running {
                 metrics: metrics.encode(),
                 usage: None,
             },
-            Running::Process(task) => {
+            Running::Process { task, .. } => {
                 let outcome = task.await.unwrap_or_default();
                 Finished {
                     kills: outcome.kills,

@@ -6,7 +6,7 @@ use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use host_sim::cluster::SimCluster;
 use serde_json::Value;
 
-use super::POOL;
+use super::setup::PoolPlan;
 
 /// What the end state shows, read from the store and the hosts.
 #[derive(Debug, Default)]
@@ -18,6 +18,7 @@ pub(super) struct EndState {
     /// per node and target means at most 1).
     pub(super) boots_per_target: BTreeMap<String, u64>,
     pub(super) slots_held: Vec<String>,
+    /// The first pool's status.
     pub(super) pool_status: Value,
     pub(super) history_limit: usize,
     pub(super) history_problems: Vec<String>,
@@ -27,6 +28,7 @@ pub(super) fn end_state(
     handle: &kube_emulator::Handle,
     cluster: &SimCluster,
     target_digest: &str,
+    pools: &[PoolPlan],
 ) -> EndState {
     let mut end = EndState::default();
     for name in cluster.nodes() {
@@ -59,21 +61,31 @@ pub(super) fn end_state(
             );
         }
     }
-    let pool = handle
-        .get("node.bootc.dev", "bootcnodepools", "", POOL)
-        .unwrap_or(Value::Null);
-    end.pool_status = pool.get("status").cloned().unwrap_or(Value::Null);
-    end.history_limit = pool
-        .pointer("/spec/history/limit")
-        .and_then(Value::as_u64)
-        .unwrap_or(5) as usize;
-    let history = end
-        .pool_status
-        .get("deployHistory")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    end.history_problems = history_problems(&history, end.history_limit, target_digest);
+    for (i, plan) in pools.iter().enumerate() {
+        let pool = handle
+            .get("node.bootc.dev", "bootcnodepools", "", &plan.name)
+            .unwrap_or(Value::Null);
+        let status = pool.get("status").cloned().unwrap_or(Value::Null);
+        let limit = pool
+            .pointer("/spec/history/limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(5) as usize;
+        let history = status
+            .get("deployHistory")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let problems = history_problems(&history, limit, target_digest);
+        end.history_problems
+            .extend(problems.into_iter().map(|p| match pools.len() {
+                1 => p,
+                _ => format!("pool {}: {p}", plan.name),
+            }));
+        if i == 0 {
+            end.pool_status = status;
+            end.history_limit = limit;
+        }
+    }
     end
 }
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::end_state::EndState;
 use super::rollout::Measured;
-use super::setup::Settings;
+use super::setup::{PoolPlan, Settings};
 use super::{BenchArgs, gated, round, secs};
 use crate::stats::{self, Histogram};
 use crate::svg;
@@ -45,7 +45,33 @@ struct Numbers {
     gate_problems: Vec<String>,
 }
 
+/// The reboot waves along the longest path: the pools ordered by `after` one after
+/// another, the others side by side; a pool's waves are its nodes over its budget.
+fn waves(pools: &[PoolPlan]) -> usize {
+    let of = |p: &PoolPlan| {
+        p.nodes
+            .len()
+            .div_ceil(p.budget.clamp(1, p.nodes.len().max(1)))
+    };
+    let mut chained = 0;
+    let mut widest = 0;
+    for (i, p) in pools.iter().enumerate() {
+        let in_chain = p.after.is_some() || pools.get(i + 1).is_some_and(|q| q.after.is_some());
+        if in_chain {
+            chained += of(p);
+        } else {
+            widest = widest.max(of(p));
+        }
+    }
+    chained.max(widest)
+}
+
 impl Run<'_> {
+    /// Node updates: every node once per rollout run.
+    fn updates(&self) -> f64 {
+        (self.args.nodes * self.measured.rollouts.len().max(1)) as f64
+    }
+
     /// Writes the picture and the JSON result and prints the summary; true when nothing
     /// failed.
     pub(super) fn finish(&self) -> Result<bool, String> {
@@ -56,8 +82,16 @@ impl Run<'_> {
         let makespan = numbers
             .makespan_s
             .map_or("-".to_owned(), |m| format!("{m:.2}"));
+        let pools = match args.pools {
+            1 => String::new(),
+            p => format!(" in {p} pools"),
+        };
+        let rollouts = match self.measured.rollouts.len() {
+            1 => String::new(),
+            r => format!(", {r} rollouts"),
+        };
         let title = format!(
-            "{} nodes, maxUnavailable {} ({budget}): makespan {makespan} s, ideal {:.2} s",
+            "{} nodes{pools}, maxUnavailable {} ({budget}){rollouts}: makespan {makespan} s, ideal {:.2} s",
             args.nodes, args.max_unavailable, numbers.ideal_s
         );
         let svg_path = &self.settings.svg_path;
@@ -91,9 +125,7 @@ impl Run<'_> {
 
     fn numbers(&self) -> Numbers {
         let (args, m) = (self.args, self.measured);
-        let n = args.nodes;
-        let slots = self.settings.budget.min(n);
-        let waves = n.div_ceil(slots);
+        let waves = waves(&self.settings.pools);
         let ideal_s = (args.stage_ms as f64
             + waves as f64 * (args.reboot_ms + args.ready_ms) as f64)
             / 1000.0;
@@ -137,16 +169,12 @@ impl Run<'_> {
     }
 
     /// What went wrong: no completion, availability violations, a node rebooted twice,
-    /// nodes off target, cordoned or holding a slot, a bad deployHistory.
+    /// nodes off target, cordoned or holding a slot, a bad deployHistory, a pool that
+    /// did not wait for the one named in its `after`.
     fn failures(&self, numbers: &Numbers) -> Vec<String> {
         let (n, report, end) = (self.args.nodes, &self.measured.report, self.end);
-        let mut failures: Vec<String> = Vec::new();
-        if self.measured.done_at.is_none() {
-            failures.push(format!(
-                "the rollout did not complete within {} s",
-                self.args.deadline_s
-            ));
-        }
+        let mut failures = self.rollout_failures();
+        let rollouts = &self.measured.rollouts;
         if !report.violations.is_empty() {
             failures.push(format!(
                 "{} availability violations",
@@ -155,7 +183,8 @@ impl Run<'_> {
         }
         // At most one reboot per node and target: no host booted one digest twice. The
         // Ready→NotReady transitions seen in the store are held to the number of targets
-        // (two under --chaos, whose edit moves the target from v2 to v3), and one more
+        // (one per rollout; two under --chaos, whose edit moves the target from v2 to
+        // v3), and one more
         // for a node deleted and added again.
         let twice: Vec<&String> = end
             .boots_per_target
@@ -167,7 +196,11 @@ impl Run<'_> {
             failures.push(format!("nodes that booted one digest twice: {twice:?}"));
         }
         let chaos = self.measured.chaos.as_ref();
-        let targets = if chaos.is_some() { 2 } else { 1 };
+        let targets = if chaos.is_some() {
+            2
+        } else {
+            rollouts.len() as u64
+        };
         let allowed = |node: &str| {
             targets + u64::from(chaos.is_some_and(|c| c.replaced.iter().any(|r| r == node)))
         };
@@ -207,9 +240,37 @@ impl Run<'_> {
         failures
     }
 
+    /// Rollouts that did not complete, and pools that did not wait for the one named in
+    /// their `after`.
+    fn rollout_failures(&self) -> Vec<String> {
+        let mut failures: Vec<String> = Vec::new();
+        let rollouts = &self.measured.rollouts;
+        let completed = rollouts.iter().filter(|r| r.makespan_s.is_some()).count();
+        if self.measured.done_at.is_none() {
+            failures.push(format!(
+                "the rollout did not complete within {} s",
+                self.args.deadline_s
+            ));
+        } else if completed < self.args.rollouts {
+            failures.push(format!(
+                "{completed} of {} rollouts completed, each within {} s",
+                self.args.rollouts, self.args.deadline_s
+            ));
+        }
+        for (k, r) in rollouts.iter().enumerate() {
+            let rollout = k + 1;
+            failures.extend(
+                r.order_problems
+                    .iter()
+                    .map(|p| format!("rollout {rollout}: {p}")),
+            );
+        }
+        failures
+    }
+
     /// The text report's line on the controller's cost and the slots.
     fn cost_line(&self, numbers: &Numbers) -> String {
-        let n = self.args.nodes as f64;
+        let n = self.updates();
         let or_dash = |x, places| crate::stats::or_dash(x, places, "-");
         let controller = match self.measured.controller_usage {
             Some(u) => format!(
@@ -259,12 +320,23 @@ impl Run<'_> {
              inside a bucket, as histogram_quantile does), not from exact timings"
                 .to_owned(),
             "ideal_s = stage + ceil(nodes / slots) x (drain + reboot + ready + delay) with \
-             drain = 0 (no pods) and delay = postRebootDelaySeconds = 0"
+             drain = 0 (no pods) and delay = postRebootDelaySeconds = 0; with --pools, \
+             ceil(nodes / slots) per pool, summed along the pools ordered by after and the \
+             largest of the others, whichever is more"
                 .to_owned(),
             "api_* count every request the emulator served from the pool's creation to the \
-             rollout's completion: controller, agents and the simulated kubelets"
+             last rollout's completion: controller, agents and the simulated kubelets; \
+             per node and per update figures divide by nodes x rollouts"
                 .to_owned(),
         ];
+        if self.measured.rollouts.len() > 1 {
+            notes.push(
+                "makespan_s and ideal_s are the first rollout's (the picture shows every one); \
+                 rollout_figures has each one's makespan, the reconciles during it (from the \
+                 histogram scraped at its start and end) and the controller's VmRSS after it"
+                    .to_owned(),
+            );
+        }
         if self.settings.canary.is_some() || self.settings.alert_firing.is_some() {
             notes.push(
                 "ideal_s leaves out the canary's soak and the time the alert gate held the \
@@ -293,12 +365,36 @@ impl Run<'_> {
         }))
     }
 
+    /// The JSON result's fields on `--chaos`, `--canary`, `--alert-gate`, `--pools` and
+    /// `--rollouts`.
+    fn optional_json(&self, numbers: &Numbers) -> serde_json::Map<String, Value> {
+        let (args, m) = (self.args, self.measured);
+        let rollouts = &m.rollouts;
+        let figures: Vec<Value> = rollouts.iter().map(super::soak::Figures::json).collect();
+        let soak = (rollouts.len() > 1).then(|| super::soak::summary(rollouts));
+        let gate = m.gate.as_ref().zip(self.settings.alert_firing);
+        let fields = json!({
+            "chaos": m.chaos.as_ref().map(|c| c.json()),
+            "canary": self.canary_json(numbers),
+            "alert_gate": gate.map(|(g, firing)| gated::gate_json(&g.answers(), firing, m.t0)),
+            "pools": args.pools,
+            "ordered": args.ordered,
+            "rollouts": args.rollouts,
+            "rollout_figures": figures,
+            "soak": soak,
+        });
+        match fields {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        }
+    }
+
     /// The JSON result.
     fn json(&self, numbers: &Numbers, failures: &[String]) -> Value {
         let (args, m, end) = (self.args, self.measured, self.end);
-        let (n, report, histogram) = (args.nodes as f64, &m.report, &numbers.histogram);
+        let (n, report, histogram) = (self.updates(), &m.report, &numbers.histogram);
         let ms = |q: f64| histogram.quantile(q).map(|s| round(s * 1000.0, 2));
-        json!({
+        let mut result = json!({
             "nodes": args.nodes,
             "max_unavailable": args.max_unavailable,
             "stage_ms": args.stage_ms,
@@ -361,15 +457,14 @@ impl Run<'_> {
             "deploy_history_limit": end.history_limit,
             "controller_kills": m.controller_kills,
             "agents_killed": m.agents_killed,
-            "chaos": m.chaos.as_ref().map(|c| c.json()),
-            "canary": self.canary_json(numbers),
-            "alert_gate": m.gate.as_ref().zip(self.settings.alert_firing).map(|(g, firing)| {
-                gated::gate_json(&g.answers(), firing, m.t0)
-            }),
             "samples": m.samples.len(),
             "svg": self.settings.svg_path.file_name().map(|f| f.to_string_lossy().into_owned()),
             "notes": self.notes(),
-        })
+        });
+        if let Value::Object(fields) = &mut result {
+            fields.extend(self.optional_json(numbers));
+        }
+        result
     }
 }
 

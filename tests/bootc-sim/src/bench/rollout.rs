@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::reconcile;
-use host_sim::cluster::{InvariantReport, Invariants};
+use host_sim::cluster::{InvariantReport, Invariants, PoolBudget};
 use kube::Client;
 use kube::api::{Api, PostParams};
 use kube_emulator::RequestRecord;
@@ -20,9 +20,9 @@ use tokio::time::Instant;
 use super::child::{Usage, own_cpu_s};
 use super::disturb::agent_killer;
 use super::gate::{self, AlertServer};
-use super::setup::{Settings, World};
-use super::{BenchArgs, FaultScope, POOL, secs};
-use super::{chaos, controller};
+use super::setup::{POOL_LABEL, PoolPlan, Settings, World};
+use super::{BenchArgs, FaultScope, secs};
+use super::{chaos, controller, soak};
 use crate::svg::Sample;
 use crate::track::{Counts, RolloutTracker, STATES};
 
@@ -55,6 +55,8 @@ pub(super) struct Measured {
     pub(super) bench_cpu_s: Option<f64>,
     /// The state follower (kept until the report is written, for its lag count).
     pub(super) tracker: RolloutTracker,
+    /// Each rollout's figures, the first one's first (one unless `--rollouts`).
+    pub(super) rollouts: Vec<soak::Figures>,
     /// What the `--chaos` script did and found.
     pub(super) chaos: Option<chaos::Tally>,
     /// Under `--alert-gate`: the gate's Alertmanager (stopped), with what it answered.
@@ -71,8 +73,15 @@ pub(super) async fn measure(
     world: &World,
 ) -> Result<Measured, String> {
     let handle = &world.handle;
-    let invariants = Invariants::follow(handle.clone(), settings.budget, BTreeSet::new());
-    let tracker = RolloutTracker::follow(handle.clone(), POOL, &world.target_digest, args.nodes);
+    let invariants = match settings.pools.as_slice() {
+        [_] => Invariants::follow(handle.clone(), settings.budget, BTreeSet::new()),
+        pools => Invariants::follow_pools(handle.clone(), budgets(pools), BTreeSet::new()),
+    };
+    let tracker = RolloutTracker::follow(
+        handle.clone(),
+        &soak::followed(&settings.pools),
+        &world.target_digest,
+    );
     let (stop_tx, stop_rx) = watch::channel(false);
     let requests_before = handle.requests().len();
 
@@ -80,51 +89,41 @@ pub(super) async fn measure(
     let t0 = Instant::now();
     let cpu_before = own_cpu_s();
     let controller = controller::start(settings, world, stop_rx.clone());
-    let spec = pool_spec(&world.v2, settings, gate.as_ref().map(|g| g.url.as_str()));
-    apply_pool(&world.client, spec).await?;
-    if args.api_fault_rate > 0.0 {
-        handle.set_faults(fault_config(args));
+    let before = soak::reconciles(&controller).await;
+    let gate_url = gate.as_ref().map(|g| g.url.as_str());
+    for pool in &settings.pools {
+        let spec = pool_spec(&world.v2, settings, gate_url, pool);
+        apply_pool(&world.client, &pool.name, spec).await?;
     }
-    let killer: Option<JoinHandle<u64>> = (args.kill_agents_rate > 0.0).then(|| {
-        tokio::spawn(agent_killer(
-            world.cluster.clone(),
-            args.kill_agents_rate,
-            args.seed,
-            stop_rx.clone(),
-        ))
-    });
-
-    let cutter = world
-        .chaos
-        .as_ref()
-        .map(|_| tokio::spawn(chaos::cut_watches(handle.clone(), stop_rx.clone())));
+    let (killer, cutter) = disturb(args, world, &stop_rx);
     let deadline = t0 + Duration::from_secs_f64(args.deadline_s);
     let ((mut samples, done_at), chaos) =
         sample_beside_script(args, world, &tracker, t0, deadline).await;
+    if let Some(done) = done_at {
+        sample_completion(&mut samples, &tracker, t0, done);
+    }
+    let first = (&tracker, t0, done_at);
+    let rollouts = soak::all(
+        args,
+        (settings, world),
+        &controller,
+        first,
+        &mut samples,
+        before,
+    );
+    let rollouts = rollouts.await?;
     let bench_cpu_s = cpu_before
         .zip(own_cpu_s())
         .map(|(before, after)| after - before);
     let mut requests = handle.requests();
     let requests = requests.split_off(requests_before.min(requests.len()));
-    if let Some(done) = done_at {
-        sample_completion(&mut samples, &tracker, t0, done);
-    }
 
     // Stop the faults and the killers, then let the checker catch up.
     handle.clear_faults();
     let _ = stop_tx.send(true);
     let controller = controller.finish().await;
-    let agents_killed = match killer {
-        Some(k) => k.await.unwrap_or(0),
-        None => 0,
-    };
     let mut chaos = chaos;
-    if let (Some(tally), Some(cutter)) = (&mut chaos, cutter) {
-        tally.watch_cuts = cutter.await.unwrap_or(0);
-    }
-    if let Some(gate) = &gate {
-        gate.stop();
-    }
+    let agents_killed = wind_down((killer, cutter), &mut chaos, gate.as_ref()).await;
     let report = settled(&invariants).await;
     Ok(Measured {
         t0,
@@ -138,10 +137,56 @@ pub(super) async fn measure(
         controller_usage: controller.usage,
         bench_cpu_s,
         tracker,
+        rollouts,
         chaos,
         gate,
         _invariants: invariants,
     })
+}
+
+/// Waits for the agent killer and the watch cutter (told to stop), and stops the gate;
+/// returns how many agents were killed.
+async fn wind_down(
+    (killer, cutter): (Option<JoinHandle<u64>>, Option<JoinHandle<u64>>),
+    chaos: &mut Option<chaos::Tally>,
+    gate: Option<&AlertServer>,
+) -> u64 {
+    let agents_killed = match killer {
+        Some(k) => k.await.unwrap_or(0),
+        None => 0,
+    };
+    if let (Some(tally), Some(cutter)) = (chaos, cutter) {
+        tally.watch_cuts = cutter.await.unwrap_or(0);
+    }
+    if let Some(gate) = gate {
+        gate.stop();
+    }
+    agents_killed
+}
+
+/// The injected faults switched on, the agent killer and (under `--chaos`) the watch
+/// cutter started, as the flags ask.
+fn disturb(
+    args: &BenchArgs,
+    world: &World,
+    stop: &watch::Receiver<bool>,
+) -> (Option<JoinHandle<u64>>, Option<JoinHandle<u64>>) {
+    if args.api_fault_rate > 0.0 {
+        world.handle.set_faults(fault_config(args));
+    }
+    let killer = (args.kill_agents_rate > 0.0).then(|| {
+        tokio::spawn(agent_killer(
+            world.cluster.clone(),
+            args.kill_agents_rate,
+            args.seed,
+            stop.clone(),
+        ))
+    });
+    let cutter = world
+        .chaos
+        .as_ref()
+        .map(|_| tokio::spawn(chaos::cut_watches(world.handle.clone(), stop.clone())));
+    (killer, cutter)
 }
 
 /// Samples the rollout while the `--chaos` script (if any) runs beside it; returns the
@@ -165,15 +210,35 @@ async fn sample_beside_script(
     tokio::join!(sample(tracker, t0, deadline, &script_over), script)
 }
 
-/// The pool's spec: every worker, pinned to `v2`, `maxUnavailable` as given; the
-/// canary under `--canary`, and under `--alert-gate` a gate on `gate_url` asked every
-/// second, which fails closed.
-pub(super) fn pool_spec(v2: &str, settings: &Settings, gate_url: Option<&str>) -> Value {
+/// Each pool's nodes and budget, for the invariant checker.
+fn budgets(pools: &[PoolPlan]) -> Vec<PoolBudget> {
+    pools
+        .iter()
+        .map(|p| PoolBudget {
+            name: p.name.clone(),
+            nodes: p.nodes.iter().cloned().collect(),
+            budget: p.budget,
+        })
+        .collect()
+}
+
+/// A pool's spec: its nodes (by their `pool` label), pinned to `v2`, `maxUnavailable`
+/// as given, after the pool before it under `--ordered`; the canary under `--canary`,
+/// and under `--alert-gate` a gate on `gate_url` asked every second, which fails closed.
+pub(super) fn pool_spec(
+    v2: &str,
+    settings: &Settings,
+    gate_url: Option<&str>,
+    pool: &PoolPlan,
+) -> Value {
     let mut spec = json!({
-        "nodeSelector": {"matchLabels": {"role": "worker"}},
+        "nodeSelector": {"matchLabels": {POOL_LABEL: pool.name}},
         "image": {"ref": v2},
         "rollout": {"maxUnavailable": settings.spec_budget, "postRebootDelaySeconds": 0},
     });
+    if let Some(after) = &pool.after {
+        spec["rollout"]["after"] = json!([after]);
+    }
     if let Some((_, nodes)) = &settings.canary {
         spec["rollout"]["canary"] = json!({"nodes": nodes, "soakSeconds": settings.canary_soak});
     }
@@ -188,12 +253,12 @@ pub(super) fn pool_spec(v2: &str, settings: &Settings, gate_url: Option<&str>) -
     spec
 }
 
-/// Creates the pool with `spec`.
-async fn apply_pool(client: &Client, spec: Value) -> Result<(), String> {
+/// Creates the pool `name` with `spec`.
+async fn apply_pool(client: &Client, name: &str, spec: Value) -> Result<(), String> {
     let pool: BootcNodePool = serde_json::from_value(json!({
         "apiVersion": "node.bootc.dev/v1alpha1",
         "kind": "BootcNodePool",
-        "metadata": {"name": POOL},
+        "metadata": {"name": name},
         "spec": spec,
     }))
     .map_err(|e| format!("the pool: {e}"))?;
@@ -203,7 +268,7 @@ async fn apply_pool(client: &Client, spec: Value) -> Result<(), String> {
     Api::<BootcNodePool>::all(client.clone())
         .create(&PostParams::default(), &pool)
         .await
-        .map_err(|e| format!("cannot create the pool: {e}"))?;
+        .map_err(|e| format!("cannot create the pool {name}: {e}"))?;
     Ok(())
 }
 
@@ -223,7 +288,7 @@ fn fault_config(args: &BenchArgs) -> kube_emulator::FaultConfig {
 /// Samples the counts every [`SAMPLE_EVERY`] until the rollout is done or `deadline`
 /// passes (reporting progress every 10 s). Under `--chaos` a completion counts only
 /// once the script is over (it re-arms the completion when it ends).
-async fn sample(
+pub(super) async fn sample(
     tracker: &RolloutTracker,
     t0: Instant,
     deadline: Instant,
@@ -257,7 +322,7 @@ async fn sample(
 }
 
 /// One last sample at the instant of completion, in time order.
-fn sample_completion(
+pub(super) fn sample_completion(
     samples: &mut Vec<Sample>,
     tracker: &RolloutTracker,
     t0: Instant,

@@ -16,14 +16,68 @@ use tokio::time::Instant;
 
 use super::{BenchArgs, REPO, SimTransport, secs};
 
+/// The label that puts a node in its pool.
+pub(super) const POOL_LABEL: &str = "pool";
+
 /// The controller child's Lease namespace (created in the emulator).
 pub(super) const LEASE_NAMESPACE: &str = "bootc-system";
+
+/// One pool of the bench: its name, its nodes, its budget and the pool it comes after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PoolPlan {
+    pub(super) name: String,
+    pub(super) nodes: Vec<String>,
+    /// `maxUnavailable` resolved against the pool's size.
+    pub(super) budget: usize,
+    /// Under --ordered: the pool this one waits for (`spec.rollout.after`).
+    pub(super) after: Option<String>,
+}
+
+/// The pools of `--pools`: the nodes in contiguous blocks of names, `--max-unavailable`
+/// resolved against each pool's size, the first `ordered` pools one after another.
+pub(super) fn layout(args: &BenchArgs) -> Result<Vec<PoolPlan>, String> {
+    let (n, pools) = (args.nodes, args.pools);
+    if pools == 0 || pools > n {
+        return Err(format!("--pools must be 1 to the number of nodes ({n})"));
+    }
+    if args.ordered > pools {
+        return Err(format!("--ordered must be at most --pools ({pools})"));
+    }
+    let width = n.to_string().len().max(3);
+    let mut plans: Vec<PoolPlan> = (1..=pools)
+        .map(|k| PoolPlan {
+            name: match pools {
+                1 => super::POOL.to_owned(),
+                _ => format!("{}-{k:03}", super::POOL),
+            },
+            nodes: Vec::new(),
+            budget: 0,
+            after: None,
+        })
+        .collect();
+    for j in 0..n {
+        plans[j * pools / n]
+            .nodes
+            .push(format!("node-{:0width$}", j + 1));
+    }
+    for k in 0..pools {
+        let (budget, _) = budget(&args.max_unavailable, plans[k].nodes.len())
+            .map_err(|e| format!("--max-unavailable {e}"))?;
+        plans[k].budget = budget;
+        if k > 0 && k < args.ordered {
+            plans[k].after = Some(plans[k - 1].name.clone());
+        }
+    }
+    Ok(plans)
+}
 
 /// What the flags come to.
 pub(super) struct Settings {
     /// How often the controller is killed, if at all.
     pub(super) kill_every: Option<Duration>,
-    /// `maxUnavailable` resolved against the node count.
+    /// The pools (one unless `--pools`).
+    pub(super) pools: Vec<PoolPlan>,
+    /// `maxUnavailable` resolved against each pool's size, summed.
     pub(super) budget: usize,
     /// `maxUnavailable` as the pool's spec gets it.
     pub(super) spec_budget: Value,
@@ -60,8 +114,20 @@ impl Settings {
             Some(s) => Some(Duration::from_secs_f64(s)),
             None => None,
         };
-        let (budget, spec_budget) = budget(&args.max_unavailable, args.nodes)
+        let (_, spec_budget) = budget(&args.max_unavailable, args.nodes)
             .map_err(|e| format!("--max-unavailable {e}"))?;
+        let pools = layout(args)?;
+        let budget = pools.iter().map(|p| p.budget).sum();
+        if args.rollouts == 0 || args.rollouts > 200 {
+            return Err("--rollouts must be 1 to 200".to_owned());
+        }
+        let several = args.pools > 1 || args.rollouts > 1;
+        if several && (args.chaos || args.canary.is_some()) {
+            return Err(
+                "--chaos and --canary take one pool and one rollout (no --pools or --rollouts)"
+                    .to_owned(),
+            );
+        }
         let canary = match &args.canary {
             Some(c) => Some(self::budget(c, args.nodes).map_err(|e| format!("--canary {e}"))?),
             None => None,
@@ -82,6 +148,7 @@ impl Settings {
         };
         Ok(Settings {
             kill_every,
+            pools,
             budget,
             spec_budget,
             svg_path: args.json.with_extension("svg"),
@@ -133,8 +200,10 @@ pub(super) struct World {
     /// What the pool's spec asks for first: the pin of v2, or under `--chaos` the tag
     /// `v2` in the registry.
     pub(super) v2: String,
-    /// The digest every node must run at the end.
+    /// The digest every node must run at the end of the first rollout.
     pub(super) target_digest: String,
+    /// Under `--rollouts`: the pins and digests of the rollouts after the first.
+    pub(super) next: Vec<(String, String)>,
     /// How the nodes behave (for a node added again).
     pub(super) sim: SimOptions,
     /// The registry and its images, under `--chaos`.
@@ -171,9 +240,47 @@ impl Kubeconfig {
     }
 }
 
+/// Adds every pool's nodes, booted on `v1` and labelled with their pool.
+async fn add_nodes(
+    cluster: &SimCluster,
+    pools: &[PoolPlan],
+    v1: &str,
+    sim: &SimOptions,
+) -> Result<(), String> {
+    for pool in pools {
+        let mut labelled = sim.clone();
+        labelled
+            .node_labels
+            .insert(POOL_LABEL.to_owned(), pool.name.clone());
+        for name in &pool.nodes {
+            cluster
+                .add_node(name, v1, &labelled)
+                .await
+                .map_err(|e| format!("cannot add node {name}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The versions of the rollouts after the first (`--rollouts`), pushed to the catalog
+/// (`r2`, `r3`, …, kernels alternating): their pins and digests.
+fn next_versions(cluster: &SimCluster, rollouts: usize) -> Vec<(String, String)> {
+    (2..=rollouts)
+        .map(|k| {
+            let digest = format!("sha256:{k:064x}");
+            let kernel = format!("k{}", 1 + k % 2);
+            let pin = cluster
+                .catalog()
+                .push(REPO, &format!("r{k}"), &digest, Some(&kernel));
+            (pin, digest)
+        })
+        .collect()
+}
+
 impl World {
-    /// Starts the emulator and `args.nodes` nodes booted on v1.
-    pub(super) async fn start(args: &BenchArgs) -> Result<Self, String> {
+    /// Starts the emulator and `args.nodes` nodes booted on v1, each labelled with its
+    /// pool.
+    pub(super) async fn start(args: &BenchArgs, pools: &[PoolPlan]) -> Result<Self, String> {
         let n = args.nodes;
         let started = Instant::now();
         let emulator = kube_emulator::Emulator::start()
@@ -199,7 +306,7 @@ impl World {
             SimTransport::Http => SimCluster::start(emulator.config(), catalog).await,
         }
         .map_err(|e| format!("cannot start the simulated cluster: {e}"))?;
-        let sim = SimOptions {
+        let mut sim = SimOptions {
             behaviour: Behaviour {
                 stage_time: Duration::from_millis(args.stage_ms),
                 reboot_time: Duration::from_millis(args.reboot_ms),
@@ -209,14 +316,11 @@ impl World {
             node_labels: BTreeMap::from([("role".to_owned(), "worker".to_owned())]),
             ..SimOptions::default()
         };
-        let width = n.to_string().len().max(3);
-        for i in 1..=n {
-            let name = format!("node-{i:0width$}");
-            cluster
-                .add_node(&name, &v1, &sim)
-                .await
-                .map_err(|e| format!("cannot add node {name}: {e}"))?;
-        }
+        add_nodes(&cluster, pools, &v1, &sim).await?;
+        // A node added again (under --chaos, one pool) goes back into the first pool.
+        sim.node_labels
+            .insert(POOL_LABEL.to_owned(), pools[0].name.clone());
+        let next = next_versions(&cluster, args.rollouts);
         let kubeconfig = match args.controller_process {
             true => Some(Kubeconfig::write(&emulator, &client).await?),
             false => None,
@@ -231,6 +335,7 @@ impl World {
             v1,
             v2,
             target_digest,
+            next,
             sim,
             chaos,
             kubeconfig,

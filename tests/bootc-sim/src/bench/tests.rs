@@ -1,4 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -123,8 +124,15 @@ fn a_canary_count_or_share_is_checked_like_the_budget() {
 
 #[test]
 fn the_pool_gets_the_canary_and_the_gate_and_passes_validation() {
+    let pool = super::setup::PoolPlan {
+        name: "bench-002".into(),
+        nodes: vec!["node-001".into()],
+        budget: 5,
+        after: Some("bench-001".into()),
+    };
     let settings = |canary: Option<(usize, Value)>| super::setup::Settings {
         kill_every: None,
+        pools: vec![pool.clone()],
         budget: 5,
         spec_budget: json!(5),
         svg_path: "x.svg".into(),
@@ -134,12 +142,18 @@ fn the_pool_gets_the_canary_and_the_gate_and_passes_validation() {
         canary_soak: 2,
         alert_firing: Some(Duration::from_secs(1)),
     };
-    let plain = pool_spec("registry.test/os@sha256:2", &settings(None), None);
+    let plain = pool_spec("registry.test/os@sha256:2", &settings(None), None, &pool);
     assert!(plain["rollout"].get("canary").is_none() && plain.get("health").is_none());
+    assert_eq!(
+        plain["nodeSelector"],
+        json!({"matchLabels": {"pool": "bench-002"}})
+    );
+    assert_eq!(plain["rollout"]["after"], json!(["bench-001"]));
     let spec = pool_spec(
         "registry.test/os@sha256:2",
         &settings(Some((2, json!("10%")))),
         Some("http://127.0.0.1:9"),
+        &pool,
     );
     assert_eq!(
         spec["rollout"]["canary"],
@@ -252,4 +266,74 @@ async fn the_alert_server_fires_for_its_window_then_answers_no_alerts() {
     assert_eq!(request_target("GET /a?b HTTP/1.1\r\n"), Some("/a"));
     assert_eq!(request_target("POST /a HTTP/1.1\r\n"), None);
     assert_eq!(request_target(""), None);
+}
+
+/// `--pools`: the nodes in contiguous blocks, every node in exactly one pool, the budget
+/// resolved per pool, the first `--ordered` pools each after the one before.
+#[test]
+fn the_nodes_are_split_between_the_pools_and_the_first_ones_ordered() {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: super::BenchArgs,
+    }
+    let args = |extra: &str| {
+        let line = format!("bench --json x.json {extra}");
+        Cli::try_parse_from(line.split_whitespace()).unwrap().args
+    };
+    let plans = super::setup::layout(&args(
+        "--nodes 10 --pools 3 --ordered 2 --max-unavailable 50%",
+    ))
+    .unwrap();
+    let sizes: Vec<usize> = plans.iter().map(|p| p.nodes.len()).collect();
+    assert_eq!(sizes, [4, 3, 3]);
+    let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["bench-001", "bench-002", "bench-003"]);
+    assert_eq!(plans[0].nodes[0], "node-001");
+    assert_eq!(plans[2].nodes[2], "node-010");
+    let all: BTreeSet<&String> = plans.iter().flat_map(|p| &p.nodes).collect();
+    assert_eq!(all.len(), 10);
+    let budgets: Vec<usize> = plans.iter().map(|p| p.budget).collect();
+    assert_eq!(budgets, [2, 1, 1]);
+    let after: Vec<Option<&str>> = plans.iter().map(|p| p.after.as_deref()).collect();
+    assert_eq!(after, [None, Some("bench-001"), None]);
+    // One pool keeps the bench's name.
+    let one = super::setup::layout(&args("--nodes 3")).unwrap();
+    assert_eq!((one.len(), one[0].name.as_str()), (1, "bench"));
+    for bad in [
+        "--nodes 3 --pools 4",
+        "--nodes 3 --pools 0",
+        "--nodes 3 --pools 2 --ordered 3",
+    ] {
+        assert!(super::setup::layout(&args(bad)).is_err(), "{bad}");
+    }
+}
+
+/// A pool ordered after another must be granted its first slot after the store showed
+/// that one complete.
+#[test]
+fn an_ordered_pool_granted_before_the_one_it_waits_for_is_a_problem() {
+    let plan = |name: &str, after: Option<&str>| super::setup::PoolPlan {
+        name: name.into(),
+        nodes: Vec::new(),
+        budget: 1,
+        after: after.map(str::to_owned),
+    };
+    let pools = [plan("a", None), plan("b", Some("a"))];
+    let progress = |done: Option<u64>, granted: Option<u64>| {
+        let mut a = crate::track::PoolProgress::default();
+        a.name = "a".into();
+        a.done_rv = done;
+        let mut b = crate::track::PoolProgress::default();
+        b.name = "b".into();
+        b.first_grant_rv = granted;
+        vec![a, b]
+    };
+    assert!(super::soak::order_problems(&pools, &progress(Some(10), Some(11))).is_empty());
+    for (done, granted) in [(Some(10), Some(9)), (None, Some(9)), (Some(10), None)] {
+        let problems = super::soak::order_problems(&pools, &progress(done, granted));
+        assert_eq!(problems.len(), 1, "{done:?} {granted:?}");
+        assert!(problems[0].starts_with("pool b granted"), "{problems:?}");
+    }
 }

@@ -1,7 +1,7 @@
 //! [`Invariants`]: the rollout's availability invariant, checked over every stored
 //! change of a Node or a BootcNode.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,9 +29,37 @@ struct SlotFacts {
     slot: bool,
 }
 
+/// One pool's nodes and budget, checked on their own ([`Invariants::follow_pools`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolBudget {
+    /// The pool's name, told in a violation.
+    pub name: String,
+    /// Its nodes.
+    pub nodes: BTreeSet<String>,
+    /// Its `maxUnavailable`, resolved.
+    pub budget: usize,
+}
+
+/// A pool being checked: its budget, how many of its nodes are unavailable now, and the
+/// set told last while it was over budget.
+#[derive(Debug, Default)]
+struct PoolCheck {
+    name: String,
+    budget: usize,
+    down: usize,
+    last: BTreeSet<String>,
+}
+
 #[derive(Debug, Default)]
 struct Tracker {
+    /// The budget of the whole cluster, when no pools are given.
     budget: usize,
+    /// Per pool, checked on its own; empty: the whole cluster against `budget`.
+    pools: Vec<PoolCheck>,
+    /// Which pool each node belongs to (an index into `pools`).
+    pool_of: HashMap<String, usize>,
+    /// The pool whose unavailable set the last change touched.
+    touched: Option<usize>,
     admin_cordoned: BTreeSet<String>,
     nodes: BTreeMap<String, NodeFacts>,
     bootc_nodes: BTreeMap<String, SlotFacts>,
@@ -202,60 +230,119 @@ impl Tracker {
         why
     }
 
-    /// `down` brought up to date for node `name`, after its facts changed.
+    /// `down` brought up to date for node `name`, after its facts changed (and its
+    /// pool's count, when pools are checked on their own).
     fn refresh(&mut self, name: String) {
         let why = self.reasons(&name);
-        if why.is_empty() {
-            self.down.remove(&name);
+        let pool = self.pool_of.get(&name).copied();
+        let is = !why.is_empty();
+        let was = if is {
+            self.down.insert(name, why).is_some()
         } else {
-            self.down.insert(name, why);
+            self.down.remove(&name).is_some()
+        };
+        if let Some(i) = pool {
+            let check = &mut self.pools[i];
+            match (was, is) {
+                (false, true) => check.down += 1,
+                (true, false) => check.down -= 1,
+                _ => {}
+            }
+            self.touched = Some(i);
         }
     }
 
     fn evaluate(&mut self, rv: u64) {
-        let unavailable = &self.down;
-        let count = unavailable.len();
+        let count = self.down.len();
         self.max_unavailable_seen = self.max_unavailable_seen.max(count);
-        let slots = unavailable
+        let slots = self
+            .down
             .values()
             .filter(|why| why.contains(&"reboot-slot"))
             .count();
         self.max_slots_seen = self.max_slots_seen.max(slots);
-        if count <= self.budget {
-            self.last.clear();
+        if self.pools.is_empty() {
+            let names: BTreeSet<String> = self.down.keys().cloned().collect();
+            let over = count > self.budget;
+            if let Some(told) = self.tell(rv, over.then_some(names), None) {
+                self.violations.push(told);
+            }
             return;
         }
-        let names: BTreeSet<String> = unavailable.keys().cloned().collect();
-        if names != self.last {
-            let which: Vec<String> = unavailable
-                .iter()
-                .map(|(n, why)| format!("{n} ({})", why.join(", ")))
-                .collect();
-            // How the nodes unavailable without a slot got there.
-            let told: Vec<String> = unavailable
-                .iter()
-                .filter(|(_, why)| !why.contains(&"reboot-slot"))
-                .map(|(n, _)| {
-                    let changes = self
-                        .history
-                        .get(n)
-                        .map(|h| h.iter().cloned().collect::<Vec<_>>().join("\n    "));
-                    format!("\n  {n}:\n    {}", changes.unwrap_or_default())
-                })
-                .collect();
-            self.violations.push(format!(
-                "rv {rv}: {count} nodes unavailable, budget {}: {}{}",
-                self.budget,
-                which.join("; "),
-                told.concat()
-            ));
+        let Some(i) = self.touched.take() else {
+            return;
+        };
+        let check = &self.pools[i];
+        let over = (check.down > check.budget).then(|| {
+            self.down
+                .keys()
+                .filter(|n| self.pool_of.get(*n) == Some(&i))
+                .cloned()
+                .collect::<BTreeSet<String>>()
+        });
+        if let Some(told) = self.tell(rv, over, Some(i)) {
+            self.violations.push(told);
         }
-        self.last = names;
+    }
+
+    /// The violation to tell at `rv` for the whole cluster (`pool` `None`) or one pool,
+    /// given the names over budget now (`None`: within it), and that set remembered: a
+    /// set is told once.
+    fn tell(
+        &mut self,
+        rv: u64,
+        over: Option<BTreeSet<String>>,
+        pool: Option<usize>,
+    ) -> Option<String> {
+        let last = match pool {
+            Some(i) => &mut self.pools[i].last,
+            None => &mut self.last,
+        };
+        let Some(names) = over else {
+            last.clear();
+            return None;
+        };
+        if names == *last {
+            return None;
+        }
+        last.clone_from(&names);
+        let which: Vec<String> = names
+            .iter()
+            .map(|n| format!("{n} ({})", self.down[n].join(", ")))
+            .collect();
+        // How the nodes unavailable without a slot got there.
+        let told: Vec<String> = names
+            .iter()
+            .filter(|n| !self.down[*n].contains(&"reboot-slot"))
+            .map(|n| {
+                let changes = self
+                    .history
+                    .get(n)
+                    .map(|h| h.iter().cloned().collect::<Vec<_>>().join("\n    "));
+                format!("\n  {n}:\n    {}", changes.unwrap_or_default())
+            })
+            .collect();
+        let (whose, budget) = match pool {
+            Some(i) => (
+                format!("pool {}: ", self.pools[i].name),
+                self.pools[i].budget,
+            ),
+            None => (String::new(), self.budget),
+        };
+        Some(format!(
+            "rv {rv}: {whose}{} nodes unavailable, budget {budget}: {}{}",
+            names.len(),
+            which.join("; "),
+            told.concat()
+        ))
     }
 
     fn report(&self) -> InvariantReport {
         InvariantReport {
-            budget: self.budget,
+            budget: match self.pools.is_empty() {
+                true => self.budget,
+                false => self.pools.iter().map(|p| p.budget).sum(),
+            },
             events: self.events,
             max_unavailable_seen: self.max_unavailable_seen,
             max_slots_seen: self.max_slots_seen,
@@ -289,7 +376,8 @@ pub struct Invariants {
 /// What [`Invariants`] saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvariantReport {
-    /// The budget checked against (`maxUnavailable` resolved).
+    /// The budget checked against (`maxUnavailable` resolved); with pools checked on
+    /// their own, the sum of theirs.
     pub budget: usize,
     /// How many events were examined.
     pub events: u64,
@@ -368,23 +456,57 @@ impl Invariants {
         budget: usize,
         admin_cordoned: BTreeSet<String>,
     ) -> Self {
+        let tracker = Tracker {
+            budget,
+            admin_cordoned,
+            ..Tracker::default()
+        };
+        Self::start(handle, tracker)
+    }
+
+    /// As [`Invariants::follow`], each pool's nodes checked against that pool's budget
+    /// (nodes in no pool count against none). `budget` in the report is the sum.
+    pub fn follow_pools(
+        handle: kube_emulator::Handle,
+        pools: Vec<PoolBudget>,
+        admin_cordoned: BTreeSet<String>,
+    ) -> Self {
+        let mut tracker = Tracker {
+            admin_cordoned,
+            ..Tracker::default()
+        };
+        for (i, pool) in pools.into_iter().enumerate() {
+            for node in pool.nodes {
+                tracker.pool_of.insert(node, i);
+            }
+            tracker.pools.push(PoolCheck {
+                name: pool.name,
+                budget: pool.budget,
+                ..PoolCheck::default()
+            });
+        }
+        Self::start(handle, tracker)
+    }
+
+    fn start(handle: kube_emulator::Handle, mut tracker: Tracker) -> Self {
         let mut events = handle.events();
         // Every change after this version comes through `events`; the lists below may
         // already include some of them, which the per-object versions sort out.
         let start_rv = handle.resource_version();
-        let mut tracker = Tracker {
-            budget,
-            admin_cordoned,
-            processed_rv: start_rv,
-            ..Tracker::default()
-        };
+        tracker.processed_rv = start_rv;
         for (group, plural) in [("", "nodes"), (BOOTC_GROUP, "bootcnodes")] {
             for object in handle.list(group, plural) {
                 let rv = kube_emulator::object_rv_order(&object);
                 tracker.apply(group, plural, &object, false, rv);
             }
         }
+        // Every pool looked at once, as the whole cluster is without pools.
+        tracker.touched = None;
         tracker.evaluate(start_rv);
+        for i in 0..tracker.pools.len() {
+            tracker.touched = Some(i);
+            tracker.evaluate(start_rv);
+        }
         let tracker = Arc::new(Mutex::new(tracker));
         let shared = tracker.clone();
         let task = tokio::spawn(async move {

@@ -114,11 +114,42 @@ fn scanned(t: &super::Tracker) -> BTreeMap<String, Vec<&'static str>> {
 /// one a scan of everything finds, and a violation is told once per new set over budget.
 #[test]
 fn the_kept_unavailable_set_is_what_a_full_scan_finds() {
-    let mut t = super::Tracker {
+    let t = super::Tracker {
         budget: 3,
         admin_cordoned: BTreeSet::from(["n1".to_owned()]),
         ..super::Tracker::default()
     };
+    random_changes(t, &[(None, 3)]);
+}
+
+/// The same, with two pools checked on their own (n0 to n3 with budget 1, n4 to n6
+/// with budget 2) and n7 in none: a violation is told once per new set over a pool's
+/// budget, and names that pool.
+#[test]
+fn each_pool_is_checked_against_its_own_budget() {
+    let mut t = super::Tracker {
+        admin_cordoned: BTreeSet::from(["n1".to_owned()]),
+        ..super::Tracker::default()
+    };
+    for (i, (name, nodes, budget)) in [("a", 0..4, 1), ("b", 4..7, 2)].into_iter().enumerate() {
+        for n in nodes {
+            t.pool_of.insert(format!("n{n}"), i);
+        }
+        t.pools.push(super::PoolCheck {
+            name: name.to_owned(),
+            budget,
+            ..super::PoolCheck::default()
+        });
+    }
+    let told = random_changes(t, &[(Some(0), 1), (Some(1), 2)]);
+    assert!(told.iter().any(|v| v.contains("pool a: ")), "{told:?}");
+    assert!(told.iter().any(|v| v.contains("pool b: ")), "{told:?}");
+}
+
+/// Applies random changes to `t` and checks, after each, its kept set against a scan
+/// and its violations against `checks` (each a pool index, `None` for the whole
+/// cluster, and its budget); returns the violations told.
+fn random_changes(mut t: super::Tracker, checks: &[(Option<usize>, usize)]) -> Vec<String> {
     let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
     let mut next = |n: u64| {
         seed ^= seed << 13;
@@ -127,8 +158,8 @@ fn the_kept_unavailable_set_is_what_a_full_scan_finds() {
         seed % n
     };
     let (mut over, mut told) = (0, 0);
-    // The names over budget after the previous event, if it was.
-    let mut previous: Option<BTreeSet<String>> = None;
+    // Per check: the names over budget after the previous event, if they were.
+    let mut previous: Vec<Option<BTreeSet<String>>> = vec![None; checks.len()];
     for rv in 1..5_000u64 {
         let name = format!("n{}", next(8));
         // Now and then an event older than what is known, which changes nothing.
@@ -160,22 +191,24 @@ fn the_kept_unavailable_set_is_what_a_full_scan_finds() {
         t.evaluate(rv);
         let scan = scanned(&t);
         assert_eq!(t.down, scan, "after rv {rv}");
-        let names: BTreeSet<String> = scan.keys().cloned().collect();
-        let now_over = (names.len() > t.budget).then_some(names);
-        if now_over.is_some() {
-            over += 1;
+        let mut to_tell = 0;
+        for ((pool, budget), previous) in checks.iter().zip(previous.iter_mut()) {
+            let names: BTreeSet<String> = scan
+                .keys()
+                .filter(|n| pool.is_none() || t.pool_of.get(*n) == pool.as_ref())
+                .cloned()
+                .collect();
+            let now_over = (names.len() > *budget).then_some(names);
+            over += usize::from(now_over.is_some());
+            to_tell += usize::from(now_over.is_some() && now_over != *previous);
+            *previous = now_over;
         }
-        let to_tell = now_over.is_some() && now_over != previous;
-        assert_eq!(
-            t.violations.len() - before,
-            usize::from(to_tell),
-            "after rv {rv}"
-        );
-        told += usize::from(to_tell);
-        previous = now_over;
+        assert_eq!(t.violations.len() - before, to_tell, "after rv {rv}");
+        told += to_tell;
     }
     assert!(
         over > 0 && told > 0,
         "the budget was exceeded ({over}) and told ({told})"
     );
+    t.violations
 }
