@@ -50,6 +50,7 @@ pub mod copies;
 pub mod elect;
 pub mod execute;
 pub mod lookup;
+pub mod membership;
 pub mod observe;
 mod pacing;
 pub mod pools;
@@ -190,6 +191,8 @@ pub struct Context {
     progress: Mutex<HashMap<String, Progress>>,
     /// Sends the pools' rollout events to their webhooks.
     notifier: crate::notify::Notifier,
+    /// Each pool's candidate members, kept while no label or owner changed.
+    membership: Arc<membership::Membership>,
 }
 
 impl Context {
@@ -197,6 +200,7 @@ impl Context {
     fn forget(&self, pool: &str) {
         lock(&self.progress).remove(pool);
         lock(&self.failures).remove(pool);
+        self.membership.forget(pool);
         self.pacing.forget(pool);
         self.deps.metrics.forget_pool(pool);
         self.notifier.forget(pool);
@@ -214,7 +218,7 @@ fn bootc_changes(
     api: Api<BootcNode>,
     writer: reflector::store::Writer<BootcNode>,
     synced: watch::Sender<bool>,
-    overlay: Arc<Mutex<Overlay<BootcNode>>>,
+    (overlay, membership): (Arc<Mutex<Overlay<BootcNode>>>, Arc<membership::Membership>),
 ) -> impl Stream<Item = Result<BootcNode, watcher::Error>> {
     reflector::reflector(
         writer,
@@ -225,6 +229,7 @@ fn bootc_changes(
     .inspect(move |event| {
         if let Ok(event) = event {
             lock(&overlay).observe(event);
+            membership.bootc_event(event);
         }
         if matches!(event, Ok(Event::InitDone)) {
             synced.send_replace(true);
@@ -238,7 +243,7 @@ fn node_changes(
     api: Api<Node>,
     writer: reflector::store::Writer<Node>,
     synced: watch::Sender<bool>,
-    overlay: Arc<Mutex<Overlay<Node>>>,
+    (overlay, membership): (Arc<Mutex<Overlay<Node>>>, Arc<membership::Membership>),
 ) -> impl Stream<Item = Result<Node, watcher::Error>> {
     let mut seen: HashMap<String, u64> = HashMap::new();
     reflector::reflector(
@@ -250,6 +255,7 @@ fn node_changes(
     .filter_map(move |event| {
         if let Ok(event) = &event {
             lock(&overlay).observe(event);
+            membership.node_event(event);
         }
         let out = match event {
             Err(e) => Some(Err(e)),
@@ -386,11 +392,12 @@ pub async fn run(
     let (bootc_synced, bootc_synced_rx) = watch::channel(false);
     let bootc_overlay = Arc::new(Mutex::new(Overlay::default()));
     let node_overlay = Arc::new(Mutex::new(Overlay::default()));
+    let membership = Arc::new(membership::Membership::default());
     let bootc_stream = bootc_changes(
         Api::all(client.clone()),
         bootc_writer,
         bootc_synced,
-        Arc::clone(&bootc_overlay),
+        (Arc::clone(&bootc_overlay), Arc::clone(&membership)),
     );
     let (node_store, node_writer) = reflector::store();
     let (nodes_synced, nodes_synced_rx) = watch::channel(false);
@@ -398,7 +405,7 @@ pub async fn run(
         Api::all(client.clone()),
         node_writer,
         nodes_synced,
-        Arc::clone(&node_overlay),
+        (Arc::clone(&node_overlay), Arc::clone(&membership)),
     );
     let synced = Synced {
         bootc: bootc_synced_rx,
@@ -434,6 +441,7 @@ pub async fn run(
         pacing: pacing::StatusPacing::default(),
         synced,
         progress: Mutex::new(HashMap::new()),
+        membership,
     });
     let (node_pools, secret_pools) = (pool_store.clone(), pool_store);
     controller

@@ -164,7 +164,7 @@ impl Context {
     /// Every node the pool's selector matches or whose BootcNode it owns, by name, read
     /// through the overlay (which also knows objects just created or labelled).
     fn members(&self, pool: &BootcNodePool) -> Vec<NodeView> {
-        let mut names = candidates(pool, self.nodes.state(), self.bootc.state());
+        let mut names = self.membership.candidates(pool, &self.nodes, &self.bootc);
         names.extend(lock(&self.bootc_overlay).names().cloned());
         members(pool, names, |n| self.node_of(n), |n| self.bootc_of(n))
     }

@@ -10,9 +10,10 @@
 //! - `reconcile`: what one reconcile computes between its reads and its writes: the
 //!   members picked from the caches (the reflector stores the controller fills), their
 //!   views, the snapshot, the plan and the status patch serialized. The API calls
-//!   themselves are not counted;
-//! - `one-change`: the same reconcile again after one member's BootcNode changed (a
-//!   reconcile done first, uncounted).
+//!   themselves are not counted. The pool's candidates are found from scratch, as after
+//!   a label or owner change (`reconcile::membership`);
+//! - `one-change`: the same reconcile again after one member's BootcNode changed its
+//!   status (a reconcile done first, uncounted): the candidates kept from it stand.
 //!
 //! `-- --only plan` (or `reconcile`, a size, a state) runs the matching cases alone.
 
@@ -28,6 +29,7 @@ use std::process::{Command, ExitCode};
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::plan::{self, Plan, PoolView, Snapshot};
+use bootc_pool_controller::reconcile::membership::Membership;
 use bootc_pool_controller::reconcile::observe;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -194,6 +196,7 @@ fn run_case(case: &str) -> ExitCode {
             black_box(measured_plan(black_box(&snap)));
         }
         "reconcile" => {
+            caches.membership.forget(&pool.name_any());
             black_box(measured_reconcile(black_box(&pool), black_box(&caches)));
         }
         "one-change" => {
@@ -226,21 +229,25 @@ fn reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({ "status": plan.status })).expect("a status serializes")
 }
 
-/// The controller's caches of Nodes and BootcNodes, filled as its watches fill them.
+/// The controller's caches of Nodes and BootcNodes, filled as its watches fill them, and
+/// the pools' candidates kept between reconciles.
 struct Caches {
     nodes: Store<Node>,
     bootc: Store<BootcNode>,
     bootc_writer: Writer<BootcNode>,
+    membership: Membership,
 }
 
 impl Caches {
     fn filled(size: usize, state: State) -> Caches {
         let (nodes, bootc) = world::objects(size, state);
-        let (bootc, bootc_writer) = fill(bootc);
+        let membership = Membership::default();
+        let (bootc, bootc_writer) = fill(bootc, |e| membership.bootc_event(e));
         Caches {
-            nodes: fill(nodes).0,
+            nodes: fill(nodes, |e| membership.node_event(e)).0,
             bootc,
             bootc_writer,
+            membership,
         }
     }
 
@@ -258,8 +265,9 @@ impl Caches {
             c.last_transition_time =
                 bootc_crds::conditions::to_time(world::now()).expect("the bench's time is valid");
         }
-        self.bootc_writer
-            .apply_watcher_event(&watcher::Event::Apply(changed));
+        let event = watcher::Event::Apply(changed);
+        self.bootc_writer.apply_watcher_event(&event);
+        self.membership.bootc_event(&event);
     }
 
     /// The pool with the status a first plan of these caches wrote.
@@ -271,7 +279,7 @@ impl Caches {
 
     /// What a reconcile of `pool` reads from the caches.
     fn snapshot(&self, pool: &BootcNodePool) -> Snapshot {
-        let names = observe::candidates(pool, self.nodes.state(), self.bootc.state());
+        let names = self.membership.candidates(pool, &self.nodes, &self.bootc);
         let members = observe::members(
             pool,
             names,
@@ -290,14 +298,17 @@ impl Caches {
     }
 }
 
-fn fill<K>(objects: Vec<K>) -> (Store<K>, Writer<K>)
+/// A cache of `objects`, each event also told to `tell`.
+fn fill<K>(objects: Vec<K>, tell: impl Fn(&watcher::Event<K>)) -> (Store<K>, Writer<K>)
 where
     K: kube::Resource + Clone + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let (store, mut writer) = reflector::store::<K>();
     for object in objects {
-        writer.apply_watcher_event(&watcher::Event::Apply(object));
+        let event = watcher::Event::Apply(object);
+        writer.apply_watcher_event(&event);
+        tell(&event);
     }
     (store, writer)
 }

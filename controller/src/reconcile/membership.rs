@@ -1,0 +1,246 @@
+//! Each pool's candidate members, kept between reconciles. Finding them reads every Node
+//! (does the pool's selector match its labels?) and every BootcNode (does the pool own
+//! it?), which at 10,000 nodes costs more than the plan itself, and with many pools is
+//! done by every pool's reconcile. Yet what decides it changes rarely: a rollout changes
+//! Nodes' readiness and cordons and BootcNodes' status, not labels or owners. So the
+//! watch streams count an epoch up whenever a Node's labels or a BootcNode's owner may
+//! have changed (an object new, changed that way, deleted, or a relist), and a pool's
+//! candidates are found again only when the epoch or its selector moved since they were
+//! last found. The candidates are a superset that [`super::observe::members`] checks
+//! against the objects, as before.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use bootc_pool_common::node::owner_pool;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher::Event;
+
+use super::cache::lock;
+
+/// What one pool's candidates were found from.
+#[derive(Debug)]
+struct Found {
+    epoch: u64,
+    selector: LabelSelector,
+    names: BTreeSet<String>,
+}
+
+/// The pools' candidates and what they depend on (see the module's text).
+#[derive(Debug, Default)]
+pub struct Membership {
+    epoch: AtomicU64,
+    /// By Node: a hash of its labels.
+    labels: Mutex<HashMap<String, u64>>,
+    /// By BootcNode: the pool that owns it.
+    owners: Mutex<HashMap<String, Option<String>>>,
+    /// By pool.
+    found: Mutex<HashMap<String, Found>>,
+}
+
+impl Membership {
+    fn bump(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Follows one event of the Node watch, after the cache applied it.
+    pub fn node_event(&self, event: &Event<Node>) {
+        match event {
+            Event::Apply(node) | Event::InitApply(node) => {
+                let mut h = DefaultHasher::new();
+                node.labels().hash(&mut h);
+                let old = lock(&self.labels).insert(node.name_any(), h.finish());
+                if old != Some(h.finish()) {
+                    self.bump();
+                }
+            }
+            Event::Delete(node) => {
+                lock(&self.labels).remove(&node.name_any());
+                self.bump();
+            }
+            Event::Init | Event::InitDone => self.bump(),
+        }
+    }
+
+    /// Follows one event of the BootcNode watch, after the cache applied it.
+    pub fn bootc_event(&self, event: &Event<BootcNode>) {
+        match event {
+            Event::Apply(b) | Event::InitApply(b) => {
+                let owner = owner_pool(b);
+                let old = lock(&self.owners).insert(b.name_any(), owner.clone());
+                if old != Some(owner) {
+                    self.bump();
+                }
+            }
+            Event::Delete(b) => {
+                lock(&self.owners).remove(&b.name_any());
+                self.bump();
+            }
+            Event::Init | Event::InitDone => self.bump(),
+        }
+    }
+
+    /// The names that may be members of `pool` ([`super::observe::candidates`]), found
+    /// again only when a Node's labels, a BootcNode's owner or the pool's selector may
+    /// have changed since they were last found.
+    pub fn candidates(
+        &self,
+        pool: &BootcNodePool,
+        nodes: &Store<Node>,
+        bootc: &Store<BootcNode>,
+    ) -> BTreeSet<String> {
+        // The epoch is read before the caches: a change applied after this read moves
+        // the epoch past it, so what is found now is never kept as newer than it is.
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let name = pool.name_any();
+        let selector = &pool.spec.node_selector;
+        if let Some(found) = lock(&self.found).get(&name)
+            && found.epoch == epoch
+            && found.selector == *selector
+        {
+            return found.names.clone();
+        }
+        let names = super::observe::candidates(pool, nodes.state(), bootc.state());
+        let kept = Found {
+            epoch,
+            selector: selector.clone(),
+            names: names.clone(),
+        };
+        lock(&self.found).insert(name, kept);
+        names
+    }
+
+    /// Forgets a pool that is gone.
+    pub fn forget(&self, pool: &str) {
+        lock(&self.found).remove(pool);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use kube::runtime::reflector::{self, store::Writer};
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(name: &str, role: &str, ready: &str) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"role": role}},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]},
+        }))
+        .unwrap()
+    }
+
+    fn bootc(name: &str, owner: &str) -> BootcNode {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "ownerReferences": [{
+                "apiVersion": "node.bootc.dev/v1alpha1", "kind": "BootcNodePool",
+                "name": owner, "uid": "u", "controller": true,
+            }]},
+            "spec": {"desiredImage": "registry.test/os@sha256:1"},
+        }))
+        .unwrap()
+    }
+
+    fn pool(role: &str) -> BootcNodePool {
+        serde_json::from_value(json!({
+            "metadata": {"name": "workers"},
+            "spec": {"nodeSelector": {"matchLabels": {"role": role}}, "image": {"ref": "x"}},
+        }))
+        .unwrap()
+    }
+
+    /// Applies `event` to the cache, then tells `m` (as the watch streams do).
+    fn apply<K>(
+        writer: &mut Writer<K>,
+        m: &Membership,
+        event: Event<K>,
+        tell: fn(&Membership, &Event<K>),
+    ) where
+        K: kube::Resource + Clone + 'static,
+        K::DynamicType: Default + Eq + Hash + Clone,
+    {
+        writer.apply_watcher_event(&event);
+        tell(m, &event);
+    }
+
+    /// Found again after a label, owner, deletion or selector change; kept over a change
+    /// that moves no membership (shown by a cache changed behind its back, which only a
+    /// kept answer would miss).
+    #[test]
+    fn candidates_are_found_again_only_when_membership_may_have_moved() {
+        let (nodes, mut nw) = reflector::store::<Node>();
+        let (bootcs, mut bw) = reflector::store::<BootcNode>();
+        let m = Membership::default();
+        let names = |p: &BootcNodePool| -> Vec<String> {
+            m.candidates(p, &nodes, &bootcs).into_iter().collect()
+        };
+        for (n, role) in [("a", "worker"), ("b", "worker"), ("c", "infra")] {
+            apply(
+                &mut nw,
+                &m,
+                Event::Apply(node(n, role, "True")),
+                Membership::node_event,
+            );
+        }
+        let workers = pool("worker");
+        assert_eq!(names(&workers), ["a", "b"]);
+
+        // A status change moves nothing: kept. A label change behind the membership's
+        // back is then not seen, which proves the answer was kept.
+        apply(
+            &mut nw,
+            &m,
+            Event::Apply(node("a", "worker", "False")),
+            Membership::node_event,
+        );
+        nw.apply_watcher_event(&Event::Apply(node("c", "worker", "True")));
+        assert_eq!(names(&workers), ["a", "b"]);
+        // Told, it is found again.
+        m.node_event(&Event::Apply(node("c", "worker", "True")));
+        assert_eq!(names(&workers), ["a", "b", "c"]);
+
+        // A BootcNode the pool owns; then owned by another pool.
+        apply(
+            &mut bw,
+            &m,
+            Event::Apply(bootc("d", "workers")),
+            Membership::bootc_event,
+        );
+        assert_eq!(names(&workers), ["a", "b", "c", "d"]);
+        apply(
+            &mut bw,
+            &m,
+            Event::Apply(bootc("d", "others")),
+            Membership::bootc_event,
+        );
+        assert_eq!(names(&workers), ["a", "b", "c"]);
+
+        // A deletion, a relist, a selector change.
+        apply(
+            &mut nw,
+            &m,
+            Event::Delete(node("b", "worker", "True")),
+            Membership::node_event,
+        );
+        assert_eq!(names(&workers), ["a", "c"]);
+        apply(&mut nw, &m, Event::Init, Membership::node_event);
+        apply(
+            &mut nw,
+            &m,
+            Event::InitApply(node("a", "worker", "True")),
+            Membership::node_event,
+        );
+        apply(&mut nw, &m, Event::InitDone, Membership::node_event);
+        assert_eq!(names(&workers), ["a"]);
+        assert!(names(&pool("infra")).is_empty());
+    }
+}
