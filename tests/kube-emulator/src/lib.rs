@@ -67,6 +67,9 @@ pub struct EmulatorOptions {
     pub history_limit: usize,
     /// Events buffered per watcher before a slow watcher is disconnected.
     pub fanout: usize,
+    /// Events buffered for the followers of [`Handle::events`] (the invariant checks)
+    /// before a slow one is told it lagged.
+    pub observer_buffer: usize,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
     /// Serve HTTPS with a certificate authority made at start (see [`tls`]) instead of
@@ -80,6 +83,7 @@ impl Default for EmulatorOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             history_limit: 100_000,
             fanout: 16_384,
+            observer_buffer: 16_384,
             bookmark_interval: Duration::from_secs(5),
             tls: false,
         }
@@ -118,6 +122,9 @@ impl Emulator {
             options.fanout,
             options.bookmark_interval,
         ));
+        app.lock()
+            .store
+            .set_observer_buffer(options.observer_buffer);
         let router = server::router(app.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let certificates = match options.tls {

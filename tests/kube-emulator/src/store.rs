@@ -330,6 +330,12 @@ impl Store {
         Some(object)
     }
 
+    /// Buffers `events` events for the receivers of [`Store::subscribe`] from now on
+    /// (receivers taken before keep the old buffer, and are told it closed).
+    pub fn set_observer_buffer(&mut self, events: usize) {
+        self.tx = broadcast::channel(events.max(16)).0;
+    }
+
     /// A receiver of every future event of every resource (for tests that check
     /// invariants over the whole stream).
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
@@ -401,6 +407,37 @@ mod tests {
 
     fn cm(ns: &str, name: &str) -> Value {
         json!({"metadata": {"namespace": ns, "name": name, "uid": format!("{ns}-{name}")}})
+    }
+
+    /// The followers of the whole stream get the buffer set for them, apart from the
+    /// watches' own: 40 events overflow 16 but not 64.
+    #[test]
+    fn the_observers_buffer_is_its_own() {
+        let mut s = Store::new(100, 16);
+        let mut small = s.subscribe();
+        s.set_observer_buffer(64);
+        let mut large = s.subscribe();
+        for i in 0..40 {
+            s.insert(&key(), cm("a", &format!("x{i}")));
+        }
+        assert!(matches!(
+            small.try_recv(),
+            Err(broadcast::error::TryRecvError::Closed)
+        ));
+        let mut got = 0;
+        while large.try_recv().is_ok() {
+            got += 1;
+        }
+        assert_eq!(got, 40);
+        let mut s = Store::new(100, 16);
+        let mut lagging = s.subscribe();
+        for i in 0..40 {
+            s.insert(&key(), cm("a", &format!("x{i}")));
+        }
+        assert!(matches!(
+            lagging.try_recv(),
+            Err(broadcast::error::TryRecvError::Lagged(_))
+        ));
     }
 
     #[test]

@@ -16,6 +16,10 @@ use tokio::time::Instant;
 
 use super::{BenchArgs, REPO, SimTransport, secs};
 
+/// The emulator's buffer of changes for the invariant checker, per node (see
+/// [`World::start`]).
+const EVENTS_PER_NODE: usize = 16;
+
 /// The label that puts a node in its pool.
 pub(super) const POOL_LABEL: &str = "pool";
 
@@ -283,7 +287,16 @@ impl World {
     pub(super) async fn start(args: &BenchArgs, pools: &[PoolPlan]) -> Result<Self, String> {
         let n = args.nodes;
         let started = Instant::now();
-        let emulator = kube_emulator::Emulator::start()
+        // The invariant checker and the state follower read the emulator's stream of
+        // changes beside the watches; with many pools a rollout's changes come faster
+        // than a busy process reads them, so their buffer grows with the nodes (the
+        // watches' own buffers stay as they are).
+        let defaults = kube_emulator::EmulatorOptions::default();
+        let options = kube_emulator::EmulatorOptions {
+            observer_buffer: (n * EVENTS_PER_NODE).max(defaults.observer_buffer),
+            ..defaults
+        };
+        let emulator = kube_emulator::Emulator::start_with(options)
             .await
             .map_err(|e| format!("cannot start the API emulator: {e}"))?;
         let handle = emulator.handle();
