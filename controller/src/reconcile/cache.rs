@@ -93,6 +93,11 @@ impl<K: Resource + Clone> Overlay<K> {
             .map(|(name, _)| name)
     }
 
+    /// The names of every object read from a write: written or deleted, not yet seen.
+    pub(super) fn all_names(&self) -> Vec<String> {
+        self.entries.keys().cloned().collect()
+    }
+
     /// `name` was deleted; `uid` is the object's that was (when known).
     pub(super) fn deleted(&mut self, name: &str, uid: Option<String>) {
         let epoch = self.epoch;

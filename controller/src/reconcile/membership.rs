@@ -8,8 +8,12 @@
 //! candidates are found again only when the epoch or its selector moved since they were
 //! last found. The candidates are a superset that [`super::observe::members`] checks
 //! against the objects, as before.
+//!
+//! The streams also number every object they deliver, by name, in a bounded log
+//! ([`Membership::changed_since`]): what [`super::views`] reads to refresh only the members
+//! whose objects changed since a pool's last reconcile.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,11 +47,75 @@ pub struct Membership {
     owners: Mutex<HashMap<String, Option<String>>>,
     /// By pool.
     found: Mutex<HashMap<String, Found>>,
+    /// The names delivered, in order.
+    changes: Mutex<ChangeLog>,
+}
+
+/// How many delivered names the log keeps: a pool whose last reconcile is further back
+/// reads all its members again.
+const CHANGES_KEPT: usize = 16_384;
+
+/// The names the watches delivered, numbered in order; the oldest dropped past
+/// [`CHANGES_KEPT`].
+#[derive(Debug, Default)]
+struct ChangeLog {
+    /// The number the next name gets.
+    next: u64,
+    names: VecDeque<String>,
+}
+
+impl ChangeLog {
+    fn push(&mut self, name: String) {
+        if self.names.len() == CHANGES_KEPT {
+            self.names.pop_front();
+        }
+        self.names.push_back(name);
+        self.next += 1;
+    }
+}
+
+/// Where the watches stood: the membership epoch and the change log's next number, read
+/// before the caches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// The membership epoch.
+    pub epoch: u64,
+    /// The change log's next number.
+    pub seq: u64,
 }
 
 impl Membership {
     fn bump(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Where the watches stand now. Read it before the caches: what is delivered after it
+    /// is numbered past it.
+    pub fn mark(&self) -> Mark {
+        // The log first: an event logged between the two reads moves both, and is read
+        // again through the log.
+        let seq = lock(&self.changes).next;
+        Mark {
+            epoch: self.epoch.load(Ordering::SeqCst),
+            seq,
+        }
+    }
+
+    /// The names delivered from number `seq` on (each once, sorted); `None` when the log
+    /// no longer reaches back that far.
+    pub fn changed_since(&self, seq: u64) -> Option<Vec<String>> {
+        let log = lock(&self.changes);
+        let first = log.next - log.names.len() as u64;
+        let skip = usize::try_from(seq.checked_sub(first)?).ok()?;
+        let mut names: Vec<String> = log.names.iter().skip(skip).cloned().collect();
+        drop(log);
+        names.sort_unstable();
+        names.dedup();
+        Some(names)
+    }
+
+    fn changed(&self, name: String) {
+        lock(&self.changes).push(name);
     }
 
     /// Follows one event of the Node watch, after the cache applied it.
@@ -60,10 +128,14 @@ impl Membership {
                 if old != Some(h.finish()) {
                     self.bump();
                 }
+                if matches!(event, Event::Apply(_)) {
+                    self.changed(node.name_any());
+                }
             }
             Event::Delete(node) => {
                 lock(&self.labels).remove(&node.name_any());
                 self.bump();
+                self.changed(node.name_any());
             }
             Event::Init | Event::InitDone => self.bump(),
         }
@@ -78,10 +150,14 @@ impl Membership {
                 if old != Some(owner) {
                     self.bump();
                 }
+                if matches!(event, Event::Apply(_)) {
+                    self.changed(b.name_any());
+                }
             }
             Event::Delete(b) => {
                 lock(&self.owners).remove(&b.name_any());
                 self.bump();
+                self.changed(b.name_any());
             }
             Event::Init | Event::InitDone => self.bump(),
         }

@@ -31,6 +31,7 @@ use std::time::Duration;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_common::backoff::Backoff;
+use bootc_pool_common::error::error_chain;
 use bootc_pool_common::node::owner_pool;
 use chrono::Utc;
 use futures::{Stream, StreamExt};
@@ -54,6 +55,7 @@ pub mod membership;
 pub mod observe;
 mod pacing;
 pub mod pools;
+pub mod views;
 
 /// The User-Agent of the controller's requests, as the shell's callers name it.
 pub use crate::shared::USER_AGENT;
@@ -193,6 +195,8 @@ pub struct Context {
     notifier: crate::notify::Notifier,
     /// Each pool's candidate members, kept while no label or owner changed.
     membership: Arc<membership::Membership>,
+    /// Each pool's members as its last plan saw them.
+    views: views::Views,
 }
 
 impl Context {
@@ -201,6 +205,7 @@ impl Context {
         lock(&self.progress).remove(pool);
         lock(&self.failures).remove(pool);
         self.membership.forget(pool);
+        self.views.forget(pool);
         self.pacing.forget(pool);
         self.deps.metrics.forget_pool(pool);
         self.notifier.forget(pool);
@@ -343,6 +348,10 @@ struct Synced {
 }
 
 impl Synced {
+    fn new(bootc: watch::Receiver<bool>, nodes: watch::Receiver<bool>) -> Self {
+        Synced { bootc, nodes }
+    }
+
     /// Waits until both caches have been filled; false when their streams are gone.
     async fn wait(&self) -> bool {
         let (mut bootc, mut nodes) = (self.bootc.clone(), self.nodes.clone());
@@ -407,10 +416,7 @@ pub async fn run(
         nodes_synced,
         (Arc::clone(&node_overlay), Arc::clone(&membership)),
     );
-    let synced = Synced {
-        bootc: bootc_synced_rx,
-        nodes: nodes_synced_rx,
-    };
+    let synced = Synced::new(bootc_synced_rx, nodes_synced_rx);
     let (done_tx, done_rx) = mpsc::unbounded_channel::<DrainDone>();
     let drained = tokio_stream::wrappers::UnboundedReceiverStream::new(done_rx)
         .map(|done| ObjectRef::<BootcNodePool>::new(&done.pool));
@@ -442,6 +448,7 @@ pub async fn run(
         synced,
         progress: Mutex::new(HashMap::new()),
         membership,
+        views: views::Views::default(),
     });
     let (node_pools, secret_pools) = (pool_store.clone(), pool_store);
     controller
@@ -469,9 +476,14 @@ type Outcome = Result<
     kube::runtime::controller::Error<ReconcileError, watcher::Error>,
 >;
 
+/// A reconcile's own failure is logged by [`error_policy`]; a watch that failed (it is
+/// retried with a backoff, relisting when its version is gone) is logged here, so that an
+/// admin sees why the controller's view of the cluster lags.
 async fn log_outcome(result: Outcome) {
+    use kube::runtime::controller::Error;
     match result {
         Ok((pool, _)) => debug!(pool = %pool.name, "reconciled"),
+        Err(Error::QueueError(e)) => warn!(error = %error_chain(&e), "watch failed; retrying"),
         Err(e) => debug!(error = %e, "reconcile failed"),
     }
 }
@@ -531,7 +543,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
         return Err(ReconcileError::CacheGone);
     }
     let name = pool.name_any();
-    let snapshot = ctx.observe(pool).await?;
+    let (snapshot, stamp) = ctx.observe(pool).await?;
     let plan = (ctx.deps.plan)(&snapshot);
     lock(&ctx.progress).insert(name.clone(), plan.progress);
     debug!(pool = %name, actions = plan.actions.len(), "planned");
@@ -557,6 +569,11 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
         None => metrics.clear_target(&name),
     }
     execute::publish_all(ctx, pool, &pool_events).await;
+    let taken = views::Taken {
+        nodes: snapshot.nodes,
+        stamp,
+    };
+    ctx.views.keep(&name, taken);
     if let Some(e) = failed {
         return Err(e);
     }

@@ -16,6 +16,7 @@ use kube::core::labels::Selector;
 use kube::runtime::reflector::ObjectRef;
 
 use super::cache::{lock, node_boot_id, node_unschedulable};
+use super::views::{Source, Stamp, Taken};
 use super::{Context, ReconcileError};
 use crate::drain::{DrainOutcome, DrainState};
 use crate::plan::world::BlockingPods;
@@ -36,12 +37,16 @@ impl Context {
 
     /// Everything a plan of `pool` looks at: what the registry and the alert gate say,
     /// the caches, and the pods that block a reboot.
-    pub(super) async fn observe(&self, pool: &BootcNodePool) -> Result<Snapshot, ReconcileError> {
+    /// With the snapshot comes what its members were read at, for [`Views::keep`].
+    pub(super) async fn observe(
+        &self,
+        pool: &BootcNodePool,
+    ) -> Result<(Snapshot, Stamp), ReconcileError> {
         let (lookup, pull_secret) = self.look_up(pool).await?;
         let gate = self.alert_gate(pool).await;
-        let mut snapshot = self.snapshot(pool, lookup, pull_secret, gate);
+        let (mut snapshot, stamp) = self.snapshot(pool, lookup, pull_secret, gate);
         self.blocking_pods(&mut snapshot).await;
-        Ok(snapshot)
+        Ok((snapshot, stamp))
     }
 
     /// The pods of `spec.disruption.blockingPods` on each member's Node. Pods that cannot
@@ -105,12 +110,15 @@ impl Context {
         lookup: Lookup,
         pull_secret: PullSecretView,
         gate: crate::plan::GateView,
-    ) -> Snapshot {
+    ) -> (Snapshot, Stamp) {
         let name = pool.name_any();
-        let nodes = self.members(pool);
-        let drains = nodes
-            .iter()
-            .filter_map(|v| Some((v.name.clone(), self.drain_view(&name, &v.name)?)))
+        let Taken { nodes, stamp } = self.views.take(pool, &self.membership, self);
+        let drains = self
+            .drainer
+            .nodes()
+            .into_iter()
+            .filter(|n| nodes.binary_search_by(|v| v.name.cmp(n)).is_ok())
+            .filter_map(|n| Some((n.clone(), self.drain_view(&name, &n)?)))
             .collect();
         let other_pools = self
             .pools
@@ -124,7 +132,7 @@ impl Context {
         if crate::plan::target::spec_problems(&spec).is_none() {
             spec.pull_secret_ref = pull_secret.copy.clone();
         }
-        Snapshot {
+        let snapshot = Snapshot {
             pool: PoolView {
                 generation: pool.metadata.generation,
                 spec,
@@ -145,7 +153,8 @@ impl Context {
             drains,
             progress: super::cache::lock(&self.progress).get(&name).copied(),
             now: (self.deps.clock)(),
-        }
+        };
+        (snapshot, stamp)
     }
 
     /// Every other pool, as `spec.rollout.after` needs it.
@@ -159,14 +168,6 @@ impl Context {
             .filter(|p| p.name_any() != except)
             .map(|p| (p.name_any(), crate::plan::ordering::summary(p)))
             .collect()
-    }
-
-    /// Every node the pool's selector matches or whose BootcNode it owns, by name, read
-    /// through the overlay (which also knows objects just created or labelled).
-    fn members(&self, pool: &BootcNodePool) -> Vec<NodeView> {
-        let mut names = self.membership.candidates(pool, &self.nodes, &self.bootc);
-        names.extend(lock(&self.bootc_overlay).names().cloned());
-        members(pool, names, |n| self.node_of(n), |n| self.bootc_of(n))
     }
 
     /// The drain of `node` for `pool`, as the plan sees it; `None` when there is none
@@ -203,6 +204,36 @@ impl Context {
             },
             _ => None,
         }
+    }
+}
+
+/// Every node a pool's selector matches or whose BootcNode it owns is read through the
+/// overlay, which also knows objects just created or labelled.
+impl Source for Context {
+    fn nodes(&self) -> &kube::runtime::reflector::Store<Node> {
+        &self.nodes
+    }
+
+    fn bootcs(&self) -> &kube::runtime::reflector::Store<BootcNode> {
+        &self.bootc
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.node_of(name)
+    }
+
+    fn bootc(&self, name: &str) -> Option<Arc<BootcNode>> {
+        self.bootc_of(name)
+    }
+
+    fn created(&self) -> Vec<String> {
+        lock(&self.bootc_overlay).names().cloned().collect()
+    }
+
+    fn written(&self) -> Vec<String> {
+        let mut names = lock(&self.bootc_overlay).all_names();
+        names.extend(lock(&self.node_overlay).all_names());
+        names
     }
 }
 

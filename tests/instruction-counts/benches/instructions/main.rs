@@ -10,10 +10,11 @@
 //! - `reconcile`: what one reconcile computes between its reads and its writes: the
 //!   members picked from the caches (the reflector stores the controller fills), their
 //!   views, the snapshot, the plan and the status patch serialized. The API calls
-//!   themselves are not counted. The pool's candidates are found from scratch, as after
-//!   a label or owner change (`reconcile::membership`);
+//!   themselves are not counted. The pool's candidates and views are read from scratch,
+//!   as after a label or owner change (`reconcile::membership`, `reconcile::views`);
 //! - `one-change`: the same reconcile again after one member's BootcNode changed its
-//!   status (a reconcile done first, uncounted): the candidates kept from it stand.
+//!   status (a reconcile done first, uncounted): the candidates and the views kept from
+//!   it stand, the changed member's read again.
 //!
 //! `-- --only plan` (or `reconcile`, a size, a state) runs the matching cases alone.
 
@@ -30,7 +31,7 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::plan::{self, Plan, PoolView, Snapshot};
 use bootc_pool_controller::reconcile::membership::Membership;
-use bootc_pool_controller::reconcile::observe;
+use bootc_pool_controller::reconcile::views::{Source, Views};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::store::Writer;
@@ -197,6 +198,7 @@ fn run_case(case: &str) -> ExitCode {
         }
         "reconcile" => {
             caches.membership.forget(&pool.name_any());
+            caches.views.forget(&pool.name_any());
             black_box(measured_reconcile(black_box(&pool), black_box(&caches)));
         }
         "one-change" => {
@@ -223,19 +225,48 @@ fn measured_reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
     reconcile(pool, caches)
 }
 
+/// Reads, plans, serializes the status, keeps the views read.
 fn reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
-    let snap = caches.snapshot(pool);
+    let mut taken = caches.views.take(pool, &caches.membership, caches);
+    let snap = caches.snapshot_of(pool, std::mem::take(&mut taken.nodes));
     let plan = plan::plan(&snap);
-    serde_json::to_vec(&serde_json::json!({ "status": plan.status })).expect("a status serializes")
+    let patch = serde_json::to_vec(&serde_json::json!({ "status": plan.status }))
+        .expect("a status serializes");
+    taken.nodes = snap.nodes;
+    caches.views.keep(&pool.name_any(), taken);
+    patch
 }
 
 /// The controller's caches of Nodes and BootcNodes, filled as its watches fill them, and
-/// the pools' candidates kept between reconciles.
+/// the pools' candidates and views kept between reconciles.
 struct Caches {
     nodes: Store<Node>,
     bootc: Store<BootcNode>,
     bootc_writer: Writer<BootcNode>,
     membership: Membership,
+    views: Views,
+}
+
+/// The bench writes nothing: every object comes from the caches.
+impl Source for Caches {
+    fn nodes(&self) -> &Store<Node> {
+        &self.nodes
+    }
+    fn bootcs(&self) -> &Store<BootcNode> {
+        &self.bootc
+    }
+    fn node(&self, name: &str) -> Option<std::sync::Arc<Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+    fn bootc(&self, name: &str) -> Option<std::sync::Arc<BootcNode>> {
+        self.bootc.get(&ObjectRef::new(name))
+    }
+    fn created(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn written(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl Caches {
@@ -248,6 +279,7 @@ impl Caches {
             bootc,
             bootc_writer,
             membership,
+            views: Views::default(),
         }
     }
 
@@ -270,22 +302,22 @@ impl Caches {
         self.membership.bootc_event(&event);
     }
 
-    /// The pool with the status a first plan of these caches wrote.
+    /// The pool with the status a first plan of these caches wrote; nothing kept.
     fn planned_once(&self) -> BootcNodePool {
         let mut pool = world::pool();
         pool.status = Some(plan::plan(&self.snapshot(&pool)).status);
+        self.views.forget(&pool.name_any());
         pool
     }
 
     /// What a reconcile of `pool` reads from the caches.
     fn snapshot(&self, pool: &BootcNodePool) -> Snapshot {
-        let names = self.membership.candidates(pool, &self.nodes, &self.bootc);
-        let members = observe::members(
-            pool,
-            names,
-            |n| self.nodes.get(&ObjectRef::new(n)),
-            |n| self.bootc.get(&ObjectRef::new(n)),
-        );
+        let taken = self.views.take(pool, &self.membership, self);
+        self.snapshot_of(pool, taken.nodes)
+    }
+
+    /// The snapshot of `pool` with `members`.
+    fn snapshot_of(&self, pool: &BootcNodePool, members: Vec<plan::NodeView>) -> Snapshot {
         let view = PoolView {
             name: pool.name_any(),
             generation: pool.metadata.generation,

@@ -1,0 +1,187 @@
+//! Each pool's members as its last plan saw them, kept between reconciles and refreshed
+//! where the watches delivered a change. Building a member's view reads its Node and its
+//! BootcNode through the caches and the overlay; at 10,000 members that costs about as
+//! much as the plan. Yet between two reconciles of a rollout a few members change, so a
+//! reconcile reads again only:
+//!
+//! - the names the watches delivered since the pool's last reconcile
+//!   ([`Membership::changed_since`]);
+//! - the names the controller's own writes cover now or covered then (the overlay), whose
+//!   view may come from a write rather than from the caches.
+//!
+//! Everything is read again when the pool's candidates may have moved (the membership
+//! epoch: a label, an owner, a deletion or a relist; or the pool's selector), when the log
+//! no longer reaches back to the last reconcile, and when nothing was kept (a first
+//! reconcile, or one after a failed one). What the views hold is what
+//! [`observe::members`] would build from scratch; a test holds the two together over
+//! random changes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePool;
+use bootc_pool_common::node::owner_pool;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+
+use super::cache::lock;
+use super::membership::{Mark, Membership};
+use super::observe::{self, bootc_view, node_info};
+use crate::plan::NodeView;
+use crate::plan::world::BlockingPods;
+
+/// What a pool's members are read from: the caches, through the controller's own writes.
+pub trait Source {
+    /// The Node cache.
+    fn nodes(&self) -> &Store<Node>;
+    /// The BootcNode cache.
+    fn bootcs(&self) -> &Store<BootcNode>;
+    /// Node `name`, as a plan sees it.
+    fn node(&self, name: &str) -> Option<Arc<Node>>;
+    /// BootcNode `name`, as a plan sees it.
+    fn bootc(&self, name: &str) -> Option<Arc<BootcNode>>;
+    /// BootcNodes written and not yet in the cache (candidates the cache cannot name).
+    fn created(&self) -> Vec<String>;
+    /// Every name whose Node or BootcNode is read from a write rather than the cache.
+    fn written(&self) -> Vec<String>;
+}
+
+/// A pool's members with what they were read at; handed back by [`Views::keep`].
+#[derive(Debug)]
+pub struct Taken {
+    /// The members, sorted by name, as [`observe::members`] builds them.
+    pub nodes: Vec<NodeView>,
+    /// What they were read at.
+    pub stamp: Stamp,
+}
+
+/// What a pool's views were read at.
+#[derive(Debug, Clone)]
+pub struct Stamp {
+    mark: Mark,
+    selector: LabelSelector,
+    /// The names read through the overlay then.
+    written: BTreeSet<String>,
+}
+
+/// The pools' kept views (see the module's text).
+#[derive(Debug, Default)]
+pub struct Views {
+    kept: Mutex<HashMap<String, (Vec<NodeView>, Stamp)>>,
+    /// Reconciles that read every member, and those that read the changed ones only.
+    counts: Mutex<(u64, u64)>,
+}
+
+impl Views {
+    /// The members of `pool`: what was kept, refreshed where it changed, or read whole.
+    pub fn take(&self, pool: &BootcNodePool, membership: &Membership, src: &impl Source) -> Taken {
+        let mark = membership.mark();
+        let written: BTreeSet<String> = src.written().into_iter().collect();
+        let stamp = Stamp {
+            mark,
+            selector: pool.spec.node_selector.clone(),
+            written,
+        };
+        let kept = lock(&self.kept).remove(&pool.name_any());
+        let refreshed = kept.and_then(|(nodes, then)| {
+            let usable = then.mark.epoch == mark.epoch && then.selector == stamp.selector;
+            let changed = membership.changed_since(then.mark.seq).filter(|_| usable)?;
+            Some(refresh(
+                pool,
+                nodes,
+                (changed, &then.written, &stamp.written),
+                src,
+            ))
+        });
+        let fresh = refreshed.is_none();
+        let nodes = refreshed.unwrap_or_else(|| {
+            let mut names = membership.candidates(pool, src.nodes(), src.bootcs());
+            names.extend(src.created());
+            observe::members(pool, names, |n| src.node(n), |n| src.bootc(n))
+        });
+        let mut counts = lock(&self.counts);
+        if fresh {
+            counts.0 += 1;
+        } else {
+            counts.1 += 1;
+        }
+        Taken { nodes, stamp }
+    }
+
+    /// Keeps what a reconcile of `pool` read, for the next one.
+    pub fn keep(&self, pool: &str, mut taken: Taken) {
+        for view in &mut taken.nodes {
+            if let Some(info) = view.node.as_mut() {
+                // Listed again by every reconcile that needs them.
+                info.blocking_pods = BlockingPods::None;
+            }
+        }
+        lock(&self.kept).insert(pool.to_owned(), (taken.nodes, taken.stamp));
+    }
+
+    /// Forgets a pool that is gone.
+    pub fn forget(&self, pool: &str) {
+        lock(&self.kept).remove(pool);
+    }
+
+    /// Reconciles that read every member, and those that read only what changed.
+    pub fn counts(&self) -> (u64, u64) {
+        *lock(&self.counts)
+    }
+}
+
+/// `nodes` with the members named in `changed`, `then` or `now` read again: replaced,
+/// added or taken out as they now are.
+fn refresh(
+    pool: &BootcNodePool,
+    mut nodes: Vec<NodeView>,
+    (changed, then, now): (Vec<String>, &BTreeSet<String>, &BTreeSet<String>),
+    src: &impl Source,
+) -> Vec<NodeView> {
+    let pool_name = pool.name_any();
+    let mut names: Vec<&str> = changed.iter().map(String::as_str).collect();
+    names.extend(then.iter().chain(now).map(String::as_str));
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        let view = member(pool, &pool_name, name, src);
+        match (nodes.binary_search_by(|v| v.name.as_str().cmp(name)), view) {
+            (Ok(i), Some(view)) => nodes[i] = view,
+            (Ok(i), None) => {
+                nodes.remove(i);
+            }
+            (Err(i), Some(view)) => nodes.insert(i, view),
+            (Err(_), None) => {}
+        }
+    }
+    nodes
+}
+
+/// The view of `name` when it is a member of `pool` (named `pool_name`), as
+/// [`observe::members`] decides it.
+fn member(
+    pool: &BootcNodePool,
+    pool_name: &str,
+    name: &str,
+    src: &impl Source,
+) -> Option<NodeView> {
+    let node = src.node(name);
+    let bootc = src.bootc(name);
+    let owned = bootc
+        .as_deref()
+        .is_some_and(|b| owner_pool(b).as_deref() == Some(pool_name));
+    let matching = node
+        .as_deref()
+        .is_some_and(|n| bootc_crds::selector::matches(&pool.spec.node_selector, n.labels()));
+    (owned || matching).then(|| NodeView {
+        name: name.to_owned(),
+        node: node.map(node_info),
+        bootc: bootc.map(bootc_view),
+    })
+}
+
+#[cfg(test)]
+mod tests;
