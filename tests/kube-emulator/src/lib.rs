@@ -338,6 +338,12 @@ impl Handle {
         self.cut_watches();
     }
 
+    /// How many watches were cut so far for falling behind (their queue of
+    /// [`EmulatorOptions::fanout`] events was full), by resource (plural).
+    pub fn watches_cut_behind(&self) -> std::collections::BTreeMap<String, u64> {
+        self.app.lock().store.cut_behind().clone()
+    }
+
     /// Every request served so far, in order.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.app.log().clone()

@@ -107,15 +107,46 @@ impl Sink {
     /// Sends `event` if this watch wants it; false when the watch is gone or has fallen
     /// behind (its queue is full), so that it is dropped: its stream ends and the client
     /// resumes from its last version, as after any cut.
-    fn offer(&self, event: &Arc<Event>) -> bool {
+    fn offer(&self, event: &Arc<Event>) -> Offered {
         let wanted = self
             .namespace
             .as_ref()
             .is_none_or(|ns| *ns == event.namespace);
-        if wanted {
-            self.tx.try_send(event.clone()).is_ok()
-        } else {
-            !self.tx.is_closed()
+        if !wanted {
+            return if self.tx.is_closed() {
+                Offered::Gone
+            } else {
+                Offered::Kept
+            };
+        }
+        match self.tx.try_send(event.clone()) {
+            Ok(()) => Offered::Kept,
+            Err(mpsc::error::TrySendError::Full(_)) => Offered::Behind,
+            Err(mpsc::error::TrySendError::Closed(_)) => Offered::Gone,
+        }
+    }
+}
+
+/// What became of a watch an event was offered to.
+enum Offered {
+    /// It is still open.
+    Kept,
+    /// Its client went away.
+    Gone,
+    /// Its queue was full: it fell behind and is cut.
+    Behind,
+}
+
+impl Offered {
+    /// Whether the watch stays, counting it into `behind` when it fell behind.
+    fn stays(self, behind: &mut u64) -> bool {
+        match self {
+            Offered::Kept => true,
+            Offered::Gone => false,
+            Offered::Behind => {
+                *behind += 1;
+                false
+            }
         }
     }
 }
@@ -132,6 +163,8 @@ pub struct Store {
     compacted: u64,
     tx: broadcast::Sender<Arc<Event>>,
     sinks: HashMap<ResourceKey, Sinks>,
+    /// Watches cut for falling behind, by resource (plural).
+    cut_behind: BTreeMap<String, u64>,
     fanout: usize,
 }
 
@@ -156,6 +189,7 @@ impl Store {
             compacted: 0,
             tx,
             sinks: HashMap::new(),
+            cut_behind: BTreeMap::new(),
             fanout: fanout.max(16),
         }
     }
@@ -230,15 +264,21 @@ impl Store {
             }
         }
         if let Some(sinks) = self.sinks.get_mut(&event.key) {
-            sinks.any.retain(|sink| sink.offer(&event));
+            let mut behind = 0;
+            sinks
+                .any
+                .retain(|sink| sink.offer(&event).stays(&mut behind));
             let name = event.object["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default();
             if let Some(named) = sinks.named.get_mut(name) {
-                named.retain(|sink| sink.offer(&event));
+                named.retain(|sink| sink.offer(&event).stays(&mut behind));
                 if named.is_empty() {
                     sinks.named.remove(name);
                 }
+            }
+            if behind > 0 {
+                *self.cut_behind.entry(event.key.plural.clone()).or_default() += behind;
             }
         }
         // No receivers is fine: nobody follows the whole stream.
@@ -331,6 +371,11 @@ impl Store {
     }
 
     /// Buffers `events` events for the receivers of [`Store::subscribe`] from now on
+    /// How many watches were cut for falling behind, by resource (plural).
+    pub fn cut_behind(&self) -> &BTreeMap<String, u64> {
+        &self.cut_behind
+    }
+
     /// (receivers taken before keep the old buffer, and are told it closed).
     pub fn set_observer_buffer(&mut self, events: usize) {
         self.tx = broadcast::channel(events.max(16)).0;
@@ -380,193 +425,4 @@ fn identity(object: &Value) -> (String, String, String) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resource_versions_are_opaque_and_round_trip() {
-        let texts: Vec<String> = (1..=64).map(rv_text).collect();
-        for (i, t) in texts.iter().enumerate() {
-            assert!(t.parse::<u64>().is_err(), "{t} reads as a number");
-            assert_eq!(rv_order(t), Some(i as u64 + 1));
-        }
-        let mut sorted = texts.clone();
-        sorted.sort();
-        assert_ne!(sorted, texts, "their text order follows the counter");
-        assert_eq!(rv_text(0), "0");
-        assert_eq!(rv_order("0"), Some(0));
-        assert_eq!(rv_order("12"), None);
-    }
-
-    fn key() -> ResourceKey {
-        ResourceKey {
-            group: "".into(),
-            plural: "configmaps".into(),
-        }
-    }
-
-    fn cm(ns: &str, name: &str) -> Value {
-        json!({"metadata": {"namespace": ns, "name": name, "uid": format!("{ns}-{name}")}})
-    }
-
-    /// The followers of the whole stream get the buffer set for them, apart from the
-    /// watches' own: 40 events overflow 16 but not 64.
-    #[test]
-    fn the_observers_buffer_is_its_own() {
-        let mut s = Store::new(100, 16);
-        let mut small = s.subscribe();
-        s.set_observer_buffer(64);
-        let mut large = s.subscribe();
-        for i in 0..40 {
-            s.insert(&key(), cm("a", &format!("x{i}")));
-        }
-        assert!(matches!(
-            small.try_recv(),
-            Err(broadcast::error::TryRecvError::Closed)
-        ));
-        let mut got = 0;
-        while large.try_recv().is_ok() {
-            got += 1;
-        }
-        assert_eq!(got, 40);
-        let mut s = Store::new(100, 16);
-        let mut lagging = s.subscribe();
-        for i in 0..40 {
-            s.insert(&key(), cm("a", &format!("x{i}")));
-        }
-        assert!(matches!(
-            lagging.try_recv(),
-            Err(broadcast::error::TryRecvError::Lagged(_))
-        ));
-    }
-
-    #[test]
-    fn one_counter_orders_everything() {
-        let mut s = Store::new(100, 16);
-        let a = s.insert(&key(), cm("a", "x"));
-        let b = s.insert(&key(), cm("b", "x"));
-        assert_eq!(a["metadata"]["resourceVersion"], rv_text(2));
-        assert_eq!(b["metadata"]["resourceVersion"], rv_text(3));
-        let c = s.replace(&key(), (*a).clone());
-        assert_eq!(c["metadata"]["resourceVersion"], rv_text(4));
-        let d = s.remove(&key(), "b", "x").unwrap();
-        assert_eq!(d["metadata"]["resourceVersion"], rv_text(5));
-        assert_eq!(s.list(&key(), None).len(), 1);
-        assert_eq!(s.list(&key(), Some("a")).len(), 1);
-        assert_eq!(s.list(&key(), Some("b")).len(), 0);
-        assert!(s.locate_uid("b-x").is_none() && s.locate_uid("a-x").is_some());
-        let since: Vec<u64> = s.since(3).unwrap().iter().map(|e| e.rv).collect();
-        assert_eq!(since, [4, 5]);
-    }
-
-    #[test]
-    fn old_versions_are_gone_after_compaction() {
-        let mut s = Store::new(2, 16);
-        for i in 0..5 {
-            s.insert(&key(), cm("a", &i.to_string()));
-        }
-        // Versions 2..=6 were written; only the last two events are kept.
-        assert_eq!(s.since(5).unwrap().len(), 1);
-        assert!(s.since(4).is_ok());
-        assert_eq!(s.since(3).unwrap_err(), Gone { oldest: 4 });
-        s.compact();
-        assert!(
-            s.since(6).is_err(),
-            "even the newest version before compaction is gone"
-        );
-        assert_eq!(s.rv(), 7);
-        assert!(s.since(7).unwrap().is_empty());
-    }
-
-    #[test]
-    fn watches_get_only_their_events() {
-        let mut s = Store::new(100, 16);
-        let mut all = s.watch(&key(), None, None);
-        let mut in_b = s.watch(&key(), Some("b".into()), None);
-        let mut named = s.watch(&key(), Some("a".into()), Some("y".into()));
-        s.insert(&key(), cm("a", "x"));
-        s.insert(&key(), cm("a", "y"));
-        s.insert(&key(), cm("b", "y"));
-        let names = |rx: &mut mpsc::Receiver<Arc<Event>>| {
-            let mut out = Vec::new();
-            while let Ok(e) = rx.try_recv() {
-                out.push(format!(
-                    "{}/{}",
-                    e.namespace,
-                    e.object["metadata"]["name"].as_str().unwrap()
-                ));
-            }
-            out
-        };
-        assert_eq!(names(&mut all), ["a/x", "a/y", "b/y"]);
-        assert_eq!(names(&mut in_b), ["b/y"]);
-        assert_eq!(names(&mut named), ["a/y"]);
-    }
-
-    #[test]
-    fn named_watches_get_their_object_only_and_a_named_list_is_a_lookup() {
-        let mut s = Store::new(100, 16);
-        let mut x = s.watch(&key(), None, Some("x".into()));
-        let mut x_again = s.watch(&key(), None, Some("x".into()));
-        let mut y = s.watch(&key(), None, Some("y".into()));
-        s.insert(&key(), cm("", "x"));
-        s.insert(&key(), cm("", "z"));
-        s.remove(&key(), "", "x");
-        for rx in [&mut x, &mut x_again] {
-            let kinds: Vec<EventType> = std::iter::from_fn(|| rx.try_recv().ok())
-                .map(|e| e.kind)
-                .collect();
-            assert_eq!(kinds, [EventType::Added, EventType::Deleted]);
-        }
-        assert!(y.try_recv().is_err(), "no event of y");
-        drop(y);
-        s.insert(&key(), cm("", "y"));
-        assert!(
-            !s.sinks[&key()].named.contains_key("y"),
-            "the gone watch is forgotten"
-        );
-
-        s.insert(&key(), cm("a", "x"));
-        let names = |objects: Vec<Arc<Value>>| -> Vec<String> {
-            objects
-                .iter()
-                .map(|o| {
-                    let m = &o["metadata"];
-                    format!(
-                        "{}/{}",
-                        m["namespace"].as_str().unwrap(),
-                        m["name"].as_str().unwrap()
-                    )
-                })
-                .collect()
-        };
-        assert_eq!(names(s.list_named(&key(), None, Some("y"), false)), ["/y"]);
-        assert_eq!(
-            names(s.list_named(&key(), Some("a"), Some("x"), true)),
-            ["a/x"]
-        );
-        assert!(s.list_named(&key(), Some("a"), Some("y"), true).is_empty());
-        // A namespaced resource across namespaces: every object, for the caller to filter.
-        assert_eq!(s.list_named(&key(), None, Some("x"), true).len(), 3);
-    }
-
-    #[test]
-    fn a_watch_that_falls_behind_is_dropped() {
-        let mut s = Store::new(1000, 16);
-        let mut slow = s.watch(&key(), None, None);
-        for i in 0..17 {
-            s.insert(&key(), cm("a", &i.to_string()));
-        }
-        let mut received = 0;
-        while slow.try_recv().is_ok() {
-            received += 1;
-        }
-        assert_eq!(received, 16, "the queue held what fit");
-        assert!(
-            slow.is_closed(),
-            "then the watch was dropped, ending its stream"
-        );
-        // History still has everything, for the client to resume from.
-        assert_eq!(s.since(1).unwrap().len(), 17);
-    }
-}
+mod tests;

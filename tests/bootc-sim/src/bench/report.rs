@@ -421,6 +421,7 @@ impl Run<'_> {
             "api_faults_injected": numbers.counters.injected,
             "api_requests_by_verb": numbers.counters.by_verb,
             "api_requests_by_user_agent": numbers.counters.by_user_agent,
+            "watches_cut_behind": m.watches_cut_behind,
             "writes_per_node_total": round(numbers.writes as f64 / n, 2),
             "writes_per_node_controller": round(numbers.controller_writes as f64 / n, 2),
             "first_reboot_s": numbers.first_reboot_s.map(|s| round(s, 3)),

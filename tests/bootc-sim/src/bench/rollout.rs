@@ -41,6 +41,8 @@ pub(super) struct Measured {
     pub(super) done_at: Option<Instant>,
     /// Every request the emulator served from the pool's creation to the end of sampling.
     pub(super) requests: Vec<RequestRecord>,
+    /// Watches the emulator cut for falling behind, by resource, over the whole run.
+    pub(super) watches_cut_behind: std::collections::BTreeMap<String, u64>,
     pub(super) controller_kills: u32,
     pub(super) agents_killed: u64,
     /// The invariant checker's report, once it caught up.
@@ -130,6 +132,7 @@ pub(super) async fn measure(
         samples,
         done_at,
         requests,
+        watches_cut_behind: handle.watches_cut_behind(),
         controller_kills: controller.kills,
         agents_killed,
         report,
