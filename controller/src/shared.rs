@@ -30,8 +30,8 @@ pub fn http_client() -> reqwest::ClientBuilder {
 /// its count and when it was last seen, not the whole Event and key (about 1.5 kB each).
 /// With an Event on every Node in a rollout, kube's kept copies grew the controller by
 /// about 7 MiB per 1,000 nodes. The kept entries are split by the object an event
-/// regards ([`RECORDERS`] parts), and a part sweeps out expired entries at most every
-/// [`SWEEP_EVERY`].
+/// regards ([`RECORDERS`] parts), a part sweeps out expired entries at most every
+/// [`SWEEP_EVERY`], and keeps at most [`KEEP_PER_PART`].
 #[derive(Clone)]
 pub struct Recorders {
     client: kube::Client,
@@ -43,6 +43,11 @@ pub struct Recorders {
 pub const RECORDERS: usize = 64;
 /// How long an event is kept for its repeats to count as a series (kube's six minutes).
 const KEEP: k8s_openapi::jiff::SignedDuration = k8s_openapi::jiff::SignedDuration::from_mins(6);
+/// The most events a part keeps (4,096 in all, as client-go's event correlator keeps):
+/// past it, the one seen longest ago is forgotten, so a rollout of many nodes does not
+/// grow the controller by its events for six minutes. A repeat of a forgotten event is
+/// recorded as a new Event rather than counted into its series.
+const KEEP_PER_PART: usize = 64;
 /// How often a part sweeps out events older than [`KEEP`].
 const SWEEP_EVERY: k8s_openapi::jiff::SignedDuration =
     k8s_openapi::jiff::SignedDuration::from_secs(10);
@@ -216,8 +221,19 @@ impl Part {
         })
     }
 
-    /// Remembers `kept` as written.
+    /// Remembers `kept` as written, forgetting the event seen longest ago when the part
+    /// is full.
     fn seen(&mut self, key: u64, kept: Kept) {
+        if self.kept.len() >= KEEP_PER_PART
+            && !self.kept.contains_key(&key)
+            && let Some(oldest) = self
+                .kept
+                .iter()
+                .min_by_key(|(_, k)| k.last)
+                .map(|(k, _)| *k)
+        {
+            self.kept.remove(&oldest);
+        }
         self.kept.insert(key, kept);
     }
 }
@@ -230,7 +246,7 @@ mod tests {
     use kube::api::Api;
     use kube::runtime::events::{Event, EventType, Reporter};
 
-    use super::{KEEP, Kept, Part, RECORDERS, Recorders};
+    use super::{KEEP, KEEP_PER_PART, Kept, Part, RECORDERS, Recorders};
 
     fn event(reason: &str, note: &str) -> Event {
         Event {
@@ -337,6 +353,34 @@ mod tests {
         assert_eq!(part.kept.len(), 1);
         assert!(part.repeat(2, later + KEEP + secs(9)).is_none());
         assert!(part.kept.is_empty());
+    }
+
+    /// A full part forgets the event seen longest ago, and only that one.
+    #[test]
+    fn a_full_part_forgets_the_oldest_event() {
+        let t0 = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let at = |i: u64| t0 + k8s_openapi::jiff::SignedDuration::from_secs(i as i64);
+        let kept = |i: u64| Kept {
+            name: format!("n.{i}"),
+            namespace: "default".into(),
+            count: 1,
+            last: at(i),
+        };
+        let mut part = Part::default();
+        let full = KEEP_PER_PART as u64;
+        for i in 0..full {
+            part.seen(i, kept(i));
+        }
+        // Event 0 repeated: it is now the newest; 1 is the oldest.
+        let again = part.repeat(0, at(full)).unwrap();
+        part.seen(0, again);
+        part.seen(full, kept(full + 1));
+        assert_eq!(part.kept.len(), KEEP_PER_PART);
+        let now = at(full + 2);
+        assert!(part.repeat(1, now).is_none(), "the oldest is forgotten");
+        assert_eq!(part.repeat(0, now).unwrap().count, 3);
+        assert_eq!(part.repeat(2, now).unwrap().count, 2);
+        assert_eq!(part.repeat(full, now).unwrap().count, 2);
     }
 
     /// One object's events always go to the same recorder (its series are counted as
