@@ -26,16 +26,8 @@ use crate::metrics::DrainResult;
 use crate::plan::{self, Action, PlannedEvent};
 use crate::shared::FIELD_MANAGER;
 
-/// How many nodes' actions of one pool run at once.
+/// How many nodes' actions run at once.
 const CONCURRENT_NODES: usize = 32;
-
-/// How many nodes' actions run at once in all pools together. Pools reconcile side by
-/// side, so a cluster of many pools (one per node role and zone) starting a rollout would
-/// otherwise send [`CONCURRENT_NODES`] writes per pool at once, thousands in all; every
-/// answer, the controller's own Lease renewals among them, then waited behind them, the
-/// writes took seconds, and the controller, no longer sure it led, refused its own writes
-/// until the renewals came through. A pool alone is not held back by it.
-pub const CONCURRENT_NODES_IN_ALL: usize = 2 * CONCURRENT_NODES;
 
 /// Carries out `actions`, but for the events about the pool's status, which are returned
 /// for [`publish_all`] once the status is written. Returns the first error too; every
@@ -115,7 +107,6 @@ async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEv
             let Some(node) = ctx.node_of(node) else {
                 return;
             };
-            let _turn = ctx.writes.acquire().await.ok();
             let reference = node.object_ref(&());
             for event in events {
                 publish_on(ctx, &reference, event).await;
@@ -188,8 +179,6 @@ async fn run_group<'p>(
 ) -> (Option<ReconcileError>, Vec<&'p PlannedEvent>) {
     let name = pool.name_any();
     let mut said = Vec::new();
-    // Held for the node's actions; the semaphore is never closed.
-    let _turn = ctx.writes.acquire().await.ok();
     for action in list {
         if let Action::Event(event) = action {
             said.push(event);

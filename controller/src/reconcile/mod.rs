@@ -197,8 +197,6 @@ pub struct Context {
     membership: Arc<membership::Membership>,
     /// Each pool's members as its last plan saw them.
     views: views::Views,
-    /// Turns to write, shared by every pool (see [`execute::CONCURRENT_NODES_IN_ALL`]).
-    writes: tokio::sync::Semaphore,
 }
 
 impl Context {
@@ -451,7 +449,6 @@ pub async fn run(
         progress: Mutex::new(HashMap::new()),
         membership,
         views: views::Views::default(),
-        writes: tokio::sync::Semaphore::new(execute::CONCURRENT_NODES_IN_ALL),
     });
     let (node_pools, secret_pools) = (pool_store.clone(), pool_store);
     controller
