@@ -200,7 +200,7 @@ impl Membership {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use kube::runtime::reflector::{self, store::Writer};
     use serde_json::json;
@@ -226,7 +226,8 @@ mod tests {
         .unwrap()
     }
 
-    fn pool(role: &str) -> BootcNodePool {
+    /// A pool named `workers` selecting `role: ROLE`.
+    pub(in crate::reconcile) fn pool(role: &str) -> BootcNodePool {
         serde_json::from_value(json!({
             "metadata": {"name": "workers"},
             "spec": {"nodeSelector": {"matchLabels": {"role": role}}, "image": {"ref": "x"}},

@@ -9,6 +9,7 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::json;
 
 use super::*;
+use crate::reconcile::membership::tests::pool;
 
 const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
 
@@ -34,14 +35,6 @@ fn bootc(name: &str, owner: Option<&str>, image: u8, rv: u64) -> BootcNode {
         "metadata": {"name": name, "uid": name, "ownerReferences": owners,
                      "resourceVersion": rv.to_string()},
         "spec": {"desiredImage": format!("registry.test/os@sha256:{image}")},
-    }))
-    .unwrap()
-}
-
-fn pool(role: &str) -> BootcNodePool {
-    serde_json::from_value(json!({
-        "metadata": {"name": "workers"},
-        "spec": {"nodeSelector": {"matchLabels": {"role": role}}, "image": {"ref": "x"}},
     }))
     .unwrap()
 }
