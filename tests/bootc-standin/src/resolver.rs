@@ -213,6 +213,18 @@ impl HttpResolver {
     }
 }
 
+/// An image config's `created` time as bootc prints it: bootc parses it into
+/// a UTC time and prints that back with as many fraction digits as it needs
+/// (none, 3, 6 or 9), so Go's trimmed `.99393043Z` comes out as
+/// `.993930430Z`. A time that does not parse is left out, as bootc does.
+fn bootc_timestamp(created: &str) -> Option<String> {
+    let time = chrono::DateTime::parse_from_rfc3339(created).ok()?;
+    Some(
+        time.with_timezone(&chrono::Utc)
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+    )
+}
+
 /// What the stand-in keeps of an image: its digest and what its config says.
 fn image_info(image: &str, digest: String, config: &Value) -> ImageInfo {
     let label = |k: &str| {
@@ -226,8 +238,7 @@ fn image_info(image: &str, digest: String, config: &Value) -> ImageInfo {
     let created = config
         .get("created")
         .and_then(Value::as_str)
-        .filter(|c| chrono::DateTime::parse_from_rfc3339(c).is_ok())
-        .map(str::to_owned);
+        .and_then(bootc_timestamp);
     ImageInfo {
         image: image.to_owned(),
         digest,

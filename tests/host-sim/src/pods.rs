@@ -339,12 +339,19 @@ fn start_process(
     Ok(Running::Process(child))
 }
 
+/// The label on every container this process starts, so that what it lists
+/// of podman's containers is its own, whatever else runs on the machine.
+pub fn own_label() -> String {
+    format!("io.bootc-pool.started-by={}", std::process::id())
+}
+
 /// `podman run` arguments for `run`, the security context applied.
 fn podman_args(name: &str, run: &ContainerRun, sa: &Path) -> Vec<String> {
     let mut a: Vec<String> = ["run", "-d", "--pull=never"].map(String::from).to_vec();
     // Loopback only here; a pod would reach the API through the service IP instead.
     a.push("--network=host".into());
     a.push(format!("--name={name}"));
+    a.push(format!("--label={}", own_label()));
     a.push(format!(
         "--volume={}:{SERVICE_ACCOUNT_DIR}:ro",
         sa.display()

@@ -43,12 +43,15 @@ pub(super) fn podman_command() -> Vec<String> {
     vec![script.display().to_string(), "podman".to_owned()]
 }
 
-/// The containers the kubelets run, as `podman ps` lists them.
+/// The containers the kubelets run, as `podman ps` lists them (only this demo's:
+/// other containers on the machine are not its business).
 pub(super) fn container_list() -> String {
     let podman = podman_command();
+    let filter = format!("label={}", host_sim::pods::own_label());
     let out = std::process::Command::new(&podman[0])
         .args(&podman[1..])
-        .args(["ps", "--format", "{{.Names}}  {{.Image}}  {{.Status}}"])
+        .args(["ps", "--filter", &filter])
+        .args(["--format", "{{.Names}}  {{.Image}}  {{.Status}}"])
         .output();
     match out {
         Ok(o) => format!(

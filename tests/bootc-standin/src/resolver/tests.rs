@@ -61,3 +61,28 @@ fn challenge_params() {
         "repository%3Aa%2Fb%3Apull"
     );
 }
+
+#[test]
+fn prints_an_image_timestamp_as_bootc_does() {
+    let cases = [
+        // Go (umoci, skopeo) trims trailing zeros; bootc prints nine digits.
+        (
+            "2026-11-28T06:21:16.99393043Z",
+            "2026-11-28T06:21:16.993930430Z",
+        ),
+        ("2023-10-14T19:22:15.42Z", "2023-10-14T19:22:15.420Z"),
+        ("2023-10-14T19:22:15.1234Z", "2023-10-14T19:22:15.123400Z"),
+        ("2023-09-30T19:22:16Z", "2023-09-30T19:22:16Z"),
+        ("2023-09-30T19:22:16.000Z", "2023-09-30T19:22:16Z"),
+        ("2023-10-14T21:22:15+02:00", "2023-10-14T19:22:15Z"),
+    ];
+    for (created, printed) in cases {
+        assert_eq!(
+            bootc_timestamp(created).as_deref(),
+            Some(printed),
+            "{created}"
+        );
+    }
+    assert_eq!(bootc_timestamp("yesterday"), None);
+    assert_eq!(bootc_timestamp(""), None);
+}

@@ -220,7 +220,11 @@ async fn look(pod: &Pod, parts: &Parts, index: usize) -> bool {
     let needs_listing = ready && record(&parts.seen, |s| s[index].listing.is_empty());
     let listing = if needs_listing {
         let filter = format!("name={}", parts.name);
-        podman_out(&parts.podman, &["ps", "--filter", &filter])
+        let own = format!("label={}", super::own_label());
+        podman_out(
+            &parts.podman,
+            &["ps", "--filter", &filter, "--filter", &own],
+        )
     } else {
         String::new()
     };
