@@ -40,6 +40,7 @@ async fn agent(config: Config) -> Result<(), String> {
         kubeconfig: config.kubeconfig.as_deref(),
         user_agent: run::USER_AGENT,
         retry_transient: true,
+        max_in_flight: None,
     })
     .await?;
     let host = DbusHost::connect(

@@ -1,6 +1,7 @@
 //! The API client of both binaries: from a kubeconfig file when one is given, else the
 //! in-cluster service account, with the binary's own User-Agent.
 
+use std::num::NonZeroUsize;
 use std::path::Path;
 
 use crate::error::error_chain;
@@ -16,6 +17,12 @@ pub struct ClientOptions<'a> {
     /// that must see a 429 at once (an eviction refused by a disruption budget) retries
     /// with its own backoff instead.
     pub retry_transient: bool,
+    /// At most this many requests sent and not yet answered (their headers, so a
+    /// watch's stream does not hold one). The client speaks HTTP/1.1, one request per
+    /// connection at a time: without a bound, a burst of concurrent requests opens as
+    /// many connections, and their buffers stay until the idle ones close. `None`: no
+    /// bound (the agent sends a request or two at a time).
+    pub max_in_flight: Option<NonZeroUsize>,
 }
 
 /// Builds the client; the error is one line naming the file or the missing cluster, for
@@ -49,42 +56,15 @@ pub async fn client(options: ClientOptions<'_>) -> Result<kube::Client, String> 
         http::header::USER_AGENT,
         http::HeaderValue::from_static(options.user_agent),
     ));
-    kube::Client::try_from(config)
-        .map_err(|e| format!("cannot build the API client: {}", error_chain(&e)))
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| format!("cannot build the API client: {}", error_chain(&e)))?;
+    Ok(match options.max_in_flight {
+        Some(n) => builder
+            .with_layer(&tower::limit::ConcurrencyLimitLayer::new(n.get()))
+            .build(),
+        None => builder.build(),
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn options(kubeconfig: Option<&Path>) -> ClientOptions<'_> {
-        ClientOptions {
-            kubeconfig,
-            user_agent: "test/0",
-            retry_transient: false,
-        }
-    }
-
-    #[tokio::test]
-    async fn a_missing_kubeconfig_is_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("absent");
-        let Err(err) = client(options(Some(&path))).await else {
-            panic!("a client from a missing file");
-        };
-        assert!(err.starts_with("cannot read kubeconfig "), "{err}");
-        assert!(err.contains("absent"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn a_kubeconfig_file_gives_a_client() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("kubeconfig");
-        std::fs::write(
-            &path,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:9\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
-        )
-        .unwrap();
-        assert!(client(options(Some(&path))).await.is_ok());
-    }
-}
+mod tests;

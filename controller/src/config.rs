@@ -1,6 +1,7 @@
 //! The controller's configuration, from flags and environment, checked once at start.
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use bootc_crds::selector::{check_dns_label, check_dns_subdomain};
@@ -68,6 +69,13 @@ pub struct Args {
     /// Log format.
     #[arg(long, env = "BOOTC_LOG_FORMAT", value_enum, default_value = "json")]
     pub log_format: LogFormat,
+
+    /// At most this many API requests sent and not yet answered; more wait their turn.
+    /// The API client holds a connection per request in flight, so this bounds the
+    /// connections and their buffers when many pools act at once. A watch counts only
+    /// until its stream starts. The Lease is renewed over connections of its own.
+    #[arg(long, env = "BOOTC_API_MAX_IN_FLIGHT", default_value = "32")]
+    pub api_max_in_flight: NonZeroUsize,
 }
 
 /// The checked configuration the controller runs with.
@@ -89,6 +97,8 @@ pub struct Config {
     pub identity: Option<String>,
     /// See [`Args::log_format`].
     pub log_format: LogFormat,
+    /// See [`Args::api_max_in_flight`].
+    pub api_max_in_flight: NonZeroUsize,
 }
 
 /// A configuration value that cannot be used.
@@ -189,6 +199,7 @@ impl TryFrom<Args> for Config {
             lease_namespace: args.lease_namespace,
             identity: args.identity,
             log_format: args.log_format,
+            api_max_in_flight: args.api_max_in_flight,
         })
     }
 }
@@ -218,6 +229,7 @@ mod tests {
         assert_eq!(c.lease_name, "bootc-pool-controller");
         assert!(c.insecure_registries.is_empty());
         assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(c.api_max_in_flight.get(), 32);
         assert_eq!(c.secrets, SecretNamespaces::new(&c.lease_namespace, []));
     }
 
@@ -292,5 +304,11 @@ mod tests {
                 .unwrap_err()
                 .contains("--log-format")
         );
+        for bad in ["0", "-1", "many"] {
+            let err = parse(&[&format!("--api-max-in-flight={bad}")]).unwrap_err();
+            assert!(err.contains("--api-max-in-flight"), "{bad}: {err}");
+        }
+        let c = parse(&["--api-max-in-flight", "8"]).unwrap();
+        assert_eq!(c.api_max_in_flight.get(), 8);
     }
 }

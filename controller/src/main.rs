@@ -27,12 +27,18 @@ fn main() -> ExitCode {
 }
 
 async fn controller(config: config::Config) -> Result<(), String> {
-    let client = kube_client::client(ClientOptions {
+    let options = ClientOptions {
         kubeconfig: config.kubeconfig.as_deref(),
         user_agent: reconcile::USER_AGENT,
         // The client's own retry of 429 answers would hide a disruption budget's
         // refusal from the drain for minutes; the drain retries with its own backoff.
         retry_transient: false,
+        max_in_flight: Some(config.api_max_in_flight),
+    };
+    let client = kube_client::client(options).await?;
+    let lease_client = kube_client::client(ClientOptions {
+        max_in_flight: None,
+        ..options
     })
     .await?;
     let identity = config.identity.clone().unwrap_or_else(|| {
@@ -52,6 +58,7 @@ async fn controller(config: config::Config) -> Result<(), String> {
         metrics: metrics.clone(),
         health: health.clone(),
         secrets: config.secrets.clone(),
+        lease_client: Some(lease_client),
         ..Dependencies::default()
     };
     let server = Server::bind(config.metrics_addr, metrics, health.clone())

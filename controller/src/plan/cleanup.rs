@@ -14,8 +14,7 @@ use super::world::NodeView;
 /// The other pools that select `view`'s Node.
 fn others<'a>(p: &Planner<'a>, view: &NodeView) -> Vec<&'a str> {
     p.snap
-        .other_pools
-        .iter()
+        .other_pools()
         .filter(|(_, s)| {
             view.node
                 .as_ref()

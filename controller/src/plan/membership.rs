@@ -51,8 +51,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         };
         let matches = selects(&pool.spec.node_selector);
         let others: Vec<&str> = snap
-            .other_pools
-            .iter()
+            .other_pools()
             .filter(|(_, s)| selects(s))
             .map(|(name, _)| name.as_str())
             .collect();

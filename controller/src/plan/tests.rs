@@ -740,7 +740,7 @@ fn a_node_leaving_mid_drain_is_released_and_forgotten() {
 fn a_node_selected_by_two_pools_is_left_alone_by_both() {
     let nodes = [node("n1"), node("n2").staged()];
     let mut snap = snapshot(pool_spec(IntOrString::Int(2)), &nodes);
-    snap.other_pools = vec![(
+    snap.pool_selectors = std::sync::Arc::new(vec![(
         "gpu".into(),
         LabelSelector {
             match_expressions: Some(vec![
@@ -752,7 +752,7 @@ fn a_node_selected_by_two_pools_is_left_alone_by_both() {
             ]),
             ..Default::default()
         },
-    )];
+    )]);
     // n1 has no BootcNode yet: not created. n2 is ours: kept, but gets no slot.
     let plan = super::plan(&snap);
     assert!(
@@ -1463,7 +1463,7 @@ fn deleting_a_pool_lets_every_node_go_before_the_finalizer() {
 #[test]
 fn a_node_another_pool_selects_keeps_its_label_when_this_pool_goes() {
     let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[node("n1").staged()]);
-    snap.other_pools.push((
+    std::sync::Arc::make_mut(&mut snap.pool_selectors).push((
         "other".into(),
         serde_json::from_value(serde_json::json!({"matchLabels": {"role": "worker"}})).unwrap(),
     ));

@@ -308,6 +308,12 @@ pub struct PoolSummary {
     pub halted: bool,
 }
 
+/// Pools' selectors by name, shared between snapshots (see [`Snapshot::pool_selectors`]).
+pub type PoolSelectors = Arc<Vec<(String, LabelSelector)>>;
+
+/// Pools' summaries by name, shared between snapshots (see [`Snapshot::pools`]).
+pub type PoolSummaries = Arc<BTreeMap<String, PoolSummary>>;
+
 /// Everything one plan looks at.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -317,10 +323,13 @@ pub struct Snapshot {
     pub lookup: Lookup,
     /// The pull Secret.
     pub pull_secret: PullSecretView,
-    /// The other pools' selectors, by name (for conflicts).
-    pub other_pools: Vec<(String, LabelSelector)>,
-    /// Every other pool by name, for `spec.rollout.after` (waiting and cycles).
-    pub pools: BTreeMap<String, PoolSummary>,
+    /// Every pool not being deleted, by name, with its selector (for conflicts): this
+    /// pool among them unless it is being deleted. One list shared by every pool's
+    /// snapshot; [`Snapshot::other_pools`] leaves this pool out.
+    pub pool_selectors: PoolSelectors,
+    /// Every pool by name (this one among them), for `spec.rollout.after` (waiting and
+    /// cycles). Shared by every pool's snapshot.
+    pub pools: PoolSummaries,
     /// What the alert gate said.
     pub gate: GateView,
     /// Every Node this pool's selector matches and every BootcNode it owns (with its
@@ -335,6 +344,13 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The other pools' selectors, by name: every pool's not being deleted but this one's.
+    pub fn other_pools(&self) -> impl Iterator<Item = &(String, LabelSelector)> {
+        self.pool_selectors
+            .iter()
+            .filter(|(name, _)| *name != self.pool.name)
+    }
+
     /// `pool` and `nodes` alone at `now`: nothing asked of the registry, no pull Secret,
     /// no other pool, no alert gate, no drain and no earlier progress.
     pub fn of(pool: PoolView, nodes: Vec<NodeView>, now: DateTime<Utc>) -> Snapshot {
@@ -342,8 +358,8 @@ impl Snapshot {
             pool,
             lookup: Lookup::NotAsked,
             pull_secret: PullSecretView::default(),
-            other_pools: Vec::new(),
-            pools: BTreeMap::new(),
+            pool_selectors: Arc::default(),
+            pools: Arc::default(),
             gate: GateView::NotConfigured,
             nodes,
             drains: BTreeMap::new(),

@@ -19,8 +19,9 @@ pub async fn run_elected(
     lease: crate::leader::LeaseConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), crate::leader::LeaseConfigError> {
-    let elector = crate::leader::LeaderElector::new(client.clone(), lease)?
-        .with_metrics(deps.metrics.clone());
+    let lease_client = deps.lease_client.clone().unwrap_or_else(|| client.clone());
+    let elector =
+        crate::leader::LeaderElector::new(lease_client, lease)?.with_metrics(deps.metrics.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;

@@ -9,7 +9,8 @@
 //! - [`lookup`]: the pull Secret and the registry, asked for each reconcile;
 //! - [`copies`]: the Secrets watched, and the copy of each pool's pull Secret in the
 //!   install's namespace (what its BootcNodes name);
-//! - [`observe`]: the [`Snapshot`](crate::plan::Snapshot) a plan looks at;
+//! - [`observe`]: the [`Snapshot`](crate::plan::Snapshot) a plan looks at; the pools'
+//!   selectors and ordering summaries in it are shared between pools (`pool_index`);
 //! - [`execute`]: carrying out the plan's actions;
 //! - [`pools`]: the pools' watch, each pool read on its own (one the controller cannot
 //!   read is reported and left alone; the others go on);
@@ -54,7 +55,9 @@ pub mod lookup;
 pub mod membership;
 pub mod observe;
 mod pacing;
+mod pool_index;
 pub mod pools;
+mod synced;
 pub mod views;
 
 /// The User-Agent of the controller's requests, as the shell's callers name it.
@@ -68,6 +71,7 @@ use crate::resolve::{Resolver, ResolverOptions};
 use crate::server::Health;
 use crate::shared::{Clock, FIELD_MANAGER};
 use cache::{Overlay, lock, node_fingerprint, strip_node};
+use synced::{Synced, ready_when_synced};
 
 /// Re-plan at least this often, even when nothing signals a change.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -100,6 +104,11 @@ pub struct Dependencies {
     pub alert_gate: crate::gate::AlertGate,
     /// Where pull Secrets are copied to and where sources may be read.
     pub secrets: crate::secrets::SecretNamespaces,
+    /// The client the elector reads and renews the Lease with, when not the
+    /// reconcilers' own: one of its own, with no bound on requests in flight, so a
+    /// renewal never waits behind the pools' requests (the write fence would refuse
+    /// every write while it waits).
+    pub lease_client: Option<kube::Client>,
 }
 
 impl std::fmt::Debug for Dependencies {
@@ -122,6 +131,7 @@ impl Default for Dependencies {
             notifications: crate::notify::NotifyOptions::default(),
             alert_gate: crate::gate::AlertGate::default(),
             secrets: crate::secrets::SecretNamespaces::default(),
+            lease_client: None,
         }
     }
 }
@@ -197,6 +207,8 @@ pub struct Context {
     membership: Arc<membership::Membership>,
     /// Each pool's members as its last plan saw them.
     views: views::Views,
+    /// Every pool's selector and summary, shared by the snapshots.
+    pool_index: Mutex<pool_index::PoolIndex>,
 }
 
 impl Context {
@@ -338,34 +350,6 @@ fn followers(pools: &Store<BootcNodePool>, pool: &str) -> Vec<ObjectRef<BootcNod
         .collect()
 }
 
-/// Whether the BootcNode and Node caches have been filled once, as the watch streams
-/// that fill them say. (A store's own `wait_until_ready` wakes only its latest waiter, so
-/// two tasks waiting on one store could wait forever; a `watch` channel wakes them all.)
-#[derive(Debug, Clone)]
-struct Synced {
-    bootc: watch::Receiver<bool>,
-    nodes: watch::Receiver<bool>,
-}
-
-impl Synced {
-    fn new(bootc: watch::Receiver<bool>, nodes: watch::Receiver<bool>) -> Self {
-        Synced { bootc, nodes }
-    }
-
-    /// Waits until both caches have been filled; false when their streams are gone.
-    async fn wait(&self) -> bool {
-        let (mut bootc, mut nodes) = (self.bootc.clone(), self.nodes.clone());
-        bootc.wait_for(|s| *s).await.is_ok() && nodes.wait_for(|s| *s).await.is_ok()
-    }
-}
-
-/// Marks the replica ready once its caches have synced.
-async fn ready_when_synced(health: Health, synced: Synced) {
-    if synced.wait().await {
-        health.set_ready(true);
-    }
-}
-
 /// What records the controller's Events, naming this instance.
 fn recorder(client: &Client, deps: &Dependencies) -> crate::shared::Recorders {
     let reporter = Reporter {
@@ -449,6 +433,7 @@ pub async fn run(
         progress: Mutex::new(HashMap::new()),
         membership,
         views: views::Views::default(),
+        pool_index: Mutex::default(),
     });
     let (node_pools, secret_pools) = (pool_store.clone(), pool_store);
     controller

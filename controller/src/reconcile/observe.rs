@@ -120,13 +120,7 @@ impl Context {
             .filter(|n| nodes.binary_search_by(|v| v.name.cmp(n)).is_ok())
             .filter_map(|n| Some((n.clone(), self.drain_view(&name, &n)?)))
             .collect();
-        let other_pools = self
-            .pools
-            .state()
-            .iter()
-            .filter(|p| p.name_any() != name && p.metadata.deletion_timestamp.is_none())
-            .map(|p| (p.name_any(), p.spec.node_selector.clone()))
-            .collect();
+        let (pool_selectors, pools) = lock(&self.pool_index).shared(&self.pools.state());
         // The BootcNodes name the copy, never the pool's source Secret.
         let mut spec = pool.spec.clone();
         if crate::plan::target::spec_problems(&spec).is_none() {
@@ -146,8 +140,8 @@ impl Context {
             },
             lookup,
             pull_secret,
-            other_pools,
-            pools: self.pool_summaries(&name),
+            pool_selectors,
+            pools,
             gate,
             nodes,
             drains,
@@ -158,18 +152,6 @@ impl Context {
     }
 
     /// Every other pool, as `spec.rollout.after` needs it.
-    fn pool_summaries(
-        &self,
-        except: &str,
-    ) -> std::collections::BTreeMap<String, crate::plan::PoolSummary> {
-        self.pools
-            .state()
-            .iter()
-            .filter(|p| p.name_any() != except)
-            .map(|p| (p.name_any(), crate::plan::ordering::summary(p)))
-            .collect()
-    }
-
     /// The drain of `node` for `pool`, as the plan sees it; `None` when there is none
     /// (or it was cancelled, or belongs to another pool).
     fn drain_view(&self, pool: &str, node: &str) -> Option<DrainView> {

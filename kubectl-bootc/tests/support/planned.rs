@@ -60,7 +60,6 @@ fn snapshot(world: &World<'_>, pool: &BootcNodePool, answers: Answers<'_>) -> Sn
         },
         None => Lookup::NotAsked,
     };
-    let others = world.pools.iter().filter(|p| p.name_any() != name);
     Snapshot {
         pool: PoolView {
             name: name.clone(),
@@ -72,13 +71,21 @@ fn snapshot(world: &World<'_>, pool: &BootcNodePool, answers: Answers<'_>) -> Sn
         },
         lookup,
         pull_secret: PullSecretView::default(),
-        other_pools: others
-            .clone()
-            .map(|p| (p.name_any(), p.spec.node_selector.clone()))
-            .collect(),
-        pools: others
-            .map(|p| (p.name_any(), ordering::summary(p)))
-            .collect(),
+        pool_selectors: Arc::new(
+            world
+                .pools
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .map(|p| (p.name_any(), p.spec.node_selector.clone()))
+                .collect(),
+        ),
+        pools: Arc::new(
+            world
+                .pools
+                .iter()
+                .map(|p| (p.name_any(), ordering::summary(p)))
+                .collect(),
+        ),
         gate: answers.gate,
         nodes: members(world, pool),
         drains: answers

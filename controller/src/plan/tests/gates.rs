@@ -280,7 +280,8 @@ fn a_pool_approves_only_once_the_pools_it_follows_are_up_to_date() {
     ];
     for (pools, grants, reason, says) in cases {
         let mut snap = snapshot(after(&["infra"]), &nodes);
-        snap.pools = pools.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
+        snap.pools =
+            std::sync::Arc::new(pools.into_iter().map(|(n, s)| (n.to_owned(), s)).collect());
         let plan = super::plan(&snap);
         assert_eq!(granted(&plan).len(), grants, "{reason} {says}");
         let up = condition_of(&plan, "UpToDate");
@@ -291,11 +292,13 @@ fn a_pool_approves_only_once_the_pools_it_follows_are_up_to_date() {
     }
     // The cycle is named in the Degraded condition.
     let mut snap = snapshot(after(&["infra"]), &nodes);
-    snap.pools = [
-        ("infra".to_owned(), summary(&["db"], true, false)),
-        ("db".to_owned(), summary(&[POOL], true, false)),
-    ]
-    .into();
+    snap.pools = std::sync::Arc::new(
+        [
+            ("infra".to_owned(), summary(&["db"], true, false)),
+            ("db".to_owned(), summary(&[POOL], true, false)),
+        ]
+        .into(),
+    );
     let d = condition_of(&super::plan(&snap), "Degraded").clone();
     assert_eq!(d.reason, "OrderingCycle");
     assert!(
