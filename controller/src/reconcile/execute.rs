@@ -26,8 +26,14 @@ use crate::metrics::DrainResult;
 use crate::plan::{self, Action, PlannedEvent};
 use crate::shared::FIELD_MANAGER;
 
-/// How many nodes' actions run at once.
+/// How many nodes' actions of one pool run at once.
 const CONCURRENT_NODES: usize = 32;
+
+/// How many nodes' actions run at once in all pools together. The API client sends at
+/// most `--api-max-in-flight` requests at once (32 by default), so many pools' actions
+/// beyond a few dozen would only wait in it, each holding the kilobytes of a running
+/// action and its queued request. A pool alone is not held back by it.
+pub const CONCURRENT_NODES_IN_ALL: usize = 2 * CONCURRENT_NODES;
 
 /// Carries out `actions`, but for the events about the pool's status, which are returned
 /// for [`publish_all`] once the status is written. Returns the first error too; every
@@ -155,19 +161,29 @@ async fn run_groups<'p>(
     said: &mut Vec<&'p PlannedEvent>,
 ) -> Option<ReconcileError> {
     let mut waiting = groups.into_iter().map(|(_, list)| list);
+    let start = |list| in_turn(ctx, move || run_group(ctx, pool, list));
     let mut running = futures::stream::FuturesUnordered::new();
     for list in waiting.by_ref().take(CONCURRENT_NODES) {
-        running.push(run_group(ctx, pool, list));
+        running.push(start(list));
     }
     let mut first_error = None;
     while let Some((result, events)) = running.next().await {
         first_error = first_error.or(result);
         said.extend(events);
         if let Some(list) = waiting.next() {
-            running.push(run_group(ctx, pool, list));
+            running.push(start(list));
         }
     }
     first_error
+}
+
+/// `group()` run once a turn among all pools' nodes' actions is free. Its future is made
+/// (and boxed) only then, so a group waiting for its turn holds a few bytes; each holds
+/// at most one turn, and takes it before it starts, so no pool waits on another's.
+async fn in_turn<F: Future>(ctx: &Context, group: impl FnOnce() -> F) -> F::Output {
+    // The semaphore is never closed.
+    let _turn = ctx.node_turns.acquire().await.ok();
+    Box::pin(group()).await
 }
 
 /// Runs `list` in order; the first failure stops the rest (its events included, so an

@@ -209,6 +209,8 @@ pub struct Context {
     views: views::Views,
     /// Every pool's selector and summary, shared by the snapshots.
     pool_index: Mutex<pool_index::PoolIndex>,
+    /// Turns for the nodes' actions of all pools (see [`execute::CONCURRENT_NODES_IN_ALL`]).
+    node_turns: tokio::sync::Semaphore,
 }
 
 impl Context {
@@ -434,6 +436,7 @@ pub async fn run(
         membership,
         views: views::Views::default(),
         pool_index: Mutex::default(),
+        node_turns: tokio::sync::Semaphore::new(execute::CONCURRENT_NODES_IN_ALL),
     });
     let (node_pools, secret_pools) = (pool_store.clone(), pool_store);
     controller

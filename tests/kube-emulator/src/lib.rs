@@ -338,6 +338,18 @@ impl Handle {
         self.cut_watches();
     }
 
+    /// The most writes served at once so far to the clients whose User-Agent contains
+    /// `user_agent` (each client counted apart; the most of any of them).
+    pub fn most_writes_in_flight(&self, user_agent: &str) -> usize {
+        self.app
+            .writes_in_flight()
+            .iter()
+            .filter(|(agent, _)| agent.contains(user_agent))
+            .map(|(_, n)| n.most)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// How many watches were cut so far for falling behind (their queue of
     /// [`EmulatorOptions::fanout`] events was full), by resource (plural).
     pub fn watches_cut_behind(&self) -> std::collections::BTreeMap<String, u64> {

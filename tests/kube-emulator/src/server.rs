@@ -48,6 +48,32 @@ pub struct App {
     pub address: String,
     /// Set when the emulator stops: local clients' requests fail from then on.
     stopped: AtomicBool,
+    /// Writes being served, and the most served at once, by User-Agent.
+    writes_in_flight: Mutex<HashMap<String, InFlight>>,
+}
+
+/// Writes of one client being served now, and the most at once so far.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct InFlight {
+    /// Being served now.
+    pub now: usize,
+    /// The most at once so far.
+    pub most: usize,
+}
+
+/// One write being served: counted in [`App::writes_in_flight`] until dropped (also when
+/// the client goes away mid-request).
+struct Serving<'a> {
+    app: &'a App,
+    user_agent: String,
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = self.app.in_flight().get_mut(&self.user_agent) {
+            n.now = n.now.saturating_sub(1);
+        }
+    }
 }
 
 impl App {
@@ -68,7 +94,31 @@ impl App {
             bookmark_interval,
             address,
             stopped: AtomicBool::new(false),
+            writes_in_flight: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn in_flight(&self) -> MutexGuard<'_, HashMap<String, InFlight>> {
+        self.writes_in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A write of `user_agent` begins being served.
+    fn serving(&self, user_agent: &str) -> Serving<'_> {
+        let mut all = self.in_flight();
+        let n = all.entry(user_agent.to_owned()).or_default();
+        n.now += 1;
+        n.most = n.most.max(n.now);
+        Serving {
+            app: self,
+            user_agent: user_agent.to_owned(),
+        }
+    }
+
+    /// The writes being served and the most at once so far, by User-Agent.
+    pub fn writes_in_flight(&self) -> HashMap<String, InFlight> {
+        self.in_flight().clone()
     }
 
     /// Marks the emulator stopped: requests of local clients ([`crate::local`]) fail from
@@ -167,6 +217,8 @@ async fn handle(
         record.namespace = p.namespace.clone().unwrap_or_default();
         record.name = p.name.clone().unwrap_or_default();
     }
+    // Counted from arrival, the injected latency included: what the client waits for.
+    let _serving = record.is_write().then(|| app.serving(&record.user_agent));
     let (latency, injected) = {
         let mut faults = app.faults();
         (
