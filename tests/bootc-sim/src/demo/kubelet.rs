@@ -62,6 +62,25 @@ pub(super) fn container_list() -> String {
     }
 }
 
+/// When the agent's last container on `node` never became ready: what the kubelet
+/// started there and the end of that container's log, so a run that failed says why.
+fn report_unready(node: &str, seen: &[host_sim::pods::daemon::Incarnation]) {
+    let Some(last) = seen.last() else {
+        println!("kubelet: the agent's pod on {node} never started a container");
+        return;
+    };
+    if last.ready {
+        return;
+    }
+    println!(
+        "kubelet: the agent's container {} on {node} (boot {}, {} started there) never became ready; its log ends:\n{}",
+        last.container,
+        last.boot,
+        seen.len(),
+        last.log_tail
+    );
+}
+
 /// A node the DaemonSet may run on.
 struct Seat {
     name: String,
@@ -148,8 +167,8 @@ impl State {
         for (_, mut pod) in self.replicas.drain(..) {
             pod.kill().await;
         }
-        for (_, (_, agent)) in std::mem::take(&mut self.agents) {
-            agent.stop().await;
+        for (node, (_, agent)) in std::mem::take(&mut self.agents) {
+            report_unready(&node, &agent.stop().await);
         }
     }
 

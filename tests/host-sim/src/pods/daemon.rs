@@ -178,17 +178,24 @@ async fn run_pod(mut parts: Parts, mut stopped: watch::Receiver<bool>) {
             tokio::select! {
                 alive = look(&pod, &parts, index) => if !alive { break },
                 _ = stopped.changed() => {
+                    keep_log_tail(&pod, &parts, index);
                     pod.kill().await;
                     return;
                 }
             }
         }
-        let log = pod.logs();
-        let lines: Vec<&str> = log.lines().collect();
-        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
-        record(&parts.seen, |seen| seen[index].log_tail = tail);
+        keep_log_tail(&pod, &parts, index);
         pod.kill().await;
     }
+}
+
+/// Keeps the end of the container's log in its [`Incarnation`] (when it exited, or when
+/// the kubelet stops it).
+fn keep_log_tail(pod: &Pod, parts: &Parts, index: usize) {
+    let log = pod.logs();
+    let lines: Vec<&str> = log.lines().collect();
+    let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+    record(&parts.seen, |seen| seen[index].log_tail = tail);
 }
 
 fn record<T>(seen: &Mutex<Vec<Incarnation>>, f: impl FnOnce(&mut Vec<Incarnation>) -> T) -> T {
