@@ -55,7 +55,7 @@ pub mod lookup;
 pub mod membership;
 pub mod observe;
 mod pacing;
-mod pool_index;
+pub mod pool_index;
 pub mod pools;
 mod synced;
 pub mod views;

@@ -151,7 +151,6 @@ impl Context {
         (snapshot, stamp)
     }
 
-    /// Every other pool, as `spec.rollout.after` needs it.
     /// The drain of `node` for `pool`, as the plan sees it; `None` when there is none
     /// (or it was cancelled, or belongs to another pool).
     fn drain_view(&self, pool: &str, node: &str) -> Option<DrainView> {

@@ -14,7 +14,7 @@ use crate::plan::world::{PoolSelectors, PoolSummaries};
 /// The pools' selectors (those not being deleted) and summaries, and the cached objects
 /// they were made from.
 #[derive(Debug, Default)]
-pub(super) struct PoolIndex {
+pub struct PoolIndex {
     from: Vec<Arc<BootcNodePool>>,
     selectors: PoolSelectors,
     summaries: PoolSummaries,
@@ -24,10 +24,7 @@ impl PoolIndex {
     /// The selectors and summaries of `pools` (the pool cache's state), made again only
     /// when the cache holds other objects than last time: the cache replaces an object
     /// when it changes, so the same objects in the same order mean nothing changed.
-    pub(super) fn shared(
-        &mut self,
-        pools: &[Arc<BootcNodePool>],
-    ) -> (PoolSelectors, PoolSummaries) {
+    pub fn shared(&mut self, pools: &[Arc<BootcNodePool>]) -> (PoolSelectors, PoolSummaries) {
         let same = self.from.len() == pools.len()
             && self.from.iter().zip(pools).all(|(a, b)| Arc::ptr_eq(a, b));
         if !same {

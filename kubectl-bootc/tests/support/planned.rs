@@ -7,9 +7,10 @@ use std::sync::Arc;
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::{BootcNodePool, BootcNodePoolStatus};
 use bootc_pool_controller::plan::{
-    DrainView, GateView, Lookup, NodeView, PoolView, PullSecretView, Snapshot, Target, ordering,
+    DrainView, GateView, Lookup, NodeView, PoolView, PullSecretView, Snapshot, Target,
 };
 use bootc_pool_controller::reconcile::observe;
+use bootc_pool_controller::reconcile::pool_index::PoolIndex;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -52,6 +53,9 @@ pub fn planned_status(
 fn snapshot(world: &World<'_>, pool: &BootcNodePool, answers: Answers<'_>) -> Snapshot {
     let name = pool.name_any();
     let status = pool.status.clone();
+    // Every pool's selector and summary, as the controller's reconcile shares them.
+    let cached: Vec<Arc<BootcNodePool>> = world.pools.iter().cloned().map(Arc::new).collect();
+    let (pool_selectors, pools) = PoolIndex::default().shared(&cached);
     let lookup = match status.as_ref().and_then(|s| s.target_image.as_deref()) {
         Some(image) => Lookup::Resolved {
             target: Target::from_ref(image).expect("a pinned target"),
@@ -71,21 +75,8 @@ fn snapshot(world: &World<'_>, pool: &BootcNodePool, answers: Answers<'_>) -> Sn
         },
         lookup,
         pull_secret: PullSecretView::default(),
-        pool_selectors: Arc::new(
-            world
-                .pools
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .map(|p| (p.name_any(), p.spec.node_selector.clone()))
-                .collect(),
-        ),
-        pools: Arc::new(
-            world
-                .pools
-                .iter()
-                .map(|p| (p.name_any(), ordering::summary(p)))
-                .collect(),
-        ),
+        pool_selectors,
+        pools,
         gate: answers.gate,
         nodes: members(world, pool),
         drains: answers
