@@ -24,6 +24,7 @@ use tokio::sync::{Notify, watch};
 mod catalog;
 mod lock;
 mod steps;
+pub use steps::TRACE_KEPT;
 mod units;
 
 pub use catalog::Catalog;

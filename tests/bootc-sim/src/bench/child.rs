@@ -239,20 +239,38 @@ async fn scrape(addr: SocketAddr) -> Option<String> {
 /// The controller child running now: its PID and its `/metrics` address.
 pub(super) type Live = std::sync::Arc<std::sync::Mutex<Option<(u32, SocketAddr)>>>;
 
-/// What the running child shows now: its resident size (`VmRSS`, MiB) and its metrics
-/// text; `None` each when there is no child or it does not answer.
-pub(super) async fn probe(live: &Live) -> (Option<f64>, Option<String>) {
+/// What the running child shows now: its resident size (`VmRSS`, MiB), its own CPU time
+/// (seconds) and its metrics text; `None` each when there is no child or it does not
+/// answer.
+pub(super) async fn probe(live: &Live) -> Probe {
     let now = *live
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some((pid, addr)) = now else {
-        return (None, None);
+        return Probe::default();
     };
-    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+    let rss_mib = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| status_kib(&status, "VmRSS"))
         .map(|kib| kib / 1024.0);
-    (rss, scrape(addr).await)
+    let cpu = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| cpu_ticks(&stat))
+        .map(|ticks| (pid, ticks as f64 / clock_ticks()));
+    Probe {
+        rss_mib,
+        cpu,
+        metrics: scrape(addr).await,
+    }
+}
+
+/// What [`probe`] read of the running controller.
+#[derive(Debug, Default)]
+pub(super) struct Probe {
+    pub(super) rss_mib: Option<f64>,
+    /// Its process ID and CPU seconds so far (a restarted child starts again from 0).
+    pub(super) cpu: Option<(u32, f64)>,
+    pub(super) metrics: Option<String>,
 }
 
 /// What the controller children came to.

@@ -78,9 +78,12 @@ pub(super) fn start(settings: &Settings, world: &World, stop: watch::Receiver<bo
 impl Running {
     /// Its metrics text now, and under `--controller-process` the child's resident size
     /// now (MiB); `None` each when it cannot be had.
-    pub(super) async fn probe(&self) -> (Option<f64>, Option<String>) {
+    pub(super) async fn probe(&self) -> child::Probe {
         match self {
-            Running::InProcess { metrics, .. } => (None, Some(metrics.encode())),
+            Running::InProcess { metrics, .. } => child::Probe {
+                metrics: Some(metrics.encode()),
+                ..child::Probe::default()
+            },
             Running::Process { live, .. } => child::probe(live).await,
         }
     }

@@ -91,7 +91,7 @@ pub(super) async fn measure(
     let t0 = Instant::now();
     let cpu_before = own_cpu_s();
     let controller = controller::start(settings, world, stop_rx.clone());
-    let before = soak::reconciles(&controller).await;
+    let before = soak::mark(&controller).await;
     let gate_url = gate.as_ref().map(|g| g.url.as_str());
     for pool in &settings.pools {
         let spec = pool_spec(&world.v2, settings, gate_url, pool);

@@ -11,6 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::child::own_cpu_s;
 use super::controller::Running;
 use super::rollout::{sample, sample_completion};
 use super::setup::{PoolPlan, Settings, World};
@@ -34,6 +35,11 @@ pub(super) struct Figures {
     pub(super) reconcile_p99_ms: Option<f64>,
     /// Under `--controller-process`: the controller's resident size once it was over.
     pub(super) controller_rss_mib: Option<f64>,
+    /// Under `--controller-process`: the controller's CPU time during the rollout, per
+    /// node (`None` when it was restarted meanwhile).
+    pub(super) controller_cpu_ms_per_update: Option<f64>,
+    /// This process's CPU time during the rollout (emulator, kubelets, agents), per node.
+    pub(super) bench_cpu_ms_per_update: Option<f64>,
     /// Pools ordered by `after` that did not wait for the pool before them.
     pub(super) order_problems: Vec<String>,
 }
@@ -45,6 +51,8 @@ impl Figures {
             "reconciles": self.reconciles,
             "reconcile_p99_ms": self.reconcile_p99_ms.map(|p| round(p, 2)),
             "controller_rss_mib": self.controller_rss_mib.map(|m| round(m, 1)),
+            "controller_cpu_ms_per_update": self.controller_cpu_ms_per_update.map(|c| round(c, 3)),
+            "bench_cpu_ms_per_update": self.bench_cpu_ms_per_update.map(|c| round(c, 3)),
             "order_problems": self.order_problems,
         })
     }
@@ -82,29 +90,71 @@ pub(super) fn order_problems(pools: &[PoolPlan], progress: &[PoolProgress]) -> V
     problems
 }
 
-/// The controller's reconcile histogram now (empty when it cannot be read).
-pub(super) async fn reconciles(controller: &Running) -> Histogram {
-    let (_, metrics) = controller.probe().await;
-    metrics.map_or_else(Histogram::default, |m| parse_histogram(&m, RECONCILE))
+/// Where a rollout starts from: the controller's reconcile histogram (empty when it
+/// cannot be read) and the CPU time of both processes so far.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Mark {
+    histogram: Histogram,
+    controller_cpu: Option<(u32, f64)>,
+    bench_cpu_s: Option<f64>,
 }
 
-/// What a rollout started at `start` and seen complete at `done` came to, with the
-/// controller's reconcile histogram as it was at `start`; returns the histogram now too.
+/// The mark now.
+pub(super) async fn mark(controller: &Running) -> Mark {
+    mark_of(controller.probe().await)
+}
+
+fn mark_of(probe: super::child::Probe) -> Mark {
+    Mark {
+        histogram: probe
+            .metrics
+            .map_or_else(Histogram::default, |m| parse_histogram(&m, RECONCILE)),
+        controller_cpu: probe.cpu,
+        bench_cpu_s: own_cpu_s(),
+    }
+}
+
+/// A process's CPU seconds, read with what tells the process apart (its PID).
+type Reading<T> = Option<(T, f64)>;
+
+/// CPU milliseconds per node between two readings; `None` if either is missing or the
+/// controller is another process than at the start.
+pub(super) fn per_update<T: PartialEq>(
+    (before, after): (Reading<T>, Reading<T>),
+    nodes: usize,
+) -> Option<f64> {
+    let ((was, from), (is, to)) = before.zip(after)?;
+    (was == is && nodes > 0).then(|| (to - from) * 1000.0 / nodes as f64)
+}
+
+/// What a rollout started at `start` (the mark `before`) and seen complete at `done`
+/// came to; returns the mark now too.
 pub(super) async fn figures(
     controller: &Running,
     pools: &[PoolPlan],
     progress: &[PoolProgress],
     (start, done): (Instant, Option<Instant>),
-    before: &Histogram,
-) -> (Figures, Histogram) {
-    let (rss, metrics) = controller.probe().await;
-    let now = metrics.map_or_else(Histogram::default, |m| parse_histogram(&m, RECONCILE));
-    let during = now.since(before);
+    before: &Mark,
+) -> (Figures, Mark) {
+    let probe = controller.probe().await;
+    let rss = probe.rss_mib;
+    let now = mark_of(probe);
+    let during = now.histogram.since(&before.histogram);
+    let nodes = pools.iter().map(|p| p.nodes.len()).sum();
+    let bench = (
+        before.bench_cpu_s.map(|c| ((), c)),
+        now.bench_cpu_s.map(|c| ((), c)),
+    );
     let figures = Figures {
         makespan_s: done.map(|d| secs(d - start)),
         reconciles: during.count,
         reconcile_p99_ms: during.quantile(0.99).map(|s| s * 1000.0),
         controller_rss_mib: rss,
+        controller_cpu_ms_per_update: per_update(
+            (before.controller_cpu, now.controller_cpu),
+            nodes,
+        ),
+        bench_cpu_ms_per_update: per_update(bench, nodes),
         order_problems: order_problems(pools, progress),
     };
     (figures, now)
@@ -118,7 +168,7 @@ pub(super) async fn all(
     controller: &Running,
     (tracker, t0, done): (&RolloutTracker, Instant, Option<Instant>),
     samples: &mut Vec<Sample>,
-    before: Histogram,
+    before: Mark,
 ) -> Result<Vec<Figures>, String> {
     let progress = tracker.pools();
     let (first, before) =
@@ -140,7 +190,7 @@ pub(super) async fn more(
     (settings, world): (&Settings, &World),
     controller: &Running,
     (t0, samples): (Instant, &mut Vec<Sample>),
-    mut before: Histogram,
+    mut before: Mark,
 ) -> Result<Vec<Figures>, String> {
     let api: Api<BootcNodePool> = Api::all(world.client.clone());
     let mut out = Vec::new();
@@ -173,11 +223,14 @@ pub(super) async fn more(
         )
         .await;
         eprintln!(
-            "bootc-sim bench: rollout {} of {}: makespan {} s, controller RSS {} MiB",
+            "bootc-sim bench: rollout {} of {}: makespan {} s, controller RSS {} MiB, \
+             CPU ms per update: controller {}, bench {}",
             k + 2,
             args.rollouts,
             crate::stats::or_dash(figures.makespan_s, 2, "-"),
             crate::stats::or_dash(figures.controller_rss_mib, 1, "-"),
+            crate::stats::or_dash(figures.controller_cpu_ms_per_update, 2, "-"),
+            crate::stats::or_dash(figures.bench_cpu_ms_per_update, 2, "-"),
         );
         before = now;
         out.push(figures);
@@ -203,12 +256,23 @@ pub(super) fn summary(rollouts: &[Figures]) -> Value {
             .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.max(p))))
     };
     let five = rollouts.len().min(5);
+    let mean = |figures: &[Figures], of: fn(&Figures) -> Option<f64>| {
+        let values: Vec<f64> = figures.iter().filter_map(of).collect();
+        (!values.is_empty()).then(|| round(values.iter().sum::<f64>() / values.len() as f64, 3))
+    };
+    let (first, last_five) = (&rollouts[..five], &rollouts[rollouts.len() - five..]);
+    let controller_cpu = |f: &Figures| f.controller_cpu_ms_per_update;
+    let bench_cpu = |f: &Figures| f.bench_cpu_ms_per_update;
     json!({
         "rollouts": rollouts.len(),
         "controller_rss_mib_early": early.map(|m| round(m, 1)),
         "controller_rss_mib_last": last.map(|m| round(m, 1)),
         "controller_rss_growth": growth,
-        "reconcile_p99_ms_first_five_max": p99(&rollouts[..five]).map(|p| round(p, 2)),
-        "reconcile_p99_ms_last_five_max": p99(&rollouts[rollouts.len() - five..]).map(|p| round(p, 2)),
+        "reconcile_p99_ms_first_five_max": p99(first).map(|p| round(p, 2)),
+        "reconcile_p99_ms_last_five_max": p99(last_five).map(|p| round(p, 2)),
+        "controller_cpu_ms_per_update_first_five": mean(first, controller_cpu),
+        "controller_cpu_ms_per_update_last_five": mean(last_five, controller_cpu),
+        "bench_cpu_ms_per_update_first_five": mean(first, bench_cpu),
+        "bench_cpu_ms_per_update_last_five": mean(last_five, bench_cpu),
     })
 }

@@ -337,3 +337,18 @@ fn an_ordered_pool_granted_before_the_one_it_waits_for_is_a_problem() {
         assert!(problems[0].starts_with("pool b granted"), "{problems:?}");
     }
 }
+
+/// A rollout's CPU per node is the difference of two readings of the same process; a
+/// controller restarted in between (another PID) gives none.
+#[test]
+fn a_rollouts_cpu_per_update_is_read_from_one_process() {
+    let per_update = super::soak::per_update;
+    assert_eq!(
+        per_update((Some((7, 1.0)), Some((7, 3.0))), 1000),
+        Some(2.0)
+    );
+    assert_eq!(per_update((Some((7, 1.0)), Some((8, 3.0))), 1000), None);
+    assert_eq!(per_update((None, Some((7, 3.0))), 1000), None);
+    assert_eq!(per_update((Some((7, 1.0)), None), 1000), None);
+    assert_eq!(per_update((Some((7, 1.0)), Some((7, 1.5))), 0), None);
+}

@@ -9,6 +9,8 @@
 //! the point after one call and the point before the next one stop the agent on either
 //! side of them.
 
+use std::collections::{HashMap, VecDeque};
+
 use bootc_standin::State;
 
 use super::MemoryHost;
@@ -30,11 +32,20 @@ impl std::fmt::Debug for ByHand {
     }
 }
 
+/// How many of the latest points [`MemoryHost::steps`] keeps: far more than a test's
+/// host passes, while a host that runs for hours (a bench's soak) keeps a bounded trace.
+pub const TRACE_KEPT: usize = 4096;
+
+/// A step point: `after` (or before) the call named.
+type Point = (bool, &'static str);
+
 /// The step trace and the halt.
 #[derive(Debug, Default)]
 pub(super) struct Steps {
-    /// Every point passed, in order.
-    trace: Vec<String>,
+    /// The latest [`TRACE_KEPT`] points passed, in order.
+    trace: VecDeque<Point>,
+    /// How many times each point was passed, from the host's creation.
+    passed: HashMap<Point, usize>,
     /// The point to halt at, and at which time it is reached (1: the first).
     halt_at: Option<(String, usize)>,
     /// The point the host halted at, while it is frozen.
@@ -87,36 +98,41 @@ impl MemoryHost {
         });
     }
 
-    /// Every step point passed so far, in order.
+    /// The step points passed so far, in order (the latest [`TRACE_KEPT`]).
     pub fn steps(&self) -> Vec<String> {
-        self.lock().steps.trace.clone()
+        let inner = self.lock();
+        inner.steps.trace.iter().map(|p| text(*p)).collect()
     }
 
     /// Passes one step point of `call`; never returns when the host halts here or is
     /// frozen.
-    pub(super) async fn step(&self, call: &str, after: bool) {
+    pub(super) async fn step(&self, call: &'static str, after: bool) {
         let frozen = {
             let mut inner = self.lock();
             let steps = &mut inner.steps;
             let mut change = None;
             if steps.halted.is_none() {
-                let moment = if after { "after" } else { "before" };
-                let point = format!("{moment} {call}");
-                let reached = steps.trace.iter().filter(|p| **p == point).count() + 1;
+                let point = (after, call);
+                let reached = steps.passed.entry(point).or_default();
+                *reached += 1;
+                let reached = *reached;
                 if let Some((halt, nth)) = &steps.halt_at
-                    && *halt == point
+                    && is(halt, point)
                     && reached == *nth
                 {
-                    steps.halted = Some(format!("{point} ({nth})"));
+                    steps.halted = Some(format!("{} ({nth})", text(point)));
                 }
                 if steps
                     .by_hand
                     .as_ref()
-                    .is_some_and(|h| h.point == point && h.nth == reached)
+                    .is_some_and(|h| is(&h.point, point) && h.nth == reached)
                 {
                     change = steps.by_hand.take();
                 }
-                steps.trace.push(point);
+                if steps.trace.len() == TRACE_KEPT {
+                    steps.trace.pop_front();
+                }
+                steps.trace.push_back(point);
             }
             let frozen = steps.halted.is_some();
             if let Some(by_hand) = change {
@@ -129,4 +145,20 @@ impl MemoryHost {
             std::future::pending::<()>().await;
         }
     }
+}
+
+/// A point as the trace and the halts name it: `before unlock`, `after reboot`, ….
+fn text((after, call): Point) -> String {
+    format!("{} {call}", moment(after))
+}
+
+fn moment(after: bool) -> &'static str {
+    if after { "after" } else { "before" }
+}
+
+/// Whether `name` (`before unlock`) names `point`.
+fn is(name: &str, (after, call): Point) -> bool {
+    name.strip_prefix(moment(after))
+        .and_then(|rest| rest.strip_prefix(' '))
+        == Some(call)
 }
