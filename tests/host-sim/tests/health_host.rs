@@ -175,17 +175,35 @@ async fn dbus_host_reads_active_failed_missing_and_masked_units() {
     node.stop().await.unwrap();
 }
 
+/// Waits until the agent reports a health that passes `check`; on timeout, says what
+/// it reported last and what the node's systemd says of the units.
 async fn wait_health(
     what: &str,
-    api: &Api<BootcNode>,
-    name: &str,
-    log: &Path,
+    (api, name): (&Api<BootcNode>, &str),
+    (node, log): (&Node, &Path),
     check: impl Fn(&NodeHealth) -> bool,
 ) -> NodeHealth {
-    common::wait_logged(what, log, DEADLINE, async || {
-        let health = api.get(name).await.ok()?.status?.health?;
-        check(&health).then_some(health)
-    })
+    let last = std::sync::Mutex::new(None);
+    let context = async || {
+        let mut units = Vec::new();
+        for (unit, _, _) in UNITS {
+            units.push(format!("{unit}: {:?}", node.unit_state(unit).await));
+        }
+        let last = last.lock().unwrap().clone();
+        format!("health reported last: {last:?}; the node's units: {units:?}; ")
+    };
+    common::wait_logged_with(
+        what,
+        log,
+        DEADLINE,
+        async || {
+            let health = api.get(name).await.ok()?.status?.health?;
+            let passes = check(&health);
+            *last.lock().unwrap() = Some(health.clone());
+            passes.then_some(health)
+        },
+        context,
+    )
     .await
 }
 
@@ -214,7 +232,10 @@ async fn the_agent_reports_the_units_in_status_health() {
     let agents = DaemonSet::start_with(&node, &kubeconfig, &log, options);
 
     let boot_id = node.boot_id().await.unwrap();
-    let first = wait_health("health", &api, &name, &log, |h| h.boot_id == boot_id).await;
+    let first = wait_health("health", (&api, &name), (&node, &log), |h| {
+        h.boot_id == boot_id
+    })
+    .await;
     assert!(!first.healthy);
     assert_eq!(
         unit_states(&first.units),
@@ -227,7 +248,10 @@ async fn the_agent_reports_the_units_in_status_health() {
     // Started now: activating for 3 s, then active; seen without waiting for a poll.
     let started = Instant::now();
     start_unit(&node, "health-late.service").await;
-    let healthy = wait_health("health-late active", &api, &name, &log, |h| h.healthy).await;
+    let healthy = wait_health("health-late active", (&api, &name), (&node, &log), |h| {
+        h.healthy
+    })
+    .await;
     let took = started.elapsed();
     println!("health-late.service started; healthy reported after {took:?}");
     assert!(took < Duration::from_secs(20), "seen after {took:?}");
@@ -240,7 +264,10 @@ async fn the_agent_reports_the_units_in_status_health() {
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    let failed = wait_health("the new list", &api, &name, &log, |h| h.units.len() == 3).await;
+    let failed = wait_health("the new list", (&api, &name), (&node, &log), |h| {
+        h.units.len() == 3
+    })
+    .await;
     assert!(!failed.healthy);
     assert_eq!(
         unit_states(&failed.units),
@@ -257,7 +284,7 @@ async fn the_agent_reports_the_units_in_status_health() {
     node.wait_booted(boots, DEADLINE).await.unwrap();
     let new_boot = node.boot_id().await.unwrap();
     assert_ne!(new_boot, boot_id);
-    let after = wait_health("the new boot's health", &api, &name, &log, |h| {
+    let after = wait_health("the new boot's health", (&api, &name), (&node, &log), |h| {
         h.boot_id == new_boot
     })
     .await;

@@ -142,7 +142,19 @@ pub async fn wait_logged<T>(
     what: &str,
     log: &Path,
     deadline: Duration,
+    check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    wait_logged_with(what, log, deadline, check, async || String::new()).await
+}
+
+/// [`wait_logged`], the panic also saying what `context` finds then (the state of the
+/// host, say).
+pub async fn wait_logged_with<T>(
+    what: &str,
+    log: &Path,
+    deadline: Duration,
     mut check: impl AsyncFnMut() -> Option<T>,
+    context: impl AsyncFnOnce() -> String,
 ) -> T {
     let until = tokio::time::Instant::now() + deadline;
     loop {
@@ -150,10 +162,11 @@ pub async fn wait_logged<T>(
             return t;
         }
         if tokio::time::Instant::now() >= until {
+            let context = context().await;
             let log = std::fs::read_to_string(log).unwrap_or_default();
             let lines: Vec<&str> = log.lines().collect();
             let tail = lines[lines.len().saturating_sub(40)..].join("\n");
-            panic!("timed out waiting for {what}; agent log:\n{tail}");
+            panic!("timed out waiting for {what}; {context}agent log:\n{tail}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
