@@ -24,10 +24,10 @@ use tokio::sync::{Notify, watch};
 mod catalog;
 mod lock;
 mod steps;
-pub use steps::TRACE_KEPT;
 mod units;
 
 pub use catalog::Catalog;
+pub use steps::TRACE_KEPT;
 
 pub use units::parse_state;
 

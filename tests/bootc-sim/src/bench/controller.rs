@@ -77,7 +77,7 @@ pub(super) fn start(settings: &Settings, world: &World, stop: watch::Receiver<bo
 
 impl Running {
     /// Its metrics text now, and under `--controller-process` the child's resident size
-    /// now (MiB); `None` each when it cannot be had.
+    /// (MiB) and CPU time now; `None` each when it cannot be had.
     pub(super) async fn probe(&self) -> child::Probe {
         match self {
             Running::InProcess { metrics, .. } => child::Probe {

@@ -36,7 +36,8 @@ pub(super) struct Figures {
     /// Under `--controller-process`: the controller's resident size once it was over.
     pub(super) controller_rss_mib: Option<f64>,
     /// Under `--controller-process`: the controller's CPU time during the rollout, per
-    /// node (`None` when it was restarted meanwhile).
+    /// node (`None` when it was restarted meanwhile, and for the first rollout, which
+    /// starts before the controller process).
     pub(super) controller_cpu_ms_per_update: Option<f64>,
     /// This process's CPU time during the rollout (emulator, kubelets, agents), per node.
     pub(super) bench_cpu_ms_per_update: Option<f64>,
