@@ -19,6 +19,8 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub mod cycles;
+
 /// The node states of the picture, bottom to top.
 pub const STATES: [&str; 5] = ["on target", "rebooting", "staged", "staging", "pending"];
 
@@ -44,6 +46,8 @@ struct BootcFacts {
     staged: bool,
     booted: bool,
     slot: bool,
+    /// `desiredImageState: Booted`.
+    approved: bool,
 }
 
 /// Counts at one instant.
@@ -90,6 +94,8 @@ struct TrackState {
     lagged: u64,
     /// Reboot slots held now, and every change of that number.
     slots: SlotLog,
+    /// Where each slot's time went.
+    cycles: cycles::SlotCycles,
 }
 
 fn name_of(object: &Value) -> Option<String> {
@@ -110,6 +116,7 @@ impl TrackState {
                 staged: false,
                 booted: false,
                 slot: false,
+                approved: false,
             });
             let unavailable = n.unschedulable || !n.ready || b.slot;
             let state = if unavailable {
@@ -185,6 +192,7 @@ impl TrackState {
             );
         }
         self.recount(&name);
+        self.observe_cycle(&name);
         true
     }
 
@@ -211,7 +219,23 @@ impl TrackState {
             self.pools[i].first_grant_rv.get_or_insert(rv);
         }
         self.recount(&name);
+        self.observe_cycle(&name);
         true
+    }
+
+    /// Node `name`'s slot steps as its objects show them now.
+    fn observe_cycle(&mut self, name: &str) {
+        let (Some(node), Some(bootc)) = (self.nodes.get(name), self.bootc.get(name)) else {
+            return;
+        };
+        let seen = cycles::Seen {
+            slot: bootc.slot,
+            cordoned: node.unschedulable,
+            approved: bootc.approved,
+            ready: node.ready,
+            booted: bootc.booted,
+        };
+        self.cycles.observe(name, seen, Instant::now());
     }
 
     /// What a BootcNode at `rv` shows of its progress towards the target and its slot.
@@ -235,6 +259,10 @@ impl TrackState {
                 .pointer("/metadata/annotations")
                 .and_then(Value::as_object)
                 .is_some_and(|a| a.contains_key(REBOOT_SLOT_ANNOTATION)),
+            approved: object
+                .pointer("/spec/desiredImageState")
+                .and_then(Value::as_str)
+                .is_some_and(|s| s == "Booted"),
         }
     }
 
@@ -381,6 +409,7 @@ impl RolloutTracker {
             done_at: None,
             lagged: 0,
             slots: SlotLog::default(),
+            cycles: cycles::SlotCycles::default(),
         };
         inner.resync(&handle);
         let inner = Arc::new(Mutex::new(inner));
@@ -437,6 +466,11 @@ impl RolloutTracker {
     /// Every change of the number of reboot slots held so far.
     pub fn slot_log(&self) -> SlotLog {
         lock(&self.inner).slots.clone()
+    }
+
+    /// Where the time of the slots released so far went, phase by phase.
+    pub fn slot_phases(&self) -> Vec<cycles::Phase> {
+        lock(&self.inner).cycles.phases()
     }
 
     /// Each pool's progress so far.

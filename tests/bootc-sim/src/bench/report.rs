@@ -39,6 +39,8 @@ struct Numbers {
     first_reboot_s: Option<f64>,
     /// Mean slots held ÷ budget, from the first grant to the last.
     slot_utilisation: Option<f64>,
+    /// Where the slots' time went, step to step.
+    slot_phases: Vec<crate::track::cycles::Phase>,
     /// Under `--canary`: the gap after its last grant, and whether it was short.
     canary: Option<gated::CanaryCheck>,
     /// Under `--alert-gate`: what is wrong with the gate's part.
@@ -152,6 +154,7 @@ impl Run<'_> {
                 .first_grant()
                 .map(|t| secs(t.saturating_duration_since(m.t0))),
             slot_utilisation: slots.utilisation(slots_budget),
+            slot_phases: m.tracker.slot_phases(),
             canary: self.settings.canary.as_ref().map(|(canary, _)| {
                 let soak = std::time::Duration::from_secs(u64::from(self.settings.canary_soak));
                 match m.chaos {
@@ -289,9 +292,15 @@ impl Run<'_> {
             ),
             None => String::new(),
         };
+        let phases = numbers
+            .slot_phases
+            .iter()
+            .map(|p| format!("{} {:.1}", p.step, p.mean_ms))
+            .collect::<Vec<_>>()
+            .join(", ");
         format!(
             "{controller}{bench}first reboot after {} s, slot utilisation {}, writes per node {:.2} \
-             (controller {:.2})",
+             (controller {:.2}); mean ms from a slot's grant: {phases}",
             or_dash(numbers.first_reboot_s, 3),
             or_dash(numbers.slot_utilisation, 3),
             numbers.writes as f64 / n,
@@ -426,6 +435,7 @@ impl Run<'_> {
             "writes_per_node_controller": round(numbers.controller_writes as f64 / n, 2),
             "first_reboot_s": numbers.first_reboot_s.map(|s| round(s, 3)),
             "slot_utilisation": numbers.slot_utilisation.map(|u| round(u, 3)),
+            "slot_phases": crate::track::cycles::to_json(&numbers.slot_phases),
             "controller_process": args.controller_process,
             "controller_cpu_s": m.controller_usage.map(|u| round(u.cpu_s, 2)),
             "controller_cpu_ms_per_update": m
