@@ -3,9 +3,9 @@
 use serde_json::Value;
 
 use crate::cel::{has_rules, validate_cel};
-use crate::defaults::apply_defaults;
+use crate::defaults::apply_defaults_in_place;
 use crate::error::SchemaError;
-use crate::prune::prune;
+use crate::prune::prune_in_place;
 use crate::validate::validate;
 
 /// The detail of the error kube-apiserver adds when it skips CEL rules.
@@ -35,14 +35,31 @@ pub fn admit(
     value: &Value,
     old: Option<&Value>,
 ) -> Result<Value, Vec<SchemaError>> {
-    let (pruned, _) = prune(schema, value);
-    let object = apply_defaults(schema, &pruned);
+    let mut object = value.clone();
+    prune_in_place(schema, &mut object);
+    admit_pruned(schema, object, old)
+}
+
+/// [`admit`] of an object the caller owns and has pruned already
+/// ([`crate::prune_in_place`], whose removed paths it may want for warnings):
+/// steps 2 to 4, with no copy of the object.
+pub fn admit_pruned(
+    schema: &Value,
+    mut object: Value,
+    old: Option<&Value>,
+) -> Result<Value, Vec<SchemaError>> {
+    apply_defaults_in_place(schema, &mut object);
     let mut errors = validate(schema, &object);
     if has_rules(schema) {
         if errors.iter().any(|e| e.kind.blocks_cel()) {
             errors.push(SchemaError::invalid("", Value::Null, CEL_SKIPPED));
         } else {
-            let old = old.map(|o| apply_defaults(schema, &prune(schema, o).0));
+            let old = old.map(|o| {
+                let mut old = o.clone();
+                prune_in_place(schema, &mut old);
+                apply_defaults_in_place(schema, &mut old);
+                old
+            });
             errors.extend(validate_cel(schema, &object, old.as_ref()));
         }
     }

@@ -25,9 +25,14 @@ use crate::schema::{self, Additional, MAX_DEPTH};
 #[must_use]
 pub fn apply_defaults(schema: &Value, value: &Value) -> Value {
     let mut out = value.clone();
-    prune_nulls(schema, &mut out, true, 0);
-    default_node(schema, &mut out, true, 0);
+    apply_defaults_in_place(schema, &mut out);
     out
+}
+
+/// [`apply_defaults`] to `value` itself, without a copy.
+pub fn apply_defaults_in_place(schema: &Value, value: &mut Value) {
+    prune_nulls(schema, value, true, 0);
+    default_node(schema, value, true, 0);
 }
 
 /// `isNonNullableNull`: `value` is `null` and `schema` does not allow it.

@@ -33,10 +33,10 @@ mod schema;
 mod structural;
 mod validate;
 
-pub use admit::admit;
+pub use admit::{admit, admit_pruned};
 pub use cel::validate_cel;
-pub use defaults::apply_defaults;
+pub use defaults::{apply_defaults, apply_defaults_in_place};
 pub use error::{ErrorKind, SchemaError};
-pub use prune::prune;
+pub use prune::{prune, prune_in_place};
 pub use structural::structural_errors;
 pub use validate::validate;

@@ -24,14 +24,20 @@ use crate::schema::{self, Additional, MAX_DEPTH, META_FIELDS};
 #[must_use]
 pub fn prune(schema: &Value, value: &Value) -> (Value, Vec<String>) {
     let mut out = value.clone();
+    let pruned = prune_in_place(schema, &mut out);
+    (out, pruned)
+}
+
+/// [`prune`] of `value` itself, without a copy; returns the paths of the removed fields.
+pub fn prune_in_place(schema: &Value, value: &mut Value) -> Vec<String> {
     let mut pruned = Vec::new();
     let root = At {
         path: String::new(),
         root: true,
         depth: 0,
     };
-    prune_node(Some(schema), &mut out, &root, &mut pruned);
-    (out, pruned)
+    prune_node(Some(schema), value, &root, &mut pruned);
+    pruned
 }
 
 /// Where the walk stands: the path of the value, whether it is a resource root, and how deep.

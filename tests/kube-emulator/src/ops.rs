@@ -210,14 +210,14 @@ impl Inner {
         &self,
         t: &ResourceType,
         name: &str,
-        object: Value,
+        mut object: Value,
         old: Option<&Value>,
         opts: &WriteOptions,
     ) -> Result<(Value, Vec<String>), ApiError> {
         let Some(schema) = t.schema() else {
             return Ok((object, Vec::new()));
         };
-        let (_, pruned) = apischema::prune(schema, &object);
+        let pruned = apischema::prune_in_place(schema, &mut object);
         let mut warnings = Vec::new();
         if !pruned.is_empty() {
             match opts.field_validation {
@@ -240,7 +240,7 @@ impl Inner {
                 FieldValidation::Ignore => {}
             }
         }
-        match apischema::admit(schema, &object, old) {
+        match apischema::admit_pruned(schema, object, old) {
             Ok(stored) => Ok((stored, warnings)),
             Err(errors) => {
                 let causes: Vec<(String, String)> = errors

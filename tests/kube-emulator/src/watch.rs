@@ -66,9 +66,23 @@ fn view(req: &WatchRequest, event: &Event) -> Option<(EventType, Arc<Value>)> {
     Some((kind, event.object.clone()))
 }
 
+/// One watch line, `{"object":…,"type":…}` and a newline: the object serialized where it
+/// is, not copied into a wrapper first (the keys in the order `json!` gives them).
 fn line(kind: &str, object: &Value) -> Bytes {
-    let mut text = json!({"type": kind, "object": object}).to_string();
-    text.push('\n');
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        object: &'a Value,
+        #[serde(rename = "type")]
+        kind: &'a str,
+    }
+    let mut text = match serde_json::to_vec(&Line { object, kind }) {
+        Ok(text) => text,
+        // A `Value` always serializes; should it not, the slower way says the same.
+        Err(_) => json!({"type": kind, "object": object})
+            .to_string()
+            .into_bytes(),
+    };
+    text.push(b'\n');
     Bytes::from(text)
 }
 
@@ -178,8 +192,15 @@ impl Lines {
 
     /// The line of one event.
     fn render(&self, kind: EventType, object: &Value) -> Bytes {
+        let api_version = self.req.resource.api_version();
+        if self.req.table.is_none()
+            && object.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str())
+        {
+            // Stored in the version watched, as nearly every object is: no copy.
+            return line(kind.as_str(), object);
+        }
         let mut object = object.clone();
-        object["apiVersion"] = json!(self.req.resource.api_version());
+        object["apiVersion"] = json!(api_version);
         match self.req.table {
             Some(version) => {
                 let headers = self.first.swap(false, Ordering::SeqCst);
