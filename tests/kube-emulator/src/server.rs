@@ -249,10 +249,12 @@ async fn handle(
 }
 
 fn json_response(code: u16, value: &Value, warnings: &[String]) -> Response {
+    // Serialized into bytes directly: `to_string` goes through `fmt` a piece at a time.
+    let body = serde_json::to_vec(value).unwrap_or_else(|_| value.to_string().into_bytes());
     let mut response = (
         StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
         [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
+        body,
     )
         .into_response();
     for w in warnings {
