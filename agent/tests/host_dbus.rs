@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bootc_crds::pool::SignaturePolicy;
-use bootc_node_agent::host::{DbusHost, Host, HostError};
+use bootc_node_agent::host::{CallTimeouts, DbusHost, Host, HostError};
 use bootc_node_agent::machine::Unlock;
 use zbus::{Connection, OwnedObjectPath, OwnedVariant, fdo};
 
@@ -116,6 +116,10 @@ struct Record {
     /// Units `LoadUnit` finds: name → (LoadState, ActiveState, SubState); any other
     /// name loads as `not-found`, as systemd loads a unit without a file.
     units: HashMap<String, (String, String, String)>,
+    /// Calls (`LoadUnit`, `Reload`) the fake takes and never answers.
+    unanswered: Vec<&'static str>,
+    /// How long `Reload` takes to answer.
+    reload_takes: Duration,
 }
 
 type Shared = Arc<Mutex<Record>>;
@@ -416,7 +420,13 @@ impl FakeManager {
         name: String,
         #[zbus(connection)] conn: &Connection,
     ) -> fdo::Result<OwnedObjectPath> {
-        self.call(format!("LoadUnit {name}"));
+        if self
+            .called(format!("LoadUnit {name}"))
+            .unanswered
+            .contains(&"LoadUnit")
+        {
+            std::future::pending::<()>().await;
+        }
         let path = format!("/org/freedesktop/systemd1/unit/{}", escape(&name));
         let unit = FakeUnit {
             name,
@@ -444,8 +454,15 @@ impl FakeManager {
         Vec::new()
     }
 
-    fn reload(&self) {
-        self.call("Reload");
+    async fn reload(&self) {
+        let (unanswered, takes) = {
+            let record = self.called("Reload");
+            (record.unanswered.contains(&"Reload"), record.reload_takes)
+        };
+        if unanswered {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(takes).await;
     }
 
     fn unmask_unit_files(
@@ -651,6 +668,15 @@ impl Fixture {
 }
 
 async fn fixture(soft_reboots: Option<u32>, timeout: Duration) -> Fixture {
+    fixture_with(soft_reboots, timeout, CallTimeouts::default()).await
+}
+
+/// [`fixture`], the host's D-Bus calls bounded by `calls`.
+async fn fixture_with(
+    soft_reboots: Option<u32>,
+    timeout: Duration,
+    calls: CallTimeouts,
+) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let bus = start_bus(dir.path());
     let bootc = dir.path().join("bootc");
@@ -688,7 +714,7 @@ async fn fixture(soft_reboots: Option<u32>, timeout: Duration) -> Fixture {
         .build()
         .await
         .unwrap();
-    let host = DbusHost::connect(&bus.address, &work, timeout)
+    let host = DbusHost::connect_with(&bus.address, &work, timeout, calls)
         .await
         .unwrap()
         .with_bootc_path(bootc.display().to_string());
@@ -1258,4 +1284,75 @@ async fn unit_names_that_are_not_unit_names_are_refused_before_any_bus_call() {
         );
     }
     assert!(f.record.lock().unwrap().calls.is_empty(), "nothing sent");
+}
+
+/// Calls bounded to 300 ms, a reload to 3 s.
+const SHORT_CALLS: CallTimeouts = CallTimeouts {
+    call: Duration::from_millis(300),
+    reload: Duration::from_secs(3),
+};
+
+/// Runs `call`, failing the test if it has not returned within `deadline`.
+async fn within<T>(deadline: Duration, what: &str, call: impl Future<Output = T>) -> (T, Duration) {
+    let start = Instant::now();
+    match tokio::time::timeout(deadline, call).await {
+        Ok(out) => (out, start.elapsed()),
+        Err(_) => panic!("{what} did not return within {deadline:?}: the call hangs"),
+    }
+}
+
+fn timed_out(e: &HostError) -> bool {
+    matches!(e, HostError::Call { source: zbus::Error::InputOutput(io), .. } if io.kind() == std::io::ErrorKind::TimedOut)
+}
+
+#[tokio::test]
+async fn a_call_systemd_never_answers_fails_after_the_call_timeout() {
+    let f = fixture_with(Some(0), Duration::from_secs(30), SHORT_CALLS).await;
+    set_unit(&f, "kubelet.service", ("loaded", "active", "running"));
+    let names = vec!["kubelet.service".to_owned()];
+    // Answered: the bound changes nothing.
+    assert_eq!(
+        f.host.unit_states(&names).await.unwrap()[0].active_state,
+        "active"
+    );
+    f.record.lock().unwrap().unanswered.push("LoadUnit");
+    let (result, took) = within(
+        Duration::from_secs(20),
+        "unit_states",
+        f.host.unit_states(&names),
+    )
+    .await;
+    let e = result.unwrap_err();
+    assert!(timed_out(&e), "a timeout, naming the call: {e}");
+    assert!(e.to_string().contains("Manager.LoadUnit"), "{e}");
+    assert!(took >= SHORT_CALLS.call, "gave up after {took:?}");
+    // The call was made, and not answered.
+    let calls = f.record.lock().unwrap().calls.clone();
+    assert_eq!(
+        calls.iter().filter(|c| c.starts_with("LoadUnit")).count(),
+        2,
+        "{calls:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_reload_may_take_longer_than_a_call_but_not_for_ever() {
+    let f = fixture_with(Some(0), Duration::from_secs(30), SHORT_CALLS).await;
+    // Slower than any other call may be, within the reload's own bound.
+    f.record.lock().unwrap().reload_takes = SHORT_CALLS.call * 3;
+    let (result, took) = within(Duration::from_secs(20), "mask", f.host.mask_update_timer()).await;
+    result.unwrap();
+    assert!(
+        took >= SHORT_CALLS.call * 3,
+        "the reload answered after {took:?}"
+    );
+    // Never answered: the reload fails at its bound, naming the call.
+    f.record.lock().unwrap().unanswered.push("Reload");
+    let (result, took) = within(Duration::from_secs(20), "mask", f.host.mask_update_timer()).await;
+    let e = result.unwrap_err();
+    assert!(timed_out(&e), "a timeout, naming the call: {e}");
+    assert!(e.to_string().contains("Manager.Reload"), "{e}");
+    assert!(took >= SHORT_CALLS.reload, "gave up after {took:?}");
+    let record = f.record.lock().unwrap();
+    assert_eq!(calls_starting_with(&record, &["Reload"]).len(), 2);
 }

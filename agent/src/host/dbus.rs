@@ -66,10 +66,35 @@ const LEFTOVER_MARGIN: Duration = Duration::from_secs(10);
 /// logind's `SD_LOGIND_SOFT_REBOOT` flag.
 const SOFT_REBOOT_FLAG: u64 = 1 << 2;
 
+/// How long the agent waits for the answer to a D-Bus call before it gives the call up
+/// as failed (and tries again later, as after any failed call). Without a bound, a call
+/// whose answer never came (a wedged systemd or bus) would stop the agent's loop without
+/// a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTimeouts {
+    /// Every call but `Manager.Reload`: 25 s, sd-bus's default for a method call.
+    pub call: Duration,
+    /// `Manager.Reload`, which systemd answers once the reload is done: 180 s, the
+    /// bound `systemctl daemon-reload` gives it (twice systemd's default unit timeout).
+    pub reload: Duration,
+}
+
+impl Default for CallTimeouts {
+    fn default() -> Self {
+        CallTimeouts {
+            call: Duration::from_secs(25),
+            reload: Duration::from_secs(180),
+        }
+    }
+}
+
 /// [`Host`] through the host's system bus.
 #[derive(Debug)]
 pub struct DbusHost {
     connection: Connection,
+    /// The bus's address, for the connection `Manager.Reload` is called on.
+    address: String,
+    calls: CallTimeouts,
     work_dir: PathBuf,
     host_root: PathBuf,
     changes: tokio::sync::watch::Receiver<u64>,
@@ -88,6 +113,27 @@ pub struct DbusHost {
     progress_supported: std::sync::atomic::AtomicBool,
 }
 
+/// A connection to the bus at `address` whose method calls fail after `timeout`
+/// without an answer.
+async fn bus_connection(address: &str, timeout: Duration) -> Result<Connection, HostError> {
+    zbus::connection::Builder::address(address)
+        .method_timeout(timeout)
+        .build()
+        .await
+        .map_err(|source| HostError::Connect {
+            address: address.to_owned(),
+            source,
+        })
+}
+
+async fn manager_on(connection: &Connection) -> Result<SystemdManagerProxy<'static>, HostError> {
+    SystemdManagerProxy::builder(connection)
+        .cache_properties(CacheProperties::No)
+        .build()
+        .await
+        .map_err(call_error("systemd1.Manager"))
+}
+
 impl DbusHost {
     /// Connects to the bus at `address` (`unix:path=/run/dbus/system_bus_socket`),
     /// subscribes to systemd's job signals and starts following
@@ -95,11 +141,22 @@ impl DbusHost {
     ///
     /// `work_dir` is an absolute directory as the host sees it; commands write their
     /// output there and the agent reads it at the same path (see [`Self::with_host_root`]).
-    /// Each command may run for `timeout`.
+    /// Each command may run for `timeout`; each D-Bus call is answered within the
+    /// [`CallTimeouts`] defaults or fails.
     pub async fn connect(
         address: &str,
         work_dir: impl Into<PathBuf>,
         timeout: Duration,
+    ) -> Result<Self, HostError> {
+        Self::connect_with(address, work_dir, timeout, CallTimeouts::default()).await
+    }
+
+    /// [`Self::connect`], with D-Bus calls bounded by `calls`.
+    pub async fn connect_with(
+        address: &str,
+        work_dir: impl Into<PathBuf>,
+        timeout: Duration,
+        calls: CallTimeouts,
     ) -> Result<Self, HostError> {
         let work_dir = work_dir.into();
         if !work_dir.is_absolute() {
@@ -107,16 +164,12 @@ impl DbusHost {
                 path: work_dir.display().to_string(),
             });
         }
-        let connection = zbus::connection::Builder::address(address)
-            .build()
-            .await
-            .map_err(|source| HostError::Connect {
-                address: address.to_owned(),
-                source,
-            })?;
+        let connection = bus_connection(address, calls.call).await?;
         let (changes, watcher) = follow_status_updates(&connection).await?;
         Ok(Self {
             connection,
+            address: address.to_owned(),
+            calls,
             work_dir,
             host_root: PathBuf::from("/"),
             changes,
@@ -152,11 +205,19 @@ impl DbusHost {
     }
 
     async fn manager(&self) -> Result<SystemdManagerProxy<'static>, HostError> {
-        SystemdManagerProxy::builder(&self.connection)
-            .cache_properties(CacheProperties::No)
-            .build()
+        manager_on(&self.connection).await
+    }
+
+    /// `Manager.Reload`, on a connection of its own whose calls may take
+    /// [`CallTimeouts::reload`]: a reload of a large system may take longer than any
+    /// other call should. Reloads are rare (masking and releasing the update timer).
+    async fn reload(&self) -> Result<(), HostError> {
+        let connection = bus_connection(&self.address, self.calls.reload).await?;
+        manager_on(&connection)
+            .await?
+            .reload()
             .await
-            .map_err(call_error("systemd1.Manager"))
+            .map_err(call_error("Manager.Reload"))
     }
 
     /// Runs `bootc ARGS` as a transient unit and returns its standard output.
@@ -433,10 +494,7 @@ impl Host for DbusHost {
             .mask_unit_files(&[UPDATE_TIMER], true, true)
             .await
             .map_err(call_error("Manager.MaskUnitFiles"))?;
-        manager
-            .reload()
-            .await
-            .map_err(call_error("Manager.Reload"))?;
+        self.reload().await?;
         let _ = manager.reset_failed_unit(UPDATE_TIMER).await;
         Ok(())
     }
@@ -447,10 +505,7 @@ impl Host for DbusHost {
             .unmask_unit_files(&[UPDATE_TIMER], true)
             .await
             .map_err(call_error("Manager.UnmaskUnitFiles"))?;
-        manager
-            .reload()
-            .await
-            .map_err(call_error("Manager.Reload"))?;
+        self.reload().await?;
         start_if_enabled(&manager, UPDATE_TIMER).await
     }
 

@@ -17,7 +17,7 @@ use crate::bootc_status::BootcHost;
 pub mod dbus;
 pub mod progress;
 
-pub use dbus::DbusHost;
+pub use dbus::{CallTimeouts, DbusHost};
 pub use progress::StageProgress;
 
 /// The host's own update timer, which would update and reboot the host behind the pool's
