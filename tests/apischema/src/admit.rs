@@ -42,7 +42,9 @@ pub fn admit(
 
 /// [`admit`] of an object the caller owns and has pruned already
 /// ([`crate::prune_in_place`], whose removed paths it may want for warnings):
-/// steps 2 to 4, with no copy of the object.
+/// steps 2 to 4, with no copy of the object. A caller that knows no rule of the
+/// schema reads `oldSelf` ([`crate::reads_old_self`]) may pass no `old`: the
+/// result is the same, without preparing the old object.
 pub fn admit_pruned(
     schema: &Value,
     mut object: Value,

@@ -65,6 +65,32 @@ pub(crate) fn has_rules(schema: &Value) -> bool {
     walk(schema, 0)
 }
 
+/// Whether any `x-kubernetes-validations` entry anywhere in `schema` may read `oldSelf`
+/// (its `rule` or `messageExpression` names it). When none does, a rule's outcome and
+/// message do not depend on the old object, so [`validate_cel`] with no old object
+/// reports what it reports with one, and a caller may skip preparing it. Read as text, so
+/// a rule that only mentions the word counts too: never a false "no".
+#[must_use]
+pub fn reads_old_self(schema: &Value) -> bool {
+    fn names_it(entry: &Value) -> bool {
+        ["rule", "messageExpression"].iter().any(|k| {
+            entry
+                .get(*k)
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.contains("oldSelf"))
+        })
+    }
+    match schema {
+        Value::Object(map) => map.iter().any(|(k, v)| {
+            (k == "x-kubernetes-validations"
+                && v.as_array().is_some_and(|rules| rules.iter().any(names_it)))
+                || reads_old_self(v)
+        }),
+        Value::Array(list) => list.iter().any(reads_old_self),
+        _ => false,
+    }
+}
+
 /// One `x-kubernetes-validations` entry, read leniently.
 #[derive(Debug)]
 struct RuleSpec<'a> {

@@ -34,7 +34,7 @@ mod structural;
 mod validate;
 
 pub use admit::{admit, admit_pruned};
-pub use cel::validate_cel;
+pub use cel::{reads_old_self, validate_cel};
 pub use defaults::{apply_defaults, apply_defaults_in_place};
 pub use error::{ErrorKind, SchemaError};
 pub use prune::{prune, prune_in_place};

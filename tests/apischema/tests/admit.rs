@@ -236,3 +236,90 @@ fn transition_rule_on_update() {
     let before = admit(&pool_schema(), &minimal_pool(), None).unwrap();
     assert!(admit(&pool_schema(), &changed, Some(&before)).is_ok());
 }
+
+/// The pool schema with its one transition rule (`class` immutable) made a rule on the
+/// new value alone, its message an expression.
+fn schema_without_old_self() -> Value {
+    let mut schema = pool_schema();
+    schema["properties"]["spec"]["properties"]["class"]["x-kubernetes-validations"] = json!([{
+        "rule": "size(self) <= 8",
+        "messageExpression": "'class ' + self + ' is longer than 8'",
+        "message": "oldSelf is not read here"
+    }]);
+    schema
+}
+
+#[test]
+fn a_rule_reads_old_self_when_its_rule_or_message_expression_names_it() {
+    assert!(apischema::reads_old_self(&pool_schema()));
+    assert!(!apischema::reads_old_self(&schema_without_old_self()));
+    let rules = |rules: Value| json!({"type": "object", "x-kubernetes-validations": rules});
+    assert!(!apischema::reads_old_self(&rules(
+        json!([{"rule": "self.a > 0"}])
+    )));
+    assert!(apischema::reads_old_self(&rules(
+        json!([{"rule": "true", "messageExpression": "'was ' + oldSelf.a"}])
+    )));
+    // Wherever in the schema the rule is.
+    for at in [
+        "/properties/a",
+        "/items",
+        "/additionalProperties",
+        "/allOf/0",
+    ] {
+        let mut schema = json!({"type": "object"});
+        let mut nested = json!({});
+        nested["x-kubernetes-validations"] = json!([{"rule": "self == oldSelf"}]);
+        let (parent, last) = at.rsplit_once('/').unwrap();
+        let slot = if parent.is_empty() {
+            &mut schema
+        } else {
+            let key = parent.trim_start_matches('/');
+            schema[key] = if last == "0" { json!([]) } else { json!({}) };
+            &mut schema[key]
+        };
+        if last == "0" {
+            slot.as_array_mut().unwrap().push(nested);
+        } else {
+            slot[last] = nested;
+        }
+        assert!(apischema::reads_old_self(&schema), "{at}: {schema}");
+    }
+}
+
+#[test]
+fn without_a_rule_reading_old_self_the_old_object_changes_nothing() {
+    let values = [
+        minimal_pool(),
+        with_spec(json!({"class": "gpu"})),
+        with_spec(json!({"class": "much-too-long"})),
+        with_spec(json!({"rollout": {"maxUnavailable": "0%"}})),
+        with_spec(json!({"class": "much-too-long", "rollout": {"maxUnavailable": 0}})),
+    ];
+    let olds: Vec<Option<Value>> = std::iter::once(None)
+        .chain(values.iter().cloned().map(Some))
+        .chain([Some(json!({"spec": "not an object"})), Some(json!(null))])
+        .collect();
+    let schema = schema_without_old_self();
+    let mut failed = 0;
+    for value in &values {
+        let alone = admit(&schema, value, None);
+        failed += usize::from(alone.is_err());
+        for old in &olds {
+            assert_eq!(
+                admit(&schema, value, old.as_ref()),
+                alone,
+                "{value} over {old:?}"
+            );
+        }
+    }
+    assert!(
+        failed >= 3,
+        "the values exercise the rules: {failed} refused"
+    );
+    // The comparison sees an old object that matters: with the transition rule, a class
+    // changed from the stored one is refused only when the stored one is given.
+    let (gpu, cpu) = (&values[1], with_spec(json!({"class": "cpu"})));
+    assert!(admit(&pool_schema(), &cpu, None).is_ok());
+    assert!(admit(&pool_schema(), &cpu, Some(gpu)).is_err());
+}

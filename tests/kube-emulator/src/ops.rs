@@ -240,6 +240,7 @@ impl Inner {
                 FieldValidation::Ignore => {}
             }
         }
+        let old = old.filter(|_| t.reads_old_self);
         match apischema::admit_pruned(schema, object, old) {
             Ok(stored) => Ok((stored, warnings)),
             Err(errors) => {

@@ -48,6 +48,9 @@ pub struct ResourceType {
     pub crd_version: Option<Arc<Value>>,
     /// The name of the CRD that registered this type.
     pub crd_name: Option<String>,
+    /// Some CEL rule of its schema may read `oldSelf`: only then does admitting an
+    /// update prepare the stored object for the rules (the same answer either way).
+    pub reads_old_self: bool,
 }
 
 impl ResourceType {
@@ -213,6 +216,9 @@ impl ResourceRegistry {
                 categories: strings(&names["categories"]),
                 status_subresource: v.pointer("/subresources/status").is_some(),
                 generation: Generation::Spec,
+                reads_old_self: v
+                    .pointer("/schema/openAPIV3Schema")
+                    .is_some_and(apischema::reads_old_self),
                 crd_version: Some(Arc::new(v.clone())),
                 crd_name: Some(name.to_string()),
             }));

@@ -669,3 +669,57 @@ async fn bookmarks_and_initial_events() {
         .unwrap();
     assert!(matches!(event, watcher::Event::Apply(o) if o.name_any() == "b2"));
 }
+
+/// A CEL transition rule (`self == oldSelf`) refuses an update that changes its field and
+/// lets others through; a rule that does not read `oldSelf` judges the new value alone.
+/// The emulator prepares the stored object for the rules only when some rule reads it.
+#[tokio::test]
+async fn transition_rules_see_the_stored_object() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::core::{ApiResource, DynamicObject};
+    let emulator = Emulator::start().await.unwrap();
+    let client = emulator.client().unwrap();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster", "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {"type": "object", "properties": {
+                    "class": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "is immutable"}]},
+                    "size": {"type": "integer", "x-kubernetes-validations": [{"rule": "self <= 3", "message": "at most 3"}]}
+                }}}}}}]}
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let resource = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Thing".into(),
+        plural: "things".into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let thing: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"class": "gpu", "size": 1}})).unwrap();
+    api.create(&PostParams::default(), &thing).await.unwrap();
+    let patch = |spec| Patch::Merge(json!({ "spec": spec }));
+    let params = PatchParams::default();
+    api.patch("t", &params, &patch(json!({"size": 2})))
+        .await
+        .expect("the class kept: accepted");
+    assert_refused(
+        api.patch("t", &params, &patch(json!({"class": "cpu"})))
+            .await,
+        422,
+        "is immutable",
+    );
+    assert_refused(
+        api.patch("t", &params, &patch(json!({"size": 4}))).await,
+        422,
+        "at most 3",
+    );
+    let stored = api.get("t").await.unwrap();
+    assert_eq!(stored.data["spec"], json!({"class": "gpu", "size": 2}));
+}

@@ -255,6 +255,7 @@ pub(super) fn types() -> Vec<Arc<ResourceType>> {
                     generation,
                     crd_version: None,
                     crd_name: None,
+                    reads_old_self: false,
                 })
             },
         )
