@@ -71,6 +71,8 @@ struct Tracker {
     /// The unavailable nodes now, each with why: kept as each event changes one node, so
     /// that an event costs the same at 10,000 nodes as at 10.
     down: BTreeMap<String, Vec<&'static str>>,
+    /// How many of `down` hold a reboot slot, kept with it.
+    down_with_slot: usize,
     /// The unavailable nodes after the last event, when there were more than the budget
     /// (a violation is told once per set); empty otherwise.
     last: BTreeSet<String>,
@@ -236,11 +238,15 @@ impl Tracker {
         let why = self.reasons(&name);
         let pool = self.pool_of.get(&name).copied();
         let is = !why.is_empty();
-        let was = if is {
-            self.down.insert(name, why).is_some()
+        let slot = |why: &[&str]| usize::from(why.contains(&"reboot-slot"));
+        self.down_with_slot += slot(&why);
+        let before = if is {
+            self.down.insert(name, why)
         } else {
-            self.down.remove(&name).is_some()
+            self.down.remove(&name)
         };
+        let was = before.is_some();
+        self.down_with_slot -= before.as_deref().map_or(0, slot);
         if let Some(i) = pool {
             let check = &mut self.pools[i];
             match (was, is) {
@@ -255,16 +261,12 @@ impl Tracker {
     fn evaluate(&mut self, rv: u64) {
         let count = self.down.len();
         self.max_unavailable_seen = self.max_unavailable_seen.max(count);
-        let slots = self
-            .down
-            .values()
-            .filter(|why| why.contains(&"reboot-slot"))
-            .count();
-        self.max_slots_seen = self.max_slots_seen.max(slots);
+        self.max_slots_seen = self.max_slots_seen.max(self.down_with_slot);
         if self.pools.is_empty() {
-            let names: BTreeSet<String> = self.down.keys().cloned().collect();
-            let over = count > self.budget;
-            if let Some(told) = self.tell(rv, over.then_some(names), None) {
+            // The names only when over the budget: at every event they would be a copy
+            // of every unavailable node's name.
+            let over = (count > self.budget).then(|| self.down.keys().cloned().collect());
+            if let Some(told) = self.tell(rv, over, None) {
                 self.violations.push(told);
             }
             return;

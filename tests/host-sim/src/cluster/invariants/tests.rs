@@ -191,6 +191,8 @@ fn random_changes(mut t: super::Tracker, checks: &[(Option<usize>, usize)]) -> V
         t.evaluate(rv);
         let scan = scanned(&t);
         assert_eq!(t.down, scan, "after rv {rv}");
+        let with_slot = scan.values().filter(|w| w.contains(&"reboot-slot")).count();
+        assert_eq!(t.down_with_slot, with_slot, "slots after rv {rv}");
         let mut to_tell = 0;
         for ((pool, budget), previous) in checks.iter().zip(previous.iter_mut()) {
             let names: BTreeSet<String> = scan
