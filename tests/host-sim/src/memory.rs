@@ -335,14 +335,13 @@ impl Host for MemoryHost {
         let json = {
             let mut inner = self.lock();
             inner.counters.status_reads += 1;
-            inner.state.status().to_string()
+            let status = inner.state.status();
+            serde_json::to_vec(&status).unwrap_or_else(|_| status.to_string().into_bytes())
         };
         self.step("status", true).await;
-        bootc_node_agent::bootc_status::parse(json.as_bytes()).map_err(|source| {
-            HostError::ParseStatus {
-                command: command.to_owned(),
-                source,
-            }
+        bootc_node_agent::bootc_status::parse(&json).map_err(|source| HostError::ParseStatus {
+            command: command.to_owned(),
+            source,
         })
     }
 
