@@ -35,9 +35,10 @@ mod proxies;
 mod unit;
 mod units;
 
-pub use bus::connection_lost;
+pub use bus::{CallTimeouts, connection_lost};
 use bus::{
-    call_error, follow_status_updates, is_unknown_property, start_if_enabled, stop_if_loaded,
+    bus_connection, call_error, follow_status_updates, is_unknown_property, manager_on,
+    start_if_enabled, stop_if_loaded,
 };
 pub(crate) use files::write_private;
 use proxies::{HostnameProxy, LoginManagerProxy, SystemdManagerProxy};
@@ -66,28 +67,6 @@ const LEFTOVER_MARGIN: Duration = Duration::from_secs(10);
 /// logind's `SD_LOGIND_SOFT_REBOOT` flag.
 const SOFT_REBOOT_FLAG: u64 = 1 << 2;
 
-/// How long the agent waits for the answer to a D-Bus call before it gives the call up
-/// as failed (and tries again later, as after any failed call). Without a bound, a call
-/// whose answer never came (a wedged systemd or bus) would stop the agent's loop without
-/// a word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallTimeouts {
-    /// Every call but `Manager.Reload`: 25 s, sd-bus's default for a method call.
-    pub call: Duration,
-    /// `Manager.Reload`, which systemd answers once the reload is done: 180 s, the
-    /// bound `systemctl daemon-reload` gives it (twice systemd's default unit timeout).
-    pub reload: Duration,
-}
-
-impl Default for CallTimeouts {
-    fn default() -> Self {
-        CallTimeouts {
-            call: Duration::from_secs(25),
-            reload: Duration::from_secs(180),
-        }
-    }
-}
-
 /// [`Host`] through the host's system bus.
 #[derive(Debug)]
 pub struct DbusHost {
@@ -111,27 +90,6 @@ pub struct DbusHost {
     progress: tokio::sync::watch::Sender<Option<StageProgress>>,
     /// Cleared when this bootc refused `--progress-fd`: staging goes on without it.
     progress_supported: std::sync::atomic::AtomicBool,
-}
-
-/// A connection to the bus at `address` whose method calls fail after `timeout`
-/// without an answer.
-async fn bus_connection(address: &str, timeout: Duration) -> Result<Connection, HostError> {
-    zbus::connection::Builder::address(address)
-        .method_timeout(timeout)
-        .build()
-        .await
-        .map_err(|source| HostError::Connect {
-            address: address.to_owned(),
-            source,
-        })
-}
-
-async fn manager_on(connection: &Connection) -> Result<SystemdManagerProxy<'static>, HostError> {
-    SystemdManagerProxy::builder(connection)
-        .cache_properties(CacheProperties::No)
-        .build()
-        .await
-        .map_err(call_error("systemd1.Manager"))
 }
 
 impl DbusHost {

@@ -1,5 +1,8 @@
-//! Talking to the bus: naming failed calls, telling a lost connection from an error
-//! answer, and following `bootc-status-updated.target`.
+//! Talking to the bus: connections whose calls are answered in bounded time, naming
+//! failed calls, telling a lost connection from an error answer, and following
+//! `bootc-status-updated.target`.
+
+use std::time::Duration;
 
 use futures::StreamExt;
 use zbus::Connection;
@@ -10,6 +13,54 @@ use crate::host::HostError;
 
 /// The target bootc's path unit starts whenever bootc's status changes.
 const STATUS_UPDATED_TARGET: &str = "bootc-status-updated.target";
+
+/// How long the agent waits for the answer to a D-Bus call before it gives the call up
+/// as failed (and tries again later, as after any failed call). Without a bound, a call
+/// whose answer never came (a wedged systemd or bus) would stop the agent's loop without
+/// a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTimeouts {
+    /// Every call but `Manager.Reload`: 25 s, sd-bus's default for a method call.
+    pub call: Duration,
+    /// `Manager.Reload`, which systemd answers once the reload is done: 180 s, the
+    /// bound `systemctl daemon-reload` gives it (twice systemd's default unit timeout).
+    pub reload: Duration,
+}
+
+impl Default for CallTimeouts {
+    fn default() -> Self {
+        CallTimeouts {
+            call: Duration::from_secs(25),
+            reload: Duration::from_secs(180),
+        }
+    }
+}
+
+/// A connection to the bus at `address` whose method calls fail after `timeout`
+/// without an answer.
+pub(super) async fn bus_connection(
+    address: &str,
+    timeout: Duration,
+) -> Result<Connection, HostError> {
+    zbus::connection::Builder::address(address)
+        .method_timeout(timeout)
+        .build()
+        .await
+        .map_err(|source| HostError::Connect {
+            address: address.to_owned(),
+            source,
+        })
+}
+
+pub(super) async fn manager_on(
+    connection: &Connection,
+) -> Result<SystemdManagerProxy<'static>, HostError> {
+    SystemdManagerProxy::builder(connection)
+        .cache_properties(CacheProperties::No)
+        .build()
+        .await
+        .map_err(call_error("systemd1.Manager"))
+}
 
 /// Wraps a failed D-Bus call's error with the call's name.
 pub(super) fn call_error(call: &'static str) -> impl FnOnce(zbus::Error) -> HostError {
