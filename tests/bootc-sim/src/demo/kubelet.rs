@@ -64,9 +64,17 @@ pub(super) fn container_list() -> String {
 
 /// When the agent's last container on `node` never became ready: what the kubelet
 /// started there and the end of that container's log, so a run that failed says why.
-fn report_unready(node: &str, seen: &[host_sim::pods::daemon::Incarnation]) {
+fn report_unready(
+    node: &str,
+    seen: &[host_sim::pods::daemon::Incarnation],
+    start_error: Option<String>,
+) {
     let Some(last) = seen.last() else {
-        println!("kubelet: the agent's pod on {node} never started a container");
+        let why = start_error.map_or_else(
+            || "no start was tried: the node was not seen up".to_owned(),
+            |e| format!("the last start failed: {e}"),
+        );
+        println!("kubelet: the agent's pod on {node} never started a container; {why}");
         return;
     };
     if last.ready {
@@ -168,7 +176,8 @@ impl State {
             pod.kill().await;
         }
         for (node, (_, agent)) in std::mem::take(&mut self.agents) {
-            report_unready(&node, &agent.stop().await);
+            let start_error = agent.last_start_error();
+            report_unready(&node, &agent.stop().await, start_error);
         }
     }
 

@@ -79,6 +79,7 @@ pub struct NodeKubelet {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     seen: Arc<Mutex<Vec<Incarnation>>>,
+    failed: Arc<Mutex<Option<String>>>,
 }
 
 /// What the task works with.
@@ -89,6 +90,8 @@ struct Parts {
     run: ContainerRun,
     files: ServiceAccountFiles,
     seen: Arc<Mutex<Vec<Incarnation>>>,
+    /// Why the last container could not be started, if it could not.
+    failed: Arc<Mutex<Option<String>>>,
 }
 
 impl NodeKubelet {
@@ -104,6 +107,7 @@ impl NodeKubelet {
     ) -> Self {
         let (stop, stopped) = watch::channel(false);
         let seen = Arc::default();
+        let failed = Arc::default();
         let parts = Parts {
             name: name.to_owned(),
             node,
@@ -111,9 +115,24 @@ impl NodeKubelet {
             run,
             files,
             seen: Arc::clone(&seen),
+            failed: Arc::clone(&failed),
         };
         let task = tokio::spawn(run_pod(parts, stopped));
-        NodeKubelet { stop, task, seen }
+        NodeKubelet {
+            stop,
+            task,
+            seen,
+            failed,
+        }
+    }
+
+    /// Why the last attempt to start a container failed, if it did (a kubelet retries):
+    /// for a report of a pod that never started.
+    pub fn last_start_error(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The containers so far, the running one last.
@@ -160,12 +179,15 @@ async fn run_pod(mut parts: Parts, mut stopped: watch::Receiver<bool>) {
             Err(e) => {
                 // The node's bus socket may not be there yet: a kubelet retries.
                 tracing::info!("kubelet: {container} not started: {e}");
+                *parts.failed.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some(format!("{container}: {e}"));
                 tokio::select! {
                     () = tokio::time::sleep(RETRY_PAUSE) => continue,
                     _ = stopped.changed() => return,
                 }
             }
         };
+        *parts.failed.lock().unwrap_or_else(PoisonError::into_inner) = None;
         let index = record(&parts.seen, |seen| {
             seen.push(Incarnation {
                 container: container.clone(),
