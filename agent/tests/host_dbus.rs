@@ -120,6 +120,8 @@ struct Record {
     unanswered: Vec<&'static str>,
     /// How long `Reload` takes to answer.
     reload_takes: Duration,
+    /// How long `StartTransientUnit` takes to answer, once it started the unit.
+    start_takes: Duration,
 }
 
 type Shared = Arc<Mutex<Record>>;
@@ -370,10 +372,15 @@ impl FakeManager {
         #[zbus(connection)] conn: &Connection,
     ) -> fdo::Result<OwnedObjectPath> {
         let props: HashMap<String, OwnedVariant> = properties.into_iter().collect();
-        if name.ends_with(".socket") {
-            return Ok(self.start_socket(name, &props, aux, conn).await);
-        }
-        self.run_service(name, props, None, conn)
+        let takes = self.record.lock().unwrap().start_takes;
+        let started = if name.ends_with(".socket") {
+            Ok(self.start_socket(name, &props, aux, conn).await)
+        } else {
+            self.run_service(name, props, None, conn)
+        };
+        // Started, answered late (`start_takes`).
+        tokio::time::sleep(takes).await;
+        started
     }
 
     /// Starts a service created beside a socket: its ExecStart gets the FIFO as fd 3.
@@ -1301,10 +1308,6 @@ async fn within<T>(deadline: Duration, what: &str, call: impl Future<Output = T>
     }
 }
 
-fn timed_out(e: &HostError) -> bool {
-    matches!(e, HostError::Call { source: zbus::Error::InputOutput(io), .. } if io.kind() == std::io::ErrorKind::TimedOut)
-}
-
 #[tokio::test]
 async fn a_call_systemd_never_answers_fails_after_the_call_timeout() {
     let f = fixture_with(Some(0), Duration::from_secs(30), SHORT_CALLS).await;
@@ -1323,7 +1326,7 @@ async fn a_call_systemd_never_answers_fails_after_the_call_timeout() {
     )
     .await;
     let e = result.unwrap_err();
-    assert!(timed_out(&e), "a timeout, naming the call: {e}");
+    assert!(e.timed_out(), "a timeout, naming the call: {e}");
     assert!(e.to_string().contains("Manager.LoadUnit"), "{e}");
     assert!(took >= SHORT_CALLS.call, "gave up after {took:?}");
     // The call was made, and not answered.
@@ -1350,9 +1353,39 @@ async fn a_reload_may_take_longer_than_a_call_but_not_for_ever() {
     f.record.lock().unwrap().unanswered.push("Reload");
     let (result, took) = within(Duration::from_secs(20), "mask", f.host.mask_update_timer()).await;
     let e = result.unwrap_err();
-    assert!(timed_out(&e), "a timeout, naming the call: {e}");
+    assert!(e.timed_out(), "a timeout, naming the call: {e}");
     assert!(e.to_string().contains("Manager.Reload"), "{e}");
     assert!(took >= SHORT_CALLS.reload, "gave up after {took:?}");
     let record = f.record.lock().unwrap();
     assert_eq!(calls_starting_with(&record, &["Reload"]).len(), 2);
+}
+
+#[tokio::test]
+async fn a_unit_whose_start_is_answered_too_late_is_stopped_not_left_running() {
+    let f = fixture_with(Some(0), Duration::from_secs(30), SHORT_CALLS).await;
+    f.record.lock().unwrap().start_takes = SHORT_CALLS.call * 3;
+    let pin = pin();
+    let staging = f.host.stage(&pin, SignaturePolicy::Default);
+    let (result, _) = within(Duration::from_secs(20), "stage", staging).await;
+    let e = result.unwrap_err();
+    assert!(e.timed_out(), "{e}");
+    assert!(e.to_string().contains("Manager.StartTransientUnit"), "{e}");
+    // systemd started the unit all the same: the agent stops it (systemd gets to the
+    // stop once the late start is answered).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (started, stopped) = {
+            let r = f.record.lock().unwrap();
+            let started: Vec<String> = r.started.iter().map(|s| s.name.clone()).collect();
+            (started, r.stopped.clone())
+        };
+        if !started.is_empty() && started.iter().all(|n| stopped.contains(n)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "started {started:?}, stopped {stopped:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -216,6 +216,15 @@ pub fn check_unit_names(names: &[String]) -> Result<(), HostError> {
 }
 
 impl HostError {
+    /// A D-Bus call that got no answer within its bound ([`CallTimeouts`]).
+    pub fn timed_out(&self) -> bool {
+        matches!(
+            self,
+            HostError::Call { source: zbus::Error::InputOutput(e), .. }
+                if e.kind() == std::io::ErrorKind::TimedOut
+        )
+    }
+
     /// Whether the host's bus went away under the call: the host is rebooting (or its
     /// bus restarting), which is no failure of the command or of the host.
     pub fn connection_lost(&self) -> bool {

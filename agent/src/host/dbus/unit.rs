@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use zbus::proxy::CacheProperties;
 use zbus::{OwnedObjectPath, Variant};
 
-use super::bus::{call_error, subscribe};
+use super::bus::{call_error, stop_if_loaded, subscribe};
 use super::pipe::ProgressPipe;
 use super::proxies::{JobRemovedStream, SystemdManagerProxy, SystemdServiceProxy};
 use super::{DbusHost, UNIT_PREFIX};
@@ -120,13 +120,25 @@ impl DbusHost {
             .receive_job_removed()
             .await
             .map_err(call_error("Manager.JobRemoved"))?;
-        let (job, reader) = match &command.pipe {
-            None => (self.start_unit(&manager, &command).await?, None),
-            Some(pipe) => {
-                let (job, reader) = self
-                    .start_with_pipe(&manager, &command, pipe, &mut removed)
-                    .await?;
-                (job, Some(reader))
+        let started = match &command.pipe {
+            None => self.start_unit(&manager, &command).await.map(|j| (j, None)),
+            Some(pipe) => self
+                .start_with_pipe(&manager, &command, pipe, &mut removed)
+                .await
+                .map(|(job, reader)| (job, Some(reader))),
+        };
+        let (job, reader) = match started {
+            Ok(started) => started,
+            Err(e) => {
+                if e.timed_out() {
+                    // systemd never answered the start, but may have started the unit
+                    // all the same: nothing of this command may run on unwatched.
+                    let _ = stop_if_loaded(&manager, &command.unit).await;
+                    if let Some(pipe) = &command.pipe {
+                        let _ = stop_if_loaded(&manager, &pipe.socket).await;
+                    }
+                }
+                return Err(e);
             }
         };
         let waited = self
