@@ -188,7 +188,7 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-fn round(x: f64, places: i32) -> f64 {
+pub(crate) fn round(x: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (x * f).round() / f
 }

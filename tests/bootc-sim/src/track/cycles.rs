@@ -139,7 +139,7 @@ fn millis(d: Duration) -> f64 {
 
 /// The phases as JSON, milliseconds to a tenth.
 pub fn to_json(phases: &[Phase]) -> Value {
-    let round = |x: f64| (x * 10.0).round() / 10.0;
+    let round = |x: f64| crate::bench::round(x, 1);
     Value::Array(
         phases
             .iter()
