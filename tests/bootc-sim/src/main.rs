@@ -24,8 +24,10 @@ use clap::{Parser, Subcommand};
 
 /// The simulation allocates and frees JSON trees at every API request of every
 /// simulated node; mimalloc does that work with less CPU than glibc's allocator, which
-/// leaves more of the machine to the controller the bench measures. The controller
-/// and the agent keep the system allocator.
+/// leaves more of the machine to the controller the bench measures. It is built without
+/// transparent huge pages (`no_thp`): with them, memory it gives back and takes again
+/// costs a fault that clears a whole 2 MiB page. The controller and the agent keep the
+/// system allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
