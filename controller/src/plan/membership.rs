@@ -1,7 +1,9 @@
 //! Who belongs to the pool: the nodes its selector matches and the BootcNodes it owns,
 //! conflicts with other pools, and the clean-up of a node that leaves.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use bootc_crds::node::DesiredImageState;
 
@@ -10,7 +12,7 @@ use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION}
 use super::Planner;
 use super::actions::Action;
 use super::holder;
-use super::world::NodeView;
+use super::world::{NodeView, Snapshot};
 
 /// Who belongs to the pool, and the nodes it shares with other pools.
 pub(super) struct Membership<'a> {
@@ -27,6 +29,7 @@ pub(super) struct Membership<'a> {
 pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> {
     let snap = p.snap;
     let pool = &snap.pool;
+    let selectors = OtherSelectors::of(snap);
     let mut out = Membership {
         members: Vec::new(),
         conflicts: Vec::new(),
@@ -50,11 +53,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
                 .is_some_and(|n| bootc_crds::selector::matches(selector, n.labels()))
         };
         let matches = selects(&pool.spec.node_selector);
-        let others: Vec<&str> = snap
-            .other_pools()
-            .filter(|(_, s)| selects(s))
-            .map(|(name, _)| name.as_str())
-            .collect();
+        let others = selectors.selecting(view.node.as_ref().map(|n| n.labels()));
         if owned && !matches {
             leave(p, view, &others);
             continue;
@@ -72,6 +71,62 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         out.members.push(view);
     }
     out
+}
+
+/// The other pools' selectors, each filed under one `matchLabels` pair it requires, so
+/// that a node is matched only against the selectors its labels may satisfy: with many
+/// pools, matching every member against every other pool's selector was most of a plan.
+pub(super) struct OtherSelectors<'s> {
+    /// Every other pool's name and selector, in the snapshot's order.
+    all: Vec<(&'s str, &'s LabelSelector)>,
+    /// By a pair each requires: indices into `all`.
+    by_pair: HashMap<(&'s str, &'s str), Vec<usize>>,
+    /// Selectors that require no pair (expressions only, or empty): indices into `all`.
+    unfiled: Vec<usize>,
+}
+
+impl<'s> OtherSelectors<'s> {
+    pub(super) fn of(snap: &'s Snapshot) -> Self {
+        let all: Vec<(&str, &LabelSelector)> = snap
+            .other_pools()
+            .map(|(name, selector)| (name.as_str(), selector))
+            .collect();
+        let mut by_pair: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+        let mut unfiled = Vec::new();
+        for (i, (_, selector)) in all.iter().enumerate() {
+            match selector.match_labels.iter().flatten().next() {
+                Some((k, v)) => by_pair.entry((k.as_str(), v.as_str())).or_default().push(i),
+                None => unfiled.push(i),
+            }
+        }
+        OtherSelectors {
+            all,
+            by_pair,
+            unfiled,
+        }
+    }
+
+    /// The other pools whose selector matches `labels` (none without a Node), in the
+    /// snapshot's order.
+    pub(super) fn selecting(&self, labels: Option<&BTreeMap<String, String>>) -> Vec<&'s str> {
+        let Some(labels) = labels.filter(|_| !self.all.is_empty()) else {
+            return Vec::new();
+        };
+        let mut maybe = self.unfiled.clone();
+        for (k, v) in labels.iter().filter(|_| !self.by_pair.is_empty()) {
+            if let Some(filed) = self.by_pair.get(&(k.as_str(), v.as_str())) {
+                maybe.extend(filed);
+            }
+        }
+        maybe.sort_unstable();
+        maybe.dedup();
+        maybe
+            .into_iter()
+            .map(|i| self.all[i])
+            .filter(|(_, selector)| bootc_crds::selector::matches(selector, labels))
+            .map(|(name, _)| name)
+            .collect()
+    }
 }
 
 /// The conflict, when another pool selects or owns the node.
@@ -137,3 +192,6 @@ pub(super) fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) 
         p.actions.push(Action::Unlabel { node });
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -101,13 +101,20 @@ impl Membership {
         }
     }
 
-    /// The names delivered from number `seq` on (each once, sorted); `None` when the log
-    /// no longer reaches back that far.
-    pub fn changed_since(&self, seq: u64) -> Option<Vec<String>> {
+    /// The names delivered from number `seq` on that `wanted` keeps (each once, sorted);
+    /// `None` when the log no longer reaches back that far. The log holds the names of
+    /// every pool's nodes: only those kept are copied.
+    pub fn changed_since(&self, seq: u64, wanted: impl Fn(&str) -> bool) -> Option<Vec<String>> {
         let log = lock(&self.changes);
         let first = log.next - log.names.len() as u64;
         let skip = usize::try_from(seq.checked_sub(first)?).ok()?;
-        let mut names: Vec<String> = log.names.iter().skip(skip).cloned().collect();
+        let mut names: Vec<String> = log
+            .names
+            .iter()
+            .skip(skip)
+            .filter(|n| wanted(n))
+            .cloned()
+            .collect();
         drop(log);
         names.sort_unstable();
         names.dedup();

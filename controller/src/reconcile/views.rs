@@ -77,24 +77,27 @@ pub struct Views {
 
 impl Views {
     /// The members of `pool`: what was kept, refreshed where it changed, or read whole.
+    ///
+    /// The watches and the controller's writes concern every pool's nodes. A refresh reads
+    /// again only this pool's members among them: a node that is no member now cannot
+    /// have become one without a label, an owner or a new object, which moves the epoch,
+    /// and then every member is read again instead (a pool writes only its members).
     pub fn take(&self, pool: &BootcNodePool, membership: &Membership, src: &impl Source) -> Taken {
         let mark = membership.mark();
-        let written: BTreeSet<String> = src.written().into_iter().collect();
-        let stamp = Stamp {
-            mark,
-            selector: pool.spec.node_selector.clone(),
-            written,
-        };
+        let written = src.written();
+        let selector = pool.spec.node_selector.clone();
         let kept = lock(&self.kept).remove(&pool.name_any());
         let refreshed = kept.and_then(|(nodes, then)| {
-            let usable = then.mark.epoch == mark.epoch && then.selector == stamp.selector;
-            let changed = membership.changed_since(then.mark.seq).filter(|_| usable)?;
-            Some(refresh(
-                pool,
-                nodes,
-                (changed, &then.written, &stamp.written),
-                src,
-            ))
+            let usable = then.mark.epoch == mark.epoch && then.selector == selector;
+            let changed = membership
+                .changed_since(then.mark.seq, |name| is_member(&nodes, name))
+                .filter(|_| usable)?;
+            let now: BTreeSet<&str> = written
+                .iter()
+                .map(String::as_str)
+                .filter(|name| is_member(&nodes, name))
+                .collect();
+            Some(refresh(pool, nodes, (changed, &then.written, &now), src))
         });
         let fresh = refreshed.is_none();
         let nodes = refreshed.unwrap_or_else(|| {
@@ -108,6 +111,16 @@ impl Views {
         } else {
             counts.1 += 1;
         }
+        // What the next refresh reads again: the members read through a write now.
+        let written = written
+            .into_iter()
+            .filter(|name| is_member(&nodes, name))
+            .collect();
+        let stamp = Stamp {
+            mark,
+            selector,
+            written,
+        };
         Taken { nodes, stamp }
     }
 
@@ -138,12 +151,12 @@ impl Views {
 fn refresh(
     pool: &BootcNodePool,
     mut nodes: Vec<NodeView>,
-    (changed, then, now): (Vec<String>, &BTreeSet<String>, &BTreeSet<String>),
+    (changed, then, now): (Vec<String>, &BTreeSet<String>, &BTreeSet<&str>),
     src: &impl Source,
 ) -> Vec<NodeView> {
     let pool_name = pool.name_any();
     let mut names: Vec<&str> = changed.iter().map(String::as_str).collect();
-    names.extend(then.iter().chain(now).map(String::as_str));
+    names.extend(then.iter().map(String::as_str).chain(now.iter().copied()));
     names.sort_unstable();
     names.dedup();
     for name in names {
@@ -158,6 +171,13 @@ fn refresh(
         }
     }
     nodes
+}
+
+/// Whether `name` is among `nodes` (sorted by name).
+fn is_member(nodes: &[NodeView], name: &str) -> bool {
+    nodes
+        .binary_search_by(|v| v.name.as_str().cmp(name))
+        .is_ok()
 }
 
 /// The view of `name` when it is a member of `pool` (named `pool_name`), as

@@ -89,7 +89,7 @@ enum Step {
     Ready(usize),
     /// A BootcNode delivered again with another image, its owner as it was.
     Image(usize, u8),
-    /// The controller wrote a BootcNode the pool owns (not yet delivered).
+    /// The controller wrote a BootcNode the pool owns (not yet delivered); only a member's.
     Write(usize, u8),
     /// The watch delivered what the controller wrote.
     Deliver(usize),
@@ -239,6 +239,15 @@ fn run(steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
     let mut selector = "worker";
     let reconcile = Step::Reconcile;
     for step in [&reconcile].into_iter().chain(steps).chain([&reconcile]) {
+        // A pool writes only its members' BootcNodes (its plans act on its members).
+        if let Step::Write(i, _) = step
+            && !world
+                .read_whole(&pool(selector))
+                .iter()
+                .any(|v| v.name == NAMES[*i])
+        {
+            continue;
+        }
         world.apply(step);
         if matches!(step, Step::Selector) {
             selector = if selector == "worker" {
@@ -316,4 +325,83 @@ fn a_reconcile_reads_only_what_changed() {
     assert_eq!(image("a"), "registry.test/os@sha256:2");
     assert_eq!(image("b"), "registry.test/os@sha256:1");
     assert_eq!(views.counts(), (1, 1));
+}
+
+/// A source that notes every name it reads.
+struct Counting<'w> {
+    world: &'w World,
+    read: std::cell::RefCell<BTreeSet<String>>,
+}
+
+impl Source for Counting<'_> {
+    fn nodes(&self) -> &Store<Node> {
+        self.world.nodes()
+    }
+    fn bootcs(&self) -> &Store<BootcNode> {
+        self.world.bootcs()
+    }
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.read.borrow_mut().insert(name.to_owned());
+        self.world.node(name)
+    }
+    fn bootc(&self, name: &str) -> Option<Arc<BootcNode>> {
+        self.read.borrow_mut().insert(name.to_owned());
+        self.world.bootc(name)
+    }
+    fn created(&self) -> Vec<String> {
+        self.world.created()
+    }
+    fn written(&self) -> Vec<String> {
+        self.world.written()
+    }
+}
+
+/// With many pools, every pool's reconcile would read every node any watch delivered or
+/// the controller wrote since its last one. A change to another pool's node is not read:
+/// no label or owner moved, so it cannot have become a member.
+#[test]
+fn a_change_to_another_pools_node_is_not_read() {
+    let mut world = World::new();
+    for (i, name) in NAMES.iter().enumerate() {
+        let (role, owner) = if i % 2 == 0 {
+            ("worker", "workers")
+        } else {
+            ("infra", "others")
+        };
+        let rv = world.next_rv();
+        world.node_event(Event::Apply(node(name, role, true, rv)));
+        let rv = world.next_rv();
+        world.bootc_event(Event::Apply(bootc(name, Some(owner), 1, rv)));
+    }
+    let views = Views::default();
+    let pool = pool("worker");
+    let first = views.take(&pool, &world.membership, &world);
+    assert_eq!(first.nodes.len(), NAMES.len() / 2);
+    views.keep("workers", first);
+
+    // "a" is a member, "b" and "d" belong to the other pool: all three delivered. The
+    // controller wrote "c" (a member) and "b", neither delivered yet.
+    world.apply(&Step::Image(0, 2));
+    world.apply(&Step::Ready(1));
+    world.apply(&Step::Image(3, 2));
+    world.apply(&Step::Write(2, 2));
+    let rv = world.next_rv();
+    let theirs = bootc("b", Some("others"), 2, rv);
+    world.written.insert("b".to_owned(), Arc::new(theirs));
+    let counting = Counting {
+        world: &world,
+        read: Default::default(),
+    };
+    let taken = views.take(&pool, &world.membership, &counting);
+    assert_eq!(
+        views.counts(),
+        (1, 1),
+        "the views were refreshed, not rebuilt"
+    );
+    assert_eq!(
+        counting.read.into_inner(),
+        BTreeSet::from(["a".to_owned(), "c".to_owned()]),
+        "only the members that changed or were written are read"
+    );
+    assert_eq!(taken.nodes, world.read_whole(&pool));
 }
