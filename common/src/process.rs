@@ -3,6 +3,7 @@
 
 use std::fmt::Display;
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::process::ExitCode;
 
 use tracing::error;
@@ -20,10 +21,21 @@ pub fn invalid_configuration(program: &str, error: &dyn Display) -> ExitCode {
 /// Which Tokio runtime a binary runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runtime {
-    /// One thread: a node agent that mostly waits.
+    /// One thread, for a process that mostly waits: the node agent.
     CurrentThread,
-    /// A worker per core: the controller.
-    MultiThread,
+    /// Worker threads: this many, or one per core (`None`).
+    MultiThread(Option<NonZeroUsize>),
+}
+
+impl Runtime {
+    /// `threads` threads, one per core when `None`: one is [`Runtime::CurrentThread`]
+    /// (no wake-ups between threads), more a runtime with that many workers.
+    pub fn threads(threads: Option<NonZeroUsize>) -> Runtime {
+        match threads {
+            Some(n) if n.get() == 1 => Runtime::CurrentThread,
+            other => Runtime::MultiThread(other),
+        }
+    }
 }
 
 /// Runs `main` to completion on a new runtime: success exits 0; an error (one line,
@@ -34,7 +46,13 @@ where
 {
     let mut builder = match runtime {
         Runtime::CurrentThread => tokio::runtime::Builder::new_current_thread(),
-        Runtime::MultiThread => tokio::runtime::Builder::new_multi_thread(),
+        Runtime::MultiThread(workers) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            if let Some(workers) = workers {
+                builder.worker_threads(workers.get());
+            }
+            builder
+        }
     };
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
@@ -58,7 +76,8 @@ mod tests {
 
     #[test]
     fn the_outcome_is_the_exit_code() {
-        for runtime in [Runtime::CurrentThread, Runtime::MultiThread] {
+        let two = Runtime::threads(NonZeroUsize::new(2));
+        for runtime in [Runtime::CurrentThread, two, Runtime::threads(None)] {
             assert_eq!(run(runtime, async { Ok(()) }), ExitCode::SUCCESS);
             assert_eq!(
                 run(runtime, async { Err("broken".to_owned()) }),
@@ -69,5 +88,33 @@ mod tests {
             invalid_configuration("test", &"--flag is wrong"),
             ExitCode::from(2)
         );
+    }
+
+    #[test]
+    fn one_thread_is_the_current_thread_runtime_and_more_are_workers() {
+        let n = |n| NonZeroUsize::new(n).unwrap();
+        assert_eq!(Runtime::threads(Some(n(1))), Runtime::CurrentThread);
+        assert_eq!(
+            Runtime::threads(Some(n(4))),
+            Runtime::MultiThread(Some(n(4)))
+        );
+        assert_eq!(Runtime::threads(None), Runtime::MultiThread(None));
+        // The workers asked for are the workers the runtime has.
+        let workers = run(Runtime::MultiThread(Some(n(3))), async {
+            let m = tokio::runtime::Handle::current().metrics();
+            if m.num_workers() == 3 {
+                Ok(())
+            } else {
+                Err(format!("{} workers", m.num_workers()))
+            }
+        });
+        assert_eq!(workers, ExitCode::SUCCESS);
+        let flavor = run(Runtime::CurrentThread, async {
+            match tokio::runtime::Handle::current().runtime_flavor() {
+                tokio::runtime::RuntimeFlavor::CurrentThread => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        });
+        assert_eq!(flavor, ExitCode::SUCCESS);
     }
 }

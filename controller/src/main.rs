@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         Err(e) => return process::invalid_configuration("bootc-pool-controller", &e),
     };
     logging::init(config.log_format);
-    process::run(Runtime::MultiThread, controller(config))
+    process::run(Runtime::threads(config.worker_threads), controller(config))
 }
 
 async fn controller(config: config::Config) -> Result<(), String> {
