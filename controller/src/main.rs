@@ -73,6 +73,9 @@ async fn controller(config: config::Config) -> Result<(), String> {
         namespace = %config.lease_namespace,
         install_namespace = %config.secrets.install,
         pull_secret_namespaces = ?config.secrets.allowed,
+        threads = %config
+            .worker_threads
+            .map_or_else(|| "one per core".to_owned(), |n| n.to_string()),
         "controller started"
     );
     reconcile::run_elected(client, deps, lease, shutdown.requested())

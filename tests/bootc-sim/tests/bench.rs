@@ -45,11 +45,17 @@ fn words(line: &str) -> Vec<&str> {
 /// Runs `bootc-sim bench ARGS --json JSON`; asserts that it succeeded (naming the run
 /// `what`, with its standard error and result) and reported `ok`; the JSON result.
 fn run_bench(json: &Path, what: &str, args: &[&str]) -> Value {
+    run_bench_with(json, what, args, &[])
+}
+
+/// [`run_bench`] with `env` set for the bench and the controller it starts.
+fn run_bench_with(json: &Path, what: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_bootc-sim"))
         .arg("bench")
         .args(args)
         .arg("--json")
         .arg(json)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let result = std::fs::read_to_string(json).unwrap_or_default();
@@ -230,14 +236,34 @@ fn twenty_nodes_roll_out_with_the_controller_as_a_child_process() {
 fn forty_nodes_in_four_pools_roll_out_three_times_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("pools.json");
-    let result = run_bench(
+    let result = run_bench(&json, "--pools --rollouts", &words(FOUR_POOLS));
+    check_four_pools(&result);
+}
+
+/// The same with the controller on one thread (`BOOTC_WORKER_THREADS=1`, tokio's
+/// current-thread runtime): nothing in it may wait on another thread.
+#[test]
+fn forty_nodes_in_four_pools_roll_out_with_the_controller_on_one_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pools.json");
+    let result = run_bench_with(
         &json,
-        "--pools --rollouts",
-        &words(
-            "--controller-process --nodes 40 --pools 4 --ordered 2 --rollouts 3 \
-             --max-unavailable 2 --deadline-s 60",
-        ),
+        "--pools --rollouts, BOOTC_WORKER_THREADS=1",
+        &words(FOUR_POOLS),
+        &[("BOOTC_WORKER_THREADS", "1")],
     );
+    check_four_pools(&result);
+    let log = std::fs::read_to_string(dir.path().join("pools.controller.log")).unwrap();
+    assert!(
+        log.contains("controller started") && log.contains(" threads=1"),
+        "the controller's log:\n{log}"
+    );
+}
+
+const FOUR_POOLS: &str = "--controller-process --nodes 40 --pools 4 --ordered 2 --rollouts 3 \
+                          --max-unavailable 2 --deadline-s 60";
+
+fn check_four_pools(result: &Value) {
     assert_eq!(result["nodes_on_target"], 40, "{result:#}");
     assert_eq!(result["invariant_violations"], 0, "{result:#}");
     assert_eq!(result["unavailable_budget"], 8, "{result:#}");
@@ -253,7 +279,7 @@ fn forty_nodes_in_four_pools_roll_out_three_times_in_order() {
         assert_eq!(r["order_problems"], serde_json::json!([]), "{r}");
     }
     assert_eq!(result["soak"]["rollouts"], 3, "{result:#}");
-    check_rollout_figures(&result);
+    check_rollout_figures(result);
 }
 
 /// Also the run whose agents and kubelets go over loopback HTTP, as the controller does.
