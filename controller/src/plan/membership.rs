@@ -109,11 +109,14 @@ impl<'s> OtherSelectors<'s> {
     /// The other pools whose selector matches `labels` (none without a Node), in the
     /// snapshot's order.
     pub(super) fn selecting(&self, labels: Option<&BTreeMap<String, String>>) -> Vec<&'s str> {
-        let Some(labels) = labels.filter(|_| !self.all.is_empty()) else {
+        let Some(labels) = labels else {
             return Vec::new();
         };
+        if self.all.is_empty() {
+            return Vec::new();
+        }
         let mut maybe = self.unfiled.clone();
-        for (k, v) in labels.iter().filter(|_| !self.by_pair.is_empty()) {
+        for (k, v) in labels {
             if let Some(filed) = self.by_pair.get(&(k.as_str(), v.as_str())) {
                 maybe.extend(filed);
             }

@@ -88,10 +88,11 @@ impl Views {
         let selector = pool.spec.node_selector.clone();
         let kept = lock(&self.kept).remove(&pool.name_any());
         let refreshed = kept.and_then(|(nodes, then)| {
-            let usable = then.mark.epoch == mark.epoch && then.selector == selector;
-            let changed = membership
-                .changed_since(then.mark.seq, |name| is_member(&nodes, name))
-                .filter(|_| usable)?;
+            if then.mark.epoch != mark.epoch || then.selector != selector {
+                return None;
+            }
+            let changed =
+                membership.changed_since(then.mark.seq, |name| is_member(&nodes, name))?;
             let now: BTreeSet<&str> = written
                 .iter()
                 .map(String::as_str)
