@@ -175,17 +175,11 @@ pub fn digest_of<'a>(
     target: Option<&TargetImage<'a>>,
 ) -> Option<&'a str> {
     let per_arch = Some(&*observed.image_digest).filter(|d| !d.is_empty());
-    let ref_is_target = |target: &str| {
-        observed
-            .image
-            .rsplit_once('@')
-            .is_some_and(|(_, d)| d == target && bootc_crds::image_ref::is_digest(d))
-    };
-    if let Some(target) = target.filter(|t| !t.digest.is_empty())
-        && (per_arch == Some(target.digest) || ref_is_target(target.digest))
-    {
-        return Some(target.digest);
+    let target = target.map(|t| t.digest).filter(|d| !d.is_empty());
+    if target.is_some() && per_arch == target {
+        return target;
     }
+    // The digest in the reference, the target's or not, comes before the per-arch one.
     bootc_crds::image_ref::digest_text_in(&observed.image).or(per_arch)
 }
 

@@ -34,6 +34,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::plan::NodeState;
+use crate::plan::states::States;
 
 mod health;
 mod results;
@@ -389,11 +390,19 @@ impl Metrics {
     }
 
     /// [`Metrics::set_nodes`] from the plan's state of each member node.
-    pub fn set_node_states(&self, pool: &str, states: &BTreeMap<String, NodeState>) {
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    pub fn set_node_states(&self, pool: &str, states: &States) {
+        // Counted by state first: a few states, many members.
+        let mut by_state: Vec<(NodeState, usize)> = Vec::new();
         for state in states.values() {
-            *counts.entry(node_state_name(*state)).or_default() += 1;
+            match by_state.iter_mut().find(|(s, _)| s == state) {
+                Some((_, n)) => *n += 1,
+                None => by_state.push((*state, 1)),
+            }
         }
+        let counts: BTreeMap<&str, usize> = by_state
+            .into_iter()
+            .map(|(state, n)| (node_state_name(state), n))
+            .collect();
         self.set_nodes(pool, &counts);
     }
 

@@ -59,15 +59,16 @@ impl PoolHealth {
             drifted: usize::try_from(plan.status.drifted_count).unwrap_or(0),
             ..PoolHealth::default()
         };
+        let mut states = plan.states.in_order();
         for view in &snapshot.nodes {
-            let Some(state) = plan.states.get(&view.name) else {
+            let Some(state) = states.get(&view.name) else {
                 continue;
             };
             if unreported(view) {
                 health.unreported += 1;
             }
-            if let Some(i) = TIMED_STATES.iter().position(|s| s == state)
-                && let Some(since) = in_state_since(view, *state, snapshot.now)
+            if let Some(i) = TIMED_STATES.iter().position(|s| *s == state)
+                && let Some(since) = in_state_since(view, state, snapshot.now)
             {
                 let seconds = (snapshot.now - since).num_seconds().max(0);
                 health.oldest[i] = health.oldest[i].max(seconds);

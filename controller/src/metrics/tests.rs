@@ -18,11 +18,13 @@ fn forget_pool_removes_all_its_series() {
 
 #[test]
 fn node_states_match_plan_states() {
-    let states = BTreeMap::from([
+    let states = [
         ("n1".to_owned(), NodeState::Degraded),
         ("n2".to_owned(), NodeState::UpToDate),
         ("n3".to_owned(), NodeState::UpToDate),
-    ]);
+    ]
+    .into_iter()
+    .collect();
     let m = Metrics::new();
     m.set_node_states("p", &states);
     let text = m.encode();

@@ -232,8 +232,8 @@ pub struct Plan {
     pub releases: usize,
     /// The status to report (written only when it differs from the current one).
     pub status: BootcNodePoolStatus,
-    /// Each member's state.
-    pub states: BTreeMap<String, NodeState>,
+    /// Each member's state, by name.
+    pub states: super::states::States,
     /// When to plan again even if nothing changes (a window opening, a soak ending,
     /// the next tag resolution, a stall beginning, …).
     pub requeue_after: Option<Duration>,

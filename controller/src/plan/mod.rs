@@ -164,7 +164,7 @@ impl<'a> Planner<'a> {
             releases: self.releases,
             actions: self.actions,
             status,
-            states: self.states.into(),
+            states: self.states,
             requeue_after: self.requeue,
             target,
             progress,

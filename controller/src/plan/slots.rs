@@ -30,18 +30,27 @@ pub fn grant_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
     for v in candidates {
         by_zone.entry(zone(v)).or_default().push(v);
     }
-    let mut ranked: Vec<(usize, &'a str, &'a NodeView)> = Vec::with_capacity(candidates.len());
-    for (zone, mut nodes) in by_zone {
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        ranked.extend(
-            nodes
-                .into_iter()
-                .enumerate()
-                .map(|(rank, v)| (rank, zone, v)),
-        );
+    // Each zone by name (the candidates come in name order: nothing to move), then the
+    // zones in turn. No two nodes share a zone and a rank, so taking the zones round by
+    // round is the order of (rank, zone) without sorting every candidate by it.
+    let mut zones: Vec<std::vec::IntoIter<&'a NodeView>> = by_zone
+        .into_values()
+        .map(|mut nodes| {
+            nodes.sort_by(|a, b| a.name.cmp(&b.name));
+            nodes.into_iter()
+        })
+        .collect();
+    let mut order = Vec::with_capacity(candidates.len());
+    while !zones.is_empty() {
+        zones.retain_mut(|nodes| match nodes.next() {
+            Some(v) => {
+                order.push(v);
+                true
+            }
+            None => false,
+        });
     }
-    ranked.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
-    ranked.into_iter().map(|(_, _, v)| v).collect()
+    order
 }
 
 /// Grants free slots of the budget to the candidates, in [`grant_order`], as far as the
@@ -79,10 +88,11 @@ fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
     let (Some(info), Some(bootc)) = (&view.node, &view.bootc) else {
         return;
     };
-    // One write per node: a spec update planned for it is folded into the grant.
+    // One write per node: a spec update planned for it is folded into the grant. It was
+    // planned before the grants (each node is granted once): only those are searched.
     let mut annotations = BTreeMap::new();
-    if let Some(i) = p
-        .actions
+    let before_grants = p.grants_from.unwrap_or(p.actions.len());
+    if let Some(i) = p.actions[..before_grants]
         .iter()
         .position(|a| matches!(a, Action::Update { node, .. } if *node == view.name))
         && let Action::Update {
@@ -123,4 +133,65 @@ fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
         node: view.name.clone(),
     });
     p.states.insert(view.name.clone(), NodeState::Rebooting);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::{ZONE_LABEL, grant_order};
+    use crate::plan::world::{NodeInfo, NodeView};
+
+    proptest! {
+        /// The grant order is the nodes by their rank within their zone (by name), then
+        /// by zone, for any candidates in any order, zoned or not.
+        #[test]
+        fn the_grant_order_is_rank_in_zone_then_zone(
+            nodes in proptest::collection::btree_map(0u16..500, proptest::option::of(0u8..4), 0..60),
+            shuffle in any::<u64>(),
+        ) {
+            let views: Vec<NodeView> = nodes
+                .iter()
+                .map(|(n, zone)| {
+                    let labels: BTreeMap<String, String> = zone
+                        .iter()
+                        .map(|z| (ZONE_LABEL.to_owned(), format!("zone-{z}")))
+                        .collect();
+                    NodeView {
+                        name: format!("node-{n}"),
+                        node: Some(NodeInfo::with_labels(labels)),
+                        bootc: None,
+                    }
+                })
+                .collect();
+            let mut refs: Vec<&NodeView> = views.iter().collect();
+            // Any order in: rotated and, by the seed's low bit, reversed.
+            let turn = usize::try_from(shuffle).unwrap_or(0) % refs.len().max(1);
+            refs.rotate_left(turn);
+            if shuffle & 1 == 1 {
+                refs.reverse();
+            }
+            let zone_of = |name: &str| {
+                let n: u16 = name["node-".len()..].parse().unwrap();
+                nodes[&n].map_or(String::new(), |z| format!("zone-{z}"))
+            };
+            let mut expected: Vec<(usize, String, String)> = views
+                .iter()
+                .map(|v| {
+                    let zone = zone_of(&v.name);
+                    let rank = views
+                        .iter()
+                        .filter(|o| zone_of(&o.name) == zone && o.name < v.name)
+                        .count();
+                    (rank, zone, v.name.clone())
+                })
+                .collect();
+            expected.sort();
+            let got: Vec<&str> = grant_order(&refs).iter().map(|v| v.name.as_str()).collect();
+            let expected: Vec<&str> = expected.iter().map(|(_, _, n)| n.as_str()).collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
 }

@@ -117,9 +117,9 @@ impl Places {
 
 /// One member node, with a known target.
 fn member<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, view: &'a NodeView, target: &Target) {
-    let name = view.name.clone();
+    let name = &view.name;
     let Some(info) = &view.node else { return };
-    let held = pass.held.contains(&name);
+    let held = pass.held.contains(name);
     // A new node pulls the target: it needs a staging place. A held one gets no
     // BootcNode until the hold is lifted.
     let placed = pass.places.free();
@@ -140,11 +140,11 @@ fn member<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, view: &'a NodeView, 
         } else {
             Placed::Waits
         };
-        create(p, pass, name, target, placed);
+        create(p, pass, name.clone(), target, placed);
         return;
     };
     if bootc.deleting() {
-        p.states.insert(name, NodeState::Pending);
+        p.states.insert(name.clone(), NodeState::Pending);
         return;
     }
     let agent = AgentReport::of(bootc);

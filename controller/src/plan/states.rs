@@ -5,8 +5,8 @@
 //! binary search. A map keyed by name paid a tree search and its node splits for every
 //! member (about a sixth of a whole plan at 10,000 members).
 
-use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
+use std::ops::Index;
 
 use super::actions::NodeState;
 
@@ -109,10 +109,24 @@ impl Hash for States {
     }
 }
 
-impl From<States> for BTreeMap<String, NodeState> {
-    fn from(states: States) -> Self {
-        // Sorted input: the map is built in one pass.
-        states.by_name.into_iter().collect()
+impl FromIterator<(String, NodeState)> for States {
+    fn from_iter<I: IntoIterator<Item = (String, NodeState)>>(records: I) -> Self {
+        let mut states = States::default();
+        for (name, state) in records {
+            states.insert(name, state);
+        }
+        states
+    }
+}
+
+/// `states["name"]`: the state recorded for a name, which must have one (as a map's
+/// index).
+impl Index<&str> for States {
+    type Output = NodeState;
+
+    fn index(&self, name: &str) -> &NodeState {
+        self.get(name)
+            .unwrap_or_else(|| panic!("no state recorded for {name}"))
     }
 }
 
@@ -172,7 +186,9 @@ mod tests {
             let listed: Vec<_> = states.iter().map(|(n, s)| (n.clone(), *s)).collect();
             let expected: Vec<_> = map.iter().map(|(n, s)| (n.clone(), *s)).collect();
             prop_assert_eq!(listed, expected);
-            prop_assert_eq!(BTreeMap::from(states), map);
+            for (name, state) in &map {
+                prop_assert_eq!(&states[name.as_str()], state);
+            }
         }
     }
 }

@@ -223,19 +223,21 @@ fn deploy_history(
         return status.deploy_history.clone();
     };
     let mut states = p.states.in_order();
-    let booted: Vec<BootedReport> = snap
-        .nodes
-        .iter()
-        .filter(|v| states.get(&v.name).is_some())
-        .filter_map(|v| {
-            let booted = v.bootc.as_ref()?.status()?.booted.as_ref()?;
-            let registered = v
-                .node
-                .as_ref()
-                .and_then(|n| n.node.metadata.creation_timestamp.clone());
-            Some(BootedReport::from_booted(&v.name, booted, registered))
-        })
-        .collect();
+    // Sized once: grown report by report, the vector was copied again and again.
+    let mut booted: Vec<BootedReport> = Vec::with_capacity(p.states.len());
+    booted.extend(
+        snap.nodes
+            .iter()
+            .filter(|v| states.get(&v.name).is_some())
+            .filter_map(|v| {
+                let booted = v.bootc.as_ref()?.status()?.booted.as_ref()?;
+                let registered = v
+                    .node
+                    .as_ref()
+                    .and_then(|n| n.node.metadata.creation_timestamp.clone());
+                Some(BootedReport::from_booted(&v.name, booted, registered))
+            }),
+    );
     let target = d.target.as_ref().ok();
     let digest = target.map(|t| t.digest.to_string());
     let before = snap.pool.status.as_ref();

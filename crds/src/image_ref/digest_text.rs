@@ -15,10 +15,20 @@ pub fn digest_in(reference: &str) -> Option<Digest> {
 pub fn digest_text_in(reference: &str) -> Option<&str> {
     // A reference that parses has at most one `@`, its digest after it; one that does
     // not is read the same way. So the name needs no parsing.
-    reference
-        .rsplit_once('@')
-        .map(|(_, digest)| digest)
-        .filter(|digest| is_digest(digest))
+    digest_tail(reference).filter(|digest| is_digest(digest))
+}
+
+/// The length of `sha256:` and its hex.
+const DIGEST_TEXT_LEN: usize = "sha256:".len() + SHA256_HEX_LEN;
+
+/// The text after the reference's last `@` when it is as long as a digest: a digest
+/// has one length and no `@`, so it can only be the text after an `@` that many bytes
+/// from the end, which is found without searching the reference for its last `@` (that
+/// search was most of matching a host's image against a target).
+fn digest_tail(reference: &str) -> Option<&str> {
+    let at = reference.len().checked_sub(DIGEST_TEXT_LEN + 1)?;
+    // `@` is one byte: the text after it starts on a character.
+    (reference.as_bytes()[at] == b'@').then(|| &reference[at + 1..])
 }
 
 /// Whether `s` parses as a [`Digest`] (`sha256:` and 64 lowercase hex characters),
@@ -34,8 +44,5 @@ pub fn is_digest(s: &str) -> bool {
 /// it tracks carries `@target` (a manifest-list digest, whose per-architecture digest
 /// differs). Controller and agent both decide "is this node on the target" by it.
 pub fn runs_digest(reference: &str, image_digest: &str, target: &Digest) -> bool {
-    target.is(image_digest)
-        || reference
-            .rsplit_once('@')
-            .is_some_and(|(_, digest)| target.is(digest))
+    target.is(image_digest) || digest_tail(reference).is_some_and(|digest| target.is(digest))
 }

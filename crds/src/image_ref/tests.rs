@@ -539,6 +539,33 @@ proptest! {
         );
     }
 
+    /// Finding the digest in a reference and matching a host against a target read the
+    /// text after the reference's last `@`, as splitting there does, for references of
+    /// any shape: several `@`, none, one at the end, digests cut short or too long, text
+    /// beyond ASCII.
+    #[test]
+    fn the_digest_after_the_last_at_is_read_as_splitting_there_reads_it(
+        parts in proptest::collection::vec(
+            "@|sha256:[a-f0-9]{64}|sha256:[a-f0-9]{62,66}|sha512:[a-f0-9]{64}|[a-zé/:.]{0,12}|[ -~]{0,8}",
+            0..5,
+        ),
+        hex in "[a-f0-9]{64}",
+        per_arch in "|sha256:[a-f0-9]{64}",
+    ) {
+        let reference = parts.concat();
+        let split = reference.rsplit_once('@').map(|(_, d)| d);
+        prop_assert_eq!(
+            digest_text_in(&reference),
+            split.filter(|d| d.parse::<Digest>().is_ok()),
+            "{}", reference
+        );
+        let target: Digest = format!("sha256:{hex}").parse().unwrap();
+        for t in [target, split.and_then(|d| d.parse::<Digest>().ok()).unwrap_or_else(|| format!("sha256:{hex}").parse().unwrap())] {
+            let plain = per_arch == t.to_string() || split == Some(t.to_string().as_str());
+            prop_assert_eq!(runs_digest(&reference, &per_arch, &t), plain, "{} {}", reference, t);
+        }
+    }
+
     /// `Digest::is` answers as parsing and comparing does, for digests written out, near
     /// misses (another digest, upper case, cut short, another algorithm) and noise.
     #[test]
