@@ -278,8 +278,16 @@ fn by_digest<'a>(
     target: Option<&TargetImage<'a>>,
 ) -> BTreeMap<&'a str, Vec<&'a BootedReport<'a>>> {
     let mut by_digest: BTreeMap<&str, Vec<&BootedReport<'_>>> = BTreeMap::new();
+    // Most nodes report what the node before them did (a pool runs one or two images):
+    // the digest is read again only when the report differs.
+    let mut last: Option<(&BootedReport<'_>, Option<&str>)> = None;
     let add = |o: &'a BootedReport<'a>| {
-        if let Some(digest) = digest_of(o, target) {
+        let digest = match last {
+            Some((l, digest)) if l.image == o.image && l.image_digest == o.image_digest => digest,
+            _ => digest_of(o, target),
+        };
+        last = Some((o, digest));
+        if let Some(digest) = digest {
             by_digest.entry(digest).or_default().push(o);
         }
     };

@@ -31,7 +31,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
     let pool = &snap.pool;
     let selectors = OtherSelectors::of(snap);
     let mut out = Membership {
-        members: Vec::new(),
+        members: Vec::with_capacity(snap.nodes.len()),
         conflicts: Vec::new(),
         conflicted: BTreeSet::new(),
     };

@@ -247,6 +247,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     let membership = membership::members(&mut p, invalid);
     let members = &membership.members;
     let held = admin_hold::held(members);
+    p.states.reserve(members.len());
     let target = decision.target.as_ref().ok();
     let tally = match target {
         Some(target) => staging::pass(&mut p, members, target, &held, &membership.conflicted),

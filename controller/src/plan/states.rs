@@ -30,6 +30,11 @@ impl States {
         }
     }
 
+    /// Room for `more` records without growing.
+    pub fn reserve(&mut self, more: usize) {
+        self.by_name.reserve(more);
+    }
+
     fn find(&self, name: &str) -> Result<usize, usize> {
         self.by_name.binary_search_by(|(n, _)| n.as_str().cmp(name))
     }
