@@ -16,6 +16,12 @@ use bootc_pool_controller::server::{Health, Server};
 use clap::Parser;
 use tracing::info;
 
+/// mimalloc, built without transparent huge pages: the controller's allocations (watch
+/// events decoded, requests built, plans made and dropped) cost less CPU than with
+/// glibc's allocator, and without huge pages its resident size stays near glibc's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = config::Args::parse();
     let config = match config::Config::try_from(args) {
