@@ -2,16 +2,16 @@
 //! (does the pool's selector match its labels?) and every BootcNode (does the pool own
 //! it?), which at 10,000 nodes costs more than the plan itself, and with many pools is
 //! done by every pool's reconcile. Yet what decides it changes rarely: a rollout changes
-//! Nodes' readiness and cordons and BootcNodes' status, not labels or owners. So the
-//! watch streams count an epoch up whenever a Node's labels or a BootcNode's owner may
-//! have changed (an object new, changed that way, deleted, or a relist), and a pool's
-//! candidates are found again only when the epoch or its selector moved since they were
-//! last found. The candidates are a superset that [`super::observe::members`] checks
-//! against the objects, as before.
+//! Nodes' readiness and cordons and BootcNodes' status, not labels or owners.
 //!
-//! The streams also number every object they deliver, by name, in a bounded log
-//! ([`Membership::changed_since`]): what [`super::views`] reads to refresh only the members
-//! whose objects changed since a pool's last reconcile.
+//! So the watch streams number every name they deliver in a bounded log
+//! ([`Membership::changed_since`]), and the names that may have joined or left a pool (a
+//! Node's labels changed, a BootcNode's owner changed, an object new or deleted) in a
+//! second one ([`Membership::moved_since`]). [`super::views`] reads them to refresh only
+//! the names that changed since a pool's last reconcile. What cannot be told by name, a
+//! relist, counts an epoch up. A pool's candidates are found again only when the epoch,
+//! a moved name or its selector says they may differ. The candidates are a superset that
+//! [`super::observe::members`] checks against the objects, as before.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -33,6 +33,8 @@ use super::cache::lock;
 #[derive(Debug)]
 struct Found {
     epoch: u64,
+    /// The moved log's next number then.
+    moved: u64,
     selector: LabelSelector,
     names: BTreeSet<String>,
 }
@@ -49,6 +51,8 @@ pub struct Membership {
     found: Mutex<HashMap<String, Found>>,
     /// The names delivered, in order.
     changes: Mutex<ChangeLog>,
+    /// The names that may have joined or left a pool, in order.
+    moved: Mutex<ChangeLog>,
 }
 
 /// How many delivered names the log keeps: a pool whose last reconcile is further back
@@ -72,9 +76,26 @@ impl ChangeLog {
         self.names.push_back(name);
         self.next += 1;
     }
+
+    /// The names logged from number `seq` on that `wanted` keeps (each once, sorted);
+    /// `None` when the log no longer reaches back that far.
+    fn since(&self, seq: u64, wanted: impl Fn(&str) -> bool) -> Option<Vec<String>> {
+        let first = self.next - self.names.len() as u64;
+        let skip = usize::try_from(seq.checked_sub(first)?).ok()?;
+        let mut names: Vec<String> = self
+            .names
+            .iter()
+            .skip(skip)
+            .filter(|n| wanted(n))
+            .cloned()
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        Some(names)
+    }
 }
 
-/// Where the watches stood: the membership epoch and the change log's next number, read
+/// Where the watches stood: the membership epoch and the two logs' next numbers, read
 /// before the caches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark {
@@ -82,6 +103,8 @@ pub struct Mark {
     pub epoch: u64,
     /// The change log's next number.
     pub seq: u64,
+    /// The moved log's next number.
+    pub moved: u64,
 }
 
 impl Membership {
@@ -92,12 +115,16 @@ impl Membership {
     /// Where the watches stand now. Read it before the caches: what is delivered after it
     /// is numbered past it.
     pub fn mark(&self) -> Mark {
-        // The log first: an event logged between the two reads moves both, and is read
-        // again through the log.
+        // The logs first: an event logged between these reads and the epoch's is read
+        // again through the logs. Every event is applied to the cache before it is
+        // logged, so what is logged before a number read here is in the caches read
+        // after it.
         let seq = lock(&self.changes).next;
+        let moved = lock(&self.moved).next;
         Mark {
             epoch: self.epoch.load(Ordering::SeqCst),
             seq,
+            moved,
         }
     }
 
@@ -105,24 +132,22 @@ impl Membership {
     /// `None` when the log no longer reaches back that far. The log holds the names of
     /// every pool's nodes: only those kept are copied.
     pub fn changed_since(&self, seq: u64, wanted: impl Fn(&str) -> bool) -> Option<Vec<String>> {
-        let log = lock(&self.changes);
-        let first = log.next - log.names.len() as u64;
-        let skip = usize::try_from(seq.checked_sub(first)?).ok()?;
-        let mut names: Vec<String> = log
-            .names
-            .iter()
-            .skip(skip)
-            .filter(|n| wanted(n))
-            .cloned()
-            .collect();
-        drop(log);
-        names.sort_unstable();
-        names.dedup();
-        Some(names)
+        lock(&self.changes).since(seq, wanted)
+    }
+
+    /// The names that may have joined or left a pool from number `moved` on (each once,
+    /// sorted): a Node's labels changed, a BootcNode's owner changed, an object new or
+    /// deleted. `None` when the log no longer reaches back that far.
+    pub fn moved_since(&self, moved: u64) -> Option<Vec<String>> {
+        lock(&self.moved).since(moved, |_| true)
     }
 
     fn changed(&self, name: String) {
         lock(&self.changes).push(name);
+    }
+
+    fn moved(&self, name: String) {
+        lock(&self.moved).push(name);
     }
 
     /// Follows one event of the Node watch, after the cache applied it.
@@ -132,16 +157,22 @@ impl Membership {
                 let mut h = DefaultHasher::new();
                 node.labels().hash(&mut h);
                 let old = lock(&self.labels).insert(node.name_any(), h.finish());
+                let applied = matches!(event, Event::Apply(_));
                 if old != Some(h.finish()) {
-                    self.bump();
+                    // A relist's objects are not told by name: the relist moves the epoch.
+                    if applied {
+                        self.moved(node.name_any());
+                    } else {
+                        self.bump();
+                    }
                 }
-                if matches!(event, Event::Apply(_)) {
+                if applied {
                     self.changed(node.name_any());
                 }
             }
             Event::Delete(node) => {
                 lock(&self.labels).remove(&node.name_any());
-                self.bump();
+                self.moved(node.name_any());
                 self.changed(node.name_any());
             }
             Event::Init | Event::InitDone => self.bump(),
@@ -154,16 +185,21 @@ impl Membership {
             Event::Apply(b) | Event::InitApply(b) => {
                 let owner = owner_pool(b);
                 let old = lock(&self.owners).insert(b.name_any(), owner.clone());
+                let applied = matches!(event, Event::Apply(_));
                 if old != Some(owner) {
-                    self.bump();
+                    if applied {
+                        self.moved(b.name_any());
+                    } else {
+                        self.bump();
+                    }
                 }
-                if matches!(event, Event::Apply(_)) {
+                if applied {
                     self.changed(b.name_any());
                 }
             }
             Event::Delete(b) => {
                 lock(&self.owners).remove(&b.name_any());
-                self.bump();
+                self.moved(b.name_any());
                 self.changed(b.name_any());
             }
             Event::Init | Event::InitDone => self.bump(),
@@ -172,20 +208,23 @@ impl Membership {
 
     /// The names that may be members of `pool` ([`super::observe::candidates`]), found
     /// again only when a Node's labels, a BootcNode's owner or the pool's selector may
-    /// have changed since they were last found.
+    /// have changed since they were last found (a name moved, a relist).
     pub fn candidates(
         &self,
         pool: &BootcNodePool,
         nodes: &Store<Node>,
         bootc: &Store<BootcNode>,
     ) -> BTreeSet<String> {
-        // The epoch is read before the caches: a change applied after this read moves
-        // the epoch past it, so what is found now is never kept as newer than it is.
+        // The moved log's number and the epoch are read before the caches: a change
+        // applied after these reads moves one of them past what is kept, so what is
+        // found now is never kept as newer than it is.
+        let moved = lock(&self.moved).next;
         let epoch = self.epoch.load(Ordering::SeqCst);
         let name = pool.name_any();
         let selector = &pool.spec.node_selector;
         if let Some(found) = lock(&self.found).get(&name)
             && found.epoch == epoch
+            && found.moved == moved
             && found.selector == *selector
         {
             return found.names.clone();
@@ -193,6 +232,7 @@ impl Membership {
         let names = super::observe::candidates(pool, nodes.state(), bootc.state());
         let kept = Found {
             epoch,
+            moved,
             selector: selector.clone(),
             names: names.clone(),
         };

@@ -4,15 +4,18 @@
 //! much as the plan. Yet between two reconciles of a rollout a few members change, so a
 //! reconcile reads again only:
 //!
-//! - the names the watches delivered since the pool's last reconcile
-//!   ([`Membership::changed_since`]);
+//! - the pool's members among the names the watches delivered since the pool's last
+//!   reconcile ([`Membership::changed_since`]);
+//! - every name that may have joined or left a pool since then: its Node's labels or its
+//!   BootcNode's owner changed, or one of them is new or gone
+//!   ([`Membership::moved_since`]); each is read, and it joins, stays or leaves as its
+//!   objects now say;
 //! - the names the controller's own writes cover now or covered then (the overlay), whose
 //!   view may come from a write rather than from the caches.
 //!
-//! Everything is read again when the pool's candidates may have moved (the membership
-//! epoch: a label, an owner, a deletion or a relist; or the pool's selector), when the log
-//! no longer reaches back to the last reconcile, and when nothing was kept (a first
-//! reconcile, or one after a failed one). What the views hold is what
+//! Everything is read again when the watches relisted (the membership epoch) or the
+//! pool's selector changed, when either log no longer reaches back to the last reconcile,
+//! and when nothing was kept (a first reconcile, or one after a failed one). What the views hold is what
 //! [`observe::members`] would build from scratch; a test holds the two together over
 //! random changes.
 
@@ -79,9 +82,9 @@ impl Views {
     /// The members of `pool`: what was kept, refreshed where it changed, or read whole.
     ///
     /// The watches and the controller's writes concern every pool's nodes. A refresh reads
-    /// again only this pool's members among them: a node that is no member now cannot
-    /// have become one without a label, an owner or a new object, which moves the epoch,
-    /// and then every member is read again instead (a pool writes only its members).
+    /// again only this pool's members among them, and every name that moved: a node that
+    /// is no member now cannot have become one without a label, an owner or a new object,
+    /// which the moved log names (and a pool writes only its members).
     pub fn take(&self, pool: &BootcNodePool, membership: &Membership, src: &impl Source) -> Taken {
         let mark = membership.mark();
         let written = src.written();
@@ -91,8 +94,9 @@ impl Views {
             if then.mark.epoch != mark.epoch || then.selector != selector {
                 return None;
             }
-            let changed =
+            let mut changed =
                 membership.changed_since(then.mark.seq, |name| is_member(&nodes, name))?;
+            changed.extend(membership.moved_since(then.mark.moved)?);
             let now: BTreeSet<&str> = written
                 .iter()
                 .map(String::as_str)

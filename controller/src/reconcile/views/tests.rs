@@ -240,6 +240,10 @@ fn run(steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
     let reconcile = Step::Reconcile;
     // The members the last reconcile planned for.
     let mut planned: Vec<String> = Vec::new();
+    // Only a first reconcile, a relist and a selector changed since the last reconcile
+    // read everything again: labels, owners, new objects and deletions are read by name.
+    let mut relisted = true;
+    let mut selector_then = "";
     for step in [&reconcile].into_iter().chain(steps).chain([&reconcile]) {
         // A pool writes only the BootcNodes of members its last reconcile read (its plan
         // acts on those), whatever changed since.
@@ -249,6 +253,9 @@ fn run(steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
             continue;
         }
         world.apply(step);
+        if matches!(step, Step::Relist) {
+            relisted = true;
+        }
         if matches!(step, Step::Selector) {
             selector = if selector == "worker" {
                 "infra"
@@ -258,8 +265,14 @@ fn run(steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
         }
         if matches!(step, Step::Reconcile) {
             let pool = pool(selector);
+            let (whole_before, _) = views.counts();
             let taken = views.take(&pool, &world.membership, &world);
             prop_assert_eq!(&taken.nodes, &world.read_whole(&pool), "after {:?}", steps);
+            let read_whole = views.counts().0 > whole_before;
+            let expected = relisted || selector != selector_then;
+            prop_assert_eq!(read_whole, expected, "read whole? after {:?}", steps);
+            relisted = false;
+            selector_then = selector;
             planned = taken.nodes.iter().map(|v| v.name.clone()).collect();
             views.keep("workers", taken);
         }
@@ -404,5 +417,46 @@ fn a_change_to_another_pools_node_is_not_read() {
         BTreeSet::from(["a".to_owned(), "c".to_owned()]),
         "only the members that changed or were written are read"
     );
+    assert_eq!(taken.nodes, world.read_whole(&pool));
+}
+
+/// A node whose labels now select it joins, one whose labels no longer do leaves, and a
+/// node that only changed to another role of no interest is read and left out: each read
+/// by name, the views refreshed rather than rebuilt. Before, any label change anywhere
+/// read every member of every pool again.
+#[test]
+fn a_label_change_is_read_by_name() {
+    let mut world = World::new();
+    for (i, name) in NAMES.iter().enumerate() {
+        let role = if i < 3 { "worker" } else { "infra" };
+        let rv = world.next_rv();
+        world.node_event(Event::Apply(node(name, role, true, rv)));
+    }
+    let views = Views::default();
+    let pool = pool("worker");
+    let first = views.take(&pool, &world.membership, &world);
+    assert_eq!(first.nodes.len(), 3);
+    views.keep("workers", first);
+
+    // "d" joins (infra → worker), "a" leaves (worker → infra), "e" changes from infra to
+    // another role, and "b" only changes its readiness.
+    world.apply(&Step::Node(3, true, true));
+    world.apply(&Step::Node(0, false, true));
+    let rv = world.next_rv();
+    world.node_event(Event::Apply(node("e", "storage", true, rv)));
+    world.apply(&Step::Ready(1));
+    let counting = Counting {
+        world: &world,
+        read: Default::default(),
+    };
+    let taken = views.take(&pool, &world.membership, &counting);
+    assert_eq!(views.counts(), (1, 1), "refreshed, not rebuilt");
+    assert_eq!(
+        counting.read.into_inner(),
+        BTreeSet::from(["a", "b", "d", "e"].map(str::to_owned)),
+        "the moved names and the changed member are read, nothing else"
+    );
+    let names: Vec<&str> = taken.nodes.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["b", "c", "d"]);
     assert_eq!(taken.nodes, world.read_whole(&pool));
 }

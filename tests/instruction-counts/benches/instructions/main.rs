@@ -14,7 +14,9 @@
 //!   as after a label or owner change (`reconcile::membership`, `reconcile::views`);
 //! - `one-change`: the same reconcile again after one member's BootcNode changed its
 //!   status (a reconcile done first, uncounted): the candidates and the views kept from
-//!   it stand, the changed member's read again.
+//!   it stand, the changed member's read again;
+//! - `one-label`: the same again after one member's Node got a label: a name that may
+//!   have joined or left the pool, read by name.
 //!
 //! `-- --only plan` (or `reconcile`, a size, a state) runs the matching cases alone.
 
@@ -42,7 +44,7 @@ use world::State;
 /// The variable that tells a process to run one case (`plan 1000 all-staged`).
 const CASE_VAR: &str = "BOOTC_POOL_INSTRUCTIONS_CASE";
 const SIZES: [usize; 2] = [1_000, 10_000];
-const KINDS: [&str; 3] = ["plan", "reconcile", "one-change"];
+const KINDS: [&str; 4] = ["plan", "reconcile", "one-change", "one-label"];
 
 fn main() -> ExitCode {
     if let Ok(case) = std::env::var(CASE_VAR) {
@@ -201,14 +203,18 @@ fn run_case(case: &str) -> ExitCode {
             caches.views.forget(&pool.name_any());
             black_box(measured_reconcile(black_box(&pool), black_box(&caches)));
         }
-        "one-change" => {
+        "one-change" | "one-label" => {
             black_box(reconcile(&pool, &caches));
             let mut caches = caches;
-            caches.change_one(size / 2);
+            if kind == "one-change" {
+                caches.change_one(size / 2);
+            } else {
+                caches.label_one(size / 2);
+            }
             black_box(measured_reconcile(black_box(&pool), black_box(&caches)));
         }
         _ => {
-            eprintln!("error: unknown kind `{kind}` (plan, reconcile, one-change)");
+            eprintln!("error: unknown kind `{kind}` (plan, reconcile, one-change, one-label)");
             return ExitCode::from(2);
         }
     }
@@ -241,6 +247,7 @@ fn reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
 /// the pools' candidates and views kept between reconciles.
 struct Caches {
     nodes: Store<Node>,
+    node_writer: Writer<Node>,
     bootc: Store<BootcNode>,
     bootc_writer: Writer<BootcNode>,
     membership: Membership,
@@ -274,8 +281,10 @@ impl Caches {
         let (nodes, bootc) = world::objects(size, state);
         let membership = Membership::default();
         let (bootc, bootc_writer) = fill(bootc, |e| membership.bootc_event(e));
+        let (nodes, node_writer) = fill(nodes, |e| membership.node_event(e));
         Caches {
-            nodes: fill(nodes, |e| membership.node_event(e)).0,
+            nodes,
+            node_writer,
             bootc,
             bootc_writer,
             membership,
@@ -300,6 +309,19 @@ impl Caches {
         let event = watcher::Event::Apply(changed);
         self.bootc_writer.apply_watcher_event(&event);
         self.membership.bootc_event(&event);
+    }
+
+    /// Member `i`'s Node got a label (a rack), as a watch event delivers it.
+    fn label_one(&mut self, i: usize) {
+        let name = format!("node-{i:05}");
+        let mut changed = (*self.nodes.get(&ObjectRef::new(&name)).expect("a member")).clone();
+        changed.metadata.resource_version = Some(format!("rv-{name}-2"));
+        changed
+            .labels_mut()
+            .insert("example.com/rack".to_owned(), "r2".to_owned());
+        let event = watcher::Event::Apply(changed);
+        self.node_writer.apply_watcher_event(&event);
+        self.membership.node_event(&event);
     }
 
     /// The pool with the status a first plan of these caches wrote; nothing kept.
