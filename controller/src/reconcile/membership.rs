@@ -77,22 +77,27 @@ impl ChangeLog {
         self.next += 1;
     }
 
-    /// The names logged from number `seq` on that `wanted` keeps (each once, sorted);
+    /// The names logged from number `seq` on that `wanted` keeps, in log order;
     /// `None` when the log no longer reaches back that far.
     fn since(&self, seq: u64, wanted: impl Fn(&str) -> bool) -> Option<Vec<String>> {
         let first = self.next - self.names.len() as u64;
         let skip = usize::try_from(seq.checked_sub(first)?).ok()?;
-        let mut names: Vec<String> = self
-            .names
-            .iter()
-            .skip(skip)
-            .filter(|n| wanted(n))
-            .cloned()
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        Some(names)
+        Some(
+            self.names
+                .iter()
+                .skip(skip)
+                .filter(|n| wanted(n))
+                .cloned()
+                .collect(),
+        )
     }
+}
+
+/// `names` sorted, each once.
+fn sorted(mut names: Vec<String>) -> Vec<String> {
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 /// Where the watches stood: the membership epoch and the two logs' next numbers, read
@@ -132,22 +137,32 @@ impl Membership {
     /// `None` when the log no longer reaches back that far. The log holds the names of
     /// every pool's nodes: only those kept are copied.
     pub fn changed_since(&self, seq: u64, wanted: impl Fn(&str) -> bool) -> Option<Vec<String>> {
-        lock(&self.changes).since(seq, wanted)
+        // Sorted once the watch streams have the log back.
+        let names = lock(&self.changes).since(seq, wanted);
+        names.map(sorted)
     }
 
     /// The names that may have joined or left a pool from number `moved` on (each once,
     /// sorted): a Node's labels changed, a BootcNode's owner changed, an object new or
     /// deleted. `None` when the log no longer reaches back that far.
     pub fn moved_since(&self, moved: u64) -> Option<Vec<String>> {
-        lock(&self.moved).since(moved, |_| true)
+        let names = lock(&self.moved).since(moved, |_| true);
+        names.map(sorted)
     }
 
     fn changed(&self, name: String) {
         lock(&self.changes).push(name);
     }
 
-    fn moved(&self, name: String) {
-        lock(&self.moved).push(name);
+    /// A name that may have joined or left a pool: logged by name when the watch
+    /// delivered it, an epoch counted up when a relist did (its objects are not told by
+    /// name).
+    fn moved(&self, name: String, applied: bool) {
+        if applied {
+            lock(&self.moved).push(name);
+        } else {
+            self.bump();
+        }
     }
 
     /// Follows one event of the Node watch, after the cache applied it.
@@ -159,12 +174,7 @@ impl Membership {
                 let old = lock(&self.labels).insert(node.name_any(), h.finish());
                 let applied = matches!(event, Event::Apply(_));
                 if old != Some(h.finish()) {
-                    // A relist's objects are not told by name: the relist moves the epoch.
-                    if applied {
-                        self.moved(node.name_any());
-                    } else {
-                        self.bump();
-                    }
+                    self.moved(node.name_any(), applied);
                 }
                 if applied {
                     self.changed(node.name_any());
@@ -172,7 +182,7 @@ impl Membership {
             }
             Event::Delete(node) => {
                 lock(&self.labels).remove(&node.name_any());
-                self.moved(node.name_any());
+                self.moved(node.name_any(), true);
                 self.changed(node.name_any());
             }
             Event::Init | Event::InitDone => self.bump(),
@@ -187,11 +197,7 @@ impl Membership {
                 let old = lock(&self.owners).insert(b.name_any(), owner.clone());
                 let applied = matches!(event, Event::Apply(_));
                 if old != Some(owner) {
-                    if applied {
-                        self.moved(b.name_any());
-                    } else {
-                        self.bump();
-                    }
+                    self.moved(b.name_any(), applied);
                 }
                 if applied {
                     self.changed(b.name_any());
@@ -199,7 +205,7 @@ impl Membership {
             }
             Event::Delete(b) => {
                 lock(&self.owners).remove(&b.name_any());
-                self.moved(b.name_any());
+                self.moved(b.name_any(), true);
                 self.changed(b.name_any());
             }
             Event::Init | Event::InitDone => self.bump(),
