@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use foldhash::fast::FixedState;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use bootc_crds::node::DesiredImageState;
@@ -76,11 +77,13 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
 /// The other pools' selectors, each filed under one `matchLabels` pair it requires, so
 /// that a node is matched only against the selectors its labels may satisfy: with many
 /// pools, matching every member against every other pool's selector was most of a plan.
+/// The pairs are hashed with foldhash's fixed-seed hasher: every member's labels are
+/// looked up, and SipHash cost a plan of a small pool more than its selector matches.
 pub(super) struct OtherSelectors<'s> {
     /// Every other pool's name and selector, in the snapshot's order.
     all: Vec<(&'s str, &'s LabelSelector)>,
     /// By a pair each requires: indices into `all`.
-    by_pair: HashMap<(&'s str, &'s str), Vec<usize>>,
+    by_pair: HashMap<(&'s str, &'s str), Vec<usize>, FixedState>,
     /// Selectors that require no pair (expressions only, or empty): indices into `all`.
     unfiled: Vec<usize>,
 }
@@ -91,7 +94,7 @@ impl<'s> OtherSelectors<'s> {
             .other_pools()
             .map(|(name, selector)| (name.as_str(), selector))
             .collect();
-        let mut by_pair: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+        let mut by_pair: HashMap<(&str, &str), Vec<usize>, FixedState> = HashMap::default();
         let mut unfiled = Vec::new();
         for (i, (_, selector)) in all.iter().enumerate() {
             match selector.match_labels.iter().flatten().next() {

@@ -93,9 +93,29 @@ impl<K: Resource + Clone> Overlay<K> {
             .map(|(name, _)| name)
     }
 
-    /// The names of every object read from a write: written or deleted, not yet seen.
-    pub(super) fn all_names(&self) -> Vec<String> {
-        self.entries.keys().cloned().collect()
+    /// The names of the objects read from a write (written or deleted, not yet seen),
+    /// all of them or those `among` some names. Of the two the shorter is walked: with
+    /// many pools, the writes in flight are mostly other pools'.
+    pub(super) fn all_names(&self, among: Option<super::views::Among<'_>>) -> Vec<String> {
+        match among {
+            None => self.entries.keys().cloned().collect(),
+            Some(among) if among.len() < self.entries.len() => {
+                let mut names: Vec<String> = among
+                    .names()
+                    .filter(|name| self.entries.contains_key(*name))
+                    .map(str::to_owned)
+                    .collect();
+                names.sort_unstable();
+                names.dedup();
+                names
+            }
+            Some(among) => self
+                .entries
+                .keys()
+                .filter(|name| among.contains(name))
+                .cloned()
+                .collect(),
+        }
     }
 
     /// `name` was deleted; `uid` is the object's that was (when known).

@@ -16,6 +16,8 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
+
+use foldhash::fast::FixedState;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bootc_crds::node::BootcNode;
@@ -60,18 +62,34 @@ pub struct Membership {
 const CHANGES_KEPT: usize = 16_384;
 
 /// The names the watches delivered, numbered in order; the oldest dropped past
-/// [`CHANGES_KEPT`].
+/// [`CHANGES_KEPT`]. Each name's last number is kept beside the log, so that a pool with
+/// fewer members than the log holds names since its last reconcile asks for its members
+/// by name rather than reading the whole log (with many pools, the log holds mostly
+/// other pools' nodes).
 #[derive(Debug, Default)]
 struct ChangeLog {
     /// The number the next name gets.
     next: u64,
     names: VecDeque<String>,
+    /// Each name in the log, with the number it was last logged at.
+    last: HashMap<String, u64, FixedState>,
 }
 
 impl ChangeLog {
     fn push(&mut self, name: String) {
-        if self.names.len() == CHANGES_KEPT {
-            self.names.pop_front();
+        if self.names.len() == CHANGES_KEPT
+            && let Some(oldest) = self.names.pop_front()
+        {
+            let number = self.next - CHANGES_KEPT as u64;
+            if self.last.get(&oldest) == Some(&number) {
+                self.last.remove(&oldest);
+            }
+        }
+        match self.last.get_mut(&name) {
+            Some(last) => *last = self.next,
+            None => {
+                self.last.insert(name.clone(), self.next);
+            }
         }
         self.names.push_back(name);
         self.next += 1;
@@ -80,8 +98,7 @@ impl ChangeLog {
     /// The names logged from number `seq` on that `wanted` keeps, in log order;
     /// `None` when the log no longer reaches back that far.
     fn since(&self, seq: u64, wanted: impl Fn(&str) -> bool) -> Option<Vec<String>> {
-        let first = self.next - self.names.len() as u64;
-        let skip = usize::try_from(seq.checked_sub(first)?).ok()?;
+        let skip = self.skip(seq)?;
         Some(
             self.names
                 .iter()
@@ -90,6 +107,35 @@ impl ChangeLog {
                 .cloned()
                 .collect(),
         )
+    }
+
+    /// Where number `seq` is in the log; `None` when the log no longer reaches back.
+    fn skip(&self, seq: u64) -> Option<usize> {
+        let first = self.next - self.names.len() as u64;
+        usize::try_from(seq.checked_sub(first)?).ok()
+    }
+
+    /// Of `among`, those logged from number `seq` on, by name: what [`Self::since`]
+    /// keeps of them, read without the log.
+    fn among_since<'n>(
+        &self,
+        seq: u64,
+        among: impl Iterator<Item = &'n str>,
+    ) -> Option<Vec<String>> {
+        self.skip(seq)?;
+        Some(
+            among
+                .filter(|n| self.last.get(*n).is_some_and(|last| *last >= seq))
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
+    /// How many names were logged from number `seq` on (at most the log's length).
+    fn len_since(&self, seq: u64) -> usize {
+        self.names
+            .len()
+            .min(usize::try_from(self.next.saturating_sub(seq)).unwrap_or(usize::MAX))
     }
 }
 
@@ -133,12 +179,25 @@ impl Membership {
         }
     }
 
-    /// The names delivered from number `seq` on that `wanted` keeps (each once, sorted);
-    /// `None` when the log no longer reaches back that far. The log holds the names of
-    /// every pool's nodes: only those kept are copied.
-    pub fn changed_since(&self, seq: u64, wanted: impl Fn(&str) -> bool) -> Option<Vec<String>> {
+    /// The names among `members` (`count` of them, sorted) delivered from number `seq`
+    /// on (each once, sorted); `None` when the log no longer reaches back that far. The
+    /// log holds the names of every pool's nodes: a pool with fewer members than the log
+    /// holds since `seq` asks for them by name, else it reads the log and keeps its own.
+    pub fn changed_since<'n>(
+        &self,
+        seq: u64,
+        (members, count): (impl Iterator<Item = &'n str>, usize),
+        is_member: impl Fn(&str) -> bool,
+    ) -> Option<Vec<String>> {
+        let names = {
+            let log = lock(&self.changes);
+            if count < log.len_since(seq) {
+                log.among_since(seq, members)
+            } else {
+                log.since(seq, is_member)
+            }
+        };
         // Sorted once the watch streams have the log back.
-        let names = lock(&self.changes).since(seq, wanted);
         names.map(sorted)
     }
 
@@ -286,6 +345,74 @@ pub(super) mod tests {
             "spec": {"nodeSelector": {"matchLabels": {"role": role}}, "image": {"ref": "x"}},
         }))
         .unwrap()
+    }
+
+    /// Asking a log for some names by their last number gives what reading the log and
+    /// keeping those names gives, from any number on, also once the log dropped its
+    /// oldest names (and when it no longer reaches back).
+    #[test]
+    fn a_log_asked_by_name_gives_what_reading_it_gives() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        // A short log, or one that dropped its oldest names.
+        let len = prop_oneof![0usize..300, CHANGES_KEPT..(CHANGES_KEPT + 3000)];
+        let case = (
+            len,
+            any::<u64>(),
+            proptest::collection::btree_set(0u64..45, 0..45),
+            any::<u64>(),
+        );
+        let mut runner = TestRunner::new(Config {
+            cases: 32,
+            ..Config::default()
+        });
+        let cut = std::cell::Cell::new(0);
+        runner
+            .run(&case, |(len, seed, members, at)| {
+                let mut log = ChangeLog::default();
+                let mut x = seed | 1;
+                for _ in 0..len {
+                    // A small generator: names repeat, some often, in any order.
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    log.push(format!("n{:02}", x % 40));
+                }
+                let members: Vec<String> = members.iter().map(|n| format!("n{n:02}")).collect();
+                let wanted = |n: &str| members.binary_search_by(|m| m.as_str().cmp(n)).is_ok();
+                let first = log.next - log.names.len() as u64;
+                // Before the first number kept, at it, anywhere, at the end and past it.
+                for seq in [
+                    first.saturating_sub(1),
+                    first,
+                    first + at % (log.next - first + 1),
+                    log.next,
+                    log.next + 1,
+                ] {
+                    let read = log.since(seq, wanted).map(sorted);
+                    let asked = log
+                        .among_since(seq, members.iter().map(String::as_str))
+                        .map(sorted);
+                    prop_assert_eq!(&asked, &read, "from {}", seq);
+                    if read.is_none() {
+                        cut.set(cut.get() + 1);
+                    }
+                    let logged = log.names.len();
+                    let after = usize::try_from(log.next.saturating_sub(seq)).unwrap_or(usize::MAX);
+                    prop_assert_eq!(log.len_since(seq), logged.min(after));
+                }
+                // The map holds the names in the log, each with its last number.
+                let distinct: BTreeSet<&String> = log.names.iter().collect();
+                prop_assert_eq!(log.last.len(), distinct.len());
+                for (name, number) in &log.last {
+                    let at = usize::try_from(number - first).unwrap();
+                    prop_assert_eq!(&log.names[at], name);
+                    prop_assert!(!log.names.iter().skip(at + 1).any(|n| n == name));
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(cut.get() > 0, "some number was before the log's first");
     }
 
     /// Applies `event` to the cache, then tells `m` (as the watch streams do).

@@ -211,9 +211,9 @@ impl Source for Context {
         lock(&self.bootc_overlay).names().cloned().collect()
     }
 
-    fn written(&self) -> Vec<String> {
-        let mut names = lock(&self.bootc_overlay).all_names();
-        names.extend(lock(&self.node_overlay).all_names());
+    fn written(&self, among: Option<super::views::Among<'_>>) -> Vec<String> {
+        let mut names = lock(&self.bootc_overlay).all_names(among);
+        names.extend(lock(&self.node_overlay).all_names(among));
         names
     }
 }

@@ -48,8 +48,9 @@ pub trait Source {
     fn bootc(&self, name: &str) -> Option<Arc<BootcNode>>;
     /// BootcNodes written and not yet in the cache (candidates the cache cannot name).
     fn created(&self) -> Vec<String>;
-    /// Every name whose Node or BootcNode is read from a write rather than the cache.
-    fn written(&self) -> Vec<String>;
+    /// Every name whose Node or BootcNode is read from a write rather than the cache,
+    /// or those of them `among` some names.
+    fn written(&self, among: Option<Among<'_>>) -> Vec<String>;
 }
 
 /// A pool's members with what they were read at; handed back by [`Views::keep`].
@@ -87,25 +88,36 @@ impl Views {
     /// which the moved log names (and a pool writes only its members).
     pub fn take(&self, pool: &BootcNodePool, membership: &Membership, src: &impl Source) -> Taken {
         let mark = membership.mark();
-        let written = src.written();
         let selector = pool.spec.node_selector.clone();
         let kept = lock(&self.kept).remove(&pool.name_any());
+        let mut written = None;
         let refreshed = kept.and_then(|(nodes, then)| {
             if then.mark.epoch != mark.epoch || then.selector != selector {
                 return None;
             }
+            let members = (nodes.iter().map(|v| v.name.as_str()), nodes.len());
             let mut changed =
-                membership.changed_since(then.mark.seq, |name| is_member(&nodes, name))?;
-            changed.extend(membership.moved_since(then.mark.moved)?);
-            let now: BTreeSet<&str> = written
+                membership.changed_since(then.mark.seq, members, |name| is_member(&nodes, name))?;
+            let moved = membership.moved_since(then.mark.moved)?;
+            // Only a member or a name that moved can be a member after the refresh: the
+            // other pools' writes are not copied.
+            let names = src.written(Some(Among {
+                nodes: &nodes,
+                moved: &moved,
+            }));
+            changed.extend(moved);
+            let now: BTreeSet<&str> = names
                 .iter()
                 .map(String::as_str)
                 .filter(|name| is_member(&nodes, name))
                 .collect();
-            Some(refresh(pool, nodes, (changed, &then.written, &now), src))
+            let refreshed = refresh(pool, nodes, (changed, &then.written, &now), src);
+            written = Some(names);
+            Some(refreshed)
         });
         let fresh = refreshed.is_none();
         let nodes = refreshed.unwrap_or_else(|| {
+            written = Some(src.written(None));
             let mut names = membership.candidates(pool, src.nodes(), src.bootcs());
             names.extend(src.created());
             observe::members(pool, names, |n| src.node(n), |n| src.bootc(n))
@@ -118,6 +130,7 @@ impl Views {
         }
         // What the next refresh reads again: the members read through a write now.
         let written = written
+            .unwrap_or_default()
             .into_iter()
             .filter(|name| is_member(&nodes, name))
             .collect();
@@ -176,6 +189,45 @@ fn refresh(
         }
     }
     nodes
+}
+
+/// The names a refresh may find members among: the members kept and the names that
+/// moved, two lists each sorted by name (a name may be in both).
+#[derive(Debug, Clone, Copy)]
+pub struct Among<'a> {
+    /// The members kept.
+    pub nodes: &'a [NodeView],
+    /// The names that moved.
+    pub moved: &'a [String],
+}
+
+impl Among<'_> {
+    /// How many names both lists hold (a name in both counted twice).
+    pub fn len(&self) -> usize {
+        self.nodes.len() + self.moved.len()
+    }
+
+    /// Neither list holds a name.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `name` is in either list.
+    pub fn contains(&self, name: &str) -> bool {
+        is_member(self.nodes, name)
+            || self
+                .moved
+                .binary_search_by(|m| m.as_str().cmp(name))
+                .is_ok()
+    }
+
+    /// Every name of both lists (a name in both given twice).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.nodes
+            .iter()
+            .map(|v| v.name.as_str())
+            .chain(self.moved.iter().map(String::as_str))
+    }
 }
 
 /// Whether `name` is among `nodes` (sorted by name).

@@ -146,3 +146,68 @@ fn a_stripped_node_keeps_what_plans_read() {
     super::strip_node(&mut node);
     assert_eq!(super::node_fingerprint(&node), fingerprint);
 }
+
+/// The names read from a write among some names (members and moved names, which may
+/// share a name) are those of all of them that are among those names, each once,
+/// whichever is the shorter (the overlay walks that one).
+#[test]
+fn the_names_among_some_are_those_of_all_that_are_among_them() {
+    use crate::plan::NodeView;
+    use crate::reconcile::views::Among;
+    let mut overlay = Overlay::default();
+    for i in (0..40).step_by(3) {
+        overlay.wrote(&format!("n{i:02}"), object("1", "u1", "x"));
+    }
+    overlay.deleted("n41", Some("u2".into()));
+    let mut all = overlay.all_names(None);
+    all.sort();
+    assert_eq!(all.len(), 15);
+    let names = |from: usize, step: usize| -> Vec<String> {
+        (from..45)
+            .step_by(step)
+            .map(|i| format!("n{i:02}"))
+            .collect()
+    };
+    let mut walked = (0, 0);
+    for ((from, step), (moved_from, moved_step)) in [
+        ((0, 1), (0, 50)),
+        ((0, 7), (3, 9)),
+        ((1, 3), (0, 3)),
+        ((0, 3), (0, 3)),
+        ((30, 1), (44, 1)),
+        ((40, 1), (0, 50)),
+        ((44, 1), (44, 1)),
+        ((39, 3), (39, 1)),
+    ] {
+        let nodes: Vec<NodeView> = names(from, step)
+            .into_iter()
+            .map(|name| NodeView {
+                name,
+                node: None,
+                bootc: None,
+            })
+            .collect();
+        let moved = names(moved_from, moved_step);
+        let among = Among {
+            nodes: &nodes,
+            moved: &moved,
+        };
+        let mut got = overlay.all_names(Some(among));
+        got.sort();
+        let expected: Vec<String> = all
+            .iter()
+            .filter(|n| nodes.iter().any(|v| v.name == **n) || moved.contains(n))
+            .cloned()
+            .collect();
+        assert_eq!(
+            got, expected,
+            "among {from}/{step} and {moved_from}/{moved_step}"
+        );
+        if among.len() < all.len() {
+            walked.0 += 1;
+        } else {
+            walked.1 += 1;
+        }
+    }
+    assert!(walked.0 > 0 && walked.1 > 0, "both walked: {walked:?}");
+}

@@ -71,8 +71,12 @@ impl Source for World {
     fn created(&self) -> Vec<String> {
         self.written.keys().cloned().collect()
     }
-    fn written(&self) -> Vec<String> {
-        self.written.keys().cloned().collect()
+    fn written(&self, among: Option<Among<'_>>) -> Vec<String> {
+        self.written
+            .keys()
+            .filter(|n| among.is_none_or(|among| among.contains(n)))
+            .cloned()
+            .collect()
     }
 }
 
@@ -365,8 +369,8 @@ impl Source for Counting<'_> {
     fn created(&self) -> Vec<String> {
         self.world.created()
     }
-    fn written(&self) -> Vec<String> {
-        self.world.written()
+    fn written(&self, among: Option<Among<'_>>) -> Vec<String> {
+        self.world.written(among)
     }
 }
 

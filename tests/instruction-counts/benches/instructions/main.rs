@@ -33,7 +33,7 @@ use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::plan::{self, Plan, PoolView, Snapshot};
 use bootc_pool_controller::reconcile::membership::Membership;
-use bootc_pool_controller::reconcile::views::{Source, Views};
+use bootc_pool_controller::reconcile::views::{Among, Source, Views};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::runtime::reflector::store::Writer;
@@ -271,7 +271,7 @@ impl Source for Caches {
     fn created(&self) -> Vec<String> {
         Vec::new()
     }
-    fn written(&self) -> Vec<String> {
+    fn written(&self, _among: Option<Among<'_>>) -> Vec<String> {
         Vec::new()
     }
 }
