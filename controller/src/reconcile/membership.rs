@@ -16,9 +16,9 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use foldhash::fast::FixedState;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
@@ -30,6 +30,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher::Event;
 
 use super::cache::lock;
+use crate::plan::NodeView;
 
 /// What one pool's candidates were found from.
 #[derive(Debug)]
@@ -179,20 +180,20 @@ impl Membership {
         }
     }
 
-    /// The names among `members` (`count` of them, sorted) delivered from number `seq`
-    /// on (each once, sorted); `None` when the log no longer reaches back that far. The
-    /// log holds the names of every pool's nodes: a pool with fewer members than the log
-    /// holds since `seq` asks for them by name, else it reads the log and keeps its own.
-    pub fn changed_since<'n>(
-        &self,
-        seq: u64,
-        (members, count): (impl Iterator<Item = &'n str>, usize),
-        is_member: impl Fn(&str) -> bool,
-    ) -> Option<Vec<String>> {
+    /// The names of `members` (sorted by name) delivered from number `seq` on (each
+    /// once, sorted); `None` when the log no longer reaches back that far. The log holds
+    /// the names of every pool's nodes: a pool with fewer members than the log holds
+    /// since `seq` asks for them by name, else it reads the log and keeps its own.
+    pub fn changed_since(&self, seq: u64, members: &[NodeView]) -> Option<Vec<String>> {
+        let is_member = |name: &str| {
+            members
+                .binary_search_by(|v| v.name.as_str().cmp(name))
+                .is_ok()
+        };
         let names = {
             let log = lock(&self.changes);
-            if count < log.len_since(seq) {
-                log.among_since(seq, members)
+            if members.len() < log.len_since(seq) {
+                log.among_since(seq, members.iter().map(|v| v.name.as_str()))
             } else {
                 log.since(seq, is_member)
             }

@@ -95,9 +95,7 @@ impl Views {
             if then.mark.epoch != mark.epoch || then.selector != selector {
                 return None;
             }
-            let members = (nodes.iter().map(|v| v.name.as_str()), nodes.len());
-            let mut changed =
-                membership.changed_since(then.mark.seq, members, |name| is_member(&nodes, name))?;
+            let mut changed = membership.changed_since(then.mark.seq, &nodes)?;
             let moved = membership.moved_since(then.mark.moved)?;
             // Only a member or a name that moved can be a member after the refresh: the
             // other pools' writes are not copied.
