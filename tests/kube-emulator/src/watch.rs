@@ -66,16 +66,22 @@ fn view(req: &WatchRequest, event: &Event) -> Option<(EventType, Arc<Value>)> {
     Some((kind, event.object.clone()))
 }
 
-/// One watch line, `{"object":…,"type":…}` and a newline: the object serialized where it
-/// is, not copied into a wrapper first (the keys in the order `json!` gives them).
+/// One watch line, `{"type":…,"object":…}` and a newline: the object serialized where it
+/// is, not copied into a wrapper first.
+///
+/// The type comes first, as the API server writes it (its watch event's fields in their
+/// declared order). A client that reads the event as a tagged enum (kube's `WatchEvent`
+/// is one) then decodes the object straight into its type; with the object first, it
+/// has to keep the whole object as generic content until it sees the type, and decode it
+/// twice.
 fn line(kind: &str, object: &Value) -> Bytes {
     #[derive(serde::Serialize)]
     struct Line<'a> {
-        object: &'a Value,
         #[serde(rename = "type")]
         kind: &'a str,
+        object: &'a Value,
     }
-    let mut text = match serde_json::to_vec(&Line { object, kind }) {
+    let mut text = match serde_json::to_vec(&Line { kind, object }) {
         Ok(text) => text,
         // A `Value` always serializes; should it not, the slower way says the same.
         Err(_) => json!({"type": kind, "object": object})
@@ -290,5 +296,24 @@ async fn run(
             _ = cut.recv() => return,
             _ = tx.closed() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_line_names_its_type_before_its_object_as_the_api_server_does() {
+        let object = json!({"kind": "Node", "apiVersion": "v1", "metadata": {"name": "a"}});
+        let text = line("MODIFIED", &object);
+        let text = std::str::from_utf8(&text).unwrap();
+        assert!(
+            text.starts_with(r#"{"type":"MODIFIED","object":{"#),
+            "the type comes first: {text}"
+        );
+        assert!(text.ends_with("}\n"), "one line: {text:?}");
+        let read: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(read, json!({"type": "MODIFIED", "object": object}));
     }
 }
