@@ -42,8 +42,9 @@ impl Runtime {
 /// logged) or a runtime that cannot start exits 1. Call after logging is set up.
 pub fn run<F>(runtime: Runtime, main: F) -> ExitCode
 where
-    F: Future<Output = Result<(), String>>,
+    F: Future<Output = Result<(), String>> + Send + 'static,
 {
+    let runtime_kind = runtime;
     let mut builder = match runtime {
         Runtime::CurrentThread => tokio::runtime::Builder::new_current_thread(),
         Runtime::MultiThread(workers) => {
@@ -61,7 +62,15 @@ where
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(main) {
+    let outcome = match runtime_kind {
+        Runtime::CurrentThread => runtime.block_on(main),
+        // On the workers, not on this thread: `block_on` polls its future here, outside
+        // the pool, so every wake-up from a socket would cross between threads.
+        Runtime::MultiThread(_) => runtime
+            .block_on(runtime.spawn(main))
+            .unwrap_or_else(|e| Err(format!("the main task ended abnormally: {e}"))),
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             error!("{message}");
