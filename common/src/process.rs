@@ -40,11 +40,13 @@ impl Runtime {
 
 /// Runs `main` to completion on a new runtime: success exits 0; an error (one line,
 /// logged) or a runtime that cannot start exits 1. Call after logging is set up.
+///
+/// With worker threads, `main` runs as a task on them (a panic in it is logged and
+/// exits 1); on one thread, on the calling thread.
 pub fn run<F>(runtime: Runtime, main: F) -> ExitCode
 where
     F: Future<Output = Result<(), String>> + Send + 'static,
 {
-    let runtime_kind = runtime;
     let mut builder = match runtime {
         Runtime::CurrentThread => tokio::runtime::Builder::new_current_thread(),
         Runtime::MultiThread(workers) => {
@@ -55,19 +57,19 @@ where
             builder
         }
     };
-    let runtime = match builder.enable_all().build() {
-        Ok(runtime) => runtime,
+    let rt = match builder.enable_all().build() {
+        Ok(rt) => rt,
         Err(e) => {
             error!(error = %e, "cannot start the async runtime");
             return ExitCode::FAILURE;
         }
     };
-    let outcome = match runtime_kind {
-        Runtime::CurrentThread => runtime.block_on(main),
+    let outcome = match runtime {
+        Runtime::CurrentThread => rt.block_on(main),
         // On the workers, not on this thread: `block_on` polls its future here, outside
         // the pool, so every wake-up from a socket would cross between threads.
-        Runtime::MultiThread(_) => runtime
-            .block_on(runtime.spawn(main))
+        Runtime::MultiThread(_) => rt
+            .block_on(rt.spawn(main))
             .unwrap_or_else(|e| Err(format!("the main task ended abnormally: {e}"))),
     };
     match outcome {
@@ -82,6 +84,31 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_multi_threaded_main_task_runs_on_a_worker_and_a_single_threaded_one_here() {
+        let caller = std::thread::current().id();
+        let on_caller = move || std::thread::current().id() == caller;
+        let two = Runtime::threads(NonZeroUsize::new(2));
+        let workers = run(two, async move {
+            match on_caller() {
+                true => Err("polled on the calling thread".to_owned()),
+                false => Ok(()),
+            }
+        });
+        assert_eq!(
+            workers,
+            ExitCode::SUCCESS,
+            "the main task ran outside the pool"
+        );
+        let one = run(Runtime::CurrentThread, async move {
+            match on_caller() {
+                true => Ok(()),
+                false => Err("polled on another thread".to_owned()),
+            }
+        });
+        assert_eq!(one, ExitCode::SUCCESS);
+    }
 
     #[test]
     fn the_outcome_is_the_exit_code() {
