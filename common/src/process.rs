@@ -91,9 +91,10 @@ mod tests {
         let on_caller = move || std::thread::current().id() == caller;
         let two = Runtime::threads(NonZeroUsize::new(2));
         let workers = run(two, async move {
-            match on_caller() {
-                true => Err("polled on the calling thread".to_owned()),
-                false => Ok(()),
+            if on_caller() {
+                Err("polled on the calling thread".to_owned())
+            } else {
+                Ok(())
             }
         });
         assert_eq!(
@@ -102,9 +103,10 @@ mod tests {
             "the main task ran outside the pool"
         );
         let one = run(Runtime::CurrentThread, async move {
-            match on_caller() {
-                true => Ok(()),
-                false => Err("polled on another thread".to_owned()),
+            if on_caller() {
+                Ok(())
+            } else {
+                Err("polled on another thread".to_owned())
             }
         });
         assert_eq!(one, ExitCode::SUCCESS);

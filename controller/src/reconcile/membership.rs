@@ -30,6 +30,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher::Event;
 
 use super::cache::lock;
+use super::views::is_member;
 use crate::plan::NodeView;
 
 /// What one pool's candidates were found from.
@@ -185,17 +186,12 @@ impl Membership {
     /// the names of every pool's nodes: a pool with fewer members than the log holds
     /// since `seq` asks for them by name, else it reads the log and keeps its own.
     pub fn changed_since(&self, seq: u64, members: &[NodeView]) -> Option<Vec<String>> {
-        let is_member = |name: &str| {
-            members
-                .binary_search_by(|v| v.name.as_str().cmp(name))
-                .is_ok()
-        };
         let names = {
             let log = lock(&self.changes);
             if members.len() < log.len_since(seq) {
                 log.among_since(seq, members.iter().map(|v| v.name.as_str()))
             } else {
-                log.since(seq, is_member)
+                log.since(seq, |name| is_member(members, name))
             }
         };
         // Sorted once the watch streams have the log back.

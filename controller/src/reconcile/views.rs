@@ -229,7 +229,7 @@ impl Among<'_> {
 }
 
 /// Whether `name` is among `nodes` (sorted by name).
-fn is_member(nodes: &[NodeView], name: &str) -> bool {
+pub(super) fn is_member(nodes: &[NodeView], name: &str) -> bool {
     nodes
         .binary_search_by(|v| v.name.as_str().cmp(name))
         .is_ok()

@@ -83,7 +83,8 @@ fn line(kind: &str, object: &Value) -> Bytes {
     }
     let mut text = match serde_json::to_vec(&Line { kind, object }) {
         Ok(text) => text,
-        // A `Value` always serializes; should it not, the slower way says the same.
+        // A `Value` always serializes; should it not, the slower way says the same (its
+        // keys sorted, the object first).
         Err(_) => json!({"type": kind, "object": object})
             .to_string()
             .into_bytes(),
