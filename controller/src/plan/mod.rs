@@ -16,7 +16,7 @@
 //! - `staging`: the member pass over `member`s: `maxStaging`, node states, slot
 //!   candidates, and slot holders through `holder` (cordon, drain, return, release) with
 //!   [`agent`] (what an agent and a kubelet report) and `boot_health`; it returns its
-//!   tally;
+//!   tally. What it found for [`settled`] members is kept between plans;
 //! - [`gates`]: every gate's verdict on what the pass found, in order of precedence;
 //! - `holder::approve` and [`slots`]: the approvals and the new slots the verdicts allow;
 //! - [`stall`]: stall detection;
@@ -54,6 +54,7 @@ mod member;
 mod membership;
 pub use gates::ordering;
 mod secret;
+pub mod settled;
 pub mod slots;
 mod staging;
 pub mod stall;
@@ -64,6 +65,7 @@ pub mod world;
 
 pub use actions::{ACTION_KINDS, Action, NodeState, Plan, PlannedEvent, events};
 pub use agent::runs;
+pub use settled::Settled;
 pub use slots::{ZONE_LABEL, grant_order};
 pub use stall::STALL_AFTER;
 pub use target::{Target, TargetDecision, TargetProblem};

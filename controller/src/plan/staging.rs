@@ -19,6 +19,7 @@ use super::admin_hold;
 use super::agent::AgentReport;
 use super::holder::{self, Holder};
 use super::member::{Member, Tally, wanted_spec, wanted_spec_of};
+use super::settled;
 use super::target::Target;
 use super::world::NodeView;
 
@@ -50,18 +51,26 @@ pub(super) fn pass<'a>(
     held: &BTreeSet<String>,
     conflicted: &BTreeSet<String>,
 ) -> Tally<'a> {
-    let rollout = &p.snap.pool.spec.rollout;
+    let snap = p.snap;
+    let rollout = &snap.pool.spec.rollout;
     let staging_limit = p.read(super::limits::staging(rollout, members.len()));
     let budget = p.read(super::limits::budget(rollout, members.len()));
-    let staging = members
+    let mut kept = snap.settled.lock();
+    let against = (target, &snap.pool.spec, snap.pull_secret.hash.as_deref());
+    let taken = kept.take_for(members, against);
+    // Whether each member pulls the target now (`maxStaging`), and how many do.
+    let pulling: Vec<bool> = members
         .iter()
-        .filter(|v| {
-            v.bootc.as_ref().is_some_and(|b| {
+        .zip(&taken)
+        .map(|(v, entry)| match entry {
+            Some(entry) => entry.outcome().staging,
+            None => v.bootc.as_ref().is_some_and(|b| {
                 b.spec().desired_image == target.image
                     && !AgentReport::of(b).needs_no_pull(&target.digest)
-            })
+            }),
         })
-        .count();
+        .collect();
+    let staging = pulling.iter().filter(|p| **p).count();
     let mut pass = Pass {
         tally: Tally::default(),
         places: Places {
@@ -73,10 +82,44 @@ pub(super) fn pass<'a>(
         held,
         conflicted,
     };
-    for view in members {
-        member(p, &mut pass, view, target);
+    let mut settled = Vec::with_capacity(members.len());
+    for ((view, entry), pulling) in members.iter().zip(taken).zip(pulling) {
+        match entry {
+            Some(entry) => {
+                replay(p, &mut pass, view, entry.outcome());
+                settled.push(entry);
+            }
+            None => settled.extend(
+                member(p, &mut pass, (view, pulling), target).and_then(|o| settled::entry(view, o)),
+            ),
+        }
     }
+    kept.keep(settled);
     pass.tally
+}
+
+/// A settled member's part of the plan, as [`member`] found it when it was kept.
+fn replay<'a>(
+    p: &mut Planner<'a>,
+    pass: &mut Pass<'a, '_>,
+    view: &'a NodeView,
+    outcome: &settled::Outcome,
+) {
+    let name = &view.name;
+    // A kept outcome is of a member with its Node, Ready as it was then.
+    if !view.node.as_ref().is_some_and(|info| info.ready) {
+        pass.tally.unavailable += 1;
+    }
+    if let Some(degraded) = &outcome.degraded {
+        p.degrade(name, &degraded.0, &degraded.1);
+    }
+    if outcome.candidate && !pass.conflicted.contains(name) {
+        pass.tally.candidates.push(view);
+    }
+    if outcome.on_target_degraded {
+        pass.tally.on_target_degraded.push(name.clone());
+    }
+    p.states.insert(name.clone(), outcome.state);
 }
 
 /// What the member pass keeps while it goes.
@@ -115,17 +158,24 @@ impl Places {
     }
 }
 
-/// One member node, with a known target.
-fn member<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, view: &'a NodeView, target: &Target) {
+/// One member node (and whether it pulls the target now), with a known target; its
+/// outcome when it is settled (see [`settled`]).
+fn member<'a>(
+    p: &mut Planner<'a>,
+    pass: &mut Pass<'a, '_>,
+    (view, pulling): (&'a NodeView, bool),
+    target: &Target,
+) -> Option<settled::Outcome> {
     let name = &view.name;
-    let Some(info) = &view.node else { return };
+    let info = view.node.as_ref()?;
     let held = pass.held.contains(name);
     // A new node pulls the target: it needs a staging place. A held one gets no
     // BootcNode until the hold is lifted.
     let placed = pass.places.free();
     let later = view.bootc.is_none() && !held && placed && pass.places.batch_full();
     // A node joining is labelled in the plan that creates its BootcNode.
-    if !info.labels().contains_key(MANAGED_LABEL) && !later {
+    let labelled = info.labels().contains_key(MANAGED_LABEL);
+    if !labelled && !later {
         p.actions.push(Action::Label { node: name.clone() });
     }
     if !info.ready {
@@ -141,11 +191,11 @@ fn member<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, view: &'a NodeView, 
             Placed::Waits
         };
         create(p, pass, name.clone(), target, placed);
-        return;
+        return None;
     };
     if bootc.deleting() {
         p.states.insert(name.clone(), NodeState::Pending);
-        return;
+        return None;
     }
     let agent = AgentReport::of(bootc);
     let mut spec = wanted_spec_of(
@@ -185,9 +235,13 @@ fn member<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, view: &'a NodeView, 
                 annotations,
             },
         );
-        return;
+        return None;
     }
-    waiting(p, pass, &node, (spec, annotations));
+    let outcome = waiting(p, pass, &node, (spec, annotations));
+    outcome.filter(|_| labelled).map(|o| settled::Outcome {
+        staging: pulling,
+        ..o
+    })
 }
 
 /// Whether a member without a BootcNode gets one in this plan.
@@ -228,13 +282,15 @@ fn create(
 }
 
 /// A member without a slot: its spec (held back by `maxStaging` when it would start a
-/// pull) and its state; a staged, Ready, unconflicted node becomes a slot candidate.
+/// pull) and its state; a staged, Ready, unconflicted node becomes a slot candidate. Its
+/// outcome when nothing is written for it and it asks for the target (settled, but for
+/// its label, which the caller knows).
 fn waiting<'a>(
     p: &mut Planner<'a>,
     pass: &mut Pass<'a, '_>,
     node: &Member<'_, 'a>,
     (mut spec, mut annotations): (Cow<'a, BootcNodeSpec>, BTreeMap<String, Option<String>>),
-) {
+) -> Option<settled::Outcome> {
     let Member {
         view,
 
@@ -272,7 +328,8 @@ fn waiting<'a>(
         }
     }
     let changed = matches!(spec, Cow::Owned(ref s) if s != bootc.spec());
-    if changed || !annotations.is_empty() {
+    let writes = changed || !annotations.is_empty();
+    if writes {
         p.actions.push(Action::Update {
             node: name.clone(),
             resource_version: bootc.resource_version(),
@@ -280,18 +337,34 @@ fn waiting<'a>(
             annotations,
         });
     }
-    let state = state_of(p, pass, node);
-    if state == NodeState::Degraded && !retargeted && agent.booted(&target.digest) {
+    let (state, degraded, candidate) = state_of(node);
+    if let Some((reason, message)) = &degraded {
+        p.degrade(&name, reason, message);
+    }
+    if candidate && !pass.conflicted.contains(&name) {
+        pass.tally.candidates.push(view);
+    }
+    let on_target_degraded =
+        state == NodeState::Degraded && !retargeted && agent.booted(&target.digest);
+    if on_target_degraded {
         pass.tally.on_target_degraded.push(name.clone());
     }
     p.states.insert(name, state);
+    (!writes && !retargeted).then(|| settled::Outcome {
+        state,
+        // Set by the caller, which knows.
+        staging: false,
+        candidate,
+        on_target_degraded,
+        degraded: degraded.map(Box::new),
+    })
 }
 
-/// The state of a member without a slot; a staged, Ready, unconflicted one becomes a slot
-/// candidate (the gates may yet hold it back).
-fn state_of<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, node: &Member<'_, 'a>) -> NodeState {
+/// The state of a member without a slot; why it is degraded (reason and message), if it
+/// is; and whether it is a slot candidate (staged and Ready: the gates and other pools'
+/// claims may yet hold it back).
+fn state_of(node: &Member<'_, '_>) -> (NodeState, Option<(String, String)>, bool) {
     let Member {
-        view,
         info,
         bootc,
         agent,
@@ -299,30 +372,30 @@ fn state_of<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, node: &Member<'_, 
         retargeted,
         ..
     } = *node;
-    let name = &view.name;
     let drain_failed = bootc
         .annotations()
         .get(DRAIN_FAILED_ANNOTATION)
         .is_some_and(|d| *d == target.digest.to_string());
     if drain_failed {
-        p.degrade(name, "DrainTimeout", &format!(
+        let message = format!(
             "its drain for {} timed out; remove its {DRAIN_FAILED_ANNOTATION} annotation to try again",
             target.digest
-        ));
-        NodeState::Degraded
+        );
+        (
+            NodeState::Degraded,
+            Some(("DrainTimeout".to_owned(), message)),
+            false,
+        )
     } else if let Some((reason, message)) = agent.degraded().filter(|_| !retargeted) {
-        p.degrade(name, reason, message);
-        NodeState::Degraded
+        let degraded = (reason.to_owned(), message.to_owned());
+        (NodeState::Degraded, Some(degraded), false)
     } else if retargeted {
-        NodeState::Pending
+        (NodeState::Pending, None, false)
     } else if agent.booted(&target.digest) {
-        NodeState::UpToDate
+        (NodeState::UpToDate, None, false)
     } else if agent.ready_to_boot(&target.digest) {
-        if info.ready && !pass.conflicted.contains(name) {
-            pass.tally.candidates.push(view);
-        }
-        NodeState::Staged
+        (NodeState::Staged, None, info.ready)
     } else {
-        NodeState::Staging
+        (NodeState::Staging, None, false)
     }
 }

@@ -1391,6 +1391,7 @@ mod batches;
 mod blocking_pods;
 mod fail_closed;
 mod mid_reboot;
+mod settled;
 
 fn deleting(snap: &mut Snapshot) {
     snap.pool.deleting = true;

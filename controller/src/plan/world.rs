@@ -144,6 +144,11 @@ impl BootcView {
     pub fn deleting(&self) -> bool {
         self.object.metadata.deletion_timestamp.is_some()
     }
+
+    /// The object, as the cache shares it.
+    pub(super) fn object(&self) -> &Arc<BootcNode> {
+        &self.object
+    }
 }
 
 #[cfg(test)]
@@ -341,6 +346,9 @@ pub struct Snapshot {
     pub progress: Option<Progress>,
     /// The time of the plan.
     pub now: DateTime<Utc>,
+    /// What the pool's earlier plans found for its settled members (see
+    /// [`super::settled`]); the plan is the same with it or without it.
+    pub settled: super::Settled,
 }
 
 impl Snapshot {
@@ -365,6 +373,7 @@ impl Snapshot {
             drains: BTreeMap::new(),
             progress: None,
             now,
+            settled: super::Settled::default(),
         }
     }
 }

@@ -147,6 +147,7 @@ impl Context {
             drains,
             progress: super::cache::lock(&self.progress).get(&name).copied(),
             now: (self.deps.clock)(),
+            settled: lock(&self.settled).entry(name.clone()).or_default().clone(),
         };
         (snapshot, stamp)
     }

@@ -86,6 +86,7 @@ fn snapshot(world: &World<'_>, pool: &BootcNodePool, answers: Answers<'_>) -> Sn
             .collect(),
         progress: None,
         now: world.now,
+        settled: Default::default(),
     }
 }
 

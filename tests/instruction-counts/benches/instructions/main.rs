@@ -6,15 +6,16 @@
 //! table `docs/performance.md` keeps and fails when a case exceeds its ceiling in this
 //! crate's `ceilings.txt`. Cases, on the fixed pools of `world.rs` beside this file:
 //!
-//! - `plan`: one `plan()` of a snapshot already built;
+//! - `plan`: one `plan()` of a snapshot already built, nothing kept from an earlier plan;
 //! - `reconcile`: what one reconcile computes between its reads and its writes: the
 //!   members picked from the caches (the reflector stores the controller fills), their
 //!   views, the snapshot, the plan and the status patch serialized. The API calls
 //!   themselves are not counted. The pool's candidates and views are read from scratch,
-//!   as after a label or owner change (`reconcile::membership`, `reconcile::views`);
+//!   as after a label or owner change (`reconcile::membership`, `reconcile::views`), and
+//!   nothing is kept of the settled members (`plan::settled`);
 //! - `one-change`: the same reconcile again after one member's BootcNode changed its
-//!   status (a reconcile done first, uncounted): the candidates and the views kept from
-//!   it stand, the changed member's read again;
+//!   status (a reconcile done first, uncounted): the candidates, the views and the
+//!   settled members kept from it stand, the changed member's read and planned again;
 //! - `one-label`: the same again after one member's Node got a label: a name that may
 //!   have joined or left the pool, read by name.
 //!
@@ -201,6 +202,7 @@ fn run_case(case: &str) -> ExitCode {
         "reconcile" => {
             caches.membership.forget(&pool.name_any());
             caches.views.forget(&pool.name_any());
+            caches.settled.clear();
             black_box(measured_reconcile(black_box(&pool), black_box(&caches)));
         }
         "one-change" | "one-label" => {
@@ -252,6 +254,8 @@ struct Caches {
     bootc_writer: Writer<BootcNode>,
     membership: Membership,
     views: Views,
+    /// What the plans found for the settled members, kept as the controller keeps it.
+    settled: plan::Settled,
 }
 
 /// The bench writes nothing: every object comes from the caches.
@@ -289,6 +293,7 @@ impl Caches {
             bootc_writer,
             membership,
             views: Views::default(),
+            settled: plan::Settled::default(),
         }
     }
 
@@ -329,6 +334,7 @@ impl Caches {
         let mut pool = world::pool();
         pool.status = Some(plan::plan(&self.snapshot(&pool)).status);
         self.views.forget(&pool.name_any());
+        self.settled.clear();
         pool
     }
 
@@ -348,7 +354,9 @@ impl Caches {
             deleting: false,
             finalized: true,
         };
-        Snapshot::of(view, members, world::now())
+        let mut snap = Snapshot::of(view, members, world::now());
+        snap.settled = self.settled.clone();
+        snap
     }
 }
 

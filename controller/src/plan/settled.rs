@@ -1,0 +1,195 @@
+//! Members whose part of the plan is settled, kept between plans. Between two plans of a
+//! rollout most members stay as they were: staged and waiting for a slot, or done. Each
+//! such member costs the member pass the same work every time (its report read, its
+//! spec compared with the one it should have, its state found) for the same answer.
+//!
+//! A member is settled when the pass plans nothing for it and takes nothing from the
+//! pool's shared places: it has its Node (labelled) and its BootcNode (not being
+//! deleted, holding no slot, asking for the target, its spec what it should be). What
+//! the pass then found for it (its [`Outcome`]) depends on its two objects, whether its
+//! Node is Ready, and the pool's target, spec and pull Secret hash, and on nothing else
+//! (not the time, not the other members); whether another pool claims it is asked
+//! again at every plan. The outcome is kept with the objects it was found for,
+//! shared with the caches rather than copied, and used again while the member's view
+//! still holds those very objects (the caches replace an object when it changes, they
+//! never change one in place) and the pool's target, spec and hash are the same.
+//! Anything else is planned as before, and kept again if it is settled.
+//!
+//! So the plan stays one function of its snapshot: with what is kept or without it, it
+//! is the same plan; a test holds the two together over random changes.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bootc_crds::node::BootcNode;
+use bootc_crds::pool::BootcNodePoolSpec;
+use k8s_openapi::api::core::v1::Node;
+
+use super::actions::NodeState;
+use super::target::Target;
+use super::world::NodeView;
+
+/// What a settled member contributes to the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Outcome {
+    /// Its state.
+    pub state: NodeState,
+    /// It counts among the members pulling the target (`maxStaging`).
+    pub staging: bool,
+    /// Staged and Ready: a slot candidate, unless another pool claims it.
+    pub candidate: bool,
+    /// It runs the target and reports Degraded.
+    pub on_target_degraded: bool,
+    /// Why it is degraded, and the message: its reason and message in the status.
+    pub degraded: Option<Box<(String, String)>>,
+}
+
+/// The outcomes kept for a pool's settled members, shared by the snapshots of its plans
+/// (the reconcile shell keeps one per pool). Empty by default: then every member is
+/// planned in full, and those settled are kept.
+#[derive(Debug, Clone, Default)]
+pub struct Settled {
+    kept: Arc<Mutex<Kept>>,
+}
+
+impl Settled {
+    /// How many members' outcomes are kept.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// None is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many members' outcomes plans have used again, in all.
+    pub fn used(&self) -> u64 {
+        self.lock().used
+    }
+
+    /// Forgets what is kept: the next plan plans every member in full.
+    pub fn clear(&self) {
+        let mut kept = self.lock();
+        kept.against = None;
+        kept.entries.clear();
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What the outcomes were found against.
+#[derive(Debug, PartialEq)]
+struct Against {
+    target: Target,
+    spec: BootcNodePoolSpec,
+    hash: Option<String>,
+}
+
+/// The kept outcomes, by member name, and what they were found against.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    against: Option<Against>,
+    /// Sorted by name.
+    entries: Vec<Entry>,
+    /// How many members' outcomes were used again, in all.
+    used: u64,
+}
+
+/// One settled member: the objects its outcome was found for, and the outcome. Its name
+/// is its BootcNode's (the member's, as the controller names them; where it is not, the
+/// entry is only not found again).
+#[derive(Debug)]
+pub(super) struct Entry {
+    node: Arc<Node>,
+    bootc: Arc<BootcNode>,
+    ready: bool,
+    outcome: Outcome,
+}
+
+impl Entry {
+    fn name(&self) -> &str {
+        self.bootc.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// Whether `view` holds the very objects this was found for.
+    fn of(&self, view: &NodeView) -> bool {
+        let (Some(info), Some(bootc)) = (&view.node, &view.bootc) else {
+            return false;
+        };
+        Arc::ptr_eq(&self.bootc, bootc.object())
+            && Arc::ptr_eq(&self.node, &info.node)
+            && self.ready == info.ready
+    }
+
+    /// The outcome kept.
+    pub fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+}
+
+impl Kept {
+    /// Takes the entries kept for `members` (sorted by name), one per member, `None` where
+    /// nothing is kept for its objects; forgets every entry when the target, the spec or
+    /// the hash changed since they were kept, and the entries of names no longer members.
+    pub fn take_for(
+        &mut self,
+        members: &[&NodeView],
+        (target, spec, hash): (&Target, &BootcNodePoolSpec, Option<&str>),
+    ) -> Vec<Option<Entry>> {
+        let same = self
+            .against
+            .as_ref()
+            .is_some_and(|a| a.target == *target && a.spec == *spec && a.hash.as_deref() == hash);
+        if !same {
+            self.against = Some(Against {
+                target: target.clone(),
+                spec: spec.clone(),
+                hash: hash.map(str::to_owned),
+            });
+            self.entries.clear();
+        }
+        if self.entries.is_empty() {
+            return std::iter::repeat_with(|| None)
+                .take(members.len())
+                .collect();
+        }
+        let mut old = std::mem::take(&mut self.entries).into_iter().peekable();
+        let mut used = 0;
+        let taken = members
+            .iter()
+            .map(|view| {
+                // Nearly always the next entry holds the member's objects.
+                let entry = old.next_if(|e| e.of(view)).or_else(|| {
+                    let name = view.name.as_str();
+                    while old.next_if(|e| e.name() < name).is_some() {}
+                    old.next_if(|e| e.name() == name).filter(|e| e.of(view))
+                });
+                used += u64::from(entry.is_some());
+                entry
+            })
+            .collect();
+        self.used += used;
+        taken
+    }
+
+    /// Keeps the entries for the next plan: those taken and used, and the new ones, in
+    /// member order. The shell's members come in name order; out of it (a test's
+    /// snapshot), an entry the next plan passes over is only not used.
+    pub fn keep(&mut self, entries: Vec<Entry>) {
+        self.entries = entries;
+    }
+}
+
+/// The entry for `view`, settled with `outcome`. `None` unless it has its Node and its
+/// BootcNode.
+pub(super) fn entry(view: &NodeView, outcome: Outcome) -> Option<Entry> {
+    let (info, bootc) = (view.node.as_ref()?, view.bootc.as_ref()?);
+    Some(Entry {
+        node: Arc::clone(&info.node),
+        bootc: Arc::clone(bootc.object()),
+        ready: info.ready,
+        outcome,
+    })
+}

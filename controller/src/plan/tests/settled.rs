@@ -1,0 +1,264 @@
+//! What is kept of settled members between plans changes no plan: over random pools and
+//! random changes between their plans, the plan made with what earlier plans kept is the
+//! plan made from scratch, and kept outcomes were used.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use proptest::prelude::*;
+
+use super::*;
+
+/// The member kinds the pools are made of: every path of the member pass.
+const KINDS: usize = 17;
+
+fn name(i: usize) -> &'static str {
+    Box::leak(format!("n{i:02}").into_boxed_str())
+}
+
+/// Member `i` of kind `kind`, its BootcNode named as the controller's are.
+fn member(i: usize, kind: usize) -> NodeView {
+    let n = node(name(i));
+    let mut n = match kind {
+        0 => n.staged(),
+        1 => n.staging(),
+        2 => n.approved(),
+        3 => n.staged().slot(),
+        4 => n.rebooting().slot().cordoned(),
+        5 => n.back().slot().cordoned(),
+        6 => n.updated(),
+        7 => n.with(
+            'b',
+            DesiredImageState::Staged,
+            agent('a', Some('b'), "Staged", Some("disk")),
+        ),
+        8 => n.with(
+            'b',
+            DesiredImageState::Staged,
+            agent('b', None, "Idle", Some("disk")),
+        ),
+        9 => n
+            .staged()
+            .annotate(DRAIN_FAILED_ANNOTATION, &digest('b').to_string()),
+        10 => n,
+        11 => n.with(
+            'a',
+            DesiredImageState::Staged,
+            agent('a', None, "Idle", None),
+        ),
+        12 => n.updated(),
+        13 => {
+            let mut n = n.staged();
+            bootc_mut(&mut n.bootc).metadata.deletion_timestamp = Some(to_time(now()).unwrap());
+            n
+        }
+        14 => {
+            let mut n = n.staged();
+            n.ready = false;
+            n
+        }
+        15 => {
+            let mut n = n.staged();
+            n.held = true;
+            n
+        }
+        _ => {
+            let mut n = n.updated();
+            n.role = "db";
+            n
+        }
+    };
+    if n.bootc.is_some() {
+        bootc_mut(&mut n.bootc).metadata.name = Some(name(i).to_owned());
+    }
+    let mut view = n.view();
+    if kind == 12 {
+        // Not labelled yet: the plan labels it.
+        let info = view.node.as_mut().unwrap();
+        info.labels_mut().remove(MANAGED_LABEL);
+    }
+    view
+}
+
+/// A change between two plans.
+#[derive(Debug, Clone)]
+enum Change {
+    /// Member `i`'s objects replaced by those of a member of another kind.
+    Replace(usize, usize),
+    /// Member `i`'s Node turns Ready or NotReady, the object kept.
+    Ready(usize),
+    /// Member `i`'s agent reports anew (its BootcNode changed where it is held).
+    Report(usize, bool),
+    /// Member `i`'s Node labelled as another pool selects it, or the label taken off.
+    Conflict(usize),
+    /// Member `i`'s Node loses the managed label (someone took it off).
+    Unlabel(usize),
+    /// The other pool selects every worker (`true`) or the labelled nodes alone: members
+    /// claimed by it while their objects stay as they were.
+    Rival(bool),
+    /// The pool's target moves to another image.
+    Target(char),
+    /// The pool's budget.
+    Budget(i32),
+    /// The pool's `maxStaging`.
+    Staging(Option<i32>),
+    /// The pull Secret's hash.
+    Hash(Option<&'static str>),
+}
+
+fn change(size: usize) -> impl Strategy<Value = Change> {
+    prop_oneof![
+        4 => (0..size, 0..KINDS).prop_map(|(i, k)| Change::Replace(i, k)),
+        2 => (0..size).prop_map(Change::Ready),
+        2 => (0..size, any::<bool>()).prop_map(|(i, done)| Change::Report(i, done)),
+        1 => (0..size).prop_map(Change::Conflict),
+        1 => (0..size).prop_map(Change::Unlabel),
+        1 => any::<bool>().prop_map(Change::Rival),
+        1 => prop::sample::select(vec!['b', 'c']).prop_map(Change::Target),
+        1 => (1..4i32).prop_map(Change::Budget),
+        1 => prop::option::of(1..3i32).prop_map(Change::Staging),
+        1 => prop::option::of(prop::sample::select(vec!["h1", "h2"])).prop_map(Change::Hash),
+    ]
+}
+
+fn apply(snap: &mut Snapshot, change: &Change) {
+    let size = snap.nodes.len();
+    match *change {
+        Change::Replace(i, kind) => snap.nodes[i % size] = member(i % size, kind),
+        Change::Ready(i) => {
+            if let Some(info) = snap.nodes[i % size].node.as_mut() {
+                info.ready = !info.ready;
+            }
+        }
+        Change::Report(i, done) => {
+            if let Some(bootc) = snap.nodes[i % size].bootc.as_mut() {
+                // A copy when a kept outcome holds the object, as a cache's new object is.
+                bootc.object_mut().status = Some(if done {
+                    agent('b', None, "Idle", None)
+                } else {
+                    agent('a', Some('b'), "Staged", None)
+                });
+            }
+        }
+        Change::Conflict(i) => {
+            if let Some(info) = snap.nodes[i % size].node.as_mut() {
+                let labels = info.labels_mut();
+                if labels.remove("team").is_none() {
+                    labels.insert("team".to_owned(), "other".to_owned());
+                }
+            }
+        }
+        Change::Unlabel(i) => {
+            if let Some(info) = snap.nodes[i % size].node.as_mut() {
+                info.labels_mut().remove(MANAGED_LABEL);
+            }
+        }
+        Change::Rival(all) => {
+            let labels = if all {
+                serde_json::json!({"role": "worker"})
+            } else {
+                serde_json::json!({"team": "other"})
+            };
+            let selector = serde_json::from_value(serde_json::json!({ "matchLabels": labels }));
+            let mut selectors = (*snap.pool_selectors).clone();
+            selectors[0].1 = selector.unwrap();
+            snap.pool_selectors = Arc::new(selectors);
+        }
+        Change::Target(c) => snap.pool.spec.image.r#ref = pin(c),
+        Change::Budget(n) => snap.pool.spec.rollout.max_unavailable = IntOrString::Int(n),
+        Change::Staging(n) => snap.pool.spec.rollout.max_staging = n.map(IntOrString::Int),
+        Change::Hash(h) => snap.pull_secret.hash = h.map(str::to_owned),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Each plan of a pool changed step by step, made with what the plans before it
+    /// kept, is the plan made with nothing kept; and kept outcomes were used.
+    #[test]
+    fn a_plan_with_settled_members_kept_is_the_plan_from_scratch(
+        kinds in prop::collection::vec(0..KINDS, 2..12),
+        steps in prop::collection::vec(prop::collection::vec(change(12), 0..4), 1..8),
+    ) {
+        let nodes: Vec<NodeView> = kinds.iter().enumerate().map(|(i, &k)| member(i, k)).collect();
+        let mut snap = Snapshot::of(
+            PoolView {
+                name: POOL.into(),
+                generation: Some(1),
+                spec: pool_spec(IntOrString::Int(2)),
+                status: None,
+                deleting: false,
+                finalized: true,
+            },
+            nodes,
+            now(),
+        );
+        let other: LabelSelector = serde_json::from_value(
+            serde_json::json!({"matchLabels": {"team": "other"}}),
+        ).unwrap();
+        snap.pool_selectors = Arc::new(vec![
+            ("other".to_owned(), other),
+            (POOL.to_owned(), snap.pool.spec.node_selector.clone()),
+        ]);
+        let kept = Settled::default();
+        for changes in std::iter::once(&Vec::new()).chain(&steps) {
+            for c in changes {
+                apply(&mut snap, c);
+            }
+            let (len, used) = (kept.len(), kept.used());
+            let mut with = snap.clone();
+            with.settled = kept.clone();
+            let mut without = snap.clone();
+            without.settled = Settled::default();
+            let from_scratch = plan(&without);
+            prop_assert_eq!(plan(&with), from_scratch.clone());
+            if changes.is_empty() {
+                // Nothing changed since the plan before: every outcome it kept was used.
+                prop_assert_eq!(kept.used() - used, len as u64);
+            }
+            // The next plan starts from this one's status, as the controller's does.
+            snap.pool.status = Some(from_scratch.status);
+        }
+    }
+}
+
+/// The kept outcomes are used: a pool planned twice without a change plans its settled
+/// members once, and a change to one member's objects plans that one again.
+#[test]
+fn an_unchanged_settled_member_is_not_planned_again() {
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[
+            node("a1").updated(),
+            node("a2").staged(),
+            node("a3").staged().slot(),
+            node("a4"),
+        ],
+    );
+    for view in &mut snap.nodes {
+        if let Some(bootc) = view.bootc.as_mut() {
+            bootc.object_mut().metadata.name = Some(view.name.clone());
+        }
+    }
+    let kept = Settled::default();
+    snap.settled = kept.clone();
+    let first = plan(&snap);
+    // a1 (done) and a2 (staged, a candidate) are settled; a3 holds a slot, a4 has no
+    // BootcNode yet.
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(kept.used(), 0);
+    let second = plan(&snap);
+    assert_eq!(second, first);
+    assert_eq!(kept.used(), 2);
+    // a2's agent reports again: a new object, planned again.
+    let object = BootcNode::clone(snap.nodes[1].bootc.as_ref().unwrap().object());
+    snap.nodes[1].bootc = Some(BootcView::new(Arc::new(object), Some(POOL.to_owned())));
+    let third = plan(&snap);
+    assert_eq!(third, first);
+    assert_eq!(kept.used(), 3, "only a1 used again");
+    // A new target: nothing kept holds.
+    snap.pool.spec.image.r#ref = pin('c');
+    plan(&snap);
+    assert_eq!(kept.used(), 3);
+}
