@@ -54,7 +54,7 @@ pub struct Settled {
 impl Settled {
     /// How many members' outcomes are kept.
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().entries.iter().flatten().count()
     }
 
     /// None is kept.
@@ -91,8 +91,9 @@ struct Against {
 #[derive(Debug, Default)]
 pub(super) struct Kept {
     against: Option<Against>,
-    /// Sorted by name.
-    entries: Vec<Entry>,
+    /// One per member of the last plan, in its order (by name): `None` for a member that
+    /// was not settled.
+    entries: Vec<Option<Entry>>,
     /// How many members' outcomes were used again, in all.
     used: u64,
 }
@@ -130,14 +131,15 @@ impl Entry {
 }
 
 impl Kept {
-    /// Takes the entries kept for `members` (sorted by name), one per member, `None` where
-    /// nothing is kept for its objects; forgets every entry when the target, the spec or
-    /// the hash changed since they were kept, and the entries of names no longer members.
-    pub fn take_for(
+    /// The entries kept for `members` (sorted by name), one per member in their order,
+    /// `None` where nothing is kept for its objects, to be used and filled in place for
+    /// the next plan. Every entry is forgotten when the target, the spec or the hash
+    /// changed since they were kept, and those of names no longer members.
+    pub fn for_members(
         &mut self,
         members: &[&NodeView],
         (target, spec, hash): (&Target, &BootcNodePoolSpec, Option<&str>),
-    ) -> Vec<Option<Entry>> {
+    ) -> &mut [Option<Entry>] {
         let same = self
             .against
             .as_ref()
@@ -150,36 +152,41 @@ impl Kept {
             });
             self.entries.clear();
         }
-        if self.entries.is_empty() {
-            return std::iter::repeat_with(|| None)
-                .take(members.len())
-                .collect();
+        if self.entries.len() != members.len() {
+            // Members joined or left (or nothing is kept): the entries are found by name.
+            self.entries = by_name(std::mem::take(&mut self.entries), members);
         }
-        let mut old = std::mem::take(&mut self.entries).into_iter().peekable();
+        // The same members as the last plan's, nearly always: in place, an entry whose
+        // member's objects changed is forgotten.
         let mut used = 0;
-        let taken = members
-            .iter()
-            .map(|view| {
-                // Nearly always the next entry holds the member's objects.
-                let entry = old.next_if(|e| e.of(view)).or_else(|| {
-                    let name = view.name.as_str();
-                    while old.next_if(|e| e.name() < name).is_some() {}
-                    old.next_if(|e| e.name() == name).filter(|e| e.of(view))
-                });
-                used += u64::from(entry.is_some());
-                entry
-            })
-            .collect();
+        for (entry, view) in self.entries.iter_mut().zip(members) {
+            if entry.as_ref().is_some_and(|e| e.of(view)) {
+                used += 1;
+            } else {
+                *entry = None;
+            }
+        }
         self.used += used;
-        taken
+        &mut self.entries
     }
+}
 
-    /// Keeps the entries for the next plan: those taken and used, and the new ones, in
-    /// member order. The shell's members come in name order; out of it (a test's
-    /// snapshot), an entry the next plan passes over is only not used.
-    pub fn keep(&mut self, entries: Vec<Entry>) {
-        self.entries = entries;
+/// The entries of `old` (in name order) for `members`, one per member, found by name.
+fn by_name(old: Vec<Option<Entry>>, members: &[&NodeView]) -> Vec<Option<Entry>> {
+    if old.is_empty() {
+        return std::iter::repeat_with(|| None)
+            .take(members.len())
+            .collect();
     }
+    let mut old = old.into_iter().flatten().peekable();
+    members
+        .iter()
+        .map(|view| {
+            let name = view.name.as_str();
+            while old.next_if(|e| e.name() < name).is_some() {}
+            old.next_if(|e| e.name() == name)
+        })
+        .collect()
 }
 
 /// The entry for `view`, settled with `outcome`. `None` unless it has its Node and its

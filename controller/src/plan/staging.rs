@@ -57,11 +57,11 @@ pub(super) fn pass<'a>(
     let budget = p.read(super::limits::budget(rollout, members.len()));
     let mut kept = snap.settled.lock();
     let against = (target, &snap.pool.spec, snap.pull_secret.hash.as_deref());
-    let taken = kept.take_for(members, against);
+    let taken = kept.for_members(members, against);
     // Whether each member pulls the target now (`maxStaging`), and how many do.
     let pulling: Vec<bool> = members
         .iter()
-        .zip(&taken)
+        .zip(taken.iter())
         .map(|(v, entry)| match entry {
             Some(entry) => entry.outcome().staging,
             None => v.bootc.as_ref().is_some_and(|b| {
@@ -82,19 +82,16 @@ pub(super) fn pass<'a>(
         held,
         conflicted,
     };
-    let mut settled = Vec::with_capacity(members.len());
-    for ((view, entry), pulling) in members.iter().zip(taken).zip(pulling) {
+    // What is found settled now is kept in place, for the next plan.
+    for ((view, entry), pulling) in members.iter().zip(taken.iter_mut()).zip(pulling) {
         match entry {
-            Some(entry) => {
-                replay(p, &mut pass, view, entry.outcome());
-                settled.push(entry);
+            Some(entry) => replay(p, &mut pass, view, entry.outcome()),
+            None => {
+                *entry = member(p, &mut pass, (view, pulling), target)
+                    .and_then(|o| settled::entry(view, o));
             }
-            None => settled.extend(
-                member(p, &mut pass, (view, pulling), target).and_then(|o| settled::entry(view, o)),
-            ),
         }
     }
-    kept.keep(settled);
     pass.tally
 }
 

@@ -224,7 +224,8 @@ proptest! {
 }
 
 /// The kept outcomes are used: a pool planned twice without a change plans its settled
-/// members once, and a change to one member's objects plans that one again.
+/// members once, a change to one member's objects plans that one again, and a member
+/// joining or leaving leaves the others' in use.
 #[test]
 fn an_unchanged_settled_member_is_not_planned_again() {
     let mut snap = snapshot(
@@ -257,8 +258,15 @@ fn an_unchanged_settled_member_is_not_planned_again() {
     let third = plan(&snap);
     assert_eq!(third, first);
     assert_eq!(kept.used(), 3, "only a1 used again");
+    // A node before them leaves the pool: theirs are found by name.
+    snap.nodes.insert(0, node("a0").updated().view());
+    plan(&snap);
+    assert_eq!(kept.used(), 5, "a1 and a2 used again");
+    snap.nodes.remove(0);
+    plan(&snap);
+    assert_eq!(kept.used(), 7, "a1 and a2 used again");
     // A new target: nothing kept holds.
     snap.pool.spec.image.r#ref = pin('c');
     plan(&snap);
-    assert_eq!(kept.used(), 3);
+    assert_eq!(kept.used(), 7);
 }
