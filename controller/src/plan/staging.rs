@@ -180,14 +180,13 @@ fn member<'a>(
         pass.tally.unavailable += 1;
     }
     let Some(bootc) = &view.bootc else {
-        let placed = if later {
-            Placed::Later
-        } else if !held && placed {
-            Placed::Now
-        } else {
-            Placed::Waits
-        };
-        create(p, pass, name.clone(), target, placed);
+        create(
+            p,
+            pass,
+            name.clone(),
+            target,
+            Placed::of(later, held, placed),
+        );
         return None;
     };
     if bootc.deleting() {
@@ -218,17 +217,13 @@ fn member<'a>(
         held,
     };
     if bootc.annotations().contains_key(REBOOT_SLOT_ANNOTATION) {
-        pass.tally.holders += 1;
-        if !info.ready {
-            // Counted once: a holder is unavailable anyway.
-            pass.tally.unavailable -= 1;
-        }
-        holder::plan(
+        let spec = spec.into_owned();
+        holds(
             p,
-            &mut pass.tally,
+            pass,
             Holder {
                 node,
-                spec: spec.into_owned(),
+                spec,
                 annotations,
             },
         );
@@ -241,6 +236,16 @@ fn member<'a>(
     })
 }
 
+/// A member holding a reboot slot.
+fn holds<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, holder: Holder<'_, 'a>) {
+    pass.tally.holders += 1;
+    if !holder.node.info.ready {
+        // Counted once: a holder is unavailable anyway.
+        pass.tally.unavailable -= 1;
+    }
+    holder::plan(p, &mut pass.tally, holder);
+}
+
 /// Whether a member without a BootcNode gets one in this plan.
 enum Placed {
     /// Yes.
@@ -249,6 +254,19 @@ enum Placed {
     Later,
     /// No: it is held, or no staging place is free.
     Waits,
+}
+
+impl Placed {
+    /// Its batch comes `later`; it is `held`; a staging place is free (`placed`).
+    fn of(later: bool, held: bool, placed: bool) -> Self {
+        if later {
+            Placed::Later
+        } else if !held && placed {
+            Placed::Now
+        } else {
+            Placed::Waits
+        }
+    }
 }
 
 /// A member without a BootcNode: created when it has a staging place and its batch has

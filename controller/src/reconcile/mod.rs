@@ -207,8 +207,6 @@ pub struct Context {
     membership: Arc<membership::Membership>,
     /// Each pool's members as its last plan saw them.
     views: views::Views,
-    /// What each pool's plans found for its settled members (see [`plan::settled`]).
-    settled: Mutex<HashMap<String, plan::Settled>>,
     /// Every pool's selector and summary, shared by the snapshots.
     pool_index: Mutex<pool_index::PoolIndex>,
     /// Turns for the nodes' actions of all pools (see [`execute::CONCURRENT_NODES_IN_ALL`]).
@@ -222,7 +220,6 @@ impl Context {
         lock(&self.failures).remove(pool);
         self.membership.forget(pool);
         self.views.forget(pool);
-        lock(&self.settled).remove(pool);
         self.pacing.forget(pool);
         self.deps.metrics.forget_pool(pool);
         self.notifier.forget(pool);
@@ -438,7 +435,6 @@ pub async fn run(
         progress: Mutex::new(HashMap::new()),
         membership,
         views: views::Views::default(),
-        settled: Mutex::default(),
         pool_index: Mutex::default(),
         node_turns: tokio::sync::Semaphore::new(execute::CONCURRENT_NODES_IN_ALL),
     });

@@ -147,7 +147,7 @@ impl Context {
             drains,
             progress: super::cache::lock(&self.progress).get(&name).copied(),
             now: (self.deps.clock)(),
-            settled: lock(&self.settled).entry(name.clone()).or_default().clone(),
+            settled: self.views.settled(&name),
         };
         (snapshot, stamp)
     }

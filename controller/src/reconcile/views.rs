@@ -77,6 +77,8 @@ pub struct Views {
     kept: Mutex<HashMap<String, (Vec<NodeView>, Stamp)>>,
     /// Reconciles that read every member, and those that read the changed ones only.
     counts: Mutex<(u64, u64)>,
+    /// What each pool's plans found for its settled members (see [`crate::plan::settled`]).
+    settled: Mutex<HashMap<String, crate::plan::Settled>>,
 }
 
 impl Views {
@@ -154,6 +156,15 @@ impl Views {
     /// Forgets a pool that is gone.
     pub fn forget(&self, pool: &str) {
         lock(&self.kept).remove(pool);
+        lock(&self.settled).remove(pool);
+    }
+
+    /// What `pool`'s plans found for its settled members, for its next plan.
+    pub fn settled(&self, pool: &str) -> crate::plan::Settled {
+        lock(&self.settled)
+            .entry(pool.to_owned())
+            .or_default()
+            .clone()
     }
 
     /// Reconciles that read every member, and those that read only what changed.
