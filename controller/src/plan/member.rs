@@ -55,6 +55,8 @@ pub(super) struct Member<'n, 'a> {
     pub retargeted: bool,
     /// An admin holds it: it keeps the image it asks for now and gets no slot.
     pub held: bool,
+    /// It counts among the members pulling the target (`maxStaging`).
+    pub pulling: bool,
 }
 
 /// The BootcNode spec a member should have: the target (staged, when it changes), the

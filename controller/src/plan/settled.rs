@@ -67,13 +67,6 @@ impl Settled {
         self.lock().used
     }
 
-    /// Forgets what is kept: the next plan plans every member in full.
-    pub fn clear(&self) {
-        let mut kept = self.lock();
-        kept.against = None;
-        kept.entries.clear();
-    }
-
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }

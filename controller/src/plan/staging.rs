@@ -215,6 +215,7 @@ fn member<'a>(
         target,
         retargeted,
         held,
+        pulling,
     };
     if bootc.annotations().contains_key(REBOOT_SLOT_ANNOTATION) {
         let spec = spec.into_owned();
@@ -229,11 +230,7 @@ fn member<'a>(
         );
         return None;
     }
-    let outcome = waiting(p, pass, &node, (spec, annotations));
-    outcome.filter(|_| labelled).map(|o| settled::Outcome {
-        staging: pulling,
-        ..o
-    })
+    waiting(p, pass, &node, (spec, annotations)).filter(|_| labelled)
 }
 
 /// A member holding a reboot slot.
@@ -367,8 +364,7 @@ fn waiting<'a>(
     p.states.insert(name, state);
     (!writes && !retargeted).then(|| settled::Outcome {
         state,
-        // Set by the caller, which knows.
-        staging: false,
+        staging: node.pulling,
         candidate,
         on_target_degraded,
         degraded: degraded.map(Box::new),

@@ -202,7 +202,6 @@ fn run_case(case: &str) -> ExitCode {
         "reconcile" => {
             caches.membership.forget(&pool.name_any());
             caches.views.forget(&pool.name_any());
-            caches.settled.clear();
             black_box(measured_reconcile(black_box(&pool), black_box(&caches)));
         }
         "one-change" | "one-label" => {
@@ -246,7 +245,7 @@ fn reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
 }
 
 /// The controller's caches of Nodes and BootcNodes, filled as its watches fill them, and
-/// the pools' candidates and views kept between reconciles.
+/// the pools' candidates, views and settled members kept between reconciles.
 struct Caches {
     nodes: Store<Node>,
     node_writer: Writer<Node>,
@@ -254,8 +253,6 @@ struct Caches {
     bootc_writer: Writer<BootcNode>,
     membership: Membership,
     views: Views,
-    /// What the plans found for the settled members, kept as the controller keeps it.
-    settled: plan::Settled,
 }
 
 /// The bench writes nothing: every object comes from the caches.
@@ -293,7 +290,6 @@ impl Caches {
             bootc_writer,
             membership,
             views: Views::default(),
-            settled: plan::Settled::default(),
         }
     }
 
@@ -334,7 +330,6 @@ impl Caches {
         let mut pool = world::pool();
         pool.status = Some(plan::plan(&self.snapshot(&pool)).status);
         self.views.forget(&pool.name_any());
-        self.settled.clear();
         pool
     }
 
@@ -355,7 +350,8 @@ impl Caches {
             finalized: true,
         };
         let mut snap = Snapshot::of(view, members, world::now());
-        snap.settled = self.settled.clone();
+        // What the pool's plans kept of its settled members, as the controller keeps it.
+        snap.settled = self.views.settled(&pool.name_any());
         snap
     }
 }
