@@ -36,7 +36,14 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         conflicts: Vec::new(),
         conflicted: BTreeSet::new(),
     };
-    for view in &snap.nodes {
+    // Whether the pool's selector matches each Node, found again only for Nodes that
+    // changed since the plan before (`settled`).
+    let selected = if invalid {
+        Vec::new()
+    } else {
+        (snap.settled.lock()).matches(&pool.spec.node_selector, &snap.nodes)
+    };
+    for (i, view) in snap.nodes.iter().enumerate() {
         let owned = view
             .bootc
             .as_ref()
@@ -48,12 +55,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
             }
             continue;
         }
-        let selects = |selector| {
-            view.node
-                .as_ref()
-                .is_some_and(|n| bootc_crds::selector::matches(selector, n.labels()))
-        };
-        let matches = selects(&pool.spec.node_selector);
+        let matches = selected[i];
         let others = selectors.selecting(view.node.as_ref().map(|n| n.labels()));
         if owned && !matches {
             leave(p, view, &others);

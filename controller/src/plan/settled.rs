@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePoolSpec;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::actions::NodeState;
 use super::target::Target;
@@ -67,6 +68,17 @@ impl Settled {
         self.lock().used
     }
 
+    /// How many Nodes' matches with the pool's selector are kept.
+    pub fn matches_len(&self) -> usize {
+        self.lock().matches.nodes.iter().flatten().count()
+    }
+
+    /// How many times plans took whether the pool's selector matches a Node from an
+    /// earlier plan, in all.
+    pub fn matches_used(&self) -> u64 {
+        self.lock().matches.used
+    }
+
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -88,6 +100,20 @@ pub(super) struct Kept {
     /// was not settled.
     entries: Vec<Option<Entry>>,
     /// How many members' outcomes were used again, in all.
+    used: u64,
+    /// Whether the pool's selector matched each node's Node.
+    matches: Matches,
+}
+
+/// Whether the pool's selector matched each node of the last plan's snapshot (in its
+/// order, by name), kept with the Node it was found for: a Node's labels change only
+/// with the object, so the answer holds while the snapshot holds that very Node and the
+/// selector is the same.
+#[derive(Debug, Default)]
+struct Matches {
+    selector: Option<LabelSelector>,
+    nodes: Vec<Option<(Arc<Node>, bool)>>,
+    /// How many answers were used again, in all.
     used: u64,
 }
 
@@ -147,7 +173,8 @@ impl Kept {
         }
         if self.entries.len() != members.len() {
             // Members joined or left (or nothing is kept): the entries are found by name.
-            self.entries = by_name(std::mem::take(&mut self.entries), members);
+            let old = std::mem::take(&mut self.entries);
+            self.entries = by_name(old, members.iter().map(|v| v.name.as_str()), Entry::name);
         }
         // The same members as the last plan's, nearly always: in place, an entry whose
         // member's objects changed is forgotten.
@@ -162,22 +189,66 @@ impl Kept {
         self.used += used;
         &mut self.entries
     }
+
+    /// Whether `selector` matches the Node of each of `views` (sorted by name; `false`
+    /// without a Node), in their order. The answers the plan before found for the same
+    /// Nodes under the same selector are used again; the others are found and kept.
+    pub fn matches(&mut self, selector: &LabelSelector, views: &[NodeView]) -> Vec<bool> {
+        let kept = &mut self.matches;
+        if kept.selector.as_ref() != Some(selector) {
+            kept.selector = Some(selector.clone());
+            kept.nodes.clear();
+        }
+        if kept.nodes.len() != views.len() {
+            let old = std::mem::take(&mut kept.nodes);
+            let names = views.iter().map(|v| v.name.as_str());
+            kept.nodes = by_name(old, names, |(node, _)| {
+                node.metadata.name.as_deref().unwrap_or_default()
+            });
+        }
+        let mut used = 0;
+        let answers = kept
+            .nodes
+            .iter_mut()
+            .zip(views)
+            .map(|(slot, view)| {
+                let Some(info) = &view.node else {
+                    *slot = None;
+                    return false;
+                };
+                match slot {
+                    Some((node, matches)) if Arc::ptr_eq(node, &info.node) => {
+                        used += 1;
+                        *matches
+                    }
+                    _ => {
+                        let matches = bootc_crds::selector::matches(selector, info.labels());
+                        *slot = Some((Arc::clone(&info.node), matches));
+                        matches
+                    }
+                }
+            })
+            .collect();
+        kept.used += used;
+        answers
+    }
 }
 
-/// The entries of `old` (in name order) for `members`, one per member, found by name.
-fn by_name(old: Vec<Option<Entry>>, members: &[&NodeView]) -> Vec<Option<Entry>> {
+/// What of `old` (in name order, named by `name_of`) belongs to each of `names` (in
+/// order), one per name, found by name.
+fn by_name<'n, T>(
+    old: Vec<Option<T>>,
+    names: impl ExactSizeIterator<Item = &'n str>,
+    name_of: impl Fn(&T) -> &str,
+) -> Vec<Option<T>> {
     if old.is_empty() {
-        return std::iter::repeat_with(|| None)
-            .take(members.len())
-            .collect();
+        return std::iter::repeat_with(|| None).take(names.len()).collect();
     }
     let mut old = old.into_iter().flatten().peekable();
-    members
-        .iter()
-        .map(|view| {
-            let name = view.name.as_str();
-            while old.next_if(|e| e.name() < name).is_some() {}
-            old.next_if(|e| e.name() == name)
+    names
+        .map(|name| {
+            while old.next_if(|e| name_of(e) < name).is_some() {}
+            old.next_if(|e| name_of(e) == name)
         })
         .collect()
 }

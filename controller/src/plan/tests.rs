@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bootc_crds::conditions;
@@ -236,16 +237,19 @@ impl N {
         if self.held {
             labels.insert(bootc_crds::HOLD_LABEL.to_owned(), "true".to_owned());
         }
+        let mut info = NodeInfo {
+            ready: self.ready,
+            unschedulable: self.unschedulable,
+            boot_id: None,
+            ready_since: self.ready_since,
+            heartbeat: None,
+            ..NodeInfo::with_labels(labels)
+        };
+        // Named as the cluster names it.
+        Arc::make_mut(&mut info.node).metadata.name = Some(self.name.to_owned());
         NodeView {
             name: self.name.into(),
-            node: Some(NodeInfo {
-                ready: self.ready,
-                unschedulable: self.unschedulable,
-                boot_id: None,
-                ready_since: self.ready_since,
-                heartbeat: None,
-                ..NodeInfo::with_labels(labels)
-            }),
+            node: Some(info),
             bootc: self.bootc.clone(),
         }
     }

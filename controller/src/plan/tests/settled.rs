@@ -104,6 +104,8 @@ enum Change {
     Staging(Option<i32>),
     /// The pull Secret's hash.
     Hash(Option<&'static str>),
+    /// The pool's own selector: workers (`false`), or workers no other team has labelled.
+    Selector(bool),
 }
 
 fn change(size: usize) -> impl Strategy<Value = Change> {
@@ -118,6 +120,7 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         1 => (1..4i32).prop_map(Change::Budget),
         1 => prop::option::of(1..3i32).prop_map(Change::Staging),
         1 => prop::option::of(prop::sample::select(vec!["h1", "h2"])).prop_map(Change::Hash),
+        1 => any::<bool>().prop_map(Change::Selector),
     ]
 }
 
@@ -168,6 +171,17 @@ fn apply(snap: &mut Snapshot, change: &Change) {
         Change::Budget(n) => snap.pool.spec.rollout.max_unavailable = IntOrString::Int(n),
         Change::Staging(n) => snap.pool.spec.rollout.max_staging = n.map(IntOrString::Int),
         Change::Hash(h) => snap.pull_secret.hash = h.map(str::to_owned),
+        Change::Selector(untaken) => {
+            let selector = if untaken {
+                serde_json::json!({
+                    "matchLabels": {"role": "worker"},
+                    "matchExpressions": [{"key": "team", "operator": "DoesNotExist"}],
+                })
+            } else {
+                serde_json::json!({"matchLabels": {"role": "worker"}})
+            };
+            snap.pool.spec.node_selector = serde_json::from_value(selector).unwrap();
+        }
     }
 }
 
@@ -207,6 +221,7 @@ proptest! {
                 apply(&mut snap, c);
             }
             let (len, used) = (kept.len(), kept.used());
+            let (matches, matched) = (kept.matches_len(), kept.matches_used());
             let mut with = snap.clone();
             with.settled = kept.clone();
             let mut without = snap.clone();
@@ -216,6 +231,8 @@ proptest! {
             if changes.is_empty() {
                 // Nothing changed since the plan before: every outcome it kept was used.
                 prop_assert_eq!(kept.used() - used, len as u64);
+                // And every Node's match it kept.
+                prop_assert_eq!(kept.matches_used() - matched, matches as u64);
             }
             // The next plan starts from this one's status, as the controller's does.
             snap.pool.status = Some(from_scratch.status);
@@ -269,4 +286,40 @@ fn an_unchanged_settled_member_is_not_planned_again() {
     snap.pool.spec.image.r#ref = pin('c');
     plan(&snap);
     assert_eq!(kept.used(), 7);
+}
+
+/// Whether the pool's selector matches a Node is found once per Node object and
+/// selector: a plan finds it again for a Node replaced since the plan before, for every
+/// Node when the selector changed, and for none otherwise, members joining and leaving
+/// included.
+#[test]
+fn a_selector_is_matched_again_only_for_changed_nodes() {
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("a1").updated(), node("a2").staged(), node("a3")],
+    );
+    let kept = Settled::default();
+    snap.settled = kept.clone();
+    let first = plan(&snap);
+    assert_eq!(kept.matches_used(), 0);
+    assert_eq!(plan(&snap), first);
+    assert_eq!(kept.matches_used(), 3);
+    // a2's Node gets a label: a new object, matched again.
+    let info = snap.nodes[1].node.as_mut().unwrap();
+    info.labels_mut().insert("rack".to_owned(), "r2".to_owned());
+    assert_eq!(plan(&snap), first);
+    assert_eq!(kept.matches_used(), 5, "a1 and a3 taken again");
+    // A node before them joins: the others' found by name.
+    snap.nodes.insert(0, node("a0").updated().view());
+    plan(&snap);
+    assert_eq!(kept.matches_used(), 8);
+    snap.nodes.remove(0);
+    plan(&snap);
+    assert_eq!(kept.matches_used(), 11);
+    // Another selector: every Node matched again, and the answer is the new one's.
+    snap.pool.spec.node_selector =
+        serde_json::from_value(serde_json::json!({"matchLabels": {"role": "db"}})).unwrap();
+    let none = plan(&snap);
+    assert_eq!(kept.matches_used(), 11);
+    assert!(none.states.is_empty(), "{:?}", none.states);
 }
