@@ -64,7 +64,7 @@ mod health {
         annotations: &[(&str, &str)],
     ) -> NodeView {
         NodeView {
-            name: name.to_owned(),
+            name: name.into(),
             node: None,
             bootc: Some(BootcView::of_parts(
                 Some("p"),

@@ -21,7 +21,7 @@ pub(super) fn held(members: &[&NodeView]) -> BTreeSet<String> {
     members
         .iter()
         .filter(|v| v.node.as_ref().is_some_and(|n| n.held()))
-        .map(|v| v.name.clone())
+        .map(|v| v.name.to_string())
         .collect()
 }
 
@@ -38,11 +38,11 @@ pub(super) fn report(p: &mut Planner<'_>, members: &[&NodeView], held: &BTreeSet
         let Some(bootc) = view.bootc.as_ref().filter(|b| !b.deleting()) else {
             continue;
         };
-        let is_held = held.contains(&view.name);
+        let is_held = held.contains(&*view.name);
         let written = bootc.status().and_then(|s| s.held) == Some(true);
         if is_held != written {
             p.actions.push(Action::SetHeld {
-                node: view.name.clone(),
+                node: view.name.to_string(),
                 held: is_held,
             });
         }

@@ -33,7 +33,7 @@ pub(super) struct Holder<'n, 'a> {
 
 impl Holder<'_, '_> {
     fn name(&self) -> String {
-        self.node.view.name.clone()
+        self.node.view.name.to_string()
     }
 
     /// Uncordons the node, unless it was cordoned before the slot was granted.
@@ -493,7 +493,7 @@ pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) -> Vec<S
     let mut listed = Vec::new();
     for view in members {
         let Some(bootc) = &view.bootc else { continue };
-        let why = match p.snap.drains.get(&view.name) {
+        let why = match p.snap.drains.get(&*view.name) {
             Some(DrainView::Running { blocked: Some(why) })
                 if p.states.get(&view.name) == Some(&NodeState::Rebooting) =>
             {
@@ -508,7 +508,7 @@ pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) -> Vec<S
         if written.map(|w| &w.message) == why.as_ref() {
             continue;
         }
-        let name = view.name.clone();
+        let name = view.name.to_string();
         let blocked = why.clone().map(|message| DrainBlocked {
             message,
             since: to_time(p.snap.now),

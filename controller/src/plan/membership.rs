@@ -66,7 +66,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         }
         if let Some(conflict) = conflict(&pool.name, view, &others) {
             out.conflicts.push(conflict);
-            out.conflicted.insert(view.name.clone());
+            out.conflicted.insert(view.name.to_string());
             if !owned {
                 continue;
             }
@@ -159,7 +159,7 @@ fn conflict(pool: &str, view: &NodeView, others: &[&str]) -> Option<String> {
 
 /// A node this pool owns but no longer selects (or whose Node is gone).
 pub(super) fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) {
-    let node = view.name.clone();
+    let node = view.name.to_string();
     if let (Some(info), Some(bootc)) = (&view.node, &view.bootc)
         && !bootc.deleting()
         && bootc.spec().desired_image_state == DesiredImageState::Booted

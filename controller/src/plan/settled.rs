@@ -174,7 +174,7 @@ impl Kept {
         if self.entries.len() != members.len() {
             // Members joined or left (or nothing is kept): the entries are found by name.
             let old = std::mem::take(&mut self.entries);
-            self.entries = by_name(old, members.iter().map(|v| v.name.as_str()), Entry::name);
+            self.entries = by_name(old, members.iter().map(|v| &*v.name), Entry::name);
         }
         // The same members as the last plan's, nearly always: in place, an entry whose
         // member's objects changed is forgotten.
@@ -201,7 +201,7 @@ impl Kept {
         }
         if kept.nodes.len() != views.len() {
             let old = std::mem::take(&mut kept.nodes);
-            let names = views.iter().map(|v| v.name.as_str());
+            let names = views.iter().map(|v| &*v.name);
             kept.nodes = by_name(old, names, |(node, _)| {
                 node.metadata.name.as_deref().unwrap_or_default()
             });

@@ -94,7 +94,7 @@ fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
     let before_grants = p.grants_from.unwrap_or(p.actions.len());
     if let Some(i) = p.actions[..before_grants]
         .iter()
-        .position(|a| matches!(a, Action::Update { node, .. } if *node == view.name))
+        .position(|a| matches!(a, Action::Update { node, .. } if **node == *view.name))
         && let Action::Update {
             annotations: planned,
             ..
@@ -119,18 +119,18 @@ fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
         Some(bootc.spec()),
     );
     p.actions.push(Action::Update {
-        node: view.name.clone(),
+        node: view.name.to_string(),
         resource_version: bootc.resource_version(),
         spec,
         annotations,
     });
     if !info.unschedulable {
         p.actions.push(Action::Cordon {
-            node: view.name.clone(),
+            node: view.name.to_string(),
         });
     }
     p.actions.push(Action::StartDrain {
-        node: view.name.clone(),
+        node: view.name.to_string(),
     });
     p.states.insert(view.name.clone(), NodeState::Rebooting);
 }
@@ -160,7 +160,7 @@ mod tests {
                         .map(|z| (ZONE_LABEL.to_owned(), format!("zone-{z}")))
                         .collect();
                     NodeView {
-                        name: format!("node-{n}"),
+                        name: format!("node-{n}").into(),
                         node: Some(NodeInfo::with_labels(labels)),
                         bootc: None,
                     }
@@ -185,11 +185,11 @@ mod tests {
                         .iter()
                         .filter(|o| zone_of(&o.name) == zone && o.name < v.name)
                         .count();
-                    (rank, zone, v.name.clone())
+                    (rank, zone, v.name.to_string())
                 })
                 .collect();
             expected.sort();
-            let got: Vec<&str> = grant_order(&refs).iter().map(|v| v.name.as_str()).collect();
+            let got: Vec<&str> = grant_order(&refs).iter().map(|v| &*v.name).collect();
             let expected: Vec<&str> = expected.iter().map(|(_, _, n)| n.as_str()).collect();
             prop_assert_eq!(got, expected);
         }

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
 use bootc_crds::{DRAIN_FAILED_ANNOTATION, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
@@ -110,11 +111,11 @@ fn replay<'a>(
     if let Some(degraded) = &outcome.degraded {
         p.degrade(name, &degraded.0, &degraded.1);
     }
-    if outcome.candidate && !pass.conflicted.contains(name) {
+    if outcome.candidate && !pass.conflicted.contains(&**name) {
         pass.tally.candidates.push(view);
     }
     if outcome.on_target_degraded {
-        pass.tally.on_target_degraded.push(name.clone());
+        pass.tally.on_target_degraded.push(name.to_string());
     }
     p.states.insert(name.clone(), outcome.state);
 }
@@ -165,7 +166,7 @@ fn member<'a>(
 ) -> Option<settled::Outcome> {
     let name = &view.name;
     let info = view.node.as_ref()?;
-    let held = pass.held.contains(name);
+    let held = pass.held.contains(&**name);
     // A new node pulls the target: it needs a staging place. A held one gets no
     // BootcNode until the hold is lifted.
     let placed = pass.places.free();
@@ -173,7 +174,9 @@ fn member<'a>(
     // A node joining is labelled in the plan that creates its BootcNode.
     let labelled = info.labels().contains_key(MANAGED_LABEL);
     if !labelled && !later {
-        p.actions.push(Action::Label { node: name.clone() });
+        p.actions.push(Action::Label {
+            node: name.to_string(),
+        });
     }
     if !info.ready {
         // NotReady nodes are unavailable whether or not they hold a slot.
@@ -271,7 +274,7 @@ impl Placed {
 fn create(
     p: &mut Planner<'_>,
     pass: &mut Pass<'_, '_>,
-    name: String,
+    name: Arc<str>,
     target: &Target,
     placed: Placed,
 ) {
@@ -286,7 +289,7 @@ fn create(
             None,
         );
         p.actions.push(Action::Create {
-            node: name.clone(),
+            node: name.to_string(),
             spec,
         });
     }
@@ -343,7 +346,7 @@ fn waiting<'a>(
     let writes = changed || !annotations.is_empty();
     if writes {
         p.actions.push(Action::Update {
-            node: name.clone(),
+            node: name.to_string(),
             resource_version: bootc.resource_version(),
             spec: spec.into_owned(),
             annotations,
@@ -353,13 +356,13 @@ fn waiting<'a>(
     if let Some((reason, message)) = &degraded {
         p.degrade(&name, reason, message);
     }
-    if candidate && !pass.conflicted.contains(&name) {
+    if candidate && !pass.conflicted.contains(&*name) {
         pass.tally.candidates.push(view);
     }
     let on_target_degraded =
         state == NodeState::Degraded && !retargeted && agent.booted(&target.digest);
     if on_target_degraded {
-        pass.tally.on_target_degraded.push(name.clone());
+        pass.tally.on_target_degraded.push(name.to_string());
     }
     p.states.insert(name, state);
     (!writes && !retargeted).then(|| settled::Outcome {

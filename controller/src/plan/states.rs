@@ -7,19 +7,21 @@
 
 use std::hash::{Hash, Hasher};
 use std::ops::Index;
+use std::sync::Arc;
 
 use super::actions::NodeState;
 
 /// The members' states, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct States {
-    /// Sorted by name, each name once.
-    by_name: Vec<(String, NodeState)>,
+    /// Sorted by name, each name once; the names shared with the members' views.
+    by_name: Vec<(Arc<str>, NodeState)>,
 }
 
 impl States {
     /// Records `state` for `name`, replacing the one recorded before.
-    pub fn insert(&mut self, name: String, state: NodeState) {
+    pub fn insert(&mut self, name: impl Into<Arc<str>>, state: NodeState) {
+        let name = name.into();
         match self.by_name.last() {
             Some((last, _)) if *last < name => self.by_name.push((name, state)),
             None => self.by_name.push((name, state)),
@@ -36,7 +38,7 @@ impl States {
     }
 
     fn find(&self, name: &str) -> Result<usize, usize> {
-        self.by_name.binary_search_by(|(n, _)| n.as_str().cmp(name))
+        self.by_name.binary_search_by(|(n, _)| (**n).cmp(name))
     }
 
     /// The state recorded for `name`.
@@ -55,8 +57,8 @@ impl States {
     }
 
     /// Each name and its state, in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &NodeState)> {
-        self.by_name.iter().map(|(n, s)| (n, s))
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &NodeState)> {
+        self.by_name.iter().map(|(n, s)| (&**n, s))
     }
 
     /// The states, in name order.
@@ -85,7 +87,7 @@ impl InOrder<'_> {
     /// The state recorded for `name`.
     pub fn get(&mut self, name: &str) -> Option<NodeState> {
         if let Some((n, state)) = self.states.by_name.get(self.next)
-            && n == name
+            && **n == *name
         {
             self.next += 1;
             return Some(*state);
@@ -109,13 +111,13 @@ impl Hash for States {
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_usize(self.by_name.len());
         for (name, s) in &self.by_name {
-            (name, s).hash(state);
+            (&**name, s).hash(state);
         }
     }
 }
 
-impl FromIterator<(String, NodeState)> for States {
-    fn from_iter<I: IntoIterator<Item = (String, NodeState)>>(records: I) -> Self {
+impl<N: Into<Arc<str>>> FromIterator<(N, NodeState)> for States {
+    fn from_iter<I: IntoIterator<Item = (N, NodeState)>>(records: I) -> Self {
         let mut states = States::default();
         for (name, state) in records {
             states.insert(name, state);
@@ -188,7 +190,7 @@ mod tests {
             }
             prop_assert_eq!(states.len(), map.len());
             prop_assert_eq!(hash_of(&states), hash_of(&map));
-            let listed: Vec<_> = states.iter().map(|(n, s)| (n.clone(), *s)).collect();
+            let listed: Vec<_> = states.iter().map(|(n, s)| (n.to_owned(), *s)).collect();
             let expected: Vec<_> = map.iter().map(|(n, s)| (n.clone(), *s)).collect();
             prop_assert_eq!(listed, expected);
             for (name, state) in &map {

@@ -235,7 +235,7 @@ fn deploy_history(
                     .node
                     .as_ref()
                     .and_then(|n| n.node.metadata.creation_timestamp.clone());
-                Some(BootedReport::from_booted(&v.name, booted, registered))
+                Some(BootedReport::from_booted(&*v.name, booted, registered))
             }),
     );
     let target = d.target.as_ref().ok();

@@ -198,7 +198,7 @@ impl BootcView {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeView {
     /// The name shared by the Node and its BootcNode.
-    pub name: String,
+    pub name: Arc<str>,
     /// The Node, `None` when it is gone.
     pub node: Option<NodeInfo>,
     /// The BootcNode of the same name.

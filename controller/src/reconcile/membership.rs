@@ -189,7 +189,7 @@ impl Membership {
         let names = {
             let log = lock(&self.changes);
             if members.len() < log.len_since(seq) {
-                log.among_since(seq, members.iter().map(|v| v.name.as_str()))
+                log.among_since(seq, members.iter().map(|v| &*v.name))
             } else {
                 log.since(seq, |name| is_member(members, name))
             }

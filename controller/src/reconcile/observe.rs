@@ -62,7 +62,7 @@ impl Context {
             };
             info.blocking_pods = match &found {
                 Ok(by_node) => {
-                    BlockingPods::Running(by_node.get(&view.name).cloned().unwrap_or_default())
+                    BlockingPods::Running(by_node.get(&*view.name).cloned().unwrap_or_default())
                 }
                 Err(e) => BlockingPods::Unknown(e.clone()),
             };
@@ -117,7 +117,11 @@ impl Context {
             .drainer
             .nodes()
             .into_iter()
-            .filter(|n| nodes.binary_search_by(|v| v.name.cmp(n)).is_ok())
+            .filter(|n| {
+                nodes
+                    .binary_search_by(|v| (*v.name).cmp(n.as_str()))
+                    .is_ok()
+            })
             .filter_map(|n| Some((n.clone(), self.drain_view(&name, &n)?)))
             .collect();
         let (pool_selectors, pools) = lock(&self.pool_index).shared(&self.pools.state());
@@ -269,7 +273,7 @@ pub fn members(
                 .is_some_and(|b| owner_pool(b).as_deref() == Some(name.as_str()));
             let matching = node.as_deref().is_some_and(selects);
             (owned || matching).then(|| NodeView {
-                name: n,
+                name: n.into(),
                 node: node.map(node_info),
                 bootc: bootc.map(bootc_view),
             })

@@ -188,7 +188,7 @@ fn refresh(
     names.dedup();
     for name in names {
         let view = member(pool, &pool_name, name, src);
-        match (nodes.binary_search_by(|v| v.name.as_str().cmp(name)), view) {
+        match (nodes.binary_search_by(|v| (*v.name).cmp(name)), view) {
             (Ok(i), Some(view)) => nodes[i] = view,
             (Ok(i), None) => {
                 nodes.remove(i);
@@ -234,16 +234,14 @@ impl Among<'_> {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.nodes
             .iter()
-            .map(|v| v.name.as_str())
+            .map(|v| &*v.name)
             .chain(self.moved.iter().map(String::as_str))
     }
 }
 
 /// Whether `name` is among `nodes` (sorted by name).
 pub(super) fn is_member(nodes: &[NodeView], name: &str) -> bool {
-    nodes
-        .binary_search_by(|v| v.name.as_str().cmp(name))
-        .is_ok()
+    nodes.binary_search_by(|v| (*v.name).cmp(name)).is_ok()
 }
 
 /// The view of `name` when it is a member of `pool` (named `pool_name`), as
@@ -263,7 +261,7 @@ fn member(
         .as_deref()
         .is_some_and(|n| bootc_crds::selector::matches(&pool.spec.node_selector, n.labels()));
     (owned || matching).then(|| NodeView {
-        name: name.to_owned(),
+        name: name.into(),
         node: node.map(node_info),
         bootc: bootc.map(bootc_view),
     })

@@ -67,7 +67,7 @@ fn member(name: &str, booted: ImageStatus, since: DateTime<Utc>, staged: bool) -
         (MANAGED_LABEL.to_owned(), String::new()),
     ]);
     NodeView {
-        name: name.to_owned(),
+        name: name.into(),
         node: Some(NodeInfo {
             ready: true,
             ..NodeInfo::with_labels(labels)
@@ -115,7 +115,7 @@ fn snapshot(lie: bool, history: Vec<DeployHistoryEntry>) -> Snapshot {
 }
 
 /// The plan's actions and states, without what concerns n4.
-fn others(plan: &Plan) -> (Vec<&Action>, Vec<(&String, &crate::plan::NodeState)>) {
+fn others(plan: &Plan) -> (Vec<&Action>, Vec<(&str, &crate::plan::NodeState)>) {
     (
         plan.actions
             .iter()

@@ -32,13 +32,13 @@ pub(super) fn check(facts: &Facts<'_>, j: &mut Judgement) -> Option<Verdict> {
         .members
         .iter()
         .filter(|v| holds(v))
-        .map(|v| v.name.clone())
+        .map(|v| v.name.to_string())
         .collect();
     let not_ready: Vec<String> = facts
         .members
         .iter()
         .filter(|v| !holds(v) && v.node.as_ref().is_some_and(|n| !n.ready))
-        .map(|v| v.name.clone())
+        .map(|v| v.name.to_string())
         .collect();
     let mut message = format!(
         "reboot budget full: {}/{budget} slots in use (maxUnavailable {max})",

@@ -19,7 +19,7 @@ fn blocking() -> BootcNodePoolSpec {
 
 /// `snap` with `pods` running on node `name`.
 fn with_pods(snap: &mut Snapshot, name: &str, pods: BlockingPods) {
-    let view = snap.nodes.iter_mut().find(|v| v.name == name).unwrap();
+    let view = snap.nodes.iter_mut().find(|v| *v.name == *name).unwrap();
     view.node.as_mut().unwrap().blocking_pods = pods;
 }
 

@@ -256,7 +256,7 @@ fn an_unchanged_settled_member_is_not_planned_again() {
     );
     for view in &mut snap.nodes {
         if let Some(bootc) = view.bootc.as_mut() {
-            bootc.object_mut().metadata.name = Some(view.name.clone());
+            bootc.object_mut().metadata.name = Some(view.name.to_string());
         }
     }
     let kept = Settled::default();

@@ -182,7 +182,7 @@ fn the_names_among_some_are_those_of_all_that_are_among_them() {
         let nodes: Vec<NodeView> = names(from, step)
             .into_iter()
             .map(|name| NodeView {
-                name,
+                name: name.into(),
                 node: None,
                 bootc: None,
             })
@@ -196,7 +196,7 @@ fn the_names_among_some_are_those_of_all_that_are_among_them() {
         got.sort();
         let expected: Vec<String> = all
             .iter()
-            .filter(|n| nodes.iter().any(|v| v.name == **n) || moved.contains(n))
+            .filter(|n| nodes.iter().any(|v| *v.name == **n) || moved.contains(n))
             .cloned()
             .collect();
         assert_eq!(

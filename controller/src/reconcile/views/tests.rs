@@ -277,7 +277,7 @@ fn run(steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
             prop_assert_eq!(read_whole, expected, "read whole? after {:?}", steps);
             relisted = false;
             selector_then = selector;
-            planned = taken.nodes.iter().map(|v| v.name.clone()).collect();
+            planned = taken.nodes.iter().map(|v| v.name.to_string()).collect();
             views.keep("workers", taken);
         }
     }
@@ -337,7 +337,7 @@ fn a_reconcile_reads_only_what_changed() {
         .apply_watcher_event(&Event::Apply(bootc("b", Some("workers"), 2, rv)));
     let taken = views.take(&pool, &world.membership, &world);
     let image = |name: &str| {
-        let view = taken.nodes.iter().find(|v| v.name == name).unwrap();
+        let view = taken.nodes.iter().find(|v| *v.name == *name).unwrap();
         view.bootc.as_ref().unwrap().spec().desired_image.clone()
     };
     assert_eq!(image("a"), "registry.test/os@sha256:2");
@@ -460,7 +460,7 @@ fn a_label_change_is_read_by_name() {
         BTreeSet::from(["a", "b", "d", "e"].map(str::to_owned)),
         "the moved names and the changed member are read, nothing else"
     );
-    let names: Vec<&str> = taken.nodes.iter().map(|v| v.name.as_str()).collect();
+    let names: Vec<&str> = taken.nodes.iter().map(|v| &*v.name).collect();
     assert_eq!(names, ["b", "c", "d"]);
     assert_eq!(taken.nodes, world.read_whole(&pool));
 }
