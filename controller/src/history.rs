@@ -71,6 +71,9 @@ use bootc_crds::pool::{DeployHistoryEntry, HistoryOrigin};
 use bootc_crds::{Digest, ImageRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+mod observed;
+pub use observed::{Observed, OnDigest};
+
 /// What one member node reports as booted, borrowed from its BootcNode where it can be
 /// (a plan reads every member's report: copying them cost a fifth of a plan).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,20 +111,13 @@ impl<'a> BootedReport<'a> {
         }
     }
 
-    /// `since` raised to `not_before`; `Err(())` when it is later than `now` (not yet
-    /// true), `Ok(None)` without one.
-    fn vouched_since(&self, now: &Time) -> Result<Option<Time>, ()> {
-        let Some(since) = &self.since else {
-            return Ok(None);
-        };
-        let since = match &self.not_before {
+    /// `since` raised to `not_before`; `None` without `since`.
+    fn raised_since(&self) -> Option<&Time> {
+        let since = self.since.as_ref()?;
+        Some(match &self.not_before {
             Some(floor) if floor > since => floor,
             _ => since,
-        };
-        if since > now {
-            return Err(());
-        }
-        Ok(Some(since.clone()))
+        })
     }
 
     /// The order used to pick one report when a node appears more than once: the latest
@@ -174,8 +170,13 @@ pub fn digest_of<'a>(
     observed: &'a BootedReport<'_>,
     target: Option<&TargetImage<'a>>,
 ) -> Option<&'a str> {
+    digest_of_in(observed, target.map(|t| t.digest))
+}
+
+/// [`digest_of`], with the target's digest alone.
+fn digest_of_in<'a>(observed: &'a BootedReport<'_>, target: Option<&'a str>) -> Option<&'a str> {
     let per_arch = Some(&*observed.image_digest).filter(|d| !d.is_empty());
-    let target = target.map(|t| t.digest).filter(|d| !d.is_empty());
+    let target = target.filter(|d| !d.is_empty());
     if target.is_some() && per_arch == target {
         return target;
     }
@@ -207,6 +208,17 @@ pub fn merge(
     observed: &[BootedReport<'_>],
     pool: &Pool<'_>,
 ) -> Vec<DeployHistoryEntry> {
+    let target = pool.target.map(|t| t.digest);
+    merge_observed(previous, &Observed::of(observed, target), pool)
+}
+
+/// [`merge`], with the reports already gathered by digest (against the target's
+/// digest).
+pub fn merge_observed(
+    previous: &[DeployHistoryEntry],
+    observed: &Observed,
+    pool: &Pool<'_>,
+) -> Vec<DeployHistoryEntry> {
     let mut entries: BTreeMap<String, DeployHistoryEntry> = BTreeMap::new();
     for entry in previous {
         match entries.get_mut(&entry.digest) {
@@ -220,15 +232,15 @@ pub fn merge(
         bound(entry, pool);
     }
     let mut stamped = BTreeSet::new();
-    for (digest, on) in by_digest(observed, pool.target.as_ref()) {
-        let seen = DigestSeen::of(&on, digest, pool.target, pool.now);
+    for (digest, on) in observed.iter() {
+        let seen = DigestSeen::of(on, digest, pool.target, pool.now);
         match entries.get_mut(digest) {
             Some(entry) => seen.widen(entry),
             None => {
                 if seen.last.is_none() && seen.later {
                     stamped.insert(digest.to_owned());
                 }
-                if let Some(mut entry) = seen.entry(digest.to_owned(), &on, pool.now) {
+                if let Some(mut entry) = seen.entry(digest.to_owned(), on, pool.now) {
                     bound(&mut entry, pool);
                     entries.insert(digest.to_owned(), entry);
                 }
@@ -271,43 +283,6 @@ fn cut(history: &mut Vec<DeployHistoryEntry>, limit: usize, stamped: &BTreeSet<S
     history.truncate(limit);
 }
 
-/// One report per node (whatever order or repetition the caller passes), grouped by the
-/// digest each counts for.
-fn by_digest<'a>(
-    observed: &'a [BootedReport<'a>],
-    target: Option<&TargetImage<'a>>,
-) -> BTreeMap<&'a str, Vec<&'a BootedReport<'a>>> {
-    let mut by_digest: BTreeMap<&str, Vec<&BootedReport<'_>>> = BTreeMap::new();
-    // Most nodes report what the node before them did (a pool runs one or two images):
-    // the digest is read again only when the report differs.
-    let mut last: Option<(&BootedReport<'_>, Option<&str>)> = None;
-    let add = |o: &'a BootedReport<'a>| {
-        let digest = match last {
-            Some((l, digest)) if l.image == o.image && l.image_digest == o.image_digest => digest,
-            _ => digest_of(o, target),
-        };
-        last = Some((o, digest));
-        if let Some(digest) = digest {
-            by_digest.entry(digest).or_default().push(o);
-        }
-    };
-    // The planner passes one report per node in name order: then there is nothing to
-    // choose between.
-    if observed.windows(2).all(|w| w[0].node < w[1].node) {
-        observed.iter().for_each(add);
-        return by_digest;
-    }
-    let mut nodes: BTreeMap<&str, &BootedReport<'_>> = BTreeMap::new();
-    for o in observed {
-        let kept = nodes.entry(&o.node).or_insert(o);
-        if o.precedence() > kept.precedence() {
-            *kept = o;
-        }
-    }
-    nodes.into_values().for_each(add);
-    by_digest
-}
-
 /// What the nodes on one digest say now, their times bounded (see the module docs).
 struct DigestSeen {
     count: i32,
@@ -321,21 +296,16 @@ struct DigestSeen {
 }
 
 impl DigestSeen {
-    fn of(on: &[&BootedReport], digest: &str, target: Option<TargetImage<'_>>, now: &Time) -> Self {
+    fn of(on: &OnDigest, digest: &str, target: Option<TargetImage<'_>>, now: &Time) -> Self {
         let target = target.filter(|t| t.digest == digest);
-        let times: Vec<Result<Option<Time>, ()>> =
-            on.iter().map(|o| o.vouched_since(now)).collect();
-        let vouched = || {
-            times
-                .iter()
-                .filter_map(|t| t.as_ref().ok().and_then(Option::as_ref))
-        };
+        let (first, last, later) = on.times(now);
         DigestSeen {
-            count: i32::try_from(on.len()).unwrap_or(i32::MAX),
-            first: vouched().min().cloned(),
-            last: vouched().max().cloned(),
-            later: times.iter().any(Result::is_err),
-            version: majority(on.iter().filter_map(|o| o.version.as_deref()))
+            count: i32::try_from(on.nodes()).unwrap_or(i32::MAX),
+            first: first.cloned(),
+            last: last.cloned(),
+            later,
+            version: on
+                .majority_version()
                 .or_else(|| target.and_then(|t| t.version))
                 .map(str::to_owned),
             target_image: target.map(|t| t.image.to_owned()).filter(|i| !i.is_empty()),
@@ -365,15 +335,15 @@ impl DigestSeen {
 
     /// A new entry, when some node gives it a time: its nodes' times, or `now` when some
     /// node reports a time after it.
-    fn entry(self, digest: String, on: &[&BootedReport], now: &Time) -> Option<DeployHistoryEntry> {
+    fn entry(self, digest: String, on: &OnDigest, now: &Time) -> Option<DeployHistoryEntry> {
         let (first, last) = match (self.first, self.last, self.later) {
             (first, _, true) => (first.unwrap_or_else(|| now.clone()), now.clone()),
             (Some(first), Some(last), false) => (first, last),
             _ => return None,
         };
         let image = self.target_image.unwrap_or_else(|| {
-            on.iter()
-                .map(|o| pin(&o.image, &digest))
+            on.images()
+                .map(|image| pin(image, &digest))
                 .min()
                 .unwrap_or_default()
         });
@@ -414,19 +384,6 @@ fn fold(kept: &mut DeployHistoryEntry, other: &DeployHistoryEntry) {
         kept.image = other.image.clone();
     }
     kept.origin = kept.origin.max(other.origin);
-}
-
-/// The value reported most often; ties go to the smallest.
-fn majority<'a>(values: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for v in values {
-        *counts.entry(v).or_default() += 1;
-    }
-    // Ascending keys; `max_by_key` keeps the last maximum, so compare on (count, Reverse).
-    counts
-        .into_iter()
-        .max_by_key(|&(v, n)| (n, Reverse(v)))
-        .map(|(v, _)| v)
 }
 
 /// `image`'s repository pinned at `digest`: `registry/repo@sha256:<hex>`.

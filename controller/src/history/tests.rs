@@ -1083,3 +1083,36 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Reports gathered step by step (some added, then some of them taken back and
+    /// others added) are the remaining reports gathered from scratch.
+    #[test]
+    fn reports_gathered_step_by_step_are_those_gathered_at_once(
+        first in proptest::collection::vec(arb_any_time_node(), 0..12),
+        then in proptest::collection::vec(arb_any_time_node(), 0..12),
+        gone in proptest::collection::vec(any::<bool>(), 12),
+        target in arb_target(),
+    ) {
+        let target = target.as_ref().map(|(d, _, _)| d.as_str());
+        let mut stepwise = super::Observed::default();
+        first.iter().for_each(|r| stepwise.add(r, target));
+        let mut left = Vec::new();
+        for (r, gone) in first.iter().zip(gone.iter().chain(std::iter::repeat(&false))) {
+            if *gone {
+                stepwise.remove(r, target);
+            } else {
+                left.push(r.clone());
+            }
+        }
+        then.iter().for_each(|r| stepwise.add(r, target));
+        left.extend(then.iter().cloned());
+        // Named apart, so that gathering at once keeps every report.
+        for (i, r) in left.iter_mut().enumerate() {
+            r.node = format!("node-{i:02}").into();
+        }
+        prop_assert_eq!(stepwise, super::Observed::of(&left, target));
+    }
+}

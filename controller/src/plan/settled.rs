@@ -25,6 +25,8 @@ use bootc_crds::pool::BootcNodePoolSpec;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use crate::history::{BootedReport, Observed};
+
 use super::actions::NodeState;
 use super::target::Target;
 use super::world::NodeView;
@@ -73,6 +75,16 @@ impl Settled {
         self.lock().matches.nodes.iter().flatten().count()
     }
 
+    /// How many members' booted reports are kept.
+    pub fn booted_len(&self) -> usize {
+        self.lock().booted.nodes.iter().flatten().count()
+    }
+
+    /// How many members' booted reports plans took as gathered before, in all.
+    pub fn booted_used(&self) -> u64 {
+        self.lock().booted.used
+    }
+
     /// How many times plans took whether the pool's selector matches a Node from an
     /// earlier plan, in all.
     pub fn matches_used(&self) -> u64 {
@@ -103,6 +115,22 @@ pub(super) struct Kept {
     used: u64,
     /// Whether the pool's selector matched each node's Node.
     matches: Matches,
+    /// What the members report as booted.
+    booted: Booted,
+}
+
+/// What each node of the last plan's snapshot reported as booted, when it counted for
+/// the history (in the snapshot's order), kept with the objects it was read from; and
+/// all of those reports gathered by digest. A node whose objects are the same reports the
+/// same; one whose objects changed has its old report taken back and its new one added.
+#[derive(Debug, Default)]
+struct Booted {
+    /// The target digest the reports were gathered against.
+    target: Option<String>,
+    nodes: Vec<Option<Objects>>,
+    observed: Observed,
+    /// How many nodes' reports were taken as they were, in all.
+    used: u64,
 }
 
 /// Whether the pool's selector matched each node of the last plan's snapshot (in its
@@ -232,6 +260,74 @@ impl Kept {
         kept.used += used;
         answers
     }
+}
+
+impl Kept {
+    /// The booted reports of the `views` that `counts` (in the views' order), gathered
+    /// by digest against the target's `digest`: only the nodes whose objects changed
+    /// since the plan before are read again. All of them are read again when the views
+    /// are not as many as before, or the target changed.
+    pub fn booted(
+        &mut self,
+        digest: Option<&str>,
+        views: &[NodeView],
+        mut counts: impl FnMut(&NodeView) -> bool,
+    ) -> &Observed {
+        let kept = &mut self.booted;
+        if kept.target.as_deref() != digest || kept.nodes.len() != views.len() {
+            kept.target = digest.map(str::to_owned);
+            kept.observed = Observed::default();
+            kept.nodes.clear();
+            kept.nodes.resize_with(views.len(), || None);
+        }
+        let mut used = 0;
+        for (slot, view) in kept.nodes.iter_mut().zip(views) {
+            let now = counts(view).then(|| objects(view)).flatten();
+            let same = match (&*slot, &now) {
+                (None, None) => true,
+                (Some((b, n)), Some((bootc, node))) => {
+                    Arc::ptr_eq(b, bootc)
+                        && match (n, node) {
+                            (Some(n), Some(node)) => Arc::ptr_eq(n, node),
+                            (None, None) => true,
+                            _ => false,
+                        }
+                }
+                _ => false,
+            };
+            if same {
+                used += u64::from(now.is_some());
+                continue;
+            }
+            if let Some(report) = slot.as_ref().and_then(|(b, n)| report(b, n.as_deref())) {
+                kept.observed.remove(&report, digest);
+            }
+            if let Some(report) = now.as_ref().and_then(|(b, n)| report(b, n.as_deref())) {
+                kept.observed.add(&report, digest);
+            }
+            *slot = now;
+        }
+        kept.used += used;
+        &kept.observed
+    }
+}
+
+/// A node's BootcNode and its Node, when it has one.
+type Objects = (Arc<BootcNode>, Option<Arc<Node>>);
+
+/// A view's objects, when its BootcNode reports a booted image.
+fn objects(view: &NodeView) -> Option<Objects> {
+    let bootc = view.bootc.as_ref()?;
+    bootc.status()?.booted.as_ref()?;
+    let node = view.node.as_ref().map(|n| Arc::clone(&n.node));
+    Some((Arc::clone(bootc.object()), node))
+}
+
+/// What `bootc` reports as booted, its node registered when `node` was created.
+fn report<'a>(bootc: &'a BootcNode, node: Option<&Node>) -> Option<BootedReport<'a>> {
+    let booted = bootc.status.as_ref()?.booted.as_ref()?;
+    let registered = node.and_then(|n| n.metadata.creation_timestamp.clone());
+    Some(BootedReport::from_booted("", booted, registered))
 }
 
 /// What of `old` (in name order, named by `name_of`) belongs to each of `names` (in

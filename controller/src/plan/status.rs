@@ -11,7 +11,7 @@ use super::actions::{NodeState, events};
 use super::target::{Target, TargetDecision, TargetProblem};
 use super::world::{NodeView, Progress};
 use super::{Findings, Planner, list, stall};
-use crate::history::{self, BootedReport, TargetImage};
+use crate::history::{self, TargetImage};
 
 fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option<&'a str> {
     status?
@@ -222,22 +222,6 @@ fn deploy_history(
     let Some(now) = bootc_crds::conditions::to_time(snap.now) else {
         return status.deploy_history.clone();
     };
-    let mut states = p.states.in_order();
-    // Sized once: grown report by report, the vector was copied again and again.
-    let mut booted: Vec<BootedReport> = Vec::with_capacity(p.states.len());
-    booted.extend(
-        snap.nodes
-            .iter()
-            .filter(|v| states.get(&v.name).is_some())
-            .filter_map(|v| {
-                let booted = v.bootc.as_ref()?.status()?.booted.as_ref()?;
-                let registered = v
-                    .node
-                    .as_ref()
-                    .and_then(|n| n.node.metadata.creation_timestamp.clone());
-                Some(BootedReport::from_booted(&*v.name, booted, registered))
-            }),
-    );
     let target = d.target.as_ref().ok();
     let digest = target.map(|t| t.digest.to_string());
     let before = snap.pool.status.as_ref();
@@ -251,7 +235,14 @@ fn deploy_history(
         now: &now,
         limit: usize::try_from(snap.pool.spec.history.limit.clamp(1, 20)).unwrap_or(5),
     };
-    history::merge(&status.deploy_history, &booted, &pool)
+    // The members' reports (and a leaver's finishing its reboot: whoever has a state),
+    // gathered as the plans before gathered them, those of changed nodes read again.
+    let mut states = p.states.in_order();
+    let mut kept = snap.settled.lock();
+    let observed = kept.booted(digest.as_deref(), &snap.nodes, |v| {
+        states.get(&v.name).is_some()
+    });
+    history::merge_observed(&status.deploy_history, observed, &pool)
 }
 
 /// The `Degraded` condition, the pool's problems by severity: an invalid spec, node

@@ -104,6 +104,9 @@ enum Change {
     Staging(Option<i32>),
     /// The pull Secret's hash.
     Hash(Option<&'static str>),
+    /// Member `i`'s agent reports it booted `c`'s per-arch image, pinned at a manifest
+    /// list: its history entry is the target's when `c` is the target, the list's else.
+    ListBoot(usize),
     /// The pool's own selector: workers (`false`), or workers no other team has labelled.
     Selector(bool),
 }
@@ -121,6 +124,7 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         1 => prop::option::of(1..3i32).prop_map(Change::Staging),
         1 => prop::option::of(prop::sample::select(vec!["h1", "h2"])).prop_map(Change::Hash),
         1 => any::<bool>().prop_map(Change::Selector),
+        1 => (0..size).prop_map(Change::ListBoot),
     ]
 }
 
@@ -171,6 +175,15 @@ fn apply(snap: &mut Snapshot, change: &Change) {
         Change::Budget(n) => snap.pool.spec.rollout.max_unavailable = IntOrString::Int(n),
         Change::Staging(n) => snap.pool.spec.rollout.max_staging = n.map(IntOrString::Int),
         Change::Hash(h) => snap.pull_secret.hash = h.map(str::to_owned),
+        Change::ListBoot(i) => {
+            if let Some(bootc) = snap.nodes[i % size].bootc.as_mut() {
+                let mut status = agent('c', None, "Idle", None);
+                if let Some(booted) = status.booted.as_mut() {
+                    booted.image.image = pin('e');
+                }
+                bootc.object_mut().status = Some(status);
+            }
+        }
         Change::Selector(untaken) => {
             let selector = if untaken {
                 serde_json::json!({
@@ -222,6 +235,7 @@ proptest! {
             }
             let (len, used) = (kept.len(), kept.used());
             let (matches, matched) = (kept.matches_len(), kept.matches_used());
+            let (booted, gathered) = (kept.booted_len(), kept.booted_used());
             let mut with = snap.clone();
             with.settled = kept.clone();
             let mut without = snap.clone();
@@ -233,6 +247,8 @@ proptest! {
                 prop_assert_eq!(kept.used() - used, len as u64);
                 // And every Node's match it kept.
                 prop_assert_eq!(kept.matches_used() - matched, matches as u64);
+                // And every booted report it gathered.
+                prop_assert_eq!(kept.booted_used() - gathered, booted as u64);
             }
             // The next plan starts from this one's status, as the controller's does.
             snap.pool.status = Some(from_scratch.status);
