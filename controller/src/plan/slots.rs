@@ -72,6 +72,10 @@ pub(super) fn grant(
     if let Some(admitted) = gates.slots_admitted() {
         free = free.min(admitted);
     }
+    if free == 0 {
+        // Every slot taken (most plans of a rollout): no candidate to order.
+        return;
+    }
     let open: Vec<&NodeView> = candidates
         .iter()
         .filter(|v| !gates.holds_back(&v.name))
