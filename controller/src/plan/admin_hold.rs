@@ -1,6 +1,7 @@
 //! Nodes an admin holds (label `node.bootc.dev/hold=true`, [`bootc_crds::HOLD_LABEL`]):
-//! which members are held, the spec a held node keeps, and the BootcNode's `status.held`.
-//! (That a held node gets no slot is the hold gate's, in `gates/hold.rs`.)
+//! the spec a held node keeps, and the BootcNode's `status.held`. (Which members are held
+//! is read with their other labels, in `membership`; that a held node gets no slot is
+//! the hold gate's, in `gates/hold.rs`.)
 //!
 //! A held member is not moved to a new target (its `desiredImage` stays; a pull it already
 //! has may finish) and is never a slot candidate. A node that holds a slot when the hold
@@ -15,15 +16,6 @@ use bootc_crds::node::BootcNodeSpec;
 use super::Planner;
 use super::actions::Action;
 use super::world::{BootcView, NodeView};
-
-/// The members whose Node carries the hold.
-pub(super) fn held(members: &[&NodeView]) -> BTreeSet<String> {
-    members
-        .iter()
-        .filter(|v| v.node.as_ref().is_some_and(|n| n.held()))
-        .map(|v| v.name.to_string())
-        .collect()
-}
 
 /// Keeps the image the BootcNode asks for now: a held node is not moved to a new target.
 pub(super) fn keep_image(spec: &mut BootcNodeSpec, bootc: &BootcView) {

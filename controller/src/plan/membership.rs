@@ -22,6 +22,8 @@ pub(super) struct Membership<'a> {
     /// Nodes another pool selects or owns too, as messages, and their names.
     pub conflicts: Vec<String>,
     pub conflicted: BTreeSet<String>,
+    /// The members an admin holds ([`super::admin_hold`]).
+    pub held: BTreeSet<String>,
 }
 
 /// The pool's members, in snapshot order. Leavers get their clean-up actions; nodes
@@ -35,15 +37,12 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         members: Vec::with_capacity(snap.nodes.len()),
         conflicts: Vec::new(),
         conflicted: BTreeSet::new(),
+        held: BTreeSet::new(),
     };
-    // Whether the pool's selector matches each Node, found again only for Nodes that
-    // changed since the plan before (`settled`).
-    let selected = if invalid {
-        Vec::new()
-    } else {
-        (snap.settled.lock()).matches(&pool.spec.node_selector, &snap.nodes)
-    };
-    for (i, view) in snap.nodes.iter().enumerate() {
+    // What each Node's labels say, read again only for Nodes that changed since the
+    // plan before (`settled`).
+    let labels = (snap.settled.lock()).labels(&pool.spec.node_selector, &snap.nodes);
+    for (view, read) in snap.nodes.iter().zip(labels) {
         let owned = view
             .bootc
             .as_ref()
@@ -51,11 +50,11 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         if invalid {
             // Nothing is rolled out under an invalid spec; owned nodes are kept as they are.
             if owned {
-                out.members.push(view);
+                out.join(view, read.held);
             }
             continue;
         }
-        let matches = selected[i];
+        let matches = read.selected;
         let others = selectors.selecting(view.node.as_ref().map(|n| n.labels()));
         if owned && !matches {
             leave(p, view, &others);
@@ -71,9 +70,19 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
                 continue;
             }
         }
-        out.members.push(view);
+        out.join(view, read.held);
     }
     out
+}
+
+impl<'a> Membership<'a> {
+    /// `view` is a member, held by an admin when `held`.
+    fn join(&mut self, view: &'a NodeView, held: bool) {
+        if held {
+            self.held.insert(view.name.to_string());
+        }
+        self.members.push(view);
+    }
 }
 
 /// The other pools' selectors, each filed under one `matchLabels` pair it requires, so

@@ -246,9 +246,9 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
         p.requeue_in(wait);
     }
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
-    let membership = membership::members(&mut p, invalid);
+    let mut membership = membership::members(&mut p, invalid);
     let members = &membership.members;
-    let held = admin_hold::held(members);
+    let held = std::mem::take(&mut membership.held);
     p.states.reserve(members.len());
     let target = decision.target.as_ref().ok();
     let tally = match target {

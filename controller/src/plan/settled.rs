@@ -133,16 +133,25 @@ struct Booted {
     used: u64,
 }
 
-/// Whether the pool's selector matched each node of the last plan's snapshot (in its
-/// order, by name), kept with the Node it was found for: a Node's labels change only
-/// with the object, so the answer holds while the snapshot holds that very Node and the
-/// selector is the same.
+/// What a plan read of the labels of each Node of the last plan's snapshot (in its
+/// order, by name), kept with the Node it was read from: a Node's labels change only
+/// with the object, so what was read holds while the snapshot holds that very Node and
+/// the pool's selector is the same.
 #[derive(Debug, Default)]
 struct Matches {
     selector: Option<LabelSelector>,
-    nodes: Vec<Option<(Arc<Node>, bool)>>,
+    nodes: Vec<Option<(Arc<Node>, LabelsRead)>>,
     /// How many answers were used again, in all.
     used: u64,
+}
+
+/// What a plan reads of a Node's labels.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct LabelsRead {
+    /// The pool's selector matches them.
+    pub selected: bool,
+    /// An admin holds the node ([`super::world::NodeInfo::held`]).
+    pub held: bool,
 }
 
 /// One settled member: the objects its outcome was found for, and the outcome. Its name
@@ -218,10 +227,11 @@ impl Kept {
         &mut self.entries
     }
 
-    /// Whether `selector` matches the Node of each of `views` (sorted by name; `false`
-    /// without a Node), in their order. The answers the plan before found for the same
-    /// Nodes under the same selector are used again; the others are found and kept.
-    pub fn matches(&mut self, selector: &LabelSelector, views: &[NodeView]) -> Vec<bool> {
+    /// What the labels of each of `views`' Nodes say (sorted by name; nothing without a
+    /// Node), in their order: whether `selector` matches them, whether they hold the
+    /// node. What the plan before read of the same Nodes under the same selector is used
+    /// again; the others are read and kept.
+    pub fn labels(&mut self, selector: &LabelSelector, views: &[NodeView]) -> Vec<LabelsRead> {
         let kept = &mut self.matches;
         if kept.selector.as_ref() != Some(selector) {
             kept.selector = Some(selector.clone());
@@ -242,17 +252,20 @@ impl Kept {
             .map(|(slot, view)| {
                 let Some(info) = &view.node else {
                     *slot = None;
-                    return false;
+                    return LabelsRead::default();
                 };
                 match slot {
-                    Some((node, matches)) if Arc::ptr_eq(node, &info.node) => {
+                    Some((node, read)) if Arc::ptr_eq(node, &info.node) => {
                         used += 1;
-                        *matches
+                        *read
                     }
                     _ => {
-                        let matches = bootc_crds::selector::matches(selector, info.labels());
-                        *slot = Some((Arc::clone(&info.node), matches));
-                        matches
+                        let read = LabelsRead {
+                            selected: bootc_crds::selector::matches(selector, info.labels()),
+                            held: info.held(),
+                        };
+                        *slot = Some((Arc::clone(&info.node), read));
+                        read
                     }
                 }
             })
@@ -282,8 +295,8 @@ impl Kept {
         }
         let mut used = 0;
         for (slot, view) in kept.nodes.iter_mut().zip(views) {
-            let now = counts(view).then(|| objects(view)).flatten();
-            let same = match (&*slot, &now) {
+            let now = if counts(view) { objects(view) } else { None };
+            let same = match (&*slot, now) {
                 (None, None) => true,
                 (Some((b, n)), Some((bootc, node))) => {
                     Arc::ptr_eq(b, bootc)
@@ -302,10 +315,10 @@ impl Kept {
             if let Some(report) = slot.as_ref().and_then(|(b, n)| report(b, n.as_deref())) {
                 kept.observed.remove(&report, digest);
             }
-            if let Some(report) = now.as_ref().and_then(|(b, n)| report(b, n.as_deref())) {
+            if let Some(report) = now.and_then(|(b, n)| report(b, n.map(|n| &**n))) {
                 kept.observed.add(&report, digest);
             }
-            *slot = now;
+            *slot = now.map(|(b, n)| (Arc::clone(b), n.map(Arc::clone)));
         }
         kept.used += used;
         &kept.observed
@@ -316,11 +329,10 @@ impl Kept {
 type Objects = (Arc<BootcNode>, Option<Arc<Node>>);
 
 /// A view's objects, when its BootcNode reports a booted image.
-fn objects(view: &NodeView) -> Option<Objects> {
+fn objects(view: &NodeView) -> Option<(&Arc<BootcNode>, Option<&Arc<Node>>)> {
     let bootc = view.bootc.as_ref()?;
     bootc.status()?.booted.as_ref()?;
-    let node = view.node.as_ref().map(|n| Arc::clone(&n.node));
-    Some((Arc::clone(bootc.object()), node))
+    Some((bootc.object(), view.node.as_ref().map(|n| &n.node)))
 }
 
 /// What `bootc` reports as booted, its node registered when `node` was created.

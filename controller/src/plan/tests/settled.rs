@@ -93,6 +93,8 @@ enum Change {
     Conflict(usize),
     /// Member `i`'s Node loses the managed label (someone took it off).
     Unlabel(usize),
+    /// An admin holds member `i`, or lets it go.
+    Hold(usize),
     /// The other pool selects every worker (`true`) or the labelled nodes alone: members
     /// claimed by it while their objects stay as they were.
     Rival(bool),
@@ -118,6 +120,7 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         2 => (0..size, any::<bool>()).prop_map(|(i, done)| Change::Report(i, done)),
         1 => (0..size).prop_map(Change::Conflict),
         1 => (0..size).prop_map(Change::Unlabel),
+        1 => (0..size).prop_map(Change::Hold),
         1 => any::<bool>().prop_map(Change::Rival),
         1 => prop::sample::select(vec!['b', 'c']).prop_map(Change::Target),
         1 => (1..4i32).prop_map(Change::Budget),
@@ -158,6 +161,14 @@ fn apply(snap: &mut Snapshot, change: &Change) {
         Change::Unlabel(i) => {
             if let Some(info) = snap.nodes[i % size].node.as_mut() {
                 info.labels_mut().remove(MANAGED_LABEL);
+            }
+        }
+        Change::Hold(i) => {
+            if let Some(info) = snap.nodes[i % size].node.as_mut() {
+                let labels = info.labels_mut();
+                if labels.remove(bootc_crds::HOLD_LABEL).is_none() {
+                    labels.insert(bootc_crds::HOLD_LABEL.to_owned(), "true".to_owned());
+                }
             }
         }
         Change::Rival(all) => {
