@@ -75,10 +75,31 @@ impl OnDigest {
 }
 
 /// Every digest some node counts for, with what its nodes report.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone)]
 pub struct Observed {
     by_digest: BTreeMap<String, OnDigest>,
+    /// The last report's image and per-arch digest, and the digest it counted for: most
+    /// nodes run what the node before them runs, and reading the digest out of an image
+    /// reference again for each of them was most of a gathering.
+    last: Option<Last>,
 }
+
+#[derive(Debug, Clone)]
+struct Last {
+    image: String,
+    image_digest: String,
+    target: Option<String>,
+    digest: Option<String>,
+}
+
+/// Gathered from the same reports: what was read last is no part of the value.
+impl PartialEq for Observed {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_digest == other.by_digest
+    }
+}
+
+impl Eq for Observed {}
 
 impl Observed {
     /// One report per node gathered (whatever order or repetition `reports` come in:
@@ -104,21 +125,21 @@ impl Observed {
 
     /// One more node's report.
     pub fn add(&mut self, report: &BootedReport<'_>, target: Option<&str>) {
-        let Some(digest) = digest_of_in(report, target) else {
+        let Some(digest) = counted_for(&mut self.last, report, target) else {
             return;
         };
-        if !self.by_digest.contains_key(digest) {
-            self.by_digest
-                .insert(digest.to_owned(), OnDigest::default());
-        }
         if let Some(on) = self.by_digest.get_mut(digest) {
             on.change(report, true);
+        } else {
+            let mut on = OnDigest::default();
+            on.change(report, true);
+            self.by_digest.insert(digest.to_owned(), on);
         }
     }
 
     /// A report added before, taken back (its node changed or left).
     pub fn remove(&mut self, report: &BootedReport<'_>, target: Option<&str>) {
-        let Some(digest) = digest_of_in(report, target) else {
+        let Some(digest) = counted_for(&mut self.last, report, target) else {
             return;
         };
         if let Some(on) = self.by_digest.get_mut(digest) {
@@ -133,6 +154,29 @@ impl Observed {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &OnDigest)> {
         self.by_digest.iter().map(|(d, on)| (d.as_str(), on))
     }
+}
+
+/// The digest `report` counts for ([`super::digest_of`]), read again only when it is
+/// not the `last` one's.
+fn counted_for<'l>(
+    last: &'l mut Option<Last>,
+    report: &BootedReport<'_>,
+    target: Option<&str>,
+) -> Option<&'l str> {
+    let same = last.as_ref().is_some_and(|l| {
+        l.image == report.image
+            && l.image_digest == report.image_digest
+            && l.target.as_deref() == target
+    });
+    if !same {
+        *last = Some(Last {
+            image: report.image.to_string(),
+            image_digest: report.image_digest.to_string(),
+            target: target.map(str::to_owned),
+            digest: digest_of_in(report, target).map(str::to_owned),
+        });
+    }
+    last.as_ref().and_then(|l| l.digest.as_deref())
 }
 
 /// One more `key` (`add`) or one fewer; a key counted zero times is removed.
