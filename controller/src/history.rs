@@ -3,7 +3,9 @@
 //!
 //! [`merge`] is a pure function of the previous (stored) history, what the member nodes
 //! report as booted now, the pool's target (now and before), the plan's `now` and the
-//! limit. It reads no clock, keeps no state and increments no counter, so:
+//! limit ([`merge_observed`] is the same with the reports already gathered by digest,
+//! [`Observed`], which the planner keeps between plans and updates as nodes change). It
+//! reads no clock, keeps no state and increments no counter, so:
 //!
 //! - merging the same inputs twice gives the same history (a reconcile with nothing new
 //!   writes nothing, a replayed watch event changes nothing);

@@ -15,6 +15,13 @@
 //! never change one in place) and the pool's target, spec and hash are the same.
 //! Anything else is planned as before, and kept again if it is settled.
 //!
+//! Two more answers are kept the same way, for every node of the snapshot, settled or
+//! not: what was read of its Node's labels (whether the pool's selector matches them,
+//! whether an admin holds the node), kept with the Node and the selector; and its
+//! booted report, gathered with the others by digest for the deploy history
+//! ([`Observed`]), kept with its BootcNode and Node, so that a node whose objects
+//! changed has its old report taken back and its new one added.
+//!
 //! So the plan stays one function of its snapshot: with what is kept or without it, it
 //! is the same plan; a test holds the two together over random changes.
 
@@ -70,9 +77,9 @@ impl Settled {
         self.lock().used
     }
 
-    /// How many Nodes' matches with the pool's selector are kept.
-    pub fn matches_len(&self) -> usize {
-        self.lock().matches.nodes.iter().flatten().count()
+    /// How many Nodes' labels are kept as read.
+    pub fn labels_len(&self) -> usize {
+        self.lock().labels.nodes.iter().flatten().count()
     }
 
     /// How many members' booted reports are kept.
@@ -85,10 +92,9 @@ impl Settled {
         self.lock().booted.used
     }
 
-    /// How many times plans took whether the pool's selector matches a Node from an
-    /// earlier plan, in all.
-    pub fn matches_used(&self) -> u64 {
-        self.lock().matches.used
+    /// How many times plans took what an earlier plan read of a Node's labels, in all.
+    pub fn labels_used(&self) -> u64 {
+        self.lock().labels.used
     }
 
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
@@ -104,7 +110,8 @@ struct Against {
     hash: Option<String>,
 }
 
-/// The kept outcomes, by member name, and what they were found against.
+/// The kept outcomes, by member name, and what they were found against; what was read
+/// of the Nodes' labels; the booted reports.
 #[derive(Debug, Default)]
 pub(super) struct Kept {
     against: Option<Against>,
@@ -113,8 +120,8 @@ pub(super) struct Kept {
     entries: Vec<Option<Entry>>,
     /// How many members' outcomes were used again, in all.
     used: u64,
-    /// Whether the pool's selector matched each node's Node.
-    matches: Matches,
+    /// What was read of each node's labels.
+    labels: Labels,
     /// What the members report as booted.
     booted: Booted,
 }
@@ -138,7 +145,7 @@ struct Booted {
 /// with the object, so what was read holds while the snapshot holds that very Node and
 /// the pool's selector is the same.
 #[derive(Debug, Default)]
-struct Matches {
+struct Labels {
     selector: Option<LabelSelector>,
     nodes: Vec<Option<(Arc<Node>, LabelsRead)>>,
     /// How many answers were used again, in all.
@@ -232,7 +239,7 @@ impl Kept {
     /// node. What the plan before read of the same Nodes under the same selector is used
     /// again; the others are read and kept.
     pub fn labels(&mut self, selector: &LabelSelector, views: &[NodeView]) -> Vec<LabelsRead> {
-        let kept = &mut self.matches;
+        let kept = &mut self.labels;
         if kept.selector.as_ref() != Some(selector) {
             kept.selector = Some(selector.clone());
             kept.nodes.clear();
@@ -273,9 +280,7 @@ impl Kept {
         kept.used += used;
         answers
     }
-}
 
-impl Kept {
     /// The booted reports of the `views` that `counts` (in the views' order), gathered
     /// by digest against the target's `digest`: only the nodes whose objects changed
     /// since the plan before are read again. All of them are read again when the views

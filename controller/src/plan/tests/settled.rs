@@ -245,7 +245,7 @@ proptest! {
                 apply(&mut snap, c);
             }
             let (len, used) = (kept.len(), kept.used());
-            let (matches, matched) = (kept.matches_len(), kept.matches_used());
+            let (matches, matched) = (kept.labels_len(), kept.labels_used());
             let (booted, gathered) = (kept.booted_len(), kept.booted_used());
             let mut with = snap.clone();
             with.settled = kept.clone();
@@ -257,7 +257,7 @@ proptest! {
                 // Nothing changed since the plan before: every outcome it kept was used.
                 prop_assert_eq!(kept.used() - used, len as u64);
                 // And every Node's match it kept.
-                prop_assert_eq!(kept.matches_used() - matched, matches as u64);
+                prop_assert_eq!(kept.labels_used() - matched, matches as u64);
                 // And every booted report it gathered.
                 prop_assert_eq!(kept.booted_used() - gathered, booted as u64);
             }
@@ -328,25 +328,25 @@ fn a_selector_is_matched_again_only_for_changed_nodes() {
     let kept = Settled::default();
     snap.settled = kept.clone();
     let first = plan(&snap);
-    assert_eq!(kept.matches_used(), 0);
+    assert_eq!(kept.labels_used(), 0);
     assert_eq!(plan(&snap), first);
-    assert_eq!(kept.matches_used(), 3);
+    assert_eq!(kept.labels_used(), 3);
     // a2's Node gets a label: a new object, matched again.
     let info = snap.nodes[1].node.as_mut().unwrap();
     info.labels_mut().insert("rack".to_owned(), "r2".to_owned());
     assert_eq!(plan(&snap), first);
-    assert_eq!(kept.matches_used(), 5, "a1 and a3 taken again");
+    assert_eq!(kept.labels_used(), 5, "a1 and a3 taken again");
     // A node before them joins: the others' found by name.
     snap.nodes.insert(0, node("a0").updated().view());
     plan(&snap);
-    assert_eq!(kept.matches_used(), 8);
+    assert_eq!(kept.labels_used(), 8);
     snap.nodes.remove(0);
     plan(&snap);
-    assert_eq!(kept.matches_used(), 11);
+    assert_eq!(kept.labels_used(), 11);
     // Another selector: every Node matched again, and the answer is the new one's.
     snap.pool.spec.node_selector =
         serde_json::from_value(serde_json::json!({"matchLabels": {"role": "db"}})).unwrap();
     let none = plan(&snap);
-    assert_eq!(kept.matches_used(), 11);
+    assert_eq!(kept.labels_used(), 11);
     assert!(none.states.is_empty(), "{:?}", none.states);
 }
