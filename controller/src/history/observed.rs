@@ -106,12 +106,6 @@ impl Observed {
     /// of a node's reports, the one of highest precedence), against the target digest.
     pub fn of(reports: &[BootedReport<'_>], target: Option<&str>) -> Self {
         let mut observed = Observed::default();
-        // The planner passes one report per node in name order: then there is nothing
-        // to choose between.
-        if reports.windows(2).all(|w| w[0].node < w[1].node) {
-            reports.iter().for_each(|r| observed.add(r, target));
-            return observed;
-        }
         let mut nodes: BTreeMap<&str, &BootedReport<'_>> = BTreeMap::new();
         for r in reports {
             let kept = nodes.entry(&r.node).or_insert(r);

@@ -304,12 +304,7 @@ impl Kept {
             let same = match (&*slot, now) {
                 (None, None) => true,
                 (Some((b, n)), Some((bootc, node))) => {
-                    Arc::ptr_eq(b, bootc)
-                        && match (n, node) {
-                            (Some(n), Some(node)) => Arc::ptr_eq(n, node),
-                            (None, None) => true,
-                            _ => false,
-                        }
+                    Arc::ptr_eq(b, bootc) && n.as_ref().map(Arc::as_ptr) == node.map(Arc::as_ptr)
                 }
                 _ => false,
             };
