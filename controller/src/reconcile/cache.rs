@@ -1,5 +1,5 @@
-//! The reconciler's view of the cluster: the caches, trimmed to what plans read, and the
-//! overlay of its own writes.
+//! The reconciler's view of the cluster: the caches (of objects decoded as
+//! [`lean`](super::lean) keeps them), and the overlay of its own writes.
 //!
 //! Writes go through an overlay: what a write returned is used instead of the cache
 //! until the watch has delivered it, so that a plan never sees the world from before its
@@ -183,40 +183,6 @@ impl<K: Resource + Clone> Overlay<K> {
             seen.pop_front();
         }
         seen.push_back(rv);
-    }
-}
-
-/// Keeps only what plans read of a Node.
-pub(super) fn strip_node(node: &mut Node) {
-    node.managed_fields_mut().clear();
-    node.annotations_mut().clear();
-    if let Some(status) = node.status.as_mut() {
-        status.images = None;
-        status.volumes_attached = None;
-        status.volumes_in_use = None;
-        status.addresses = None;
-        status.capacity = None;
-        status.allocatable = None;
-        status.daemon_endpoints = None;
-        status.config = None;
-        status.features = None;
-        status.runtime_handlers = None;
-        if let Some(info) = status.node_info.as_mut() {
-            // Of the system facts, plans read the boot ID only.
-            *info = k8s_openapi::api::core::v1::NodeSystemInfo {
-                boot_id: std::mem::take(&mut info.boot_id),
-                ..Default::default()
-            };
-        }
-        if let Some(conditions) = status.conditions.as_mut() {
-            conditions.retain(|c| c.type_ == "Ready");
-        }
-    }
-    if let Some(spec) = node.spec.as_mut() {
-        spec.pod_cidr = None;
-        spec.pod_cidrs = None;
-        spec.provider_id = None;
-        spec.config_source = None;
     }
 }
 

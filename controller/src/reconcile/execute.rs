@@ -20,6 +20,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::cache::lock;
+use super::lean::Lean;
 use super::{Context, ReconcileError, api_error, is_status};
 use crate::drain::{DrainOptions, DrainOutcome, DrainState};
 use crate::metrics::DrainResult;
@@ -286,9 +287,9 @@ async fn execute(
                 };
             }
             object.status = None;
-            let api: Api<BootcNode> = Api::all(ctx.client.clone());
-            let updated = api
-                .replace(node, &PostParams::default(), &object)
+            let api: Api<Lean<BootcNode>> = Api::all(ctx.client.clone());
+            let Lean(updated) = api
+                .replace(node, &PostParams::default(), &Lean(object))
                 .await
                 .map_err(api_error(format!("BootcNode {node}")))?;
             lock(&ctx.bootc_overlay).wrote(node, updated);
@@ -338,9 +339,9 @@ async fn patch_status(
     node: &str,
     fields: serde_json::Value,
 ) -> Result<(), ReconcileError> {
-    let api: Api<BootcNode> = Api::all(ctx.client.clone());
+    let api: Api<Lean<BootcNode>> = Api::all(ctx.client.clone());
     let patch = Patch::Merge(json!({ "status": fields }));
-    let updated = api
+    let Lean(updated) = api
         .patch_status(node, &params(), &patch)
         .await
         .map_err(api_error(format!("BootcNode {node} status")))?;
@@ -356,9 +357,9 @@ async fn create(
 ) -> Result<(), ReconcileError> {
     let mut object = BootcNode::new(node, spec.clone());
     object.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
-    let api: Api<BootcNode> = Api::all(ctx.client.clone());
-    match api.create(&PostParams::default(), &object).await {
-        Ok(created) => {
+    let api: Api<Lean<BootcNode>> = Api::all(ctx.client.clone());
+    match api.create(&PostParams::default(), &Lean(object)).await {
+        Ok(Lean(created)) => {
             info!(pool = %pool.name_any(), %node, "BootcNode created");
             lock(&ctx.bootc_overlay).wrote(node, created);
             Ok(())
@@ -372,9 +373,9 @@ async fn create(
 async fn label(ctx: &Context, node: &str, on: bool) -> Result<(), ReconcileError> {
     let value = on.then_some("");
     let patch = json!({"metadata": {"labels": {MANAGED_LABEL: value}}});
-    let api: Api<Node> = Api::all(ctx.client.clone());
+    let api: Api<Lean<Node>> = Api::all(ctx.client.clone());
     match api.patch(node, &params(), &Patch::Merge(&patch)).await {
-        Ok(updated) => {
+        Ok(Lean(updated)) => {
             lock(&ctx.node_overlay).wrote(node, updated);
             Ok(())
         }
@@ -390,9 +391,9 @@ async fn cordon(
     on: bool,
 ) -> Result<(), ReconcileError> {
     let patch = json!({"spec": {"unschedulable": if on { Some(true) } else { None }}});
-    let api: Api<Node> = Api::all(ctx.client.clone());
+    let api: Api<Lean<Node>> = Api::all(ctx.client.clone());
     match api.patch(node, &params(), &Patch::Merge(&patch)).await {
-        Ok(updated) => {
+        Ok(Lean(updated)) => {
             let what = if on { "cordoned" } else { "uncordoned" };
             info!(pool = %pool.name_any(), %node, cordon = on, "Node {what}");
             lock(&ctx.node_overlay).wrote(node, updated);

@@ -6,6 +6,8 @@
 //! - this file: the controller's watches and triggers, one reconcile, the error policy;
 //! - [`cache`]: caches trimmed to what plans read, and the overlay of the reconciler's
 //!   own writes;
+//! - [`lean`]: Nodes and BootcNodes decoded as the caches keep them, the rest of each
+//!   read past;
 //! - [`lookup`]: the pull Secret and the registry, asked for each reconcile;
 //! - [`copies`]: the Secrets watched, and the copy of each pool's pull Secret in the
 //!   install's namespace (what its BootcNodes name);
@@ -35,7 +37,7 @@ use bootc_pool_common::backoff::Backoff;
 use bootc_pool_common::error::error_chain;
 use bootc_pool_common::node::owner_pool;
 use chrono::Utc;
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action as Requeue, Controller};
@@ -51,6 +53,7 @@ pub mod cache;
 pub mod copies;
 pub mod elect;
 pub mod execute;
+pub mod lean;
 pub mod lookup;
 pub mod membership;
 pub mod observe;
@@ -70,7 +73,8 @@ use crate::plan::{self, Progress};
 use crate::resolve::{Resolver, ResolverOptions};
 use crate::server::Health;
 use crate::shared::{Clock, FIELD_MANAGER};
-use cache::{Overlay, lock, node_fingerprint, strip_node};
+use cache::{Overlay, lock, node_fingerprint};
+use lean::Lean;
 use synced::{Synced, ready_when_synced};
 
 /// Re-plan at least this often, even when nothing signals a change.
@@ -234,7 +238,7 @@ impl std::fmt::Debug for Context {
 
 /// Every BootcNode change; `synced` turns true once the cache has been filled.
 fn bootc_changes(
-    api: Api<BootcNode>,
+    api: Api<Lean<BootcNode>>,
     writer: reflector::store::Writer<BootcNode>,
     synced: watch::Sender<bool>,
     (overlay, membership): (Arc<Mutex<Overlay<BootcNode>>>, Arc<membership::Membership>),
@@ -243,7 +247,7 @@ fn bootc_changes(
         writer,
         watcher::watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(|b: &mut BootcNode| b.managed_fields_mut().clear()),
+            .map_ok(lean::unwrap_event),
     )
     .inspect(move |event| {
         if let Ok(event) = event {
@@ -259,7 +263,7 @@ fn bootc_changes(
 
 /// Node changes a plan can see (labels, Ready, unschedulable, boot ID) and deletions.
 fn node_changes(
-    api: Api<Node>,
+    api: Api<Lean<Node>>,
     writer: reflector::store::Writer<Node>,
     synced: watch::Sender<bool>,
     (overlay, membership): (Arc<Mutex<Overlay<Node>>>, Arc<membership::Membership>),
@@ -269,7 +273,7 @@ fn node_changes(
         writer,
         watcher::watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(strip_node),
+            .map_ok(lean::unwrap_event),
     )
     .filter_map(move |event| {
         if let Ok(event) = &event {

@@ -105,48 +105,6 @@ fn a_deletion_hides_the_object_until_the_watch_sees_it_go() {
     );
 }
 
-#[test]
-fn a_stripped_node_keeps_what_plans_read() {
-    let mut node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "n1", "labels": {"role": "worker"}, "annotations": {"a": "b"}},
-        "spec": {"unschedulable": true, "podCIDR": "10.0.0.0/24"},
-        "status": {
-            "conditions": [
-                {"type": "Ready", "status": "True"},
-                {"type": "MemoryPressure", "status": "False"}
-            ],
-            "nodeInfo": {
-                "bootID": "b-1", "machineID": "m", "systemUUID": "u", "kernelVersion": "6.1",
-                "osImage": "Debian", "containerRuntimeVersion": "c", "kubeletVersion": "v1.33",
-                "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"
-            },
-            "images": [{"names": ["x"], "sizeBytes": 1}]
-        }
-    }))
-    .unwrap();
-    super::strip_node(&mut node);
-    let fingerprint = super::node_fingerprint(&node);
-    assert_eq!(node.metadata.labels.as_ref().unwrap()["role"], "worker");
-    assert!(super::node_unschedulable(&node));
-    assert!(bootc_pool_common::node::node_ready(&node));
-    assert_eq!(super::node_boot_id(&node), Some("b-1"));
-    let status = node.status.as_ref().unwrap();
-    assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
-    let info = status.node_info.as_ref().unwrap();
-    assert_eq!(info.kernel_version, "");
-    assert_eq!(info.machine_id, "");
-    assert!(status.images.is_none());
-    assert!(
-        node.metadata
-            .annotations
-            .as_ref()
-            .is_none_or(|a| a.is_empty())
-    );
-    // Stripping again changes nothing a plan sees.
-    super::strip_node(&mut node);
-    assert_eq!(super::node_fingerprint(&node), fingerprint);
-}
-
 /// The names read from a write among some names (members and moved names, which may
 /// share a name) are those of all of them that are among those names, each once,
 /// whichever is the shorter (the overlay walks that one).

@@ -17,13 +17,18 @@
 //!   status (a reconcile done first, uncounted): the candidates, the views and the
 //!   settled members kept from it stand, the changed member's read and planned again;
 //! - `one-label`: the same again after one member's Node got a label: a name that may
-//!   have joined or left the pool, read by name.
+//!   have joined or left the pool, read by name;
+//! - `decode`: 1,000 watch events' objects decoded, as a real cluster sends them
+//!   (`watched.rs`): a kubelet's Nodes and the pools' BootcNodes, each in full (`k8s-openapi`'s
+//!   and the CRD's own decoding) and lean (`reconcile::lean`, what the controller's watches
+//!   use).
 //!
 //! `-- --only plan` (or `reconcile`, a size, a state) runs the matching cases alone.
 
 // A bench's fixed inputs are known good: a panic on one is a bug in the bench.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod watched;
 mod world;
 
 use std::hint::black_box;
@@ -33,6 +38,7 @@ use std::process::{Command, ExitCode};
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::plan::{self, Plan, PoolView, Snapshot};
+use bootc_pool_controller::reconcile::lean::Lean;
 use bootc_pool_controller::reconcile::membership::Membership;
 use bootc_pool_controller::reconcile::views::{Among, Source, Views};
 use k8s_openapi::api::core::v1::Node;
@@ -46,6 +52,9 @@ use world::State;
 const CASE_VAR: &str = "BOOTC_POOL_INSTRUCTIONS_CASE";
 const SIZES: [usize; 2] = [1_000, 10_000];
 const KINDS: [&str; 4] = ["plan", "reconcile", "one-change", "one-label"];
+/// The objects the `decode` cases decode, and how.
+const DECODES: [&str; 4] = ["node-full", "node-lean", "bootc-full", "bootc-lean"];
+const DECODED: usize = 1_000;
 
 fn main() -> ExitCode {
     if let Ok(case) = std::env::var(CASE_VAR) {
@@ -73,27 +82,33 @@ fn drive(only: &[&str]) -> Result<(), String> {
     let mut over = Vec::new();
     println!("| case | members | state | instructions | ceiling |");
     println!("| --- | ---: | --- | ---: | ---: |");
-    for kind in KINDS {
-        for size in SIZES {
-            for state in State::ALL {
-                let case = format!("{kind} {size} {}", state.name());
-                if !only.is_empty() && !case.split(' ').any(|w| only.contains(&w)) {
-                    continue;
-                }
-                let counted = count(&case)?;
-                let ceiling = ceilings.iter().find(|(c, _)| *c == case).map(|(_, n)| *n);
-                println!(
-                    "| {kind} | {size} | {} | {} | {} |",
-                    state.name(),
-                    thousands(counted),
-                    ceiling.map_or_else(|| "none".to_owned(), thousands)
-                );
-                match ceiling {
-                    None => over.push(format!("{case}: no line in ceilings.txt")),
-                    Some(c) if counted > c => over.push(format!("{case}: {counted} > {c}")),
-                    Some(_) => {}
-                }
-            }
+    let grid = KINDS.iter().flat_map(|kind| {
+        SIZES.iter().flat_map(move |size| {
+            State::ALL
+                .iter()
+                .map(move |state| format!("{kind} {size} {}", state.name()))
+        })
+    });
+    let decodes = DECODES.iter().map(|d| format!("decode {DECODED} {d}"));
+    for case in grid.chain(decodes) {
+        if !only.is_empty() && !case.split(' ').any(|w| only.contains(&w)) {
+            continue;
+        }
+        let counted = count(&case)?;
+        let ceiling = ceilings.iter().find(|(c, _)| *c == case).map(|(_, n)| *n);
+        let words: Vec<&str> = case.split(' ').collect();
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            words[0],
+            words[1],
+            words[2],
+            thousands(counted),
+            ceiling.map_or_else(|| "none".to_owned(), thousands)
+        );
+        match ceiling {
+            None => over.push(format!("{case}: no line in ceilings.txt")),
+            Some(c) if counted > c => over.push(format!("{case}: {counted} > {c}")),
+            Some(_) => {}
         }
     }
     if over.is_empty() {
@@ -184,6 +199,9 @@ fn thousands(n: u64) -> String {
 /// Sets `case` up, then runs its measured function once.
 fn run_case(case: &str) -> ExitCode {
     let words: Vec<&str> = case.split(' ').collect();
+    if let ["decode", size, what] = words.as_slice() {
+        return run_decode(size.parse().unwrap_or(0), what);
+    }
     let (kind, size, state) = match words.as_slice() {
         [kind, size, state] => (*kind, size.parse::<usize>().ok(), State::parse(state)),
         _ => ("", None, None),
@@ -220,6 +238,44 @@ fn run_case(case: &str) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Decodes `size` objects of the kind and in the way `what` names.
+fn run_decode(size: usize, what: &str) -> ExitCode {
+    let texts = |values: Vec<serde_json::Value>| -> Vec<Vec<u8>> {
+        values
+            .iter()
+            .map(|v| serde_json::to_vec(v).unwrap())
+            .collect()
+    };
+    let objects = if what.starts_with("node") {
+        texts((0..size).map(watched::node).collect())
+    } else {
+        texts(watched::bootc_nodes(size))
+    };
+    // The setup's freed memory gathered now (a first large allocation would gather it),
+    // so that the count is the decoding's alone.
+    drop(black_box(Vec::<u8>::with_capacity(64 * 1024)));
+    match what {
+        "node-full" => drop(black_box(measured_decode::<Node>(&objects))),
+        "node-lean" => drop(black_box(measured_decode::<Lean<Node>>(&objects))),
+        "bootc-full" => drop(black_box(measured_decode::<BootcNode>(&objects))),
+        "bootc-lean" => drop(black_box(measured_decode::<Lean<BootcNode>>(&objects))),
+        _ => {
+            eprintln!("error: unknown decode `{what}` ({})", DECODES.join(", "));
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Every text decoded as a `K`, kept (as a cache keeps it).
+#[inline(never)]
+fn measured_decode<K: serde::de::DeserializeOwned>(texts: &[Vec<u8>]) -> Vec<K> {
+    texts
+        .iter()
+        .map(|t| serde_json::from_slice(black_box(t)).expect("a watched object decodes"))
+        .collect()
 }
 
 #[inline(never)]
