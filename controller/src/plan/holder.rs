@@ -491,13 +491,21 @@ fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'
 /// moves again, ends or is gone.
 pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) -> Vec<String> {
     let mut listed = Vec::new();
+    // The drains held up, usually none: looked up for each member instead of every drain.
+    let held_up: BTreeMap<&str, &String> = p
+        .snap
+        .drains
+        .iter()
+        .filter_map(|(node, drain)| match drain {
+            DrainView::Running { blocked: Some(why) } => Some((node.as_str(), why)),
+            _ => None,
+        })
+        .collect();
     for view in members {
         let Some(bootc) = &view.bootc else { continue };
-        let why = match p.snap.drains.get(&*view.name) {
-            Some(DrainView::Running { blocked: Some(why) })
-                if p.states.get(&view.name) == Some(&NodeState::Rebooting) =>
-            {
-                Some(truncate(why.clone(), DRAIN_MESSAGE_MAX_LEN))
+        let why = match held_up.get(&*view.name) {
+            Some(why) if p.states.get(&view.name) == Some(&NodeState::Rebooting) => {
+                Some(truncate((*why).clone(), DRAIN_MESSAGE_MAX_LEN))
             }
             _ => None,
         };

@@ -18,8 +18,12 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// The order in which candidates get slots: by name within each zone, zones taken in
 /// turn (the first node of every zone, then the second of every zone, …), so that
-/// consecutive grants spread across zones; nodes without a zone form one more zone.
-pub fn grant_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
+/// consecutive grants spread across zones; nodes without a zone form one more zone. Only
+/// the first `limit` of that order are returned.
+pub fn grant_order<'a>(candidates: &[&'a NodeView], limit: usize) -> Vec<&'a NodeView> {
+    if limit == 0 {
+        return Vec::new();
+    }
     let zone = |v: &'a NodeView| -> &'a str {
         v.node
             .as_ref()
@@ -36,18 +40,25 @@ pub fn grant_order<'a>(candidates: &[&'a NodeView]) -> Vec<&'a NodeView> {
     let mut zones: Vec<std::vec::IntoIter<&'a NodeView>> = by_zone
         .into_values()
         .map(|mut nodes| {
-            nodes.sort_by(|a, b| a.name.cmp(&b.name));
+            if !nodes.is_sorted_by(|a, b| a.name <= b.name) {
+                nodes.sort_by(|a, b| a.name.cmp(&b.name));
+            }
             nodes.into_iter()
         })
         .collect();
-    let mut order = Vec::with_capacity(candidates.len());
-    while !zones.is_empty() {
-        zones.retain_mut(|nodes| match nodes.next() {
-            Some(v) => {
-                order.push(v);
-                true
+    let mut order = Vec::with_capacity(limit.min(candidates.len()));
+    while !zones.is_empty() && order.len() < limit {
+        zones.retain_mut(|nodes| {
+            if order.len() == limit {
+                return true;
             }
-            None => false,
+            match nodes.next() {
+                Some(v) => {
+                    order.push(v);
+                    true
+                }
+                None => false,
+            }
         });
     }
     order
@@ -81,7 +92,7 @@ pub(super) fn grant(
         .filter(|v| !gates.holds_back(&v.name))
         .copied()
         .collect();
-    for view in grant_order(&open).into_iter().take(free) {
+    for view in grant_order(&open, free) {
         grant_one(p, view, target);
     }
 }
@@ -150,11 +161,12 @@ mod tests {
 
     proptest! {
         /// The grant order is the nodes by their rank within their zone (by name), then
-        /// by zone, for any candidates in any order, zoned or not.
+        /// by zone, for any candidates in any order, zoned or not, cut at any limit.
         #[test]
         fn the_grant_order_is_rank_in_zone_then_zone(
             nodes in proptest::collection::btree_map(0u16..500, proptest::option::of(0u8..4), 0..60),
             shuffle in any::<u64>(),
+            limit in 0usize..80,
         ) {
             let views: Vec<NodeView> = nodes
                 .iter()
@@ -193,8 +205,9 @@ mod tests {
                 })
                 .collect();
             expected.sort();
-            let got: Vec<&str> = grant_order(&refs).iter().map(|v| &*v.name).collect();
-            let expected: Vec<&str> = expected.iter().map(|(_, _, n)| n.as_str()).collect();
+            let got: Vec<&str> = grant_order(&refs, limit).iter().map(|v| &*v.name).collect();
+            let expected: Vec<&str> =
+                expected.iter().take(limit).map(|(_, _, n)| n.as_str()).collect();
             prop_assert_eq!(got, expected);
         }
     }

@@ -1210,7 +1210,10 @@ fn grants_spread_across_zones() {
         zoned("c1", "z3"),
     ];
     let refs: Vec<&NodeView> = views.iter().collect();
-    let order: Vec<&str> = grant_order(&refs).iter().map(|v| &*v.name).collect();
+    let order: Vec<&str> = grant_order(&refs, usize::MAX)
+        .iter()
+        .map(|v| &*v.name)
+        .collect();
     assert_eq!(order, vec!["a1", "b1", "c1", "a2", "b2", "a3"]);
 }
 
