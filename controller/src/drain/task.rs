@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::eviction::{describe, evict, is_not_found};
 use super::pods::{self, PodKey, key_of, refusal, show};
 use super::{DrainError, DrainOptions, DrainOutcome};
+use crate::reconcile::lean::Lean;
 
 /// Called when what holds up a drain changes.
 pub(super) type Wake = Box<dyn Fn() + Send + Sync>;
@@ -173,7 +174,7 @@ impl<'a> DrainTask<'a> {
     /// Runs rounds until the drain ends.
     pub(super) async fn run(mut self) -> Result<DrainOutcome, DrainError> {
         let node = self.node;
-        let all: Api<Pod> = Api::all(self.client.clone());
+        let all: Api<Lean<Pod>> = Api::all(self.client.clone());
         let list_params = ListParams::default().fields(&format!("spec.nodeName={node}"));
         tracing::info!(node, "draining node");
         loop {
@@ -186,7 +187,10 @@ impl<'a> DrainTask<'a> {
                     self.progress.set_error(node, error);
                     Round::Stalled
                 }
-                Ok(Ok(list)) => self.round(&list.items, &opts, deadline).await?,
+                Ok(Ok(list)) => {
+                    let pods: Vec<Pod> = list.items.into_iter().map(|Lean(p)| p).collect();
+                    self.round(&pods, &opts, deadline).await?
+                }
             };
             let progressed = match round {
                 Round::Progressed => true,

@@ -1,4 +1,4 @@
-//! Nodes and BootcNodes decoded as the controller keeps them.
+//! Nodes, BootcNodes and Pods decoded as the controller keeps them.
 //!
 //! Most of a Node is what no plan reads: the images it holds, its addresses, capacity
 //! and system facts, and the `managedFields` of every client that wrote it. A kubelet's
@@ -11,8 +11,13 @@
 //! annotations and `managedFields`), `spec.unschedulable`, `spec.taints` and
 //! `spec.externalID`, its `Ready` condition, its boot ID and its phase (a property test
 //! holds it equal to a full decode with the rest taken off); a lean BootcNode is the full
-//! one without its `managedFields`. The watches and the responses to the controller's own writes are
-//! decoded this way.
+//! one without its `managedFields`. The watches and the responses to the controller's own
+//! writes are decoded this way.
+//!
+//! A Pod's spec and status are mostly its containers, which neither a drain nor the
+//! blocking pods read. A lean Pod keeps its metadata (but `managedFields`), the node it
+//! runs on, its volumes' names and `emptyDir` sources, and its phase; the drains' and the
+//! blocking pods' lists are decoded this way.
 //!
 //! A value of the wrong type in a part that is kept is an error, as in a full decode; in
 //! a part that is skipped it is not looked at.
@@ -22,7 +27,8 @@ use std::collections::BTreeMap;
 
 use bootc_crds::node::{BootcNode, BootcNodeSpec, BootcNodeStatus};
 use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+    EmptyDirVolumeSource, Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Pod, PodSpec,
+    PodStatus, Taint, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
@@ -224,6 +230,62 @@ impl<'de> Deserialize<'de> for Lean<BootcNode> {
             metadata: wire.metadata.map(Meta::kept).unwrap_or_default(),
             spec: wire.spec,
             status: wire.status,
+        }))
+    }
+}
+
+/// The parts of a Pod a drain and the blocking pods read: its metadata (but
+/// `managedFields`), the node it runs on, its volumes' names and which are `emptyDir`,
+/// and its phase.
+#[derive(Deserialize)]
+struct WirePod {
+    metadata: Option<Meta<Option<BTreeMap<String, String>>>>,
+    spec: Option<WirePodSpec>,
+    status: Option<WirePodStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WirePodSpec {
+    node_name: Option<String>,
+    volumes: Option<Vec<WireVolume>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireVolume {
+    name: Option<String>,
+    empty_dir: Option<EmptyDirVolumeSource>,
+}
+
+#[derive(Deserialize)]
+struct WirePodStatus {
+    phase: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for Lean<Pod> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wire = WirePod::deserialize(d)?;
+        let spec = wire.spec.map(|s| PodSpec {
+            node_name: s.node_name,
+            volumes: s.volumes.map(|vs| {
+                vs.into_iter()
+                    .map(|v| Volume {
+                        name: v.name.unwrap_or_default(),
+                        empty_dir: v.empty_dir,
+                        ..Volume::default()
+                    })
+                    .collect()
+            }),
+            ..PodSpec::default()
+        });
+        Ok(Lean(Pod {
+            metadata: wire.metadata.map(Meta::kept).unwrap_or_default(),
+            spec,
+            status: wire.status.map(|s| PodStatus {
+                phase: s.phase,
+                ..PodStatus::default()
+            }),
         }))
     }
 }

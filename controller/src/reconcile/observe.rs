@@ -16,6 +16,7 @@ use kube::core::labels::Selector;
 use kube::runtime::reflector::ObjectRef;
 
 use super::cache::{lock, node_boot_id, node_unschedulable};
+use super::lean::Lean;
 use super::views::{Source, Stamp, Taken};
 use super::{Context, ReconcileError};
 use crate::drain::{DrainOutcome, DrainState};
@@ -78,7 +79,7 @@ impl Context {
         let selector = Selector::try_from(spec.selector.clone())
             .map_err(|e| format!("spec.disruption.blockingPods.selector: {e}"))?;
         let params = ListParams::default().labels_from(&selector);
-        let apis: Vec<Api<Pod>> = if spec.namespaces.is_empty() {
+        let apis: Vec<Api<Lean<Pod>>> = if spec.namespaces.is_empty() {
             vec![Api::all(self.client.clone())]
         } else {
             spec.namespaces
@@ -89,7 +90,7 @@ impl Context {
         let mut by_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for api in apis {
             let list = api.list(&params).await.map_err(|e| error_chain(&e))?;
-            for pod in list.items {
+            for Lean(pod) in list.items {
                 let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
                 let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
                 if let Some(node) = node.filter(|_| !matches!(phase, Some("Succeeded" | "Failed")))

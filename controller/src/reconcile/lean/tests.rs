@@ -2,7 +2,7 @@
 //! do not read taken off, and a lean BootcNode the full one without `managedFields`.
 
 use bootc_crds::node::BootcNode;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodStatus, Volume};
 use kube::Resource;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -307,5 +307,140 @@ proptest! {
         let lean = lean_node(&value).unwrap();
         prop_assert_eq!(node_fingerprint(&lean), fingerprint);
         prop_assert_eq!(lean, stripped(full));
+    }
+}
+
+/// What a drain and the blocking pods read of a fully decoded Pod, taken the long way:
+/// the test's own statement of what a lean Pod keeps.
+fn stripped_pod(pod: Pod) -> Pod {
+    let mut metadata = pod.metadata;
+    metadata.managed_fields = None;
+    Pod {
+        metadata,
+        spec: pod.spec.map(|s| PodSpec {
+            node_name: s.node_name,
+            volumes: s.volumes.map(|vs| {
+                vs.into_iter()
+                    .map(|v| Volume {
+                        name: v.name,
+                        empty_dir: v.empty_dir,
+                        ..Volume::default()
+                    })
+                    .collect()
+            }),
+            ..PodSpec::default()
+        }),
+        status: pod.status.map(|s| PodStatus {
+            phase: s.phase,
+            ..PodStatus::default()
+        }),
+    }
+}
+
+/// A Deployment's pod as the API server keeps it.
+fn deployments_pod() -> Value {
+    let container = |name: &str| {
+        json!({"name": name, "image": format!("registry.example/{name}:v1"),
+               "args": ["--listen", ":8080"], "env": [{"name": "MODE", "value": "prod"}],
+               "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+               "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+               "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]})
+    };
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-7d9f-abcde", "namespace": "shop", "uid": "pu-1",
+            "resourceVersion": "99", "labels": {"app": "web"},
+            "annotations": {"kubernetes.io/config.mirror": "x"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                 "name": "web-7d9f", "uid": "rs-1", "controller": true}],
+            "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
+                               "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
+        },
+        "spec": {
+            "nodeName": "n1",
+            "containers": [container("web"), container("sidecar")],
+            "volumes": [
+                {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}},
+                {"name": "config", "configMap": {"name": "web"}},
+                {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
+            ],
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+            "serviceAccountName": "web"
+        },
+        "status": {
+            "phase": "Running", "podIP": "10.244.3.7",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "web", "ready": true, "restartCount": 0,
+                                   "image": "registry.example/web:v1", "imageID": "x",
+                                   "state": {"running": {"startedAt": "2026-01-02T03:04:05Z"}}}]
+        }
+    })
+}
+
+fn lean_pod(value: &Value) -> Result<Pod, serde_json::Error> {
+    serde_json::from_slice::<Lean<Pod>>(&serde_json::to_vec(value).unwrap()).map(|Lean(p)| p)
+}
+
+fn full_pod(value: &Value) -> Result<Pod, serde_json::Error> {
+    serde_json::from_slice::<Pod>(&serde_json::to_vec(value).unwrap())
+}
+
+#[test]
+fn a_lean_pod_keeps_what_a_drain_reads() {
+    let value = deployments_pod();
+    let pod = lean_pod(&value).unwrap();
+    assert_eq!(pod.metadata.annotations.as_ref().unwrap().len(), 1);
+    assert_eq!(
+        pod.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "ReplicaSet"
+    );
+    assert_eq!(pod.metadata.labels.as_ref().unwrap()["app"], "web");
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.node_name.as_deref(), Some("n1"));
+    let volumes = spec.volumes.as_ref().unwrap();
+    assert_eq!(volumes.len(), 3);
+    assert!(volumes[0].empty_dir.is_some() && volumes[1].empty_dir.is_none());
+    assert!(volumes[1].config_map.is_none() && spec.containers.is_empty());
+    assert_eq!(
+        pod.status.as_ref().unwrap().phase.as_deref(),
+        Some("Running")
+    );
+    assert!(pod.metadata.managed_fields.is_none());
+    assert_eq!(pod, stripped_pod(full_pod(&value).unwrap()));
+}
+
+fn pod_values() -> impl Strategy<Value = Value> {
+    let full = deployments_pod();
+    let volumes =
+        proptest::sample::subsequence(full["spec"]["volumes"].as_array().unwrap().clone(), 0..=3);
+    (
+        some_of(object_parts(&full["metadata"])),
+        proptest::option::of((some_of(object_parts(&full["spec"])), volumes)),
+        proptest::option::of(some_of(object_parts(&full["status"]))),
+    )
+        .prop_map(|(metadata, spec, status)| {
+            let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata});
+            if let Some((mut spec, volumes)) = spec {
+                if spec.get("volumes").is_some() {
+                    spec["volumes"] = Value::Array(volumes);
+                }
+                pod["spec"] = spec;
+            }
+            if let Some(status) = status {
+                pod["status"] = status;
+            }
+            pod
+        })
+}
+
+proptest! {
+    /// Any Pod, with any of its parts there or not, decodes lean into what a full decode
+    /// keeps once what a drain does not read is taken off.
+    #[test]
+    fn a_lean_pod_is_the_full_pod_stripped(value in pod_values()) {
+        let full = full_pod(&value).unwrap();
+        prop_assert_eq!(lean_pod(&value).unwrap(), stripped_pod(full));
     }
 }

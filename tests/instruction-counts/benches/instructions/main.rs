@@ -18,10 +18,10 @@
 //!   settled members kept from it stand, the changed member's read and planned again;
 //! - `one-label`: the same again after one member's Node got a label: a name that may
 //!   have joined or left the pool, read by name;
-//! - `decode`: 1,000 watch events' objects decoded, as a real cluster sends them
-//!   (`watched.rs`): a kubelet's Nodes and the pools' BootcNodes, each in full (`k8s-openapi`'s
-//!   and the CRD's own decoding) and lean (`reconcile::lean`, what the controller's watches
-//!   use).
+//! - `decode`: 1,000 objects decoded, as a real cluster sends them (`watched.rs`): a
+//!   kubelet's Nodes, the pools' BootcNodes and a Deployment's Pods, each in full
+//!   (`k8s-openapi`'s and the CRD's own decoding) and lean (`reconcile::lean`, what the
+//!   controller's watches and pod lists use).
 //!
 //! `-- --only plan` (or `reconcile`, a size, a state) runs the matching cases alone.
 
@@ -41,7 +41,7 @@ use bootc_pool_controller::plan::{self, Plan, PoolView, Snapshot};
 use bootc_pool_controller::reconcile::lean::Lean;
 use bootc_pool_controller::reconcile::membership::Membership;
 use bootc_pool_controller::reconcile::views::{Among, Source, Views};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -53,7 +53,14 @@ const CASE_VAR: &str = "BOOTC_POOL_INSTRUCTIONS_CASE";
 const SIZES: [usize; 2] = [1_000, 10_000];
 const KINDS: [&str; 4] = ["plan", "reconcile", "one-change", "one-label"];
 /// The objects the `decode` cases decode, and how.
-const DECODES: [&str; 4] = ["node-full", "node-lean", "bootc-full", "bootc-lean"];
+const DECODES: [&str; 6] = [
+    "node-full",
+    "node-lean",
+    "bootc-full",
+    "bootc-lean",
+    "pod-full",
+    "pod-lean",
+];
 const DECODED: usize = 1_000;
 
 fn main() -> ExitCode {
@@ -248,10 +255,10 @@ fn run_decode(size: usize, what: &str) -> ExitCode {
             .map(|v| serde_json::to_vec(v).unwrap())
             .collect()
     };
-    let objects = if what.starts_with("node") {
-        texts((0..size).map(watched::node).collect())
-    } else {
-        texts(watched::bootc_nodes(size))
+    let objects = match what.split('-').next() {
+        Some("node") => texts((0..size).map(watched::node).collect()),
+        Some("pod") => texts((0..size).map(watched::pod).collect()),
+        _ => texts(watched::bootc_nodes(size)),
     };
     // The setup's freed memory gathered now (a first large allocation would gather it),
     // so that the count is the decoding's alone.
@@ -261,6 +268,8 @@ fn run_decode(size: usize, what: &str) -> ExitCode {
         "node-lean" => drop(black_box(measured_decode::<Lean<Node>>(&objects))),
         "bootc-full" => drop(black_box(measured_decode::<BootcNode>(&objects))),
         "bootc-lean" => drop(black_box(measured_decode::<Lean<BootcNode>>(&objects))),
+        "pod-full" => drop(black_box(measured_decode::<Pod>(&objects))),
+        "pod-lean" => drop(black_box(measured_decode::<Lean<Pod>>(&objects))),
         _ => {
             eprintln!("error: unknown decode `{what}` ({})", DECODES.join(", "));
             return ExitCode::from(2);

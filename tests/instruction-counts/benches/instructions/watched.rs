@@ -117,3 +117,87 @@ fn bootc_node(bootc: &bootc_crds::node::BootcNode) -> Value {
     ]);
     value
 }
+
+/// Pod `i` of a Deployment as the API server keeps it: two containers, three volumes,
+/// the status the kubelet wrote, the `managedFields` of its writers.
+pub fn pod(i: usize) -> Value {
+    let time = "2026-11-22T11:58:00Z";
+    let container = |name: &str| {
+        json!({"name": name, "image": format!("registry.example/shop/{name}:v1.4.2"),
+               "imagePullPolicy": "IfNotPresent",
+               "args": ["--listen=:8080", "--metrics=:9090", "--log-format=json"],
+               "env": [{"name": "MODE", "value": "production"},
+                       {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+               "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"},
+                         {"containerPort": 9090, "name": "metrics", "protocol": "TCP"}],
+               "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080},
+                                  "periodSeconds": 10, "timeoutSeconds": 1},
+               "resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
+                             "limits": {"memory": "512Mi"}},
+               "terminationMessagePath": "/dev/termination-log",
+               "terminationMessagePolicy": "File",
+               "volumeMounts": [{"name": "cache", "mountPath": "/cache"},
+                                {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                                 "readOnly": true}]})
+    };
+    let status = |name: &str| {
+        json!({"name": name, "ready": true, "started": true, "restartCount": 0,
+               "image": format!("registry.example/shop/{name}:v1.4.2"),
+               "imageID": format!("registry.example/shop/{name}@sha256:{i:064x}"),
+               "containerID": format!("cri-o://{i:064x}"),
+               "state": {"running": {"startedAt": time}}})
+    };
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": format!("web-7d9f8c6b5-{i:05}"), "generateName": "web-7d9f8c6b5-",
+            "namespace": "shop", "uid": format!("9e1c2f4a-1b2c-4d5e-8f90-{i:012}"),
+            "resourceVersion": format!("{}", 2_000_000 + i),
+            "creationTimestamp": time,
+            "labels": {"app": "web", "pod-template-hash": "7d9f8c6b5"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                 "name": "web-7d9f8c6b5", "uid": "rs-uid",
+                                 "controller": true, "blockOwnerDeletion": true}],
+            "managedFields": [
+                {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+                 "time": time, "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {
+                     "f:generateName": {}, "f:labels": {".": {}, "f:app": {}}},
+                     "f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}}}}}},
+                {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": time,
+                 "fieldsType": "FieldsV1", "subresource": "status",
+                 "fieldsV1": {"f:status": {"f:conditions": {}, "f:containerStatuses": {},
+                                           "f:phase": {}, "f:podIP": {}}}}
+            ]
+        },
+        "spec": {
+            "nodeName": format!("node-{:05}", i % 100),
+            "containers": [container("web"), container("proxy")],
+            "volumes": [
+                {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}},
+                {"name": "config", "configMap": {"name": "web", "defaultMode": 420}},
+                {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}
+            ],
+            "dnsPolicy": "ClusterFirst", "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority",
+            "priority": 0, "restartPolicy": "Always", "schedulerName": "default-scheduler",
+            "securityContext": {}, "serviceAccountName": "web", "terminationGracePeriodSeconds": 30,
+            "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            ]
+        },
+        "status": {
+            "phase": "Running", "hostIP": "10.0.0.1", "podIP": format!("10.244.{}.{}", i / 250, i % 250),
+            "qosClass": "Burstable", "startTime": time,
+            "conditions": [
+                {"type": "Initialized", "status": "True", "lastTransitionTime": time},
+                {"type": "Ready", "status": "True", "lastTransitionTime": time},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": time},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": time}
+            ],
+            "containerStatuses": [status("proxy"), status("web")]
+        }
+    })
+}
