@@ -6,8 +6,8 @@
 //! - this file: the controller's watches and triggers, one reconcile, the error policy;
 //! - [`cache`]: caches trimmed to what plans read, and the overlay of the reconciler's
 //!   own writes;
-//! - [`lean`]: Nodes and BootcNodes decoded as the caches keep them, the rest of each
-//!   read past;
+//! - [`lean`]: Nodes and BootcNodes decoded as the caches keep them, and Pods as drains
+//!   read them, the rest of each read past;
 //! - [`lookup`]: the pull Secret and the registry, asked for each reconcile;
 //! - [`copies`]: the Secrets watched, and the copy of each pool's pull Secret in the
 //!   install's namespace (what its BootcNodes name);
