@@ -65,8 +65,8 @@ impl<K: Resource> Resource for Lean<K> {
     }
 }
 
-/// Sent as the object itself (a lean object is never written back whole, but the API's
-/// bounds ask for it).
+/// Sent as the object itself: a BootcNode's create and replace send the lean object whole
+/// (all of it but `managedFields`, which a write leaves to the server).
 impl<K: Serialize> Serialize for Lean<K> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(s)
