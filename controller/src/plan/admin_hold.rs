@@ -34,7 +34,7 @@ pub(super) fn report(p: &mut Planner<'_>, members: &[&NodeView], held: &BTreeSet
         let written = bootc.status().and_then(|s| s.held) == Some(true);
         if is_held != written {
             p.actions.push(Action::SetHeld {
-                node: view.name.to_string(),
+                node: String::from(&*view.name),
                 held: is_held,
             });
         }

@@ -134,7 +134,7 @@ pub(super) fn kubelet_reported_since_reboot(
     digest: &Digest,
     soft_possible: bool,
 ) -> bool {
-    let Some(last) = last.filter(|r| r.digest == digest.to_string()) else {
+    let Some(last) = last.filter(|r| digest.is(&r.digest)) else {
         return true;
     };
     let boot_id = info.boot_id.as_deref().filter(|id| !id.is_empty());

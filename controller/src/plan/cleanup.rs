@@ -45,7 +45,7 @@ pub(super) fn plan(p: &mut Planner<'_>) {
         {
             remaining = true;
             p.actions.push(Action::Unlabel {
-                node: view.name.to_string(),
+                node: String::from(&*view.name),
             });
         }
     }

@@ -33,7 +33,7 @@ pub(super) struct Holder<'n, 'a> {
 
 impl Holder<'_, '_> {
     fn name(&self) -> String {
-        self.node.view.name.to_string()
+        String::from(&*self.node.view.name)
     }
 
     /// Uncordons the node, unless it was cordoned before the slot was granted.
@@ -120,9 +120,7 @@ pub(super) fn may_be_rebooting(
         return false;
     };
     let soft_possible = spec.reboot_policy == RebootPolicy::AllowSoftReboot;
-    let recorded = agent
-        .last_reboot()
-        .filter(|r| r.digest == approved.to_string());
+    let recorded = agent.last_reboot().filter(|r| approved.is(&r.digest));
     recorded.is_some() && !kubelet_reported_since_reboot(info, recorded, &approved, soft_possible)
 }
 
@@ -229,9 +227,7 @@ fn in_own_reboot(
     digest: &Digest,
     kubelet_back: bool,
 ) -> bool {
-    let recorded = agent
-        .last_reboot()
-        .is_some_and(|r| r.digest == digest.to_string());
+    let recorded = agent.last_reboot().is_some_and(|r| digest.is(&r.digest));
     let back = kubelet_back && agent.current && agent.booted(digest);
     let down_since_back = info
         .ready_since
@@ -254,8 +250,7 @@ fn record_unseen_until(
     deadline: &Deadline,
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
-    let target = digest.to_string();
-    let recorded = agent.last_reboot().is_some_and(|r| r.digest == target);
+    let recorded = agent.last_reboot().is_some_and(|r| digest.is(&r.digest));
     if recorded || agent.booted(digest) {
         return None;
     }
@@ -516,7 +511,7 @@ pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) -> Vec<S
         if written.map(|w| &w.message) == why.as_ref() {
             continue;
         }
-        let name = view.name.to_string();
+        let name = String::from(&*view.name);
         let blocked = why.clone().map(|message| DrainBlocked {
             message,
             since: to_time(p.snap.now),

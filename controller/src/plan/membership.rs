@@ -65,7 +65,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         }
         if let Some(conflict) = conflict(&pool.name, view, &others) {
             out.conflicts.push(conflict);
-            out.conflicted.insert(view.name.to_string());
+            out.conflicted.insert(String::from(&*view.name));
             if !owned {
                 continue;
             }
@@ -79,7 +79,7 @@ impl<'a> Membership<'a> {
     /// `view` is a member, held by an admin when `held`.
     fn join(&mut self, view: &'a NodeView, held: bool) {
         if held {
-            self.held.insert(view.name.to_string());
+            self.held.insert(String::from(&*view.name));
         }
         self.members.push(view);
     }
@@ -168,7 +168,7 @@ fn conflict(pool: &str, view: &NodeView, others: &[&str]) -> Option<String> {
 
 /// A node this pool owns but no longer selects (or whose Node is gone).
 pub(super) fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) {
-    let node = view.name.to_string();
+    let node = String::from(&*view.name);
     if let (Some(info), Some(bootc)) = (&view.node, &view.bootc)
         && !bootc.deleting()
         && bootc.spec().desired_image_state == DesiredImageState::Booted

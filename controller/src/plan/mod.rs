@@ -93,17 +93,42 @@ fn stamp(t: DateTime<Utc>) -> String {
 const LISTED: usize = 5;
 
 /// Up to [`LISTED`] items joined, with how many more there are.
-fn list(items: &[String]) -> String {
-    let mut out = items
-        .iter()
-        .take(LISTED)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("; ");
-    if items.len() > LISTED {
-        out.push_str(&format!("; and {} more", items.len() - LISTED));
+fn list<'i>(items: impl IntoIterator<Item = &'i String>) -> String {
+    let mut listing = Listing::default();
+    for item in items {
+        listing.push(item);
     }
-    out
+    listing.text()
+}
+
+/// Items gathered one by one to be listed as [`list`] lists them: the first [`LISTED`]
+/// kept, the rest only counted (a list of thousands of members costs no copies).
+#[derive(Default)]
+struct Listing<'i> {
+    first: Vec<&'i str>,
+    count: usize,
+}
+
+impl<'i> Listing<'i> {
+    fn push(&mut self, item: &'i str) {
+        if self.first.len() < LISTED {
+            self.first.push(item);
+        }
+        self.count += 1;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Up to [`LISTED`] items joined, with how many more there are.
+    fn text(&self) -> String {
+        let mut out = self.first.join("; ");
+        if self.count > LISTED {
+            out.push_str(&format!("; and {} more", self.count - LISTED));
+        }
+        out
+    }
 }
 
 /// What the plan is, as it is made: the actions, each member's state, the node problems

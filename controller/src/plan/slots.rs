@@ -134,18 +134,18 @@ fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
         Some(bootc.spec()),
     );
     p.actions.push(Action::Update {
-        node: view.name.to_string(),
+        node: String::from(&*view.name),
         resource_version: bootc.resource_version(),
         spec,
         annotations,
     });
     if !info.unschedulable {
         p.actions.push(Action::Cordon {
-            node: view.name.to_string(),
+            node: String::from(&*view.name),
         });
     }
     p.actions.push(Action::StartDrain {
-        node: view.name.to_string(),
+        node: String::from(&*view.name),
     });
     p.states.insert(view.name.clone(), NodeState::Rebooting);
 }
@@ -201,7 +201,7 @@ mod tests {
                         .iter()
                         .filter(|o| zone_of(&o.name) == zone && o.name < v.name)
                         .count();
-                    (rank, zone, v.name.to_string())
+                    (rank, zone, String::from(&*v.name))
                 })
                 .collect();
             expected.sort();

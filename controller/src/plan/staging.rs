@@ -115,7 +115,7 @@ fn replay<'a>(
         pass.tally.candidates.push(view);
     }
     if outcome.on_target_degraded {
-        pass.tally.on_target_degraded.push(name.to_string());
+        pass.tally.on_target_degraded.push(String::from(&**name));
     }
     p.states.insert(name.clone(), outcome.state);
 }
@@ -175,7 +175,7 @@ fn member<'a>(
     let labelled = info.labels().contains_key(MANAGED_LABEL);
     if !labelled && !later {
         p.actions.push(Action::Label {
-            node: name.to_string(),
+            node: String::from(&**name),
         });
     }
     if !info.ready {
@@ -289,7 +289,7 @@ fn create(
             None,
         );
         p.actions.push(Action::Create {
-            node: name.to_string(),
+            node: String::from(&*name),
             spec,
         });
     }
@@ -346,7 +346,7 @@ fn waiting<'a>(
     let writes = changed || !annotations.is_empty();
     if writes {
         p.actions.push(Action::Update {
-            node: name.to_string(),
+            node: String::from(&*name),
             resource_version: bootc.resource_version(),
             spec: spec.into_owned(),
             annotations,
@@ -362,7 +362,7 @@ fn waiting<'a>(
     let on_target_degraded =
         state == NodeState::Degraded && !retargeted && agent.booted(&target.digest);
     if on_target_degraded {
-        pass.tally.on_target_degraded.push(name.to_string());
+        pass.tally.on_target_degraded.push(String::from(&*name));
     }
     p.states.insert(name, state);
     (!writes && !retargeted).then(|| settled::Outcome {
@@ -389,7 +389,7 @@ fn state_of(node: &Member<'_, '_>) -> (NodeState, Option<(String, String)>, bool
     let drain_failed = bootc
         .annotations()
         .get(DRAIN_FAILED_ANNOTATION)
-        .is_some_and(|d| *d == target.digest.to_string());
+        .is_some_and(|d| target.digest.is(d));
     if drain_failed {
         let message = format!(
             "its drain for {} timed out; remove its {DRAIN_FAILED_ANNOTATION} annotation to try again",

@@ -22,6 +22,7 @@ fn reason_of<'a>(status: Option<&'a BootcNodePoolStatus>, type_: &str) -> Option
 }
 
 /// How many members are in each state.
+#[derive(Clone)]
 struct StateCounts {
     nodes: usize,
     updated: usize,
@@ -135,7 +136,13 @@ pub(super) fn status(
 
     let all_updated = decision.target.is_ok() && counts.updated == counts.nodes;
     let degraded = degraded(p, f, decision);
-    let up = up_to_date(f, &StateCounts::of(p, f, true), all_updated);
+    // Counted again with the members held back on purpose apart, when a gate holds any.
+    let apart = if f.gates.holds_nodes_back() {
+        StateCounts::of(p, f, true)
+    } else {
+        counts.clone()
+    };
+    let up = up_to_date(f, &apart, all_updated);
     transition_events(p, &degraded, decision, all_updated, counts.nodes);
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let (ok, reason, message) = stall::condition(p, f, progress, all_updated, invalid);

@@ -388,6 +388,36 @@ fn slots_go_to_staged_healthy_nodes_in_name_order_up_to_the_budget() {
 }
 
 #[test]
+fn a_full_budget_names_five_holders_and_the_not_ready_members_that_count() {
+    // Seven slot holders and two NotReady members without a slot fill a budget of nine
+    // while a staged node waits; a NotReady holder is named once, as a holder.
+    let names = ["n01", "n02", "n03", "n04", "n05", "n06", "n07"];
+    let mut nodes: Vec<N> = names.iter().map(|n| node(n).rebooting().slot()).collect();
+    nodes[6].ready = false;
+    for n in ["n08", "n09"] {
+        nodes.push(N {
+            ready: false,
+            ..node(n).updated()
+        });
+    }
+    nodes.push(node("n10").staged());
+    let plan = super::plan(&snapshot(pool_spec(IntOrString::Int(9)), &nodes));
+    assert!(granted(&plan).is_empty(), "{:?}", plan.actions);
+    let verdict = plan
+        .status
+        .gates
+        .iter()
+        .find(|g| g.reason == GateReason::BudgetFull)
+        .unwrap_or_else(|| panic!("no budget verdict: {:?}", plan.status.gates));
+    assert_eq!(
+        verdict.message,
+        "reboot budget full: 9/9 slots in use (maxUnavailable 9): \
+         held by n01; n02; n03; n04; n05; and 2 more; \
+         NotReady nodes count too: n08; n09"
+    );
+}
+
+#[test]
 fn the_grant_records_an_admin_cordon_and_does_not_cordon_again() {
     let mut spec = pool_spec(IntOrString::Int(1));
     spec.disruption.respect_cordon = false;

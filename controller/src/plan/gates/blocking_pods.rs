@@ -38,7 +38,7 @@ pub(super) fn check(facts: &Facts<'_>, _: &mut Judgement) -> Option<Verdict> {
         };
         if facts.waits_for_update(&view.name) {
             said.push(format!("{} ({why})", view.name));
-            nodes.insert(view.name.to_string());
+            nodes.insert(String::from(&*view.name));
         }
     }
     let message = format!(

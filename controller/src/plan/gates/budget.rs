@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use bootc_crds::REBOOT_SLOT_ANNOTATION;
 
+use super::super::Listing;
 use super::super::world::NodeView;
 use super::{Facts, Judgement, Verdict};
 
@@ -28,30 +29,24 @@ pub(super) fn check(facts: &Facts<'_>, j: &mut Judgement) -> Option<Verdict> {
             .as_ref()
             .is_some_and(|b| b.annotations().contains_key(REBOOT_SLOT_ANNOTATION))
     };
-    let holding: Vec<String> = facts
-        .members
-        .iter()
-        .filter(|v| holds(v))
-        .map(|v| v.name.to_string())
-        .collect();
-    let not_ready: Vec<String> = facts
-        .members
-        .iter()
-        .filter(|v| !holds(v) && v.node.as_ref().is_some_and(|n| !n.ready))
-        .map(|v| v.name.to_string())
-        .collect();
+    // One pass, nothing copied: a full budget is most plans of a rollout.
+    let (mut holding, mut not_ready) = (Listing::default(), Listing::default());
+    for v in facts.members {
+        if holds(v) {
+            holding.push(&v.name);
+        } else if v.node.as_ref().is_some_and(|n| !n.ready) {
+            not_ready.push(&v.name);
+        }
+    }
     let mut message = format!(
         "reboot budget full: {}/{budget} slots in use (maxUnavailable {max})",
         facts.taken
     );
     if !holding.is_empty() {
-        message.push_str(&format!(": held by {}", super::super::list(&holding)));
+        message.push_str(&format!(": held by {}", holding.text()));
     }
     if !not_ready.is_empty() {
-        message.push_str(&format!(
-            "; NotReady nodes count too: {}",
-            super::super::list(&not_ready)
-        ));
+        message.push_str(&format!("; NotReady nodes count too: {}", not_ready.text()));
     }
     Some(Verdict::pool(
         GateReason::BudgetFull,

@@ -24,7 +24,7 @@ pub(super) fn check(facts: &Facts<'_>, _: &mut Judgement) -> Option<Verdict> {
             })
         })
         .filter(|v| facts.states.get(&v.name) != Some(&NodeState::UpToDate))
-        .map(|v| v.name.to_string())
+        .map(|v| String::from(&*v.name))
         .collect();
     let message = format!(
         "cordoned by someone else: {}; uncordon them (or set disruption.respectCordon to false) to update them",

@@ -267,6 +267,14 @@ impl Judgement {
             .filter(move |v| !v.whole_pool() && v.deliberate && v.nodes.contains(node))
     }
 
+    /// Whether some verdict holds back single nodes on purpose: without one,
+    /// [`Self::holding_back`] names no node.
+    pub fn holds_nodes_back(&self) -> bool {
+        self.verdicts
+            .iter()
+            .any(|v| !v.whole_pool() && v.deliberate)
+    }
+
     /// `status.gates`.
     pub fn to_status(&self) -> Vec<GateVerdict> {
         self.verdicts
@@ -279,6 +287,5 @@ impl Judgement {
 
 /// `name` and up to four more of `names`, with how many more there are.
 fn named(names: &BTreeSet<String>) -> String {
-    let all: Vec<String> = names.iter().cloned().collect();
-    super::list(&all)
+    super::list(names)
 }
