@@ -27,22 +27,21 @@ pub fn grant_order<'a>(candidates: &[&'a NodeView], limit: usize) -> Vec<&'a Nod
     let zone = |v: &'a NodeView| -> &'a str {
         v.node
             .as_ref()
-            .and_then(|n| n.labels().get(ZONE_LABEL))
-            .map_or("", String::as_str)
+            .and_then(|n| n.zone.as_deref())
+            .unwrap_or_default()
     };
     let mut by_zone: BTreeMap<&'a str, Vec<&'a NodeView>> = BTreeMap::new();
     for v in candidates {
         by_zone.entry(zone(v)).or_default().push(v);
     }
-    // Each zone by name (the candidates come in name order: nothing to move), then the
-    // zones in turn. No two nodes share a zone and a rank, so taking the zones round by
-    // round is the order of (rank, zone) without sorting every candidate by it.
+    // Each zone by name (the candidates come in name order, which the stable sort finds
+    // in one pass), then the zones in turn. No two nodes share a zone and a rank, so
+    // taking the zones round by round is the order of (rank, zone) without sorting every
+    // candidate by it.
     let mut zones: Vec<std::vec::IntoIter<&'a NodeView>> = by_zone
         .into_values()
         .map(|mut nodes| {
-            if !nodes.is_sorted_by(|a, b| a.name <= b.name) {
-                nodes.sort_by(|a, b| a.name.cmp(&b.name));
-            }
+            nodes.sort_by(|a, b| a.name.cmp(&b.name));
             nodes.into_iter()
         })
         .collect();

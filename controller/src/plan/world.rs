@@ -70,6 +70,9 @@ pub struct NodeInfo {
     pub heartbeat: Option<DateTime<Utc>>,
     /// The pods of `spec.disruption.blockingPods` running on the node.
     pub blocking_pods: BlockingPods,
+    /// Its zone label ([`super::ZONE_LABEL`]), read once with the other facts
+    /// ([`NodeInfo::zone_of`]): the grant order reads it for every candidate.
+    pub zone: Option<String>,
 }
 
 /// The pods that keep a node from rebooting (`spec.disruption.blockingPods`).
@@ -85,6 +88,11 @@ pub enum BlockingPods {
 }
 
 impl NodeInfo {
+    /// The zone label of `node`, as [`NodeInfo::zone`] keeps it.
+    pub fn zone_of(node: &Node) -> Option<String> {
+        node.labels().get(super::ZONE_LABEL).cloned()
+    }
+
     /// Labels.
     pub fn labels(&self) -> &BTreeMap<String, String> {
         self.node.labels()
@@ -158,14 +166,43 @@ impl NodeInfo {
         let mut node = Node::default();
         node.metadata.labels = Some(labels);
         NodeInfo {
+            zone: NodeInfo::zone_of(&node),
             node: Arc::new(node),
             ..NodeInfo::default()
         }
     }
 
-    /// The labels, to change.
-    pub(crate) fn labels_mut(&mut self) -> &mut BTreeMap<String, String> {
-        Arc::make_mut(&mut self.node).labels_mut()
+    /// The labels, to change; the zone is read again once the change is made.
+    pub(crate) fn labels_mut(&mut self) -> LabelsMut<'_> {
+        LabelsMut(self)
+    }
+}
+
+/// A node's labels being changed ([`NodeInfo::labels_mut`]): the facts read from them
+/// are read again when it is dropped.
+#[cfg(test)]
+pub(crate) struct LabelsMut<'i>(&'i mut NodeInfo);
+
+#[cfg(test)]
+impl std::ops::Deref for LabelsMut<'_> {
+    type Target = BTreeMap<String, String>;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.labels()
+    }
+}
+
+#[cfg(test)]
+impl std::ops::DerefMut for LabelsMut<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        Arc::make_mut(&mut self.0.node).labels_mut()
+    }
+}
+
+#[cfg(test)]
+impl Drop for LabelsMut<'_> {
+    fn drop(&mut self) {
+        self.0.zone = NodeInfo::zone_of(&self.0.node);
     }
 }
 

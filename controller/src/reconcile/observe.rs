@@ -296,6 +296,7 @@ pub fn node_info(node: Arc<Node>) -> NodeInfo {
             .and_then(|c| c.last_heartbeat_time.as_ref())
             .and_then(bootc_crds::conditions::from_time),
         blocking_pods: BlockingPods::None,
+        zone: NodeInfo::zone_of(&node),
         node,
     }
 }

@@ -152,7 +152,7 @@ fn apply(snap: &mut Snapshot, change: &Change) {
         }
         Change::Conflict(i) => {
             if let Some(info) = snap.nodes[i % size].node.as_mut() {
-                let labels = info.labels_mut();
+                let mut labels = info.labels_mut();
                 if labels.remove("team").is_none() {
                     labels.insert("team".to_owned(), "other".to_owned());
                 }
@@ -165,7 +165,7 @@ fn apply(snap: &mut Snapshot, change: &Change) {
         }
         Change::Hold(i) => {
             if let Some(info) = snap.nodes[i % size].node.as_mut() {
-                let labels = info.labels_mut();
+                let mut labels = info.labels_mut();
                 if labels.remove(bootc_crds::HOLD_LABEL).is_none() {
                     labels.insert(bootc_crds::HOLD_LABEL.to_owned(), "true".to_owned());
                 }

@@ -464,3 +464,13 @@ fn a_label_change_is_read_by_name() {
     assert_eq!(names, ["b", "c", "d"]);
     assert_eq!(taken.nodes, world.read_whole(&pool));
 }
+
+#[test]
+fn a_nodes_facts_keep_its_zone_label() {
+    let mut zoned = node("a", "worker", true, 1);
+    zoned
+        .labels_mut()
+        .insert(crate::plan::ZONE_LABEL.to_owned(), "zone-b".to_owned());
+    assert_eq!(node_info(Arc::new(zoned)).zone.as_deref(), Some("zone-b"));
+    assert_eq!(node_info(Arc::new(node("b", "worker", true, 1))).zone, None);
+}
