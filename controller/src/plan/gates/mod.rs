@@ -152,6 +152,11 @@ impl Verdict {
         self.nodes.is_empty()
     }
 
+    /// It holds back single nodes on purpose.
+    fn holds_nodes_on_purpose(&self) -> bool {
+        !self.whole_pool() && self.deliberate
+    }
+
     fn covers(&self, node: &str) -> bool {
         self.whole_pool() || self.nodes.contains(node)
     }
@@ -264,15 +269,13 @@ impl Judgement {
     pub fn holding_back<'s>(&'s self, node: &'s str) -> impl Iterator<Item = &'s Verdict> {
         self.verdicts
             .iter()
-            .filter(move |v| !v.whole_pool() && v.deliberate && v.nodes.contains(node))
+            .filter(move |v| v.holds_nodes_on_purpose() && v.nodes.contains(node))
     }
 
     /// Whether some verdict holds back single nodes on purpose: without one,
     /// [`Self::holding_back`] names no node.
     pub fn holds_nodes_back(&self) -> bool {
-        self.verdicts
-            .iter()
-            .any(|v| !v.whole_pool() && v.deliberate)
+        self.verdicts.iter().any(Verdict::holds_nodes_on_purpose)
     }
 
     /// `status.gates`.
