@@ -24,7 +24,8 @@ pub(super) fn keep_image(spec: &mut BootcNodeSpec, bootc: &BootcView) {
 }
 
 /// Each member's BootcNode `status.held`: written when the node is held, removed when
-/// the hold is lifted; nothing is written while it already says so.
+/// the hold is lifted; nothing is written while it already says so. `members` are those
+/// not settled: a settled member's `status.held` already says what its labels say.
 pub(super) fn report(p: &mut Planner<'_>, members: &[&NodeView], held: &BTreeSet<String>) {
     for view in members {
         let Some(bootc) = view.bootc.as_ref().filter(|b| !b.deleting()) else {

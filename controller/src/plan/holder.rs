@@ -484,7 +484,14 @@ fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'
 /// listed for the pool's `UpToDate` message (returned): written (with a `DrainBlocked`
 /// event, recorded only once the write succeeded) when it changes, cleared when the drain
 /// moves again, ends or is gone.
-pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) -> Vec<String> {
+///
+/// A settled member has no `status.drainBlocked` written: while no drain is held up,
+/// only the `unsettled` members are read.
+pub(super) fn report_drains(
+    p: &mut Planner<'_>,
+    members: &[&NodeView],
+    unsettled: &[&NodeView],
+) -> Vec<String> {
     let mut listed = Vec::new();
     // The drains held up, usually none: looked up for each member instead of every drain.
     let held_up: BTreeMap<&str, &String> = p
@@ -496,6 +503,11 @@ pub(super) fn report_drains(p: &mut Planner<'_>, members: &[&NodeView]) -> Vec<S
             _ => None,
         })
         .collect();
+    let members = if held_up.is_empty() {
+        unsettled
+    } else {
+        members
+    };
     for view in members {
         let Some(bootc) = &view.bootc else { continue };
         let why = match held_up.get(&*view.name) {

@@ -30,6 +30,35 @@ pub(super) struct Tally<'a> {
     pub on_target_degraded: Vec<String>,
     /// Slot holders drained and ready to be approved, should the gates allow.
     pub drained: Vec<Drained>,
+    /// Members whose agent reports `Drifted=True`.
+    pub drifted: usize,
+    /// The members planned in full, not from a settled outcome, in member order: the
+    /// only ones whose reports (`status.held`, `status.drainBlocked`) may need a write.
+    pub unsettled: Vec<&'a NodeView>,
+}
+
+impl<'a> Tally<'a> {
+    /// `view` is planned in full: counted as drifted if its agent says so, and listed
+    /// among the unsettled. Returns whether it is drifted.
+    pub fn unsettled(&mut self, view: &'a NodeView) -> bool {
+        let drifted = drifted(view);
+        self.drifted += usize::from(drifted);
+        self.unsettled.push(view);
+        drifted
+    }
+}
+
+/// Whether the member's agent reports `Drifted=True`.
+fn drifted(member: &NodeView) -> bool {
+    member
+        .bootc
+        .as_ref()
+        .and_then(|b| b.status())
+        .is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == bootc_crds::conditions::DRIFTED && c.status == "True")
+        })
 }
 
 /// A slot holder drained: the approval written if no gate closes approvals for it.

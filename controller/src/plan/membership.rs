@@ -43,10 +43,9 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
     // plan before (`settled`).
     let labels = (snap.settled.lock()).labels(&pool.spec.node_selector, &snap.nodes);
     for (view, read) in snap.nodes.iter().zip(labels) {
-        let owned = view
-            .bootc
-            .as_ref()
-            .is_some_and(|b| b.owner.as_deref() == Some(pool.name.as_str()));
+        // The owner's name is compared once: owned, or another pool's.
+        let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
+        let owned = owner == Some(pool.name.as_str());
         if invalid {
             // Nothing is rolled out under an invalid spec; owned nodes are kept as they are.
             if owned {
@@ -63,7 +62,8 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         if !matches {
             continue;
         }
-        if let Some(conflict) = conflict(&pool.name, view, &others) {
+        let foreign_owner = owner.filter(|_| !owned);
+        if let Some(conflict) = conflict(&pool.name, view, foreign_owner, &others) {
             out.conflicts.push(conflict);
             out.conflicted.insert(String::from(&*view.name));
             if !owned {
@@ -146,13 +146,13 @@ impl<'s> OtherSelectors<'s> {
     }
 }
 
-/// The conflict, when another pool selects or owns the node.
-fn conflict(pool: &str, view: &NodeView, others: &[&str]) -> Option<String> {
-    let foreign_owner = view
-        .bootc
-        .as_ref()
-        .and_then(|b| b.owner.as_deref())
-        .filter(|o| *o != pool);
+/// The conflict, when another pool selects the node or owns it (`foreign_owner`).
+fn conflict(
+    pool: &str,
+    view: &NodeView,
+    foreign_owner: Option<&str>,
+    others: &[&str],
+) -> Option<String> {
     if foreign_owner.is_none() && others.is_empty() {
         return None;
     }

@@ -156,6 +156,8 @@ struct Planner<'a> {
 struct Findings<'a> {
     membership: membership::Membership<'a>,
     held: BTreeSet<String>,
+    /// Members whose agent reports `Drifted=True`.
+    drifted: usize,
     /// Slot holders that are unhealthy, with why.
     unhealthy: Vec<String>,
     gates: gates::Judgement,
@@ -276,13 +278,15 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     let held = std::mem::take(&mut membership.held);
     p.states.reserve(members.len());
     let target = decision.target.as_ref().ok();
-    let tally = match target {
+    let mut tally = match target {
         Some(target) => staging::pass(&mut p, members, target, &held, &membership.conflicted),
         None => {
+            let mut tally = member::Tally::default();
             for view in members {
                 p.states.insert(view.name.clone(), NodeState::Pending);
+                tally.unsettled(view);
             }
-            member::Tally::default()
+            tally
         }
     };
     let judgement = gates::judge(&gates::Facts {
@@ -307,12 +311,14 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
         let marked = failure::marked(snap, target, list(&tally.unhealthy));
         return plan_once(&marked, false);
     }
+    let (unsettled, drifted) = (std::mem::take(&mut tally.unsettled), tally.drifted);
     let unhealthy = p.act(tally, &judgement, members.len(), target);
-    let blocked = holder::report_drains(&mut p, members);
-    admin_hold::report(&mut p, members, &held);
+    let blocked = holder::report_drains(&mut p, members, &unsettled);
+    admin_hold::report(&mut p, &unsettled, &held);
     let findings = Findings {
         membership,
         held,
+        drifted,
         unhealthy,
         gates: judgement,
         blocked,

@@ -5,7 +5,8 @@
 //!
 //! A member is settled when the pass plans nothing for it and takes nothing from the
 //! pool's shared places: it has its Node (labelled) and its BootcNode (not being
-//! deleted, holding no slot, asking for the target, its spec what it should be). What
+//! deleted, holding no slot, asking for the target, its spec what it should be, its
+//! `status.held` as its labels say and no `status.drainBlocked` to clear). What
 //! the pass then found for it (its [`Outcome`]) depends on its two objects, whether its
 //! Node is Ready, and the pool's target, spec and pull Secret hash, and on nothing else
 //! (not the time, not the other members); whether another pool claims it is asked
@@ -170,6 +171,8 @@ pub(super) struct Entry {
     bootc: Arc<BootcNode>,
     ready: bool,
     outcome: Outcome,
+    /// Its agent reports `Drifted=True`, for the status's count.
+    drifted: bool,
 }
 
 impl Entry {
@@ -190,6 +193,11 @@ impl Entry {
     /// The outcome kept.
     pub fn outcome(&self) -> &Outcome {
         &self.outcome
+    }
+
+    /// Whether its agent reports `Drifted=True`.
+    pub fn drifted(&self) -> bool {
+        self.drifted
     }
 }
 
@@ -361,14 +369,25 @@ fn by_name<'n, T>(
         .collect()
 }
 
-/// The entry for `view`, settled with `outcome`. `None` unless it has its Node and its
-/// BootcNode.
-pub(super) fn entry(view: &NodeView, outcome: Outcome) -> Option<Entry> {
+/// The entry for `view`, settled with `outcome` (and `drifted`, as its agent reports).
+/// `None` unless it has its Node and its BootcNode.
+pub(super) fn entry(view: &NodeView, outcome: Outcome, drifted: bool) -> Option<Entry> {
     let (info, bootc) = (view.node.as_ref()?, view.bootc.as_ref()?);
     Some(Entry {
         node: Arc::clone(&info.node),
         bootc: Arc::clone(bootc.object()),
         ready: info.ready,
         outcome,
+        drifted,
     })
+}
+
+/// Whether the BootcNode's reports leave nothing to write for a member an admin holds
+/// (`held`) or not, when it holds no slot: its `status.held` says so already, and it
+/// has no `status.drainBlocked` to clear (see `holder::report_drains` and
+/// `admin_hold::report`, which read only the members not settled).
+pub(super) fn reports_nothing(view: &NodeView, held: bool) -> bool {
+    let status = view.bootc.as_ref().and_then(|b| b.status());
+    let written = status.and_then(|s| s.held) == Some(true);
+    written == held && status.is_none_or(|s| s.drain_blocked.is_none())
 }

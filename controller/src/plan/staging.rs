@@ -86,10 +86,16 @@ pub(super) fn pass<'a>(
     // What is found settled now is kept in place, for the next plan.
     for ((view, entry), pulling) in members.iter().zip(taken.iter_mut()).zip(pulling) {
         match entry {
-            Some(entry) => replay(p, &mut pass, view, entry.outcome()),
+            Some(entry) => {
+                pass.tally.drifted += usize::from(entry.drifted());
+                replay(p, &mut pass, view, entry.outcome());
+            }
             None => {
+                let drifted = pass.tally.unsettled(view);
+                let quiet = settled::reports_nothing(view, held.contains(&*view.name));
                 *entry = member(p, &mut pass, (view, pulling), target)
-                    .and_then(|o| settled::entry(view, o));
+                    .filter(|_| quiet)
+                    .and_then(|o| settled::entry(view, o, drifted));
             }
         }
     }

@@ -112,7 +112,7 @@ pub(super) fn status(
     status.staging_count = as_i32(counts.staging);
     status.staging_percent = staging_percent(p, members, decision);
     status.degraded_count = as_i32(counts.degraded);
-    status.drifted_count = as_i32(members.iter().filter(|m| drifted(m)).count());
+    status.drifted_count = as_i32(f.drifted);
     status.degraded_by_reason = bootc_crds::pool::degraded_by_reason(
         p.states
             .iter()
@@ -158,19 +158,6 @@ pub(super) fn status(
     ];
     status.conditions = conditions_after(previous, verdicts, snap.pool.generation, snap.now);
     status
-}
-
-/// Whether the member's agent reports `Drifted=True`.
-fn drifted(member: &NodeView) -> bool {
-    member
-        .bootc
-        .as_ref()
-        .and_then(|b| b.status())
-        .is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == conditions::DRIFTED && c.status == "True")
-        })
 }
 
 /// The share of the target's bytes fetched by the members staging it, from the progress

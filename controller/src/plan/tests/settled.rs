@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use bootc_crds::node::DrainBlocked;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use proptest::prelude::*;
 
@@ -111,6 +112,15 @@ enum Change {
     ListBoot(usize),
     /// The pool's own selector: workers (`false`), or workers no other team has labelled.
     Selector(bool),
+    /// Member `i`'s agent reports `Drifted=True`, or no longer does.
+    Drift(usize),
+    /// Member `i`'s BootcNode says it is held (`status.held`), or no longer does.
+    WrittenHeld(usize),
+    /// Member `i`'s BootcNode says its drain is held up (`status.drainBlocked`), or no
+    /// longer does.
+    WrittenBlocked(usize),
+    /// A drain of member `i` is running and held up, or none is.
+    HeldUp(usize),
 }
 
 fn change(size: usize) -> impl Strategy<Value = Change> {
@@ -128,6 +138,10 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         1 => prop::option::of(prop::sample::select(vec!["h1", "h2"])).prop_map(Change::Hash),
         1 => any::<bool>().prop_map(Change::Selector),
         1 => (0..size).prop_map(Change::ListBoot),
+        1 => (0..size).prop_map(Change::Drift),
+        1 => (0..size).prop_map(Change::WrittenHeld),
+        1 => (0..size).prop_map(Change::WrittenBlocked),
+        1 => (0..size).prop_map(Change::HeldUp),
     ]
 }
 
@@ -206,7 +220,58 @@ fn apply(snap: &mut Snapshot, change: &Change) {
             };
             snap.pool.spec.node_selector = serde_json::from_value(selector).unwrap();
         }
+        Change::Drift(i) => {
+            if let Some(status) = reported(snap, i) {
+                let drifted = |c: &Condition| c.type_ == conditions::DRIFTED;
+                if status.conditions.iter().any(drifted) {
+                    status.conditions.retain(|c| !drifted(c));
+                } else {
+                    status.conditions.push(Condition {
+                        type_: conditions::DRIFTED.to_owned(),
+                        status: "True".to_owned(),
+                        reason: "Changed".to_owned(),
+                        message: "changed on the host".to_owned(),
+                        last_transition_time: to_time(now()).unwrap(),
+                        observed_generation: None,
+                    });
+                }
+            }
+        }
+        Change::WrittenHeld(i) => {
+            if let Some(status) = reported(snap, i) {
+                status.held = match status.held {
+                    Some(true) => None,
+                    _ => Some(true),
+                };
+            }
+        }
+        Change::WrittenBlocked(i) => {
+            if let Some(status) = reported(snap, i) {
+                status.drain_blocked = match status.drain_blocked {
+                    Some(_) => None,
+                    None => Some(DrainBlocked {
+                        message: "evicting shop/web-0: budget".to_owned(),
+                        since: to_time(now()),
+                    }),
+                };
+            }
+        }
+        Change::HeldUp(i) => {
+            let node = name(i % size).to_owned();
+            if snap.drains.remove(&node).is_none() {
+                let blocked = Some("evicting shop/web-0: budget".to_owned());
+                snap.drains.insert(node, DrainView::Running { blocked });
+            }
+        }
     }
+}
+
+/// Member `i`'s BootcNode status, to change (a copy when a kept outcome holds the
+/// object, as a cache's new object is), when it has one.
+fn reported(snap: &mut Snapshot, i: usize) -> Option<&mut BootcNodeStatus> {
+    let size = snap.nodes.len();
+    let bootc = snap.nodes[i % size].bootc.as_mut()?;
+    bootc.object_mut().status.as_mut()
 }
 
 proptest! {
