@@ -39,13 +39,12 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         conflicted: BTreeSet::new(),
         held: BTreeSet::new(),
     };
-    // What each Node's labels say, read again only for Nodes that changed since the
-    // plan before (`settled`).
-    let labels = (snap.settled.lock()).labels(&pool.spec.node_selector, &snap.nodes);
+    // What each Node's labels and BootcNode's owner say, read again only for nodes
+    // whose objects changed since the plan before (`settled`).
+    let labels = (snap.settled.lock()).labels(&pool.name, &pool.spec.node_selector, &snap.nodes);
     for (view, read) in snap.nodes.iter().zip(labels) {
-        // The owner's name is compared once: owned, or another pool's.
         let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
-        let owned = owner == Some(pool.name.as_str());
+        let owned = read.owned;
         if invalid {
             // Nothing is rolled out under an invalid spec; owned nodes are kept as they are.
             if owned {

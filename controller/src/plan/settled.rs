@@ -18,10 +18,16 @@
 //!
 //! Two more answers are kept the same way, for every node of the snapshot, settled or
 //! not: what was read of its Node's labels (whether the pool's selector matches them,
-//! whether an admin holds the node), kept with the Node and the selector; and its
+//! whether an admin holds the node) and of its BootcNode's owner (whether it is the
+//! pool), kept with both objects, the pool's name and its selector; and its
 //! booted report, gathered with the others by digest for the deploy history
 //! ([`Observed`]), kept with its BootcNode and Node, so that a node whose objects
 //! changed has its old report taken back and its new one added.
+//!
+//! A settled member also leaves the passes after the member pass nothing to do: its
+//! BootcNode's `status.held` and `status.drainBlocked` need no write (an outcome is kept
+//! only then), and whether its agent reports `Drifted` is kept with the outcome. Those
+//! passes read only the members planned in full.
 //!
 //! So the plan stays one function of its snapshot: with what is kept or without it, it
 //! is the same plan; a test holds the two together over random changes.
@@ -142,24 +148,35 @@ struct Booted {
 }
 
 /// What a plan read of the labels of each Node of the last plan's snapshot (in its
-/// order, by name), kept with the Node it was read from: a Node's labels change only
-/// with the object, so what was read holds while the snapshot holds that very Node and
-/// the pool's selector is the same.
+/// order, by name) and of its BootcNode's owner, kept with the objects it was read from:
+/// labels and owner change only with their object, so what was read holds while the
+/// snapshot holds those very objects and the pool (its name and selector) is the same.
 #[derive(Debug, Default)]
 struct Labels {
+    pool: String,
     selector: Option<LabelSelector>,
-    nodes: Vec<Option<(Arc<Node>, LabelsRead)>>,
+    nodes: Vec<Option<LabelsKept>>,
     /// How many answers were used again, in all.
     used: u64,
 }
 
-/// What a plan reads of a Node's labels.
+/// One node's answer, with the objects it was read from.
+#[derive(Debug)]
+struct LabelsKept {
+    node: Arc<Node>,
+    bootc: Option<Arc<BootcNode>>,
+    read: LabelsRead,
+}
+
+/// What a plan reads of a Node's labels, and of its BootcNode's owner.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(super) struct LabelsRead {
     /// The pool's selector matches them.
     pub selected: bool,
     /// An admin holds the node ([`super::world::NodeInfo::held`]).
     pub held: bool,
+    /// Its BootcNode's owner is the pool.
+    pub owned: bool,
 }
 
 /// One settled member: the objects its outcome was found for, and the outcome. Its name
@@ -243,20 +260,27 @@ impl Kept {
     }
 
     /// What the labels of each of `views`' Nodes say (sorted by name; nothing without a
-    /// Node), in their order: whether `selector` matches them, whether they hold the
-    /// node. What the plan before read of the same Nodes under the same selector is used
-    /// again; the others are read and kept.
-    pub fn labels(&mut self, selector: &LabelSelector, views: &[NodeView]) -> Vec<LabelsRead> {
+    /// Node), in their order: whether `pool`'s `selector` matches them, whether they hold
+    /// the node; and whether its BootcNode is `pool`'s. What the plan before read of the
+    /// same objects for the same pool and selector is used again; the others are read
+    /// and kept.
+    pub fn labels(
+        &mut self,
+        pool: &str,
+        selector: &LabelSelector,
+        views: &[NodeView],
+    ) -> Vec<LabelsRead> {
         let kept = &mut self.labels;
-        if kept.selector.as_ref() != Some(selector) {
+        if kept.selector.as_ref() != Some(selector) || kept.pool != pool {
+            kept.pool = pool.to_owned();
             kept.selector = Some(selector.clone());
             kept.nodes.clear();
         }
         if kept.nodes.len() != views.len() {
             let old = std::mem::take(&mut kept.nodes);
             let names = views.iter().map(|v| &*v.name);
-            kept.nodes = by_name(old, names, |(node, _)| {
-                node.metadata.name.as_deref().unwrap_or_default()
+            kept.nodes = by_name(old, names, |k| {
+                k.node.metadata.name.as_deref().unwrap_or_default()
             });
         }
         let mut used = 0;
@@ -265,21 +289,37 @@ impl Kept {
             .iter_mut()
             .zip(views)
             .map(|(slot, view)| {
+                let owned = || {
+                    let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
+                    owner == Some(pool)
+                };
                 let Some(info) = &view.node else {
                     *slot = None;
-                    return LabelsRead::default();
+                    return LabelsRead {
+                        owned: owned(),
+                        ..LabelsRead::default()
+                    };
                 };
+                let bootc = view.bootc.as_ref().map(|b| b.object());
                 match slot {
-                    Some((node, read)) if Arc::ptr_eq(node, &info.node) => {
+                    Some(k)
+                        if Arc::ptr_eq(&k.node, &info.node)
+                            && k.bootc.as_ref().map(Arc::as_ptr) == bootc.map(Arc::as_ptr) =>
+                    {
                         used += 1;
-                        *read
+                        k.read
                     }
                     _ => {
                         let read = LabelsRead {
                             selected: bootc_crds::selector::matches(selector, info.labels()),
                             held: info.held(),
+                            owned: owned(),
                         };
-                        *slot = Some((Arc::clone(&info.node), read));
+                        *slot = Some(LabelsKept {
+                            node: Arc::clone(&info.node),
+                            bootc: bootc.map(Arc::clone),
+                            read,
+                        });
                         read
                     }
                 }

@@ -85,6 +85,7 @@ pub struct InOrder<'s> {
 
 impl InOrder<'_> {
     /// The state recorded for `name`.
+    #[inline]
     pub fn get(&mut self, name: &str) -> Option<NodeState> {
         // The name is most often the member's own, shared with its state: the same
         // text, found without reading it.

@@ -110,15 +110,23 @@ pub(super) fn status(
     status.updating_count = as_i32(counts.updating);
     status.staged_count = as_i32(counts.staged);
     status.staging_count = as_i32(counts.staging);
-    status.staging_percent = staging_percent(p, members, decision);
+    // Most plans have no member staging: no member to read.
+    status.staging_percent = (counts.staging > 0)
+        .then(|| staging_percent(p, members, decision))
+        .flatten();
     status.degraded_count = as_i32(counts.degraded);
     status.drifted_count = as_i32(f.drifted);
-    status.degraded_by_reason = bootc_crds::pool::degraded_by_reason(
-        p.states
-            .iter()
-            .filter(|(_, state)| **state == NodeState::Degraded)
-            .filter_map(|(name, _)| p.degraded_reasons.get(name).map(String::as_str)),
-    );
+    // The states are read again only when some member is degraded.
+    status.degraded_by_reason = if counts.degraded == 0 {
+        Vec::new()
+    } else {
+        bootc_crds::pool::degraded_by_reason(
+            p.states
+                .iter()
+                .filter(|(_, state)| **state == NodeState::Degraded)
+                .filter_map(|(name, _)| p.degraded_reasons.get(name).map(String::as_str)),
+        )
+    };
     status.held_count = as_i32(f.held.len());
     status.cordoned_count = as_i32(
         f.gates
@@ -168,10 +176,6 @@ fn staging_percent(
     decision: &TargetDecision,
 ) -> Option<i32> {
     let target = decision.target.as_ref().ok()?.digest.to_string();
-    // Most plans have no member staging: no member to read.
-    if !p.states.values().any(|s| *s == NodeState::Staging) {
-        return None;
-    }
     let (mut done, mut total) = (0i128, 0i128);
     let mut states = p.states.in_order();
     for m in members {

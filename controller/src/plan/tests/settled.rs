@@ -121,6 +121,8 @@ enum Change {
     WrittenBlocked(usize),
     /// A drain of member `i` is running and held up, or none is.
     HeldUp(usize),
+    /// Member `i`'s BootcNode is owned by the other pool, or by this one again.
+    Owner(usize),
 }
 
 fn change(size: usize) -> impl Strategy<Value = Change> {
@@ -142,6 +144,7 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         1 => (0..size).prop_map(Change::WrittenHeld),
         1 => (0..size).prop_map(Change::WrittenBlocked),
         1 => (0..size).prop_map(Change::HeldUp),
+        1 => (0..size).prop_map(Change::Owner),
     ]
 }
 
@@ -254,6 +257,14 @@ fn apply(snap: &mut Snapshot, change: &Change) {
                         since: to_time(now()),
                     }),
                 };
+            }
+        }
+        Change::Owner(i) => {
+            if let Some(bootc) = snap.nodes[i % size].bootc.as_mut() {
+                // A new object, as the cache's is when the owner changes.
+                bootc.object_mut().metadata.owner_references = None;
+                let other = bootc.owner.as_deref() == Some(POOL);
+                bootc.owner = Some(if other { "other" } else { POOL }.to_owned());
             }
         }
         Change::HeldUp(i) => {
