@@ -40,7 +40,7 @@ pub(super) struct Tally<'a> {
 impl<'a> Tally<'a> {
     /// `view` is planned in full: counted as drifted if its agent says so, and listed
     /// among the unsettled. Returns whether it is drifted.
-    pub fn unsettled(&mut self, view: &'a NodeView) -> bool {
+    pub fn planned_in_full(&mut self, view: &'a NodeView) -> bool {
         let drifted = drifted(view);
         self.drifted += usize::from(drifted);
         self.unsettled.push(view);

@@ -284,7 +284,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
             let mut tally = member::Tally::default();
             for view in members {
                 p.states.insert(view.name.clone(), NodeState::Pending);
-                tally.unsettled(view);
+                tally.planned_in_full(view);
             }
             tally
         }

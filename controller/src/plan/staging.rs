@@ -91,7 +91,7 @@ pub(super) fn pass<'a>(
                 replay(p, &mut pass, view, entry.outcome());
             }
             None => {
-                let drifted = pass.tally.unsettled(view);
+                let drifted = pass.tally.planned_in_full(view);
                 let quiet = settled::reports_nothing(view, held.contains(&*view.name));
                 *entry = member(p, &mut pass, (view, pulling), target)
                     .filter(|_| quiet)

@@ -111,9 +111,11 @@ pub(super) fn status(
     status.staged_count = as_i32(counts.staged);
     status.staging_count = as_i32(counts.staging);
     // Most plans have no member staging: no member to read.
-    status.staging_percent = (counts.staging > 0)
-        .then(|| staging_percent(p, members, decision))
-        .flatten();
+    status.staging_percent = if counts.staging == 0 {
+        None
+    } else {
+        staging_percent(p, members, decision)
+    };
     status.degraded_count = as_i32(counts.degraded);
     status.drifted_count = as_i32(f.drifted);
     // The states are read again only when some member is degraded.
