@@ -429,9 +429,13 @@ async fn start_podman(
         .await
         .map_err(|e| format!("podman is on the PATH: {e}"))?;
     if !out.status.success() {
+        // `podman run` creates the container before it starts it: one that could not
+        // start stays, and holds its name against every retry. A kubelet's failed start
+        // leaves nothing behind, so neither does this one.
+        remove_container(podman, name);
         return Err(format!(
             "podman run: {}",
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&out.stderr).trim_end()
         ));
     }
     Ok(Running::Podman {

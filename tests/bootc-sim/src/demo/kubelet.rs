@@ -62,19 +62,27 @@ pub(super) fn container_list() -> String {
     }
 }
 
-/// When the agent's last container on `node` never became ready: what the kubelet
-/// started there and the end of that container's log, so a run that failed says why.
+/// When the agent's pod on `node` ends the run without a ready container: what the
+/// kubelet started there, the end of the last container's log, and why the last start
+/// failed (a start that failed last is reported even after a container that was ready),
+/// so a run that failed says why.
 fn report_unready(
     node: &str,
     seen: &[host_sim::pods::daemon::Incarnation],
     start_error: Option<String>,
 ) {
-    let Some(last) = seen.last() else {
-        let why = start_error.map_or_else(
-            || "no start was tried: the node was not seen up".to_owned(),
-            |e| format!("the last start failed: {e}"),
+    if let Some(e) = &start_error {
+        println!(
+            "kubelet: the agent's pod on {node} ({} containers started there): the last start failed: {e}",
+            seen.len()
         );
-        println!("kubelet: the agent's pod on {node} never started a container; {why}");
+    }
+    let Some(last) = seen.last() else {
+        if start_error.is_none() {
+            println!(
+                "kubelet: the agent's pod on {node} never started a container; no start was tried: the node was not seen up"
+            );
+        }
         return;
     };
     if last.ready {
