@@ -74,6 +74,7 @@ pub(super) fn plan(p: &mut Planner<'_>, tally: &mut Tally<'_>, holder: Holder<'_
 /// revoked by the spec change; the slot is freed once the node is not mid-reboot.
 fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     let name = holder.name();
+    let view = holder.node.view;
     if p.snap.drains.contains_key(&name) {
         p.actions.push(Action::CancelDrain { node: name.clone() });
     }
@@ -83,7 +84,7 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
         if &holder.spec != node.bootc.spec() || !holder.annotations.is_empty() {
             holder.update(p);
         }
-        p.states.insert(name, NodeState::Rebooting);
+        p.states.insert(view.name.clone(), NodeState::Rebooting);
         return;
     }
     holder.uncordon(p);
@@ -91,7 +92,7 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     // Without a slot nothing is approved (a held node kept its old spec).
     holder.spec.desired_image_state = DesiredImageState::Staged;
     holder.update(p);
-    p.states.insert(name, NodeState::Pending);
+    p.states.insert(view.name.clone(), NodeState::Pending);
 }
 
 /// Whether a node approved to reboot may be in that reboot now, so that its slot must not
@@ -148,10 +149,11 @@ pub(super) fn finishing_reboot(p: &mut Planner<'_>, bootc: &BootcView, info: &No
 /// a drain timeout, free the slot and mark the node.
 fn granted(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_>) {
     let name = holder.name();
+    let view = holder.node.view;
     if !holder.node.info.unschedulable {
         p.actions.push(Action::Cordon { node: name.clone() });
         p.actions.push(Action::StartDrain { node: name.clone() });
-        p.states.insert(name, NodeState::Rebooting);
+        p.states.insert(view.name.clone(), NodeState::Rebooting);
         return;
     }
     match p.snap.drains.get(&name) {
@@ -181,11 +183,11 @@ fn granted(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_
                 format!("node {name}: drain timed out ({message}); uncordoned and its slot freed"),
             );
             p.degrade(&name, "DrainTimeout", &message);
-            p.states.insert(name, NodeState::Degraded);
+            p.states.insert(view.name.clone(), NodeState::Degraded);
             return;
         }
     }
-    p.states.insert(name, NodeState::Rebooting);
+    p.states.insert(view.name.clone(), NodeState::Rebooting);
 }
 
 /// The reboot timeout: how long since the approval, and whether it has run out.
@@ -301,6 +303,7 @@ pub(super) fn approve(p: &mut Planner<'_>, drained: Vec<Drained>, gates: &Judgem
 /// by its kubelet since the reboot; after the soak the slot is released.
 fn approved(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_>) {
     let name = holder.name();
+    let view = holder.node.view;
     let node = &holder.node;
     let (info, agent, digest) = (node.info, node.agent, &node.target.digest);
     let now = p.snap.now;
@@ -361,7 +364,7 @@ fn approved(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '
         // The controller saw the node back for the first time: its own clock says when.
         holder.update(p);
     }
-    p.states.insert(name, state);
+    p.states.insert(view.name.clone(), state);
 }
 
 /// The holder is back on the target, Ready and heard from by its kubelet since the
@@ -452,6 +455,7 @@ fn back_since(holder: &mut Holder<'_, '_>, now: DateTime<Utc>) -> DateTime<Utc> 
 /// The node runs the target and has soaked: uncordon, release the slot, say so.
 fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_>) {
     let name = holder.name();
+    let view = holder.node.view;
     let image = holder.node.target.image.clone();
     let how = match (
         &holder.node.info.boot_id,
@@ -477,7 +481,7 @@ fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'
         events::NODE_UPDATED,
         format!("node {name} runs {image}{how}; slot freed"),
     );
-    p.states.insert(name, NodeState::UpToDate);
+    p.states.insert(view.name.clone(), NodeState::UpToDate);
 }
 
 /// What holds up each member's drain, kept in its BootcNode's `status.drainBlocked` and

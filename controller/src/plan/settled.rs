@@ -42,6 +42,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::history::{BootedReport, Observed};
 
 use super::actions::NodeState;
+use super::states::Order;
 use super::target::Target;
 use super::world::NodeView;
 
@@ -131,6 +132,11 @@ pub(super) struct Kept {
     labels: Labels,
     /// What the members report as booted.
     booted: Booted,
+    /// The last plan's members' names, when they were in strict name order: what the
+    /// member pass records their states in ([`States::follow`]).
+    ///
+    /// [`States::follow`]: super::states::States::follow
+    order: Arc<Order>,
 }
 
 /// What each node of the last plan's snapshot reported as booted, when it counted for
@@ -257,6 +263,15 @@ impl Kept {
         }
         self.used += used;
         &mut self.entries
+    }
+
+    /// The order of `members`' names, when they are in strict name order (compared only
+    /// next to the names that changed since the last plan; see [`Order::update`]).
+    pub fn order(&mut self, members: &[&NodeView]) -> Option<Arc<Order>> {
+        let order = Arc::make_mut(&mut self.order);
+        order
+            .update(members.iter().map(|v| &v.name))
+            .then(|| Arc::clone(&self.order))
     }
 
     /// What the labels of each of `views`' Nodes say (sorted by name; nothing without a

@@ -91,7 +91,11 @@ pub(super) fn grant(
         .filter(|v| !gates.holds_back(&v.name))
         .copied()
         .collect();
-    for view in grant_order(&open, free) {
+    let order = grant_order(&open, free);
+    // At most three actions per grant: room for them at once, not by doubling a vector
+    // of large actions again and again (each time a copy of all of them).
+    p.actions.reserve(3 * order.len());
+    for view in order {
         grant_one(p, view, target);
     }
 }

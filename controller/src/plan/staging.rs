@@ -57,6 +57,10 @@ pub(super) fn pass<'a>(
     let staging_limit = p.read(super::limits::staging(rollout, members.len()));
     let budget = p.read(super::limits::budget(rollout, members.len()));
     let mut kept = snap.settled.lock();
+    // The states are recorded in the members' order: by address, when it is known.
+    if let Some(order) = kept.order(members) {
+        p.states.follow(order);
+    }
     let against = (target, &snap.pool.spec, snap.pull_secret.hash.as_deref());
     let taken = kept.for_members(members, against);
     // Whether each member pulls the target now (`maxStaging`), and how many do.
@@ -99,6 +103,7 @@ pub(super) fn pass<'a>(
             }
         }
     }
+    p.states.unfollow();
     pass.tally
 }
 
