@@ -537,6 +537,13 @@ where
     }
 }
 
+/// `scripts/image podman` as a program and its first argument: podman with the storage
+/// and configuration the script builds the image with, so the image it built is there.
+pub fn podman_command() -> Vec<String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/image");
+    vec![script.display().to_string(), "podman".to_owned()]
+}
+
 /// Set to `1` to skip the test on purpose on a machine without podman.
 const SKIP_ENV: &str = "BOOTC_SKIP_IMAGE";
 

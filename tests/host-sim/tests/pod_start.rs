@@ -7,18 +7,12 @@
 //! Needs podman (`scripts/install-packages`); fails without it under `CI=true`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use host_sim::pods::spec::ContainerRun;
-use host_sim::pods::{Pod, Runtime, ServiceAccountFiles, podman_for_test};
+use host_sim::pods::{Pod, Runtime, ServiceAccountFiles, podman_command, podman_for_test};
 
 /// `scripts/image podman`: podman with the storage the harness runs containers from.
-fn podman_command() -> Vec<String> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/image");
-    vec![script.display().to_string(), "podman".to_owned()]
-}
-
 fn podman(args: &[&str]) -> Output {
     let command = podman_command();
     Command::new(&command[0])

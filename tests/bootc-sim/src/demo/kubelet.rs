@@ -13,13 +13,14 @@
 //! rollout status` works as on a cluster; it makes no Pod objects.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use host_sim::NodeStatus;
 use host_sim::pods::daemon::{NodeKubelet, container_for_node};
 use host_sim::pods::spec::{PodIdentity, container_run};
-use host_sim::pods::{Pod, Runtime, ServiceAccountFiles, service_account_files, service_env};
+use host_sim::pods::{
+    Pod, Runtime, ServiceAccountFiles, podman_command, service_account_files, service_env,
+};
 use host_sim::real::SharedDirs;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Node;
@@ -36,12 +37,6 @@ pub(super) const DEPLOYMENT: &str = "bootc-pool-controller";
 pub(super) const DAEMONSET: &str = "bootc-node-agent";
 /// How often the API is read.
 const SYNC_EVERY: Duration = Duration::from_secs(2);
-
-/// `scripts/image podman`: podman with the storage `scripts/image` builds into.
-pub(super) fn podman_command() -> Vec<String> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/image");
-    vec![script.display().to_string(), "podman".to_owned()]
-}
 
 /// The containers the kubelets run, as `podman ps` lists them (only this demo's:
 /// other containers on the machine are not its business).

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 
 use deploy_check::repo_root;
 
-pub use host_sim::pods::podman_for_test;
+pub use host_sim::pods::{podman_command, podman_for_test};
 
 /// `PROGRAM ARGS…` run from the checkout.
 pub fn run(program: &str, args: &[&str]) -> Output {
@@ -29,13 +29,4 @@ pub fn podman(args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("running scripts/image podman: {e}"))
-}
-
-/// `scripts/image podman` as a program and its first argument, for a runtime that adds
-/// its own arguments.
-pub fn podman_command() -> Vec<String> {
-    vec![
-        repo_root().join("scripts/image").display().to_string(),
-        "podman".to_owned(),
-    ]
 }
