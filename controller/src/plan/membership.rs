@@ -19,6 +19,8 @@ use super::world::{NodeView, Snapshot};
 pub(super) struct Membership<'a> {
     /// The members, in snapshot order.
     pub members: Vec<&'a NodeView>,
+    /// Where each member is in the snapshot's views.
+    pub positions: Vec<usize>,
     /// Nodes another pool selects or owns too, as messages, and their names.
     pub conflicts: Vec<String>,
     pub conflicted: BTreeSet<String>,
@@ -35,20 +37,22 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
     let selectors = OtherSelectors::of(snap);
     let mut out = Membership {
         members: Vec::with_capacity(snap.nodes.len()),
+        positions: Vec::with_capacity(snap.nodes.len()),
         conflicts: Vec::new(),
         conflicted: BTreeSet::new(),
         held: BTreeSet::new(),
     };
     // What each Node's labels and BootcNode's owner say, read again only for nodes
     // whose objects changed since the plan before (`settled`).
-    let labels = (snap.settled.lock()).labels(&pool.name, &pool.spec.node_selector, &snap.nodes);
-    for (view, read) in snap.nodes.iter().zip(labels) {
+    let mut kept = snap.settled.lock();
+    let labels = kept.labels(&pool.name, &pool.spec.node_selector, &snap.nodes);
+    for (at, (view, &read)) in snap.nodes.iter().zip(labels).enumerate() {
         let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
         let owned = read.owned;
         if invalid {
             // Nothing is rolled out under an invalid spec; owned nodes are kept as they are.
             if owned {
-                out.join(view, read.held);
+                out.join(at, view, read.held);
             }
             continue;
         }
@@ -69,18 +73,19 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
                 continue;
             }
         }
-        out.join(view, read.held);
+        out.join(at, view, read.held);
     }
     out
 }
 
 impl<'a> Membership<'a> {
     /// `view` is a member, held by an admin when `held`.
-    fn join(&mut self, view: &'a NodeView, held: bool) {
+    fn join(&mut self, at: usize, view: &'a NodeView, held: bool) {
         if held {
             self.held.insert(String::from(&*view.name));
         }
         self.members.push(view);
+        self.positions.push(at);
     }
 }
 

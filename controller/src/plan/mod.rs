@@ -272,6 +272,9 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     if let Some(wait) = decision.requeue_after {
         p.requeue_in(wait);
     }
+    // Which views changed since the plan before: what is kept per view is read again
+    // only for those.
+    snap.settled.lock().see(&snap.nodes);
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let mut membership = membership::members(&mut p, invalid);
     let members = &membership.members;
@@ -279,7 +282,10 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     p.states.reserve(members.len());
     let target = decision.target.as_ref().ok();
     let mut tally = match target {
-        Some(target) => staging::pass(&mut p, members, target, &held, &membership.conflicted),
+        Some(target) => {
+            let members = (&members[..], &membership.positions[..]);
+            staging::pass(&mut p, members, target, &held, &membership.conflicted)
+        }
         None => {
             let mut tally = member::Tally::default();
             for view in members {

@@ -42,7 +42,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::history::{BootedReport, Observed};
 
 use super::actions::NodeState;
-use super::states::Order;
+use super::states::{Order, States};
 use super::target::Target;
 use super::world::NodeView;
 
@@ -137,6 +137,129 @@ pub(super) struct Kept {
     ///
     /// [`States::follow`]: super::states::States::follow
     order: Arc<Order>,
+    /// The views of the last plan's snapshot, and which of them changed since the plan
+    /// before: what the answers kept per view read again.
+    seen: Seen,
+    /// The last plan's members, and which of them changed since the plan before.
+    members: Members,
+    /// The snapshot the entries were kept at ([`Seen::serial`]).
+    entries_at: u64,
+    /// The snapshot the order was kept at.
+    order_at: u64,
+}
+
+/// The members of the last plan, by their places in its views, and which of them
+/// changed since the plan before (when the members were the same then).
+#[derive(Debug, Default)]
+struct Members {
+    /// Each member's place in the views.
+    positions: Vec<usize>,
+    /// The snapshot they were members of ([`Seen::serial`]).
+    at: u64,
+    /// The snapshot of the plan before.
+    from: u64,
+    /// The members (by their places among the members) whose views changed since
+    /// `from`; `None` when members joined or left since, or that is not known.
+    changed: Option<Vec<usize>>,
+}
+
+/// The views of the last plan's snapshot, by the addresses of their names and objects
+/// (held, so that no other object can take an address while it is compared), and which
+/// of them changed since the snapshot before. Each answer kept per view notes the
+/// snapshot it was kept at ([`Seen::serial`]): when that is the one before, only the
+/// views that changed are read again; when it is older, or views joined or left since,
+/// every view is compared as before.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The snapshots seen so far.
+    serial: u64,
+    views: Vec<SeenView>,
+    /// The views that differ from the snapshot before's; `None` when views joined or
+    /// left (or there was none before).
+    changed: Option<Vec<usize>>,
+}
+
+/// One view as seen: its name, its objects and whether its Node was Ready.
+#[derive(Debug)]
+struct SeenView {
+    name: Arc<str>,
+    node: Option<Arc<Node>>,
+    ready: bool,
+    bootc: Option<Arc<BootcNode>>,
+}
+
+impl SeenView {
+    fn of(view: &NodeView) -> Self {
+        SeenView {
+            name: Arc::clone(&view.name),
+            node: view.node.as_ref().map(|n| Arc::clone(&n.node)),
+            ready: view.node.as_ref().is_some_and(|n| n.ready),
+            bootc: view.bootc.as_ref().map(|b| Arc::clone(b.object())),
+        }
+    }
+
+    /// `view` holds this very name and these very objects, and is as Ready.
+    #[inline]
+    fn is(&self, view: &NodeView) -> bool {
+        let node = match (&self.node, &view.node) {
+            (Some(kept), Some(info)) => Arc::ptr_eq(kept, &info.node) && self.ready == info.ready,
+            (None, None) => true,
+            _ => false,
+        };
+        let bootc = match (&self.bootc, &view.bootc) {
+            (Some(kept), Some(b)) => Arc::ptr_eq(kept, b.object()),
+            (None, None) => true,
+            _ => false,
+        };
+        node && bootc && Arc::ptr_eq(&self.name, &view.name)
+    }
+}
+
+impl Members {
+    /// The members (by their places among them) whose views changed since the
+    /// snapshot numbered `at`: none when it is this plan's, those [`Kept::members`]
+    /// found when it is the plan before's; `None` otherwise.
+    fn since(&self, at: u64) -> Option<&[usize]> {
+        if at == self.at {
+            Some(&[])
+        } else if at == self.from {
+            self.changed.as_deref()
+        } else {
+            None
+        }
+    }
+}
+
+impl Seen {
+    /// Takes `views` as the snapshot seen, noting which views changed.
+    fn see(&mut self, views: &[NodeView]) {
+        self.serial += 1;
+        if self.views.len() != views.len() {
+            self.views = views.iter().map(SeenView::of).collect();
+            self.changed = None;
+            return;
+        }
+        let mut changed = Vec::new();
+        for (i, (seen, view)) in self.views.iter_mut().zip(views).enumerate() {
+            if !seen.is(view) {
+                *seen = SeenView::of(view);
+                changed.push(i);
+            }
+        }
+        self.changed = Some(changed);
+    }
+
+    /// The views that changed since the snapshot numbered `at`: none when it is this
+    /// one, those [`Seen::see`] found when it is the one before; `None` otherwise.
+    fn since(&self, at: u64) -> Option<&[usize]> {
+        if at == self.serial {
+            Some(&[])
+        } else if at.checked_add(1) == Some(self.serial) {
+            self.changed.as_deref()
+        } else {
+            None
+        }
+    }
 }
 
 /// What each node of the last plan's snapshot reported as booted, when it counted for
@@ -148,9 +271,46 @@ struct Booted {
     /// The target digest the reports were gathered against.
     target: Option<String>,
     nodes: Vec<Option<Objects>>,
+    /// How many nodes' reports are kept.
+    filled: usize,
     observed: Observed,
+    /// The names that had a state, in order.
+    names: Vec<Arc<str>>,
+    /// The snapshot the reports were gathered in ([`Seen::serial`]).
+    at: u64,
     /// How many nodes' reports were taken as they were, in all.
     used: u64,
+}
+
+impl Observed {
+    /// The report of a node whose objects were `slot`'s and are `now`'s (when it
+    /// counts) gathered: whether they are the same (and so is its report), or its old
+    /// report taken back and its new one added.
+    fn gather(
+        &mut self,
+        slot: &mut Option<Objects>,
+        now: Option<(&Arc<BootcNode>, Option<&Arc<Node>>)>,
+        digest: Option<&str>,
+    ) -> bool {
+        let same = match (&*slot, now) {
+            (None, None) => true,
+            (Some((b, n)), Some((bootc, node))) => {
+                Arc::ptr_eq(b, bootc) && n.as_ref().map(Arc::as_ptr) == node.map(Arc::as_ptr)
+            }
+            _ => false,
+        };
+        if same {
+            return now.is_some();
+        }
+        if let Some(report) = slot.as_ref().and_then(|(b, n)| report(b, n.as_deref())) {
+            self.remove(&report, digest);
+        }
+        if let Some(report) = now.and_then(|(b, n)| report(b, n.map(|n| &**n))) {
+            self.add(&report, digest);
+        }
+        *slot = now.map(|(b, n)| (Arc::clone(b), n.map(Arc::clone)));
+        false
+    }
 }
 
 /// What a plan read of the labels of each Node of the last plan's snapshot (in its
@@ -162,6 +322,12 @@ struct Labels {
     pool: String,
     selector: Option<LabelSelector>,
     nodes: Vec<Option<LabelsKept>>,
+    /// The answers, one per node (a default one where nothing is kept).
+    answers: Vec<LabelsRead>,
+    /// How many nodes have an answer kept.
+    filled: usize,
+    /// The snapshot they were read in ([`Seen::serial`]).
+    at: u64,
     /// How many answers were used again, in all.
     used: u64,
 }
@@ -225,6 +391,40 @@ impl Entry {
 }
 
 impl Kept {
+    /// Takes `views` as the snapshot this plan reads, noting which views changed since
+    /// the plan before's.
+    pub fn see(&mut self, views: &[NodeView]) {
+        self.seen.see(views);
+    }
+
+    /// Takes the members this plan found, by their `positions` in its views: the
+    /// entries and the order look again only at those that changed, when the members
+    /// are the last plan's.
+    pub fn members(&mut self, positions: &[usize]) {
+        let m = &mut self.members;
+        let since = self.seen.since(m.at);
+        m.from = m.at;
+        m.at = self.seen.serial;
+        m.changed = match since {
+            Some(changed) if m.positions == positions => Some(
+                changed
+                    .iter()
+                    .filter_map(|v| positions.binary_search(v).ok())
+                    .collect(),
+            ),
+            _ => {
+                m.positions.clear();
+                m.positions.extend_from_slice(positions);
+                None
+            }
+        };
+    }
+
+    /// How many kept outcomes the member pass used.
+    pub fn replayed(&mut self, used: usize) {
+        self.used += used as u64;
+    }
+
     /// The entries kept for `members` (sorted by name), one per member in their order,
     /// `None` where nothing is kept for its objects, to be used and filled in place for
     /// the next plan. Every entry is forgotten when the target, the spec or the hash
@@ -246,146 +446,219 @@ impl Kept {
             });
             self.entries.clear();
         }
-        if self.entries.len() != members.len() {
-            // Members joined or left (or nothing is kept): the entries are found by name.
-            let old = std::mem::take(&mut self.entries);
-            self.entries = by_name(old, members.iter().map(|v| &*v.name), Entry::name);
-        }
-        // The same members as the last plan's, nearly always: in place, an entry whose
-        // member's objects changed is forgotten.
-        let mut used = 0;
-        for (entry, view) in self.entries.iter_mut().zip(members) {
-            if entry.as_ref().is_some_and(|e| e.of(view)) {
-                used += 1;
-            } else {
-                *entry = None;
+        let since = self.members.since(self.entries_at);
+        self.entries_at = self.members.at;
+        match since {
+            // The members of the plan before, kept against the same: only the entries
+            // of members whose views changed may be of other objects.
+            Some(changed) if same && self.entries.len() == members.len() => {
+                for &i in changed {
+                    if self.entries[i].as_ref().is_some_and(|e| !e.of(members[i])) {
+                        self.entries[i] = None;
+                    }
+                }
+            }
+            _ => {
+                if self.entries.len() != members.len() {
+                    // Members joined or left (or nothing is kept): the entries are found
+                    // by name.
+                    let old = std::mem::take(&mut self.entries);
+                    self.entries = by_name(old, members.iter().map(|v| &*v.name), Entry::name);
+                }
+                // An entry whose member's objects changed is forgotten.
+                for (entry, view) in self.entries.iter_mut().zip(members) {
+                    if entry.as_ref().is_some_and(|e| !e.of(view)) {
+                        *entry = None;
+                    }
+                }
             }
         }
-        self.used += used;
         &mut self.entries
     }
 
     /// The order of `members`' names, when they are in strict name order (compared only
     /// next to the names that changed since the last plan; see [`Order::update`]).
     pub fn order(&mut self, members: &[&NodeView]) -> Option<Arc<Order>> {
+        let since = self.members.since(self.order_at);
+        self.order_at = self.members.at;
         let order = Arc::make_mut(&mut self.order);
-        order
-            .update(members.iter().map(|v| &v.name))
-            .then(|| Arc::clone(&self.order))
+        let sorted = match since {
+            // The members of the plan before, whose names were in order then.
+            Some(changed) if order.len() == members.len() => {
+                order.update_at(changed.iter().map(|&i| (i, &members[i].name)))
+            }
+            _ => order.update(members.iter().map(|v| &v.name)),
+        };
+        sorted.then(|| Arc::clone(&self.order))
     }
 
     /// What the labels of each of `views`' Nodes say (sorted by name; nothing without a
     /// Node), in their order: whether `pool`'s `selector` matches them, whether they hold
     /// the node; and whether its BootcNode is `pool`'s. What the plan before read of the
     /// same objects for the same pool and selector is used again; the others are read
-    /// and kept.
+    /// and kept. When the plan before read the snapshot before, only the views that
+    /// changed since are looked at.
     pub fn labels(
         &mut self,
         pool: &str,
         selector: &LabelSelector,
         views: &[NodeView],
-    ) -> Vec<LabelsRead> {
+    ) -> &[LabelsRead] {
         let kept = &mut self.labels;
         if kept.selector.as_ref() != Some(selector) || kept.pool != pool {
             kept.pool = pool.to_owned();
             kept.selector = Some(selector.clone());
             kept.nodes.clear();
+            kept.answers.clear();
         }
-        if kept.nodes.len() != views.len() {
-            let old = std::mem::take(&mut kept.nodes);
-            let names = views.iter().map(|v| &*v.name);
-            kept.nodes = by_name(old, names, |k| {
-                k.node.metadata.name.as_deref().unwrap_or_default()
-            });
-        }
-        let mut used = 0;
-        let answers = kept
-            .nodes
-            .iter_mut()
-            .zip(views)
-            .map(|(slot, view)| {
-                let owned = || {
-                    let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
-                    owner == Some(pool)
-                };
-                let Some(info) = &view.node else {
-                    *slot = None;
-                    return LabelsRead {
-                        owned: owned(),
-                        ..LabelsRead::default()
-                    };
-                };
-                let bootc = view.bootc.as_ref().map(|b| b.object());
-                match slot {
-                    Some(k)
-                        if Arc::ptr_eq(&k.node, &info.node)
-                            && k.bootc.as_ref().map(Arc::as_ptr) == bootc.map(Arc::as_ptr) =>
-                    {
-                        used += 1;
-                        k.read
-                    }
-                    _ => {
-                        let read = LabelsRead {
-                            selected: bootc_crds::selector::matches(selector, info.labels()),
-                            held: info.held(),
-                            owned: owned(),
-                        };
-                        *slot = Some(LabelsKept {
-                            node: Arc::clone(&info.node),
-                            bootc: bootc.map(Arc::clone),
-                            read,
-                        });
-                        read
-                    }
+        let since = self.seen.since(kept.at);
+        kept.at = self.seen.serial;
+        let read = |slot: &mut Option<LabelsKept>, view: &NodeView| {
+            labels_read(slot, view, (pool, selector))
+        };
+        match since {
+            Some(changed) if kept.nodes.len() == views.len() => {
+                // Every other view holds the objects its answer was read from: those
+                // with an answer kept use it again.
+                let mut used = kept.filled;
+                for &i in changed {
+                    let slot = &mut kept.nodes[i];
+                    let before = slot.is_some();
+                    let (answer, again) = read(slot, &views[i]);
+                    kept.answers[i] = answer;
+                    used = used - usize::from(before) + usize::from(again);
+                    kept.filled = kept.filled - usize::from(before) + usize::from(slot.is_some());
                 }
-            })
-            .collect();
-        kept.used += used;
-        answers
+                kept.used += used as u64;
+            }
+            _ => {
+                if kept.nodes.len() != views.len() {
+                    let old = std::mem::take(&mut kept.nodes);
+                    let names = views.iter().map(|v| &*v.name);
+                    kept.nodes = by_name(old, names, |k| {
+                        k.node.metadata.name.as_deref().unwrap_or_default()
+                    });
+                }
+                let mut used = 0;
+                kept.answers.clear();
+                for (slot, view) in kept.nodes.iter_mut().zip(views) {
+                    let (answer, again) = read(slot, view);
+                    kept.answers.push(answer);
+                    used += u64::from(again);
+                }
+                kept.filled = kept.nodes.iter().flatten().count();
+                kept.used += used;
+            }
+        }
+        &kept.answers
     }
 
-    /// The booted reports of the `views` that `counts` (in the views' order), gathered
-    /// by digest against the target's `digest`: only the nodes whose objects changed
-    /// since the plan before are read again. All of them are read again when the views
-    /// are not as many as before, or the target changed.
+    /// The booted reports of the `views` that have a state in `states`, gathered by
+    /// digest against the target's `digest`: only the nodes whose objects changed since
+    /// the plan before are read again. All of them are read again when the views are
+    /// not as many as before, or the target changed. When the plan before read the
+    /// snapshot before and recorded states for the very same names, only the views
+    /// that changed since are looked at.
     pub fn booted(
         &mut self,
         digest: Option<&str>,
         views: &[NodeView],
-        mut counts: impl FnMut(&NodeView) -> bool,
+        states: &States,
     ) -> &Observed {
         let kept = &mut self.booted;
-        if kept.target.as_deref() != digest || kept.nodes.len() != views.len() {
+        let since = self.seen.since(kept.at);
+        kept.at = self.seen.serial;
+        let again = kept.target.as_deref() != digest || kept.nodes.len() != views.len();
+        if again {
             kept.target = digest.map(str::to_owned);
             kept.observed = Observed::default();
             kept.nodes.clear();
             kept.nodes.resize_with(views.len(), || None);
         }
-        let mut used = 0;
-        for (slot, view) in kept.nodes.iter_mut().zip(views) {
-            let now = if counts(view) { objects(view) } else { None };
-            let same = match (&*slot, now) {
-                (None, None) => true,
-                (Some((b, n)), Some((bootc, node))) => {
-                    Arc::ptr_eq(b, bootc) && n.as_ref().map(Arc::as_ptr) == node.map(Arc::as_ptr)
-                }
-                _ => false,
-            };
-            if same {
-                used += u64::from(now.is_some());
+        // Whose state is recorded decides whose report counts: the same names (by
+        // address) as before, and views of the same names, count as before.
+        let mut same_names = kept.names.len() == states.len();
+        for (kept, name) in kept.names.iter_mut().zip(states.names()) {
+            // A name of a view read again: the same text at another address.
+            if !same_names || Arc::ptr_eq(kept, name) {
                 continue;
             }
-            if let Some(report) = slot.as_ref().and_then(|(b, n)| report(b, n.as_deref())) {
-                kept.observed.remove(&report, digest);
-            }
-            if let Some(report) = now.and_then(|(b, n)| report(b, n.map(|n| &**n))) {
-                kept.observed.add(&report, digest);
-            }
-            *slot = now.map(|(b, n)| (Arc::clone(b), n.map(Arc::clone)));
+            same_names = **kept == **name;
+            *kept = Arc::clone(name);
         }
-        kept.used += used;
+        if !same_names {
+            kept.names.clear();
+            kept.names.extend(states.names().cloned());
+        }
+        let mut states = states.in_order();
+        let mut gather = |slot: &mut Option<Objects>, view: &NodeView| {
+            let now = if states.get(&view.name).is_some() {
+                objects(view)
+            } else {
+                None
+            };
+            kept.observed.gather(slot, now, digest)
+        };
+        match since {
+            Some(changed) if same_names && !again => {
+                let mut used = kept.filled;
+                for &i in changed {
+                    let slot = &mut kept.nodes[i];
+                    let before = slot.is_some();
+                    let again = gather(slot, &views[i]);
+                    used = used - usize::from(before) + usize::from(again);
+                    kept.filled = kept.filled - usize::from(before) + usize::from(slot.is_some());
+                }
+                kept.used += used as u64;
+            }
+            _ => {
+                let mut used = 0;
+                for (slot, view) in kept.nodes.iter_mut().zip(views) {
+                    used += u64::from(gather(slot, view));
+                }
+                kept.filled = kept.nodes.iter().flatten().count();
+                kept.used += used;
+            }
+        }
         &kept.observed
     }
+}
+
+/// What `view`'s Node's labels and BootcNode's owner say for `pool` (whose selector
+/// [`Labels`] keeps), with whether the answer kept in `slot` was used again: it is
+/// when `slot` holds `view`'s very objects; otherwise they are read, and kept there.
+fn labels_read(
+    slot: &mut Option<LabelsKept>,
+    view: &NodeView,
+    (pool, selector): (&str, &LabelSelector),
+) -> (LabelsRead, bool) {
+    let owned = || view.bootc.as_ref().and_then(|b| b.owner.as_deref()) == Some(pool);
+    let Some(info) = &view.node else {
+        *slot = None;
+        let read = LabelsRead {
+            owned: owned(),
+            ..LabelsRead::default()
+        };
+        return (read, false);
+    };
+    let bootc = view.bootc.as_ref().map(|b| b.object());
+    if let Some(k) = slot
+        && Arc::ptr_eq(&k.node, &info.node)
+        && k.bootc.as_ref().map(Arc::as_ptr) == bootc.map(Arc::as_ptr)
+    {
+        return (k.read, true);
+    }
+    let read = LabelsRead {
+        selected: bootc_crds::selector::matches(selector, info.labels()),
+        held: info.held(),
+        owned: owned(),
+    };
+    *slot = Some(LabelsKept {
+        node: Arc::clone(&info.node),
+        bootc: bootc.map(Arc::clone),
+        read,
+    });
+    (read, false)
 }
 
 /// A node's BootcNode and its Node, when it has one.

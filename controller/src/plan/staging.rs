@@ -47,7 +47,7 @@ const RETARGET_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 /// recorded; returns what the gates and the grant need.
 pub(super) fn pass<'a>(
     p: &mut Planner<'a>,
-    members: &[&'a NodeView],
+    (members, positions): (&[&'a NodeView], &[usize]),
     target: &Target,
     held: &BTreeSet<String>,
     conflicted: &BTreeSet<String>,
@@ -57,6 +57,7 @@ pub(super) fn pass<'a>(
     let staging_limit = p.read(super::limits::staging(rollout, members.len()));
     let budget = p.read(super::limits::budget(rollout, members.len()));
     let mut kept = snap.settled.lock();
+    kept.members(positions);
     // The states are recorded in the members' order: by address, when it is known.
     if let Some(order) = kept.order(members) {
         p.states.follow(order);
@@ -88,11 +89,13 @@ pub(super) fn pass<'a>(
         conflicted,
     };
     // What is found settled now is kept in place, for the next plan.
+    let mut replayed = 0;
     for ((view, entry), pulling) in members.iter().zip(taken.iter_mut()).zip(pulling) {
         match entry {
             Some(entry) => {
                 pass.tally.drifted += usize::from(entry.drifted());
                 replay(p, &mut pass, view, entry.outcome());
+                replayed += 1;
             }
             None => {
                 let drifted = pass.tally.planned_in_full(view);
@@ -103,6 +106,7 @@ pub(super) fn pass<'a>(
             }
         }
     }
+    kept.replayed(replayed);
     p.states.unfollow();
     pass.tally
 }

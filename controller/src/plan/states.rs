@@ -46,12 +46,34 @@ impl Order {
                 changed.push(i);
             }
         }
-        // A pair of names that did not change was in order before; each pair with a
-        // changed name in it is compared.
+        let sorted = self.in_order_around(changed);
+        if !sorted {
+            self.names.clear();
+        }
+        sorted
+    }
+
+    /// Whether each name at the places `changed` comes after the one before it and
+    /// before the one after it. A pair of names that did not change was in order
+    /// before; each pair with a changed name in it is compared.
+    fn in_order_around(&self, changed: Vec<usize>) -> bool {
         let names = &self.names;
-        let sorted = changed.into_iter().all(|i| {
+        changed.into_iter().all(|i| {
             (i == 0 || names[i - 1] < names[i]) && names.get(i + 1).is_none_or(|n| names[i] < *n)
-        });
+        })
+    }
+
+    /// [`Order::update`] when only the names at the places `changed` (ascending) may
+    /// differ from the last update's: each is the name given, and all others stay.
+    pub fn update_at<'n>(&mut self, changed: impl Iterator<Item = (usize, &'n Arc<str>)>) -> bool {
+        let mut renamed = Vec::new();
+        for (i, name) in changed {
+            if !Arc::ptr_eq(&self.names[i], name) {
+                self.names[i] = Arc::clone(name);
+                renamed.push(i);
+            }
+        }
+        let sorted = self.in_order_around(renamed);
         if !sorted {
             self.names.clear();
         }
@@ -160,6 +182,11 @@ impl States {
     /// Each name and its state, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &NodeState)> {
         self.by_name.iter().map(|(n, s)| (&**n, s))
+    }
+
+    /// The names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.by_name.iter().map(|(n, _)| n)
     }
 
     /// The states, in name order.
@@ -347,6 +374,27 @@ mod tests {
             } else {
                 prop_assert!(order.is_empty());
             }
+
+            // Names in strict order changed at known places: told the places, an order
+            // finds what it finds comparing every name.
+            let mut base = first.clone();
+            base.sort_unstable();
+            base.dedup();
+            let mut changed = base.clone();
+            let mut places = Vec::new();
+            for (at, n, same_text) in changes.iter().filter(|_| !base.is_empty()) {
+                let at = at % changed.len();
+                changed[at] = if *same_text { Arc::from(&*changed[at]) } else { named(*n) };
+                places.push(at);
+            }
+            places.sort_unstable();
+            places.dedup();
+            let (mut told, mut whole) = (Order::default(), Order::default());
+            prop_assert!(told.update(base.iter()) && whole.update(base.iter()));
+            let found = whole.update(changed.iter());
+            prop_assert_eq!(told.update_at(places.iter().map(|&i| (i, &changed[i]))), found);
+            prop_assert_eq!(told.len(), whole.len());
+            prop_assert!(told.names.iter().zip(&whole.names).all(|(a, b)| Arc::ptr_eq(a, b)));
 
             let order = Arc::new(order);
             let mut following = States::default();

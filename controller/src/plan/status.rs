@@ -237,11 +237,8 @@ fn deploy_history(
     };
     // The members' reports (and a leaver's finishing its reboot: whoever has a state),
     // gathered as the plans before gathered them, those of changed nodes read again.
-    let mut states = p.states.in_order();
     let mut kept = snap.settled.lock();
-    let observed = kept.booted(digest.as_deref(), &snap.nodes, |v| {
-        states.get(&v.name).is_some()
-    });
+    let observed = kept.booted(digest.as_deref(), &snap.nodes, &p.states);
     history::merge_observed(&status.deploy_history, observed, &pool)
 }
 

@@ -426,3 +426,60 @@ fn a_selector_is_matched_again_only_for_changed_nodes() {
     assert_eq!(kept.labels_used(), 11);
     assert!(none.states.is_empty(), "{:?}", none.states);
 }
+
+/// A booted report counts for the history while its node has a state. Two nodes trade
+/// places, their objects as they were: another pool claims one, then the other. The
+/// member is then another node, though as many nodes have a state. Each report counts
+/// in the plan where its node is a member, as it does in a plan from scratch.
+#[test]
+fn reports_count_for_the_member_when_two_nodes_trade_places() {
+    // a1 runs the target, a2 the image before it: their reports count apart.
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("a1").updated(), node("a2").staged()],
+    );
+    for (view, team) in snap.nodes.iter_mut().zip(["y", "x"]) {
+        let info = view.node.as_mut().unwrap();
+        info.labels_mut().insert("team".to_owned(), team.to_owned());
+        // Not owned by the pool: a node another pool claims leaves it.
+        view.bootc.as_mut().unwrap().owner = None;
+    }
+    let claim = |snap: &mut Snapshot, team: &str| {
+        let selector = serde_json::json!({"matchLabels": {"team": team}});
+        snap.pool_selectors = Arc::new(vec![
+            (
+                "other".to_owned(),
+                serde_json::from_value(selector).unwrap(),
+            ),
+            (POOL.to_owned(), snap.pool.spec.node_selector.clone()),
+        ]);
+    };
+    let kept = Settled::default();
+    let mut with = snap.clone();
+    with.settled = kept.clone();
+    let names = |plan: &Plan| {
+        plan.states
+            .iter()
+            .map(|(n, _)| n.to_owned())
+            .collect::<Vec<_>>()
+    };
+    for (team, member) in [("y", "a2"), ("x", "a1"), ("y", "a2")] {
+        claim(&mut snap, team);
+        claim(&mut with, team);
+        let planned = plan(&with);
+        assert_eq!(
+            names(&planned),
+            [member],
+            "the other pool claims team {team}"
+        );
+        let mut from_scratch = snap.clone();
+        from_scratch.settled = Settled::default();
+        assert_eq!(
+            planned,
+            plan(&from_scratch),
+            "the other pool claims team {team}"
+        );
+        snap.pool.status = Some(planned.status.clone());
+        with.pool.status = Some(planned.status);
+    }
+}
