@@ -13,6 +13,7 @@ use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION}
 use super::Planner;
 use super::actions::Action;
 use super::holder;
+use super::settled::LabelsRead;
 use super::world::{NodeView, Snapshot};
 
 /// Who belongs to the pool, and the nodes it shares with other pools.
@@ -28,13 +29,83 @@ pub(super) struct Membership<'a> {
     pub held: BTreeSet<String>,
 }
 
+/// What a view is to the pool, as found from its objects, the pool's selector, the
+/// other pools' selectors and whether the spec is valid: what a plan keeps of it for
+/// the next, while all of those stay as they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum Class {
+    /// No member, and nothing to do.
+    #[default]
+    Out,
+    /// A member, held by an admin or not, in conflict with no other pool.
+    Member { held: bool },
+    /// A member this pool no longer selects: it leaves.
+    Leaving,
+    /// Another pool selects the node or owns it: a conflict, and a member when this pool
+    /// owns it.
+    Conflict { member: bool, held: bool },
+}
+
+/// What each view of the last plan was to the pool, and what that made: the members,
+/// those an admin holds, and how many views were in conflict or leaving (found again
+/// at every plan, for their messages and actions).
+#[derive(Debug, Default)]
+pub(super) struct Classes {
+    /// One per view.
+    pub of: Vec<Class>,
+    /// The members, by their places in the views.
+    members: Vec<usize>,
+    /// The members an admin holds, by their places in the views.
+    held: Vec<usize>,
+    /// How many views were leaving or in conflict.
+    found: usize,
+}
+
 /// The pool's members, in snapshot order. Leavers get their clean-up actions; nodes
 /// another pool also selects are reported as conflicts (and stay members only when this
 /// pool already owns them). Under an invalid spec the owned nodes are kept as they are.
 pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> {
     let snap = p.snap;
-    let pool = &snap.pool;
     let selectors = OtherSelectors::of(snap);
+    // What each Node's labels and BootcNode's owner say, read again only for nodes
+    // whose objects changed since the plan before (`settled`); and what each view was
+    // found to be then, while the other pools and the spec's validity are the same.
+    let mut kept = snap.settled.lock();
+    let read = kept.membership(&snap.pool, &snap.pool_selectors, invalid, &snap.nodes);
+    let classes = read.classes;
+    let against = (&selectors, invalid);
+    if let Some(changed) = read.changed
+        && classes.found == 0
+    {
+        // Nothing to find again but the views that changed: when each is what it was,
+        // the members are the last plan's.
+        let mut same = true;
+        for &at in changed {
+            let class = class(&snap.nodes[at], read.labels[at], against);
+            same &= class == classes.of[at];
+            classes.of[at] = class;
+        }
+        if same {
+            return Membership {
+                members: classes.members.iter().map(|&at| &snap.nodes[at]).collect(),
+                positions: classes.members.clone(),
+                conflicts: Vec::new(),
+                conflicted: BTreeSet::new(),
+                held: (classes.held.iter())
+                    .map(|&at| String::from(&*snap.nodes[at].name))
+                    .collect(),
+            };
+        }
+    } else {
+        for (class, (view, &labels)) in classes
+            .of
+            .iter_mut()
+            .zip(snap.nodes.iter().zip(read.labels))
+        {
+            *class = self::class(view, labels, against);
+        }
+    }
+    // Some view is not what it was: the members made again from every view's class.
     let mut out = Membership {
         members: Vec::with_capacity(snap.nodes.len()),
         positions: Vec::with_capacity(snap.nodes.len()),
@@ -42,40 +113,80 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         conflicted: BTreeSet::new(),
         held: BTreeSet::new(),
     };
-    // What each Node's labels and BootcNode's owner say, read again only for nodes
-    // whose objects changed since the plan before (`settled`).
-    let mut kept = snap.settled.lock();
-    let labels = kept.labels(&pool.name, &pool.spec.node_selector, &snap.nodes);
-    for (at, (view, &read)) in snap.nodes.iter().zip(labels).enumerate() {
-        let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
-        let owned = read.owned;
-        if invalid {
-            // Nothing is rolled out under an invalid spec; owned nodes are kept as they are.
-            if owned {
-                out.join(at, view, read.held);
+    classes.found = 0;
+    for (at, (&class, view)) in classes.of.iter().zip(&snap.nodes).enumerate() {
+        match class {
+            Class::Out => {}
+            Class::Member { held } => out.join(at, view, held),
+            Class::Leaving => {
+                classes.found += 1;
+                leave(p, view, &others(&selectors, view));
             }
-            continue;
-        }
-        let matches = read.selected;
-        let others = selectors.selecting(view.node.as_ref().map(|n| n.labels()));
-        if owned && !matches {
-            leave(p, view, &others);
-            continue;
-        }
-        if !matches {
-            continue;
-        }
-        let foreign_owner = owner.filter(|_| !owned);
-        if let Some(conflict) = conflict(&pool.name, view, foreign_owner, &others) {
-            out.conflicts.push(conflict);
-            out.conflicted.insert(String::from(&*view.name));
-            if !owned {
-                continue;
+            Class::Conflict { member, held } => {
+                classes.found += 1;
+                let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
+                let foreign_owner = owner.filter(|_| !member);
+                let others = others(&selectors, view);
+                out.conflicts
+                    .extend(conflict(&snap.pool.name, view, foreign_owner, &others));
+                out.conflicted.insert(String::from(&*view.name));
+                if member {
+                    out.join(at, view, held);
+                }
             }
         }
-        out.join(at, view, read.held);
     }
+    classes.members.clone_from(&out.positions);
+    classes.held.clear();
+    classes
+        .held
+        .extend(out.positions.iter().copied().filter(|&at| {
+            matches!(
+                classes.of[at],
+                Class::Member { held: true } | Class::Conflict { held: true, .. }
+            )
+        }));
     out
+}
+
+/// The other pools whose selectors match `view`'s Node's labels.
+fn others<'s>(selectors: &OtherSelectors<'s>, view: &NodeView) -> Vec<&'s str> {
+    selectors.selecting(view.node.as_ref().map(|n| n.labels()))
+}
+
+/// What `view` is to the pool, from what its labels and owner say (`read`), given the
+/// other pools' selectors and whether the spec is `invalid`.
+fn class(
+    view: &NodeView,
+    read: LabelsRead,
+    (selectors, invalid): (&OtherSelectors<'_>, bool),
+) -> Class {
+    let owned = read.owned;
+    let held = read.held;
+    if invalid {
+        // Nothing is rolled out under an invalid spec; owned nodes are kept as they are.
+        return if owned {
+            Class::Member { held }
+        } else {
+            Class::Out
+        };
+    }
+    let matches = read.selected;
+    if owned && !matches {
+        return Class::Leaving;
+    }
+    if !matches {
+        return Class::Out;
+    }
+    let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
+    let foreign_owner = owner.filter(|_| !owned);
+    if foreign_owner.is_some() || !others(selectors, view).is_empty() {
+        return Class::Conflict {
+            member: owned,
+            held,
+        };
+    }
+    Class::Member { held }
 }
 
 impl<'a> Membership<'a> {

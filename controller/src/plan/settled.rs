@@ -42,9 +42,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::history::{BootedReport, Observed};
 
 use super::actions::NodeState;
+use super::membership::{Class, Classes};
 use super::states::{Order, States};
 use super::target::Target;
-use super::world::NodeView;
+use super::world::{NodeView, PoolSelectors, PoolView};
 
 /// What a settled member contributes to the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -326,10 +327,26 @@ struct Labels {
     answers: Vec<LabelsRead>,
     /// How many nodes have an answer kept.
     filled: usize,
+    /// What each view was found to be to the pool ([`Class`]), and what it was found
+    /// against besides the answers: whether the spec was invalid, and the pools'
+    /// selectors.
+    classes: Classes,
+    classes_against: Option<(bool, PoolSelectors)>,
     /// The snapshot they were read in ([`Seen::serial`]).
     at: u64,
     /// How many answers were used again, in all.
     used: u64,
+}
+
+/// What [`Kept::membership`] gives membership for the views of a plan.
+pub(super) struct MembershipRead<'k> {
+    /// What each view's labels and owner say.
+    pub labels: &'k [LabelsRead],
+    /// What each view was found to be, to be used where it did not change.
+    pub classes: &'k mut Classes,
+    /// The views that changed since those were found (ascending); `None`: every view
+    /// is to be found again.
+    pub changed: Option<&'k [usize]>,
 }
 
 /// One node's answer, with the objects it was read from.
@@ -493,19 +510,53 @@ impl Kept {
     }
 
     /// What the labels of each of `views`' Nodes say (sorted by name; nothing without a
-    /// Node), in their order: whether `pool`'s `selector` matches them, whether they hold
+    /// Node), in their order: whether `pool`'s selector matches them, whether they hold
     /// the node; and whether its BootcNode is `pool`'s. What the plan before read of the
     /// same objects for the same pool and selector is used again; the others are read
     /// and kept. When the plan before read the snapshot before, only the views that
     /// changed since are looked at.
-    pub fn labels(
+    ///
+    /// With them, what each view was found to be to the pool in the plan before, to be
+    /// used for the views that did not change, and found again and kept in place for
+    /// the others; all are found again unless the plan before read the snapshot before
+    /// with the same pools' `selectors` (this pool's included) and the spec as
+    /// `invalid`.
+    pub fn membership(
         &mut self,
-        pool: &str,
-        selector: &LabelSelector,
+        pool: &PoolView,
+        selectors: &PoolSelectors,
+        invalid: bool,
         views: &[NodeView],
-    ) -> &[LabelsRead] {
+    ) -> MembershipRead<'_> {
+        let at = self.labels.at;
+        let same_pool = self.labels(&pool.name, &pool.spec.node_selector, views);
+        let since = self.seen.since(at);
         let kept = &mut self.labels;
-        if kept.selector.as_ref() != Some(selector) || kept.pool != pool {
+        let same = same_pool
+            && kept.classes_against.as_ref().is_some_and(|(was, kept)| {
+                *was == invalid && (Arc::ptr_eq(kept, selectors) || **kept == **selectors)
+            });
+        if !same {
+            kept.classes_against = Some((invalid, Arc::clone(selectors)));
+        }
+        let changed = since.filter(|_| same && kept.classes.of.len() == views.len());
+        if changed.is_none() {
+            kept.classes.of.clear();
+            kept.classes.of.resize(views.len(), Class::Out);
+        }
+        MembershipRead {
+            labels: &kept.answers,
+            classes: &mut kept.classes,
+            changed,
+        }
+    }
+
+    /// The labels' answers of [`Kept::membership`] kept for `views`; whether those kept
+    /// were for the same `pool` and `selector`.
+    fn labels(&mut self, pool: &str, selector: &LabelSelector, views: &[NodeView]) -> bool {
+        let kept = &mut self.labels;
+        let same_pool = kept.selector.as_ref() == Some(selector) && kept.pool == pool;
+        if !same_pool {
             kept.pool = pool.to_owned();
             kept.selector = Some(selector.clone());
             kept.nodes.clear();
@@ -550,7 +601,7 @@ impl Kept {
                 kept.used += used;
             }
         }
-        &kept.answers
+        same_pool
     }
 
     /// The booted reports of the `views` that have a state in `states`, gathered by
