@@ -2,6 +2,7 @@
 //! conflicts with other pools, and the clean-up of a node that leaves.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -20,8 +21,9 @@ use super::world::{NodeView, Snapshot};
 pub(super) struct Membership<'a> {
     /// The members, in snapshot order.
     pub members: Vec<&'a NodeView>,
-    /// Where each member is in the snapshot's views.
-    pub positions: Vec<usize>,
+    /// Where each member is in the snapshot's views (shared with what is kept for the
+    /// next plan).
+    pub positions: Arc<Vec<usize>>,
     /// Nodes another pool selects or owns too, as messages, and their names.
     pub conflicts: Vec<String>,
     pub conflicted: BTreeSet<String>,
@@ -54,7 +56,7 @@ pub(super) struct Classes {
     /// One per view.
     pub of: Vec<Class>,
     /// The members, by their places in the views.
-    members: Vec<usize>,
+    members: Arc<Vec<usize>>,
     /// The members an admin holds, by their places in the views.
     held: Vec<usize>,
     /// How many views were leaving or in conflict.
@@ -88,7 +90,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         if same {
             return Membership {
                 members: classes.members.iter().map(|&at| &snap.nodes[at]).collect(),
-                positions: classes.members.clone(),
+                positions: Arc::clone(&classes.members),
                 conflicts: Vec::new(),
                 conflicted: BTreeSet::new(),
                 held: (classes.held.iter())
@@ -108,7 +110,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
     // Some view is not what it was: the members made again from every view's class.
     let mut out = Membership {
         members: Vec::with_capacity(snap.nodes.len()),
-        positions: Vec::with_capacity(snap.nodes.len()),
+        positions: Arc::new(Vec::with_capacity(snap.nodes.len())),
         conflicts: Vec::new(),
         conflicted: BTreeSet::new(),
         held: BTreeSet::new(),
@@ -136,7 +138,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
             }
         }
     }
-    classes.members.clone_from(&out.positions);
+    classes.members = Arc::clone(&out.positions);
     classes.held.clear();
     classes
         .held
@@ -196,7 +198,7 @@ impl<'a> Membership<'a> {
             self.held.insert(String::from(&*view.name));
         }
         self.members.push(view);
-        self.positions.push(at);
+        Arc::make_mut(&mut self.positions).push(at);
     }
 }
 

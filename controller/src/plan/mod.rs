@@ -262,7 +262,8 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     let rolling_back = failure::apply(snap, &mut decision);
     if snap.pool.deleting {
         cleanup::plan(&mut p);
-        let progress = stall::advance(snap.progress, &states::States::default(), snap.now);
+        let none = stall::fingerprint(&states::States::default());
+        let progress = stall::advance(snap.progress, none, snap.now);
         let status = snap.pool.status.clone().unwrap_or_default();
         return p.finish(status, None, progress);
     }
@@ -283,7 +284,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     let target = decision.target.as_ref().ok();
     let mut tally = match target {
         Some(target) => {
-            let members = (&members[..], &membership.positions[..]);
+            let members = (&members[..], &membership.positions);
             staging::pass(&mut p, members, target, &held, &membership.conflicted)
         }
         None => {
@@ -330,7 +331,9 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
         blocked,
         rolling_back,
     };
-    let progress = stall::advance(snap.progress, &p.states, snap.now);
+    // The states' fingerprint, taken again when they are the plan before's.
+    let fingerprint = snap.settled.lock().fingerprint(&p.states);
+    let progress = stall::advance(snap.progress, fingerprint, snap.now);
     let mut status = status::status(&mut p, &findings, &decision, progress);
     secret::not_allowed(snap, &mut status);
     let target = decision.target.ok();

@@ -147,6 +147,22 @@ pub(super) struct Kept {
     entries_at: u64,
     /// The snapshot the order was kept at.
     order_at: u64,
+    /// The last plan's states and their fingerprint.
+    recorded: Recorded,
+}
+
+/// The states of the last plan that recorded them (their names shared with its views),
+/// and their fingerprint; whether the names were those of the plan before it.
+#[derive(Debug, Default)]
+struct Recorded {
+    states: Vec<(Arc<str>, NodeState)>,
+    fingerprint: Option<u64>,
+    /// The snapshot they were recorded in ([`Seen::serial`]), and the one of the states
+    /// they were compared with.
+    at: u64,
+    before: u64,
+    /// The names are those recorded in `before`.
+    same_names: bool,
 }
 
 /// The members of the last plan, by their places in its views, and which of them
@@ -154,7 +170,7 @@ pub(super) struct Kept {
 #[derive(Debug, Default)]
 struct Members {
     /// Each member's place in the views.
-    positions: Vec<usize>,
+    positions: Arc<Vec<usize>>,
     /// The snapshot they were members of ([`Seen::serial`]).
     at: u64,
     /// The snapshot of the plan before.
@@ -275,8 +291,6 @@ struct Booted {
     /// How many nodes' reports are kept.
     filled: usize,
     observed: Observed,
-    /// The names that had a state, in order.
-    names: Vec<Arc<str>>,
     /// The snapshot the reports were gathered in ([`Seen::serial`]).
     at: u64,
     /// How many nodes' reports were taken as they were, in all.
@@ -417,21 +431,22 @@ impl Kept {
     /// Takes the members this plan found, by their `positions` in its views: the
     /// entries and the order look again only at those that changed, when the members
     /// are the last plan's.
-    pub fn members(&mut self, positions: &[usize]) {
+    pub fn members(&mut self, positions: &Arc<Vec<usize>>) {
         let m = &mut self.members;
         let since = self.seen.since(m.at);
         m.from = m.at;
         m.at = self.seen.serial;
         m.changed = match since {
-            Some(changed) if m.positions == positions => Some(
-                changed
-                    .iter()
-                    .filter_map(|v| positions.binary_search(v).ok())
-                    .collect(),
-            ),
+            Some(changed) if Arc::ptr_eq(&m.positions, positions) || m.positions == *positions => {
+                Some(
+                    changed
+                        .iter()
+                        .filter_map(|v| positions.binary_search(v).ok())
+                        .collect(),
+                )
+            }
             _ => {
-                m.positions.clear();
-                m.positions.extend_from_slice(positions);
+                m.positions = Arc::clone(positions);
                 None
             }
         };
@@ -604,6 +619,40 @@ impl Kept {
         same_pool
     }
 
+    /// The fingerprint of `states` ([`super::stall::fingerprint`]): the last plan's
+    /// when they are its states (its names compared by address first), else found and
+    /// kept with them.
+    pub fn fingerprint(&mut self, states: &States) -> u64 {
+        let r = &mut self.recorded;
+        let mut same_names = r.states.len() == states.len();
+        let mut same = same_names;
+        for ((kept, was), (name, state)) in r.states.iter_mut().zip(states.entries()) {
+            if !Arc::ptr_eq(kept, name) {
+                // A name of a view read again: the same text at another address.
+                same_names = **kept == **name;
+                if !same_names {
+                    break;
+                }
+                *kept = Arc::clone(name);
+            }
+            if was != state {
+                *was = *state;
+                same = false;
+            }
+        }
+        if !same_names {
+            r.states.clear();
+            r.states.extend(states.entries().cloned());
+        }
+        (r.before, r.at, r.same_names) = (r.at, self.seen.serial, same_names);
+        let fingerprint = match r.fingerprint {
+            Some(kept) if same_names && same => kept,
+            _ => super::stall::fingerprint(states),
+        };
+        r.fingerprint = Some(fingerprint);
+        fingerprint
+    }
+
     /// The booted reports of the `views` that have a state in `states`, gathered by
     /// digest against the target's `digest`: only the nodes whose objects changed since
     /// the plan before are read again. All of them are read again when the views are
@@ -618,6 +667,7 @@ impl Kept {
     ) -> &Observed {
         let kept = &mut self.booted;
         let since = self.seen.since(kept.at);
+        let since_at = since.map(|_| kept.at);
         kept.at = self.seen.serial;
         let again = kept.target.as_deref() != digest || kept.nodes.len() != views.len();
         if again {
@@ -626,21 +676,10 @@ impl Kept {
             kept.nodes.clear();
             kept.nodes.resize_with(views.len(), || None);
         }
-        // Whose state is recorded decides whose report counts: the same names (by
-        // address) as before, and views of the same names, count as before.
-        let mut same_names = kept.names.len() == states.len();
-        for (kept, name) in kept.names.iter_mut().zip(states.names()) {
-            // A name of a view read again: the same text at another address.
-            if !same_names || Arc::ptr_eq(kept, name) {
-                continue;
-            }
-            same_names = **kept == **name;
-            *kept = Arc::clone(name);
-        }
-        if !same_names {
-            kept.names.clear();
-            kept.names.extend(states.names().cloned());
-        }
+        // Whose state is recorded decides whose report counts: the same names as
+        // when they were gathered, and views of the same names, count as before.
+        let r = &self.recorded;
+        let same_names = r.same_names && r.at == self.seen.serial && Some(r.before) == since_at;
         let mut states = states.in_order();
         let mut gather = |slot: &mut Option<Objects>, view: &NodeView| {
             let now = if states.get(&view.name).is_some() {

@@ -47,7 +47,7 @@ const RETARGET_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 /// recorded; returns what the gates and the grant need.
 pub(super) fn pass<'a>(
     p: &mut Planner<'a>,
-    (members, positions): (&[&'a NodeView], &[usize]),
+    (members, positions): (&[&'a NodeView], &Arc<Vec<usize>>),
     target: &Target,
     held: &BTreeSet<String>,
     conflicted: &BTreeSet<String>,

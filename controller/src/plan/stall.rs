@@ -16,16 +16,16 @@ use super::{Findings, Planner};
 /// No node advancing for this long while work remains is a stall.
 pub const STALL_AFTER: Duration = Duration::from_secs(600);
 
-/// The progress after this plan: unchanged when every member is in the state it was,
-/// else advanced now.
-pub fn advance(
-    previous: Option<Progress>,
-    states: &(impl Hash + ?Sized),
-    now: DateTime<Utc>,
-) -> Progress {
+/// The fingerprint of the members' states.
+pub fn fingerprint(states: &(impl Hash + ?Sized)) -> u64 {
     // A fixed seed: the same states give the same fingerprint in every plan. It is only
     // compared with the last one, so a fast hash does: SipHash took a tenth of a plan.
-    let fingerprint = foldhash::fast::FixedState::with_seed(0).hash_one(states);
+    foldhash::fast::FixedState::with_seed(0).hash_one(states)
+}
+
+/// The progress after this plan, whose members' states have `fingerprint`: unchanged
+/// when every member is in the state it was, else advanced now.
+pub fn advance(previous: Option<Progress>, fingerprint: u64, now: DateTime<Utc>) -> Progress {
     match previous {
         Some(p) if p.fingerprint == fingerprint => p,
         _ => Progress {

@@ -184,9 +184,9 @@ impl States {
         self.by_name.iter().map(|(n, s)| (&**n, s))
     }
 
-    /// The names, in order.
-    pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.by_name.iter().map(|(n, _)| n)
+    /// The names and their states, in order.
+    pub fn entries(&self) -> impl Iterator<Item = &(Arc<str>, NodeState)> {
+        self.by_name.iter()
     }
 
     /// The states, in name order.

@@ -84,7 +84,7 @@ fn when_only_blocked_nodes_are_left_the_rollout_is_not_stalled() {
     );
     // Nothing has moved for an hour.
     snap.progress = Some(Progress {
-        fingerprint: stall::advance(None, &plan(&snap).states, now()).fingerprint,
+        fingerprint: stall::fingerprint(&plan(&snap).states),
         since: now() - chrono::Duration::hours(1),
     });
     let plan = super::plan(&snap);
