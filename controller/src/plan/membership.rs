@@ -110,16 +110,20 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
     // Some view is not what it was: the members made again from every view's class.
     let mut out = Membership {
         members: Vec::with_capacity(snap.nodes.len()),
-        positions: Arc::new(Vec::with_capacity(snap.nodes.len())),
+        positions: Arc::default(),
         conflicts: Vec::new(),
         conflicted: BTreeSet::new(),
         held: BTreeSet::new(),
     };
+    let mut positions = Vec::with_capacity(snap.nodes.len());
     classes.found = 0;
     for (at, (&class, view)) in classes.of.iter().zip(&snap.nodes).enumerate() {
         match class {
             Class::Out => {}
-            Class::Member { held } => out.join(at, view, held),
+            Class::Member { held } => {
+                out.join(view, held);
+                positions.push(at);
+            }
             Class::Leaving => {
                 classes.found += 1;
                 leave(p, view, &others(&selectors, view));
@@ -133,11 +137,13 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
                     .extend(conflict(&snap.pool.name, view, foreign_owner, &others));
                 out.conflicted.insert(String::from(&*view.name));
                 if member {
-                    out.join(at, view, held);
+                    out.join(view, held);
+                    positions.push(at);
                 }
             }
         }
     }
+    out.positions = Arc::new(positions);
     classes.members = Arc::clone(&out.positions);
     classes.held.clear();
     classes
@@ -182,7 +188,8 @@ fn class(
     }
     let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
     let foreign_owner = owner.filter(|_| !owned);
-    if foreign_owner.is_some() || !others(selectors, view).is_empty() {
+    if foreign_owner.is_some() || !(selectors.all.is_empty() || others(selectors, view).is_empty())
+    {
         return Class::Conflict {
             member: owned,
             held,
@@ -193,12 +200,12 @@ fn class(
 
 impl<'a> Membership<'a> {
     /// `view` is a member, held by an admin when `held`.
-    fn join(&mut self, at: usize, view: &'a NodeView, held: bool) {
+    #[inline]
+    fn join(&mut self, view: &'a NodeView, held: bool) {
         if held {
             self.held.insert(String::from(&*view.name));
         }
         self.members.push(view);
-        Arc::make_mut(&mut self.positions).push(at);
     }
 }
 
