@@ -74,7 +74,7 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
     // found to be then, while the other pools and the spec's validity are the same.
     let mut kept = snap.settled.lock();
     let read = kept.membership(&snap.pool, &snap.pool_selectors, invalid, &snap.nodes);
-    let classes = read.classes;
+    let (classes, labels) = (read.classes, read.labels);
     let against = (&selectors, invalid);
     if let Some(changed) = read.changed
         && classes.found == 0
@@ -83,78 +83,86 @@ pub(super) fn members<'a>(p: &mut Planner<'a>, invalid: bool) -> Membership<'a> 
         // the members are the last plan's.
         let mut same = true;
         for &at in changed {
-            let class = class(&snap.nodes[at], read.labels[at], against);
+            let class = class(&snap.nodes[at], labels[at], against);
             same &= class == classes.of[at];
             classes.of[at] = class;
         }
         if same {
-            return Membership {
-                members: classes.members.iter().map(|&at| &snap.nodes[at]).collect(),
-                positions: Arc::clone(&classes.members),
-                conflicts: Vec::new(),
-                conflicted: BTreeSet::new(),
-                held: (classes.held.iter())
-                    .map(|&at| String::from(&*snap.nodes[at].name))
-                    .collect(),
-            };
+            return classes.as_before(snap);
         }
     } else {
-        for (class, (view, &labels)) in classes
-            .of
-            .iter_mut()
-            .zip(snap.nodes.iter().zip(read.labels))
-        {
+        let views = snap.nodes.iter().zip(labels);
+        for (class, (view, &labels)) in classes.of.iter_mut().zip(views) {
             *class = self::class(view, labels, against);
         }
     }
-    // Some view is not what it was: the members made again from every view's class.
-    let mut out = Membership {
-        members: Vec::with_capacity(snap.nodes.len()),
-        positions: Arc::default(),
-        conflicts: Vec::new(),
-        conflicted: BTreeSet::new(),
-        held: BTreeSet::new(),
-    };
-    let mut positions = Vec::with_capacity(snap.nodes.len());
-    classes.found = 0;
-    for (at, (&class, view)) in classes.of.iter().zip(&snap.nodes).enumerate() {
-        match class {
-            Class::Out => {}
-            Class::Member { held } => {
+    classes.made(p, &selectors)
+}
+
+impl Classes {
+    /// The members of the last plan, taken again from `snap`'s views.
+    fn as_before<'a>(&self, snap: &'a Snapshot) -> Membership<'a> {
+        Membership {
+            members: self.members.iter().map(|&at| &snap.nodes[at]).collect(),
+            positions: Arc::clone(&self.members),
+            conflicts: Vec::new(),
+            conflicted: BTreeSet::new(),
+            held: (self.held.iter())
+                .map(|&at| String::from(&*snap.nodes[at].name))
+                .collect(),
+        }
+    }
+
+    /// The members made from every view's class, kept for the next plan: leavers get
+    /// their actions, conflicts are reported.
+    fn made<'a>(&mut self, p: &mut Planner<'a>, selectors: &OtherSelectors<'_>) -> Membership<'a> {
+        let snap = p.snap;
+        let mut out = Membership {
+            members: Vec::with_capacity(snap.nodes.len()),
+            positions: Arc::default(),
+            conflicts: Vec::new(),
+            conflicted: BTreeSet::new(),
+            held: BTreeSet::new(),
+        };
+        let mut positions = Vec::with_capacity(snap.nodes.len());
+        self.found = 0;
+        for (at, (&class, view)) in self.of.iter().zip(&snap.nodes).enumerate() {
+            let (member, held) = match class {
+                Class::Out => continue,
+                Class::Member { held } => (true, held),
+                Class::Leaving => {
+                    self.found += 1;
+                    leave(p, view, &others(selectors, view));
+                    continue;
+                }
+                Class::Conflict { member, held } => {
+                    self.found += 1;
+                    let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
+                    let foreign_owner = owner.filter(|_| !member);
+                    let others = others(selectors, view);
+                    out.conflicts
+                        .extend(conflict(&snap.pool.name, view, foreign_owner, &others));
+                    out.conflicted.insert(String::from(&*view.name));
+                    (member, held)
+                }
+            };
+            if member {
                 out.join(view, held);
                 positions.push(at);
             }
-            Class::Leaving => {
-                classes.found += 1;
-                leave(p, view, &others(&selectors, view));
-            }
-            Class::Conflict { member, held } => {
-                classes.found += 1;
-                let owner = view.bootc.as_ref().and_then(|b| b.owner.as_deref());
-                let foreign_owner = owner.filter(|_| !member);
-                let others = others(&selectors, view);
-                out.conflicts
-                    .extend(conflict(&snap.pool.name, view, foreign_owner, &others));
-                out.conflicted.insert(String::from(&*view.name));
-                if member {
-                    out.join(view, held);
-                    positions.push(at);
-                }
-            }
         }
-    }
-    out.positions = Arc::new(positions);
-    classes.members = Arc::clone(&out.positions);
-    classes.held.clear();
-    classes
-        .held
-        .extend(out.positions.iter().copied().filter(|&at| {
+        out.positions = Arc::new(positions);
+        self.members = Arc::clone(&out.positions);
+        self.held.clear();
+        let held = |at: &usize| {
             matches!(
-                classes.of[at],
+                self.of[*at],
                 Class::Member { held: true } | Class::Conflict { held: true, .. }
             )
-        }));
-    out
+        };
+        self.held.extend(out.positions.iter().copied().filter(held));
+        out
+    }
 }
 
 /// The other pools whose selectors match `view`'s Node's labels.

@@ -278,24 +278,10 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     snap.settled.lock().see(&snap.nodes);
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let mut membership = membership::members(&mut p, invalid);
-    let members = &membership.members;
     let held = std::mem::take(&mut membership.held);
-    p.states.reserve(members.len());
     let target = decision.target.as_ref().ok();
-    let mut tally = match target {
-        Some(target) => {
-            let members = (&members[..], &membership.positions);
-            staging::pass(&mut p, members, target, &held, &membership.conflicted)
-        }
-        None => {
-            let mut tally = member::Tally::default();
-            for view in members {
-                p.states.insert(view.name.clone(), NodeState::Pending);
-                tally.planned_in_full(view);
-            }
-            tally
-        }
-    };
+    let mut tally = p.pass(&membership, target, &held);
+    let members = &membership.members;
     let judgement = gates::judge(&gates::Facts {
         snap,
         target,
@@ -338,6 +324,29 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     secret::not_allowed(snap, &mut status);
     let target = decision.target.ok();
     p.finish(status, target, progress)
+}
+
+impl<'a> Planner<'a> {
+    /// The member pass, with a target; without one, every member is pending.
+    fn pass(
+        &mut self,
+        membership: &membership::Membership<'a>,
+        target: Option<&Target>,
+        held: &BTreeSet<String>,
+    ) -> member::Tally<'a> {
+        let members = &membership.members;
+        self.states.reserve(members.len());
+        let Some(target) = target else {
+            let mut tally = member::Tally::default();
+            for view in members {
+                self.states.insert(view.name.clone(), NodeState::Pending);
+                tally.planned_in_full(view);
+            }
+            return tally;
+        };
+        let members = (&members[..], &membership.positions);
+        staging::pass(self, members, target, held, &membership.conflicted)
+    }
 }
 
 impl Planner<'_> {
