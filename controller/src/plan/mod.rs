@@ -347,9 +347,7 @@ impl<'a> Planner<'a> {
         let members = (&members[..], &membership.positions);
         staging::pass(self, members, target, held, &membership.conflicted)
     }
-}
 
-impl Planner<'_> {
     /// The gates' spec problems and when they look again go into the plan.
     fn heed(&mut self, judgement: &gates::Judgement) {
         for problem in &judgement.spec_problems {
