@@ -343,6 +343,32 @@ proptest! {
     }
 }
 
+/// The fingerprint of the states is taken again when a member joined, even where the
+/// other members' names were read again (the same text at new addresses): the plan after
+/// it, with the member gone again, has the fingerprint of its own states.
+#[test]
+fn a_member_joining_among_names_read_again_changes_the_fingerprint() {
+    let mut snap = snapshot(
+        pool_spec(IntOrString::Int(1)),
+        &[node("a1").updated(), node("a2").staged()],
+    );
+    let kept = Settled::default();
+    snap.settled = kept.clone();
+    let alone = plan(&snap);
+    // Both read again, and a3 joins.
+    snap.nodes = vec![
+        node("a1").updated().view(),
+        node("a2").staged().view(),
+        node("a3").updated().view(),
+    ];
+    let joined = plan(&snap);
+    assert_ne!(joined.progress.fingerprint, alone.progress.fingerprint);
+    // a3 leaves again.
+    snap.nodes.pop();
+    let left = plan(&snap);
+    assert_eq!(left.progress.fingerprint, alone.progress.fingerprint);
+}
+
 /// The kept outcomes are used: a pool planned twice without a change plans its settled
 /// members once, a change to one member's objects plans that one again, and a member
 /// joining or leaving leaves the others' in use.
