@@ -71,7 +71,7 @@ pub use stall::STALL_AFTER;
 pub use target::{Target, TargetDecision, TargetProblem};
 pub use world::{
     BootcView, DrainView, GateView, Lookup, NodeInfo, NodeView, PoolSummary, PoolView, Progress,
-    PullSecretView, Snapshot,
+    PullSecretView, Snapshot, ViewChanges,
 };
 
 /// The finalizer the controller puts on every pool: deleting a pool waits until the
@@ -275,7 +275,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     }
     // Which views changed since the plan before: what is kept per view is read again
     // only for those.
-    snap.settled.lock().see(&snap.nodes);
+    snap.settled.lock().see(&snap.nodes, snap.changes.as_ref());
     let invalid = matches!(decision.target, Err(TargetProblem::InvalidSpec(_)));
     let mut membership = membership::members(&mut p, invalid);
     let held = std::mem::take(&mut membership.held);

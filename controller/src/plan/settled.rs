@@ -29,9 +29,12 @@
 //! only then), and whether its agent reports `Drifted` is kept with the outcome. Those
 //! passes read only the members planned in full.
 //!
-//! Each plan first finds which views changed since the plan before ([`Seen`]): it
-//! compares each view's name, Node and BootcNode by address (it holds them, so that
-//! no other object takes an address meanwhile), and whether the Node is Ready. What is
+//! Each plan first finds which views changed since the plan before ([`Seen`]). The
+//! reconcile shell, which keeps the views between reconciles and reads again only those
+//! the watches changed, tells which it read again ([`super::ViewChanges`]); when it
+//! counts them from the views of the plan before, only those are looked at. Otherwise
+//! the plan compares each view's name, Node and BootcNode by address (it holds them, so
+//! that no other object takes an address meanwhile), and whether the Node is Ready. What is
 //! kept per view, or per member, notes the snapshot it was kept at; when that is the
 //! one before, only the views that changed are looked at again. What each view was to
 //! the pool (a member or not, leaving, in conflict) is kept the same way

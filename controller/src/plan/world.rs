@@ -154,7 +154,7 @@ impl BootcView {
     }
 
     /// The object, as the cache shares it.
-    pub(super) fn object(&self) -> &Arc<BootcNode> {
+    pub(crate) fn object(&self) -> &Arc<BootcNode> {
         &self.object
     }
 }
@@ -356,6 +356,23 @@ pub type PoolSelectors = Arc<Vec<(String, LabelSelector)>>;
 /// Pools' summaries by name, shared between snapshots (see [`Snapshot::pools`]).
 pub type PoolSummaries = Arc<BTreeMap<String, PoolSummary>>;
 
+/// The views of a snapshot as the shell that keeps them between reconciles numbers
+/// them (`to`), and those it read again since the views numbered `from`: every view not
+/// at a place in `changed` is the very view (the same name, objects and readiness) at
+/// the same place there. `from` is `None` when the views were read whole, or a view
+/// joined or left. A plan whose last snapshot's views were numbered `from` looks at the
+/// places in `changed` alone instead of comparing every view; any other plan compares
+/// them all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewChanges {
+    /// The number of these views.
+    pub to: u64,
+    /// The number of the views the changes are counted from.
+    pub from: Option<u64>,
+    /// The places read again since, ascending.
+    pub changed: Vec<usize>,
+}
+
 /// Everything one plan looks at.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -377,6 +394,9 @@ pub struct Snapshot {
     /// Every Node this pool's selector matches and every BootcNode it owns (with its
     /// Node), by name.
     pub nodes: Vec<NodeView>,
+    /// Which of `nodes` the reconcile shell read again since the views it handed out
+    /// before, when it knows; `None` otherwise (then the plan compares every view).
+    pub changes: Option<ViewChanges>,
     /// Drains known to the drainer, by node.
     pub drains: BTreeMap<String, DrainView>,
     /// When the rollout last advanced, from the previous plan; `None` at first.
@@ -407,6 +427,7 @@ impl Snapshot {
             pools: Arc::default(),
             gate: GateView::NotConfigured,
             nodes,
+            changes: None,
             drains: BTreeMap::new(),
             progress: None,
             now,

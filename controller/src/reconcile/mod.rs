@@ -562,8 +562,10 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     }
     execute::publish_all(ctx, pool, &pool_events).await;
     let taken = views::Taken {
+        pods_listed: snapshot.pool.spec.disruption.blocking_pods.is_some(),
         nodes: snapshot.nodes,
         stamp,
+        changes: None,
     };
     ctx.views.keep(&name, taken);
     if let Some(e) = failed {

@@ -113,7 +113,12 @@ impl Context {
         gate: crate::plan::GateView,
     ) -> (Snapshot, Stamp) {
         let name = pool.name_any();
-        let Taken { nodes, stamp } = self.views.take(pool, &self.membership, self);
+        let Taken {
+            nodes,
+            stamp,
+            changes,
+            ..
+        } = self.views.take(pool, &self.membership, self);
         let drains = self
             .drainer
             .nodes()
@@ -149,6 +154,7 @@ impl Context {
             pools,
             gate,
             nodes,
+            changes,
             drains,
             progress: super::cache::lock(&self.progress).get(&name).copied(),
             now: (self.deps.clock)(),

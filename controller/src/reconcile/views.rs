@@ -18,8 +18,15 @@
 //! and when nothing was kept (a first reconcile, or one after a failed one). What the views hold is what
 //! [`observe::members`] would build from scratch; a test holds the two together over
 //! random changes.
+//!
+//! Each take numbers the views it hands out. A refresh that added or took out no member
+//! also tells which places it read again, counted from the views kept
+//! ([`ViewChanges`]): the plan then looks at those alone, instead of comparing every
+//! view with the last plan's. The same test holds every other place to the very view
+//! kept.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bootc_crds::node::BootcNode;
@@ -33,8 +40,8 @@ use kube::runtime::reflector::Store;
 use super::cache::lock;
 use super::membership::{Mark, Membership};
 use super::observe::{self, bootc_view, node_info};
-use crate::plan::NodeView;
 use crate::plan::world::BlockingPods;
+use crate::plan::{NodeView, ViewChanges};
 
 /// What a pool's members are read from: the caches, through the controller's own writes.
 pub trait Source {
@@ -60,15 +67,32 @@ pub struct Taken {
     pub nodes: Vec<NodeView>,
     /// What they were read at.
     pub stamp: Stamp,
+    /// The number of these views, and the members read again since the views kept when
+    /// those were refreshed and no member joined or left: for the plan, which then looks
+    /// at those alone.
+    pub changes: Option<ViewChanges>,
+    /// The pods that block a reboot were listed into the views (see
+    /// [`Views::keep`]).
+    pub pods_listed: bool,
 }
 
 /// What a pool's views were read at.
 #[derive(Debug, Clone)]
 pub struct Stamp {
+    /// The number of these views: each take numbers the views it hands out anew.
+    serial: u64,
     mark: Mark,
     selector: LabelSelector,
     /// The names read through the overlay then.
     written: BTreeSet<String>,
+}
+
+impl Stamp {
+    /// The number of the views taken with it ([`ViewChanges::to`] when it told the
+    /// changes).
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
 }
 
 /// The pools' kept views (see the module's text).
@@ -77,6 +101,8 @@ pub struct Views {
     kept: Mutex<HashMap<String, (Vec<NodeView>, Stamp)>>,
     /// Reconciles that read every member, and those that read the changed ones only.
     counts: Mutex<(u64, u64)>,
+    /// The views handed out so far (each take's are numbered anew).
+    serials: AtomicU64,
     /// What each pool's plans found for its settled members (see [`crate::plan::settled`]).
     settled: Mutex<HashMap<String, crate::plan::Settled>>,
 }
@@ -91,8 +117,10 @@ impl Views {
     pub fn take(&self, pool: &BootcNodePool, membership: &Membership, src: &impl Source) -> Taken {
         let mark = membership.mark();
         let selector = pool.spec.node_selector.clone();
+        let serial = self.serials.fetch_add(1, Ordering::Relaxed) + 1;
         let kept = lock(&self.kept).remove(&pool.name_any());
         let mut written = None;
+        let mut changes = None;
         let refreshed = kept.and_then(|(nodes, then)| {
             if then.mark.epoch != mark.epoch || then.selector != selector {
                 return None;
@@ -111,8 +139,9 @@ impl Views {
                 .map(String::as_str)
                 .filter(|name| is_member(&nodes, name))
                 .collect();
-            let refreshed = refresh(pool, nodes, (changed, &then.written, &now), src);
+            let (refreshed, read) = refresh(pool, nodes, (changed, &then.written, &now), src);
             written = Some(names);
+            changes = read.map(|changed| (then.serial, changed));
             Some(refreshed)
         });
         let fresh = refreshed.is_none();
@@ -135,19 +164,33 @@ impl Views {
             .filter(|name| is_member(&nodes, name))
             .collect();
         let stamp = Stamp {
+            serial,
             mark,
             selector,
             written,
         };
-        Taken { nodes, stamp }
+        let (from, changed) = changes.unzip();
+        Taken {
+            nodes,
+            stamp,
+            changes: Some(ViewChanges {
+                to: serial,
+                from,
+                changed: changed.unwrap_or_default(),
+            }),
+            pods_listed: false,
+        }
     }
 
-    /// Keeps what a reconcile of `pool` read, for the next one.
+    /// Keeps what a reconcile of `pool` read, for the next one: the members as they
+    /// were read (the pods that block a reboot, listed again by every reconcile that
+    /// needs them, taken out).
     pub fn keep(&self, pool: &str, mut taken: Taken) {
-        for view in &mut taken.nodes {
-            if let Some(info) = view.node.as_mut() {
-                // Listed again by every reconcile that needs them.
-                info.blocking_pods = BlockingPods::None;
+        if taken.pods_listed {
+            for view in &mut taken.nodes {
+                if let Some(info) = view.node.as_mut() {
+                    info.blocking_pods = BlockingPods::None;
+                }
             }
         }
         lock(&self.kept).insert(pool.to_owned(), (taken.nodes, taken.stamp));
@@ -174,30 +217,41 @@ impl Views {
 }
 
 /// `nodes` with the members named in `changed`, `then` or `now` read again: replaced,
-/// added or taken out as they now are.
+/// added or taken out as they now are; with the places of those replaced (ascending),
+/// when none was added or taken out.
 fn refresh(
     pool: &BootcNodePool,
     mut nodes: Vec<NodeView>,
     (changed, then, now): (Vec<String>, &BTreeSet<String>, &BTreeSet<&str>),
     src: &impl Source,
-) -> Vec<NodeView> {
+) -> (Vec<NodeView>, Option<Vec<usize>>) {
     let pool_name = pool.name_any();
     let mut names: Vec<&str> = changed.iter().map(String::as_str).collect();
     names.extend(then.iter().map(String::as_str).chain(now.iter().copied()));
     names.sort_unstable();
     names.dedup();
+    let mut replaced = Some(Vec::new());
     for name in names {
         let view = member(pool, &pool_name, name, src);
         match (nodes.binary_search_by(|v| (*v.name).cmp(name)), view) {
-            (Ok(i), Some(view)) => nodes[i] = view,
+            (Ok(i), Some(view)) => {
+                nodes[i] = view;
+                if let Some(replaced) = replaced.as_mut() {
+                    replaced.push(i);
+                }
+            }
             (Ok(i), None) => {
                 nodes.remove(i);
+                replaced = None;
             }
-            (Err(i), Some(view)) => nodes.insert(i, view),
+            (Err(i), Some(view)) => {
+                nodes.insert(i, view);
+                replaced = None;
+            }
             (Err(_), None) => {}
         }
     }
-    nodes
+    (nodes, replaced)
 }
 
 /// The names a refresh may find members among: the members kept and the names that

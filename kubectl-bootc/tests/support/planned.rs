@@ -79,6 +79,7 @@ fn snapshot(world: &World<'_>, pool: &BootcNodePool, answers: Answers<'_>) -> Sn
         pools,
         gate: answers.gate,
         nodes: members(world, pool),
+        changes: None,
         drains: answers
             .drains
             .iter()

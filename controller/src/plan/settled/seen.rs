@@ -1,4 +1,5 @@
-//! Which views changed since the plan before, found by address ([`Seen`]); the members
+//! Which views changed since the plan before, as the shell tells or found by address
+//! ([`Seen`]); the members
 //! found in them ([`Members`]); and the states the last plan recorded, with their
 //! fingerprint ([`Recorded`]).
 
@@ -9,7 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::super::actions::NodeState;
 use super::super::states::States;
-use super::super::world::NodeView;
+use super::super::world::{NodeView, ViewChanges};
 use super::Kept;
 
 /// The states of the last plan that recorded them (their names shared with its views),
@@ -43,7 +44,10 @@ pub(super) struct Members {
 
 /// The views of the last plan's snapshot, by the addresses of their names and objects
 /// (held, so that no other object can take an address while it is compared), and which
-/// of them changed since the snapshot before. Each answer kept per view notes the
+/// of them changed since the snapshot before: those the shell told it read again, when
+/// it counts them from that snapshot's views, else those that differ. The views held are
+/// kept up to date either way, so that a plan the shell tells nothing still compares
+/// with the last snapshot's. Each answer kept per view notes the
 /// snapshot it was kept at ([`Seen::serial`]): when that is the one before, only the
 /// views that changed are read again; when it is older, or views joined or left since,
 /// every view is compared as before.
@@ -55,6 +59,13 @@ pub(super) struct Seen {
     /// The views that differ from the snapshot before's; `None` when views joined or
     /// left (or there was none before).
     pub(super) changed: Option<Vec<usize>>,
+    /// The shell's number of the views seen last ([`ViewChanges::to`]), when it told.
+    pub(super) told: Option<u64>,
+}
+
+/// `places` are ascending, each below `len`.
+fn ascending_below(places: &[usize], len: usize) -> bool {
+    places.windows(2).all(|w| w[0] < w[1]) && places.last().is_none_or(|&last| last < len)
 }
 
 /// One view as seen: its name, its objects and whether its Node was Ready.
@@ -109,9 +120,23 @@ impl Members {
 }
 
 impl Seen {
-    /// Takes `views` as the snapshot seen, noting which views changed.
-    pub(super) fn see(&mut self, views: &[NodeView]) {
+    /// Takes `views` as the snapshot seen, noting which views changed: those the shell
+    /// `told` were read again, when it counts them from the views seen last (see
+    /// [`ViewChanges`]), else those found by comparing each view.
+    pub(super) fn see(&mut self, views: &[NodeView], told: Option<&ViewChanges>) {
         self.serial += 1;
+        let last = std::mem::replace(&mut self.told, told.map(|t| t.to));
+        if let Some(told) = told
+            && told.from.is_some_and(|from| last == Some(from))
+            && self.views.len() == views.len()
+            && ascending_below(&told.changed, views.len())
+        {
+            for &i in &told.changed {
+                self.views[i] = SeenView::of(&views[i]);
+            }
+            self.changed = Some(told.changed.clone());
+            return;
+        }
         if self.views.len() != views.len() {
             self.views = views.iter().map(SeenView::of).collect();
             self.changed = None;
@@ -142,9 +167,9 @@ impl Seen {
 
 impl Kept {
     /// Takes `views` as the snapshot this plan reads, noting which views changed since
-    /// the plan before's.
-    pub fn see(&mut self, views: &[NodeView]) {
-        self.seen.see(views);
+    /// the plan before's (those the shell `told`, when it counts from that snapshot's).
+    pub fn see(&mut self, views: &[NodeView], told: Option<&ViewChanges>) {
+        self.seen.see(views, told);
     }
 
     /// Takes the members this plan found, by their `positions` in its views: the

@@ -231,9 +231,25 @@ impl World {
     }
 }
 
+/// The same view by address: the very name and objects, as Ready.
+fn same_view(a: &NodeView, b: &NodeView) -> bool {
+    let node = match (&a.node, &b.node) {
+        (Some(a), Some(b)) => Arc::ptr_eq(&a.node, &b.node) && a.ready == b.ready,
+        (None, None) => true,
+        _ => false,
+    };
+    let bootc = match (&a.bootc, &b.bootc) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a.object(), b.object()),
+        (None, None) => true,
+        _ => false,
+    };
+    Arc::ptr_eq(&a.name, &b.name) && node && bootc
+}
+
 /// Runs `steps`, reconciling (take, compare, keep) at every `Reconcile` and at the end;
-/// returns the kept views' counts (read whole, refreshed).
-fn run(steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
+/// returns the kept views' counts (read whole, refreshed) and how many takes told
+/// which views they read again.
+fn run(steps: &[Step]) -> Result<(u64, u64, u64), TestCaseError> {
     let mut world = World::new();
     for i in 0..NAMES.len() {
         world.apply(&Step::Node(i, i % 3 != 0, true));
@@ -248,6 +264,9 @@ fn run(steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
     // read everything again: labels, owners, new objects and deletions are read by name.
     let mut relisted = true;
     let mut selector_then = "";
+    // The views the last reconcile kept, and what the take that read them numbered them.
+    let mut kept: Option<(Vec<NodeView>, u64)> = None;
+    let mut told = 0;
     for step in [&reconcile].into_iter().chain(steps).chain([&reconcile]) {
         // A pool writes only the BootcNodes of members its last reconcile read (its plan
         // acts on those), whatever changed since.
@@ -278,10 +297,27 @@ fn run(steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
             relisted = false;
             selector_then = selector;
             planned = taken.nodes.iter().map(|v| v.name.to_string()).collect();
+            // Told which views were read again: every other view is the very one kept.
+            let changes = taken.changes.as_ref().expect("the views numbered");
+            prop_assert_eq!(changes.to, taken.stamp.serial());
+            if let Some(from) = changes.from {
+                told += 1;
+                let (before, serial) = kept.as_ref().expect("views kept to count from");
+                prop_assert_eq!(from, *serial);
+                prop_assert_eq!(before.len(), taken.nodes.len());
+                prop_assert!(changes.changed.windows(2).all(|w| w[0] < w[1]));
+                for (i, (was, now)) in before.iter().zip(&taken.nodes).enumerate() {
+                    if !changes.changed.contains(&i) {
+                        prop_assert!(same_view(was, now), "view {} after {:?}", i, steps);
+                    }
+                }
+            }
+            kept = Some((taken.nodes.clone(), taken.stamp.serial()));
             views.keep("workers", taken);
         }
     }
-    Ok(views.counts())
+    let (whole, refreshed) = views.counts();
+    Ok((whole, refreshed, told))
 }
 
 /// Over random changes, what the kept views give is what a reconcile would read from
@@ -294,19 +330,24 @@ fn kept_views_are_what_a_fresh_read_gives() {
         cases: 512,
         ..Config::default()
     });
-    let totals = std::cell::Cell::new((0, 0));
+    let totals = std::cell::Cell::new((0, 0, 0));
     runner
         .run(&prop::collection::vec(step(), 1..40), |steps| {
-            let (whole, refreshed) = run(&steps)?;
-            let (w, r) = totals.get();
-            totals.set((w + whole, r + refreshed));
+            let (whole, refreshed, told) = run(&steps)?;
+            let (w, r, t) = totals.get();
+            totals.set((w + whole, r + refreshed, t + told));
             Ok(())
         })
         .unwrap();
-    let (whole, refreshed) = totals.get();
+    let (whole, refreshed, told) = totals.get();
     assert!(
         refreshed > whole,
         "refreshed {refreshed}, read whole {whole}: the refresh was barely exercised"
+    );
+    // Most refreshes add or take out no member, and tell which views they read again.
+    assert!(
+        told * 2 > refreshed,
+        "told {told} of {refreshed} refreshes: the changes told were barely checked"
     );
 }
 

@@ -300,7 +300,8 @@ fn measured_reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
 /// Reads, plans, serializes the status, keeps the views read.
 fn reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
     let mut taken = caches.views.take(pool, &caches.membership, caches);
-    let snap = caches.snapshot_of(pool, std::mem::take(&mut taken.nodes));
+    let mut snap = caches.snapshot_of(pool, std::mem::take(&mut taken.nodes));
+    snap.changes = taken.changes.take();
     let plan = plan::plan(&snap);
     let patch = serde_json::to_vec(&serde_json::json!({ "status": plan.status }))
         .expect("a status serializes");
