@@ -84,7 +84,7 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
         if &holder.spec != node.bootc.spec() || !holder.annotations.is_empty() {
             holder.update(p);
         }
-        p.states.insert(view.name.clone(), NodeState::Rebooting);
+        p.states.insert(&view.name, NodeState::Rebooting);
         return;
     }
     holder.uncordon(p);
@@ -92,7 +92,7 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     // Without a slot nothing is approved (a held node kept its old spec).
     holder.spec.desired_image_state = DesiredImageState::Staged;
     holder.update(p);
-    p.states.insert(view.name.clone(), NodeState::Pending);
+    p.states.insert(&view.name, NodeState::Pending);
 }
 
 /// Whether a node approved to reboot may be in that reboot now, so that its slot must not
@@ -153,7 +153,7 @@ fn granted(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_
     if !holder.node.info.unschedulable {
         p.actions.push(Action::Cordon { node: name.clone() });
         p.actions.push(Action::StartDrain { node: name.clone() });
-        p.states.insert(view.name.clone(), NodeState::Rebooting);
+        p.states.insert(&view.name, NodeState::Rebooting);
         return;
     }
     match p.snap.drains.get(&name) {
@@ -183,11 +183,11 @@ fn granted(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_
                 format!("node {name}: drain timed out ({message}); uncordoned and its slot freed"),
             );
             p.degrade(&name, "DrainTimeout", &message);
-            p.states.insert(view.name.clone(), NodeState::Degraded);
+            p.states.insert(&view.name, NodeState::Degraded);
             return;
         }
     }
-    p.states.insert(view.name.clone(), NodeState::Rebooting);
+    p.states.insert(&view.name, NodeState::Rebooting);
 }
 
 /// The reboot timeout: how long since the approval, and whether it has run out.
@@ -364,7 +364,7 @@ fn approved(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '
         // The controller saw the node back for the first time: its own clock says when.
         holder.update(p);
     }
-    p.states.insert(view.name.clone(), state);
+    p.states.insert(&view.name, state);
 }
 
 /// The holder is back on the target, Ready and heard from by its kubelet since the
@@ -481,7 +481,7 @@ fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'
         events::NODE_UPDATED,
         format!("node {name} runs {image}{how}; slot freed"),
     );
-    p.states.insert(view.name.clone(), NodeState::UpToDate);
+    p.states.insert(&view.name, NodeState::UpToDate);
 }
 
 /// What holds up each member's drain, kept in its BootcNode's `status.drainBlocked` and

@@ -339,7 +339,7 @@ impl<'a> Planner<'a> {
         let Some(target) = target else {
             let mut tally = member::Tally::default();
             for view in members {
-                self.states.insert(view.name.clone(), NodeState::Pending);
+                self.states.insert(&view.name, NodeState::Pending);
                 tally.planned_in_full(view);
             }
             return tally;

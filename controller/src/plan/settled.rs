@@ -51,7 +51,7 @@ use bootc_crds::pool::BootcNodePoolSpec;
 use k8s_openapi::api::core::v1::Node;
 
 use super::actions::NodeState;
-use super::states::Order;
+use super::states::{Names, Order};
 use super::target::Target;
 use super::world::NodeView;
 
@@ -152,7 +152,7 @@ pub(super) struct Kept {
     /// member pass records their states in ([`States::follow`]).
     ///
     /// [`States::follow`]: super::states::States::follow
-    order: Arc<Order>,
+    order: Order,
     /// The views of the last plan's snapshot, and which of them changed since the plan
     /// before: what the answers kept per view read again.
     seen: Seen,
@@ -264,10 +264,10 @@ impl Kept {
 
     /// The order of `members`' names, when they are in strict name order (compared only
     /// next to the names that changed since the last plan; see [`Order::update`]).
-    pub fn order(&mut self, members: &[&NodeView]) -> Option<Arc<Order>> {
+    pub fn order(&mut self, members: &[&NodeView]) -> Option<Names> {
         let since = self.members.since(self.order_at);
         self.order_at = self.members.at;
-        let order = Arc::make_mut(&mut self.order);
+        let order = &mut self.order;
         let sorted = match since {
             // The members of the plan before, whose names were in order then.
             Some(changed) if order.len() == members.len() => {
@@ -275,7 +275,7 @@ impl Kept {
             }
             _ => order.update(members.iter().map(|v| &v.name)),
         };
-        sorted.then(|| Arc::clone(&self.order))
+        sorted.then(|| Arc::clone(self.order.names()))
     }
 }
 

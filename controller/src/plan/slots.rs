@@ -150,7 +150,7 @@ fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
     p.actions.push(Action::StartDrain {
         node: String::from(&*view.name),
     });
-    p.states.insert(view.name.clone(), NodeState::Rebooting);
+    p.states.insert(&view.name, NodeState::Rebooting);
 }
 
 #[cfg(test)]

@@ -132,7 +132,7 @@ fn replay<'a>(
     if outcome.on_target_degraded {
         pass.tally.on_target_degraded.push(String::from(&**name));
     }
-    p.states.insert(name.clone(), outcome.state);
+    p.states.insert(name, outcome.state);
 }
 
 /// What the member pass keeps while it goes.
@@ -208,7 +208,7 @@ fn member<'a>(
         return None;
     };
     if bootc.deleting() {
-        p.states.insert(name.clone(), NodeState::Pending);
+        p.states.insert(name, NodeState::Pending);
         return None;
     }
     let agent = AgentReport::of(bootc);
@@ -308,7 +308,7 @@ fn create(
             spec,
         });
     }
-    p.states.insert(name, NodeState::Pending);
+    p.states.insert(&name, NodeState::Pending);
 }
 
 /// A member without a slot: its spec (held back by `maxStaging` when it would start a
@@ -331,7 +331,7 @@ fn waiting<'a>(
         held,
         ..
     } = *node;
-    let name = view.name.clone();
+    let name: &str = &view.name;
     if spec.desired_image_state == DesiredImageState::Booted {
         // Approval without a slot (a release that was cut short): take it back.
         spec.to_mut().desired_image_state = DesiredImageState::Staged;
@@ -361,7 +361,7 @@ fn waiting<'a>(
     let writes = changed || !annotations.is_empty();
     if writes {
         p.actions.push(Action::Update {
-            node: String::from(&*name),
+            node: String::from(name),
             resource_version: bootc.resource_version(),
             spec: spec.into_owned(),
             annotations,
@@ -369,17 +369,17 @@ fn waiting<'a>(
     }
     let (state, degraded, candidate) = state_of(node);
     if let Some((reason, message)) = &degraded {
-        p.degrade(&name, reason, message);
+        p.degrade(name, reason, message);
     }
-    if candidate && !pass.conflicted.contains(&*name) {
+    if candidate && !pass.conflicted.contains(name) {
         pass.tally.candidates.push(view);
     }
     let on_target_degraded =
         state == NodeState::Degraded && !retargeted && agent.booted(&target.digest);
     if on_target_degraded {
-        pass.tally.on_target_degraded.push(String::from(&*name));
+        pass.tally.on_target_degraded.push(String::from(name));
     }
-    p.states.insert(name, state);
+    p.states.insert(&view.name, state);
     (!writes && !retargeted).then(|| settled::Outcome {
         state,
         staging: node.pulling,

@@ -234,7 +234,9 @@ fn refresh(
     for name in names {
         let view = member(pool, &pool_name, name, src);
         match (nodes.binary_search_by(|v| (*v.name).cmp(name)), view) {
-            (Ok(i), Some(view)) => {
+            (Ok(i), Some(mut view)) => {
+                // The name kept: what a plan keeps by name finds it at the same address.
+                view.name = Arc::clone(&nodes[i].name);
                 nodes[i] = view;
                 if let Some(replaced) = replaced.as_mut() {
                     replaced.push(i);

@@ -9,15 +9,16 @@ use bootc_crds::node::BootcNode;
 use k8s_openapi::api::core::v1::Node;
 
 use super::super::actions::NodeState;
-use super::super::states::States;
+use super::super::states::{Names, States};
 use super::super::world::{NodeView, ViewChanges};
 use super::Kept;
 
-/// The states of the last plan that recorded them (their names shared with its views),
-/// and their fingerprint; whether the names were those of the plan before it.
+/// The states of the last plan that recorded them (their names shared with its
+/// states), and their fingerprint; whether the names were those of the plan before it.
 #[derive(Debug, Default)]
 pub(super) struct Recorded {
-    pub(super) states: Vec<(Arc<str>, NodeState)>,
+    pub(super) names: Names,
+    pub(super) states: Vec<NodeState>,
     pub(super) fingerprint: Option<u64>,
     /// The snapshot they were recorded in ([`Seen::serial`]), and the one of the states
     /// they were compared with.
@@ -197,33 +198,28 @@ impl Kept {
     }
 
     /// The fingerprint of `states` ([`super::super::stall::fingerprint`]): the last plan's
-    /// when they are its states (its names compared by address first), else found and
-    /// kept with them.
+    /// when they are its states (the same names: the very list, or the same texts; and
+    /// the same states), else found and kept with them.
     pub fn fingerprint(&mut self, states: &States) -> u64 {
         let r = &mut self.recorded;
-        let mut same_names = r.states.len() == states.len();
-        let mut same = same_names;
-        // As many names as before (else none is compared): each compared, by address
-        // first.
-        let compared = if same_names { r.states.len() } else { 0 };
-        let pairs = r.states.iter_mut().zip(states.entries());
-        for ((kept, was), (name, state)) in pairs.take(compared) {
-            if !Arc::ptr_eq(kept, name) {
-                // A name of a view read again: the same text at another address.
-                same_names = **kept == **name;
-                if !same_names {
-                    break;
-                }
-                *kept = Arc::clone(name);
-            }
-            if was != state {
-                *was = *state;
-                same = false;
-            }
+        let (list, values) = states.columns();
+        let names = &list[..values.len()];
+        // The list held here is never changed in place (a change copies a list that is
+        // shared), so the very list holds the same names.
+        let very = Arc::ptr_eq(&r.names, list) && r.names.len() == names.len();
+        let same_names = very || r.names.as_slice() == names;
+        let same = same_names && r.states.as_slice() == values;
+        if !very {
+            // Held, to be compared by address next time.
+            r.names = if list.len() == names.len() {
+                Arc::clone(list)
+            } else {
+                Arc::new(names.to_vec())
+            };
         }
-        if !same_names {
+        if !same {
             r.states.clear();
-            r.states.extend(states.entries().cloned());
+            r.states.extend_from_slice(values);
         }
         (r.before, r.at, r.same_names) = (r.at, self.seen.serial, same_names);
         let fingerprint = match r.fingerprint {
