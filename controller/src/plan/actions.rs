@@ -218,6 +218,16 @@ pub enum NodeState {
     Degraded,
 }
 
+impl NodeState {
+    /// How many states there are.
+    pub const COUNT: usize = 6;
+
+    /// Its place among the states (`0..COUNT`).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// The result of a plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {

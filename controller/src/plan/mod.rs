@@ -203,11 +203,17 @@ impl<'a> Planner<'a> {
     /// Notes node `name` degraded for `reason`: `node NAME: REASON: MESSAGE` in the
     /// pool's `Degraded` message, and the reason in `status.degradedByReason`.
     fn degrade(&mut self, name: &str, reason: &str, message: &str) {
-        self.degraded
-            .push(format!("node {name}: {reason}: {message}"));
+        let line = self.degraded_line(name, reason, message);
+        self.degraded.push(line);
+    }
+
+    /// [`Planner::degrade`]'s line in the message, the reason noted (for a caller that
+    /// puts the line in its place itself).
+    fn degraded_line(&mut self, name: &str, reason: &str, message: &str) -> String {
         self.degraded_reasons
             .entry(name.to_owned())
             .or_insert_with(|| reason.to_owned());
+        format!("node {name}: {reason}: {message}")
     }
 
     /// The value read, noting its problem when it had to fall back.

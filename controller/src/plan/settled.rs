@@ -56,9 +56,11 @@ use super::target::Target;
 use super::world::NodeView;
 
 mod seen;
+mod sums;
 mod views;
 
 use seen::{Members, Recorded, Seen};
+pub(super) use sums::Sums;
 pub(super) use views::LabelsRead;
 use views::{Booted, Labels};
 
@@ -158,6 +160,8 @@ pub(super) struct Kept {
     seen: Seen,
     /// The last plan's members, and which of them changed since the plan before.
     members: Members,
+    /// What the entries add up to, when that is known (see [`Sums`]).
+    sums: Option<Sums>,
     /// The snapshot the entries were kept at ([`Seen::serial`]).
     entries_at: u64,
     /// The snapshot the order was kept at.
@@ -213,13 +217,15 @@ impl Kept {
 
     /// The entries kept for `members` (sorted by name), one per member in their order,
     /// `None` where nothing is kept for its objects, to be used and filled in place for
-    /// the next plan. Every entry is forgotten when the target, the spec or the hash
-    /// changed since they were kept, and those of names no longer members.
+    /// the next plan; with what they add up to, when that is known and they are the
+    /// entries of the last plan's members (to be kept up to date by the pass, else
+    /// found again by [`Kept::sum`]). Every entry is forgotten when the target, the spec
+    /// or the hash changed since they were kept, and those of names no longer members.
     pub fn for_members(
         &mut self,
         members: &[&NodeView],
         (target, spec, hash): (&Target, &BootcNodePoolSpec, Option<&str>),
-    ) -> &mut [Option<Entry>] {
+    ) -> (&mut [Option<Entry>], Option<&mut Sums>) {
         let same = self
             .against
             .as_ref()
@@ -239,12 +245,15 @@ impl Kept {
             // of members whose views changed may be of other objects.
             Some(changed) if same && self.entries.len() == members.len() => {
                 for &i in changed {
-                    if self.entries[i].as_ref().is_some_and(|e| !e.of(members[i])) {
-                        self.entries[i] = None;
+                    if let Some(e) = self.entries[i].take_if(|e| !e.of(members[i]))
+                        && let Some(sums) = self.sums.as_mut()
+                    {
+                        sums.take(i, &e);
                     }
                 }
             }
             _ => {
+                self.sums = None;
                 if self.entries.len() != members.len() {
                     // Members joined or left (or nothing is kept): the entries are found
                     // by name.
@@ -259,7 +268,12 @@ impl Kept {
                 }
             }
         }
-        &mut self.entries
+        (&mut self.entries, self.sums.as_mut())
+    }
+
+    /// What the entries add up to, found again (after a pass that visited every member).
+    pub fn sum(&mut self) {
+        self.sums = Some(Sums::of(&self.entries));
     }
 
     /// The order of `members`' names, when they are in strict name order (compared only

@@ -24,6 +24,8 @@ use super::settled;
 use super::target::Target;
 use super::world::NodeView;
 
+mod open;
+
 /// How many members one plan may give a new image, by creating their BootcNode or
 /// changing its `desiredImage` (in member order, by name): one wave's worth (the reboot
 /// budget), at least [`RETARGET_BATCH_MIN`] and at most [`RETARGET_BATCH_MAX`]; the rest
@@ -59,28 +61,13 @@ pub(super) fn pass<'a>(
     let mut kept = snap.settled.lock();
     kept.members(positions);
     // The states are recorded in the members' order: by address, when it is known.
-    if let Some(order) = kept.order(members) {
-        p.states.follow(order);
-    }
+    let names = kept.order(members);
     let against = (target, &snap.pool.spec, snap.pull_secret.hash.as_deref());
-    let taken = kept.for_members(members, against);
-    // Whether each member pulls the target now (`maxStaging`), and how many do.
-    let pulling: Vec<bool> = members
-        .iter()
-        .zip(taken.iter())
-        .map(|(v, entry)| match entry {
-            Some(entry) => entry.outcome().staging,
-            None => v.bootc.as_ref().is_some_and(|b| {
-                b.spec().desired_image == target.image
-                    && !AgentReport::of(b).needs_no_pull(&target.digest)
-            }),
-        })
-        .collect();
-    let staging = pulling.iter().filter(|p| **p).count();
+    let (taken, sums) = kept.for_members(members, against);
     let mut pass = Pass {
         tally: Tally::default(),
         places: Places {
-            staging,
+            staging: 0,
             limit: staging_limit,
             retargets: 0,
             retarget_limit: retarget_batch(budget),
@@ -88,27 +75,82 @@ pub(super) fn pass<'a>(
         held,
         conflicted,
     };
+    // What the kept entries add up to is taken whole when it is known, and the names
+    // are the members' in order: only the members without an entry are visited.
+    let (replayed, summed) = match (names, sums) {
+        (Some(names), Some(sums)) if open::takes(&names, sums, members) => {
+            let replayed = open::pass(p, &mut pass, (members, taken, sums), names, target);
+            (replayed, true)
+        }
+        (names, _) => {
+            if let Some(names) = names {
+                p.states.follow(names);
+            }
+            let replayed = every(p, &mut pass, members, taken, target);
+            p.states.unfollow();
+            (replayed, false)
+        }
+    };
+    kept.replayed(replayed);
+    if !summed {
+        kept.sum();
+    }
+    pass.tally
+}
+
+/// Whether `view` pulls the target now (`maxStaging`), planned in full.
+fn pulls(view: &NodeView, target: &Target) -> bool {
+    view.bootc.as_ref().is_some_and(|b| {
+        b.spec().desired_image == target.image && !AgentReport::of(b).needs_no_pull(&target.digest)
+    })
+}
+
+/// The pass over every member, a kept entry used where there is one; returns how many
+/// were.
+fn every<'a>(
+    p: &mut Planner<'a>,
+    pass: &mut Pass<'a, '_>,
+    members: &[&'a NodeView],
+    taken: &mut [Option<settled::Entry>],
+    target: &Target,
+) -> usize {
+    // Whether each member pulls the target now (`maxStaging`), and how many do.
+    let pulling: Vec<bool> = members
+        .iter()
+        .zip(taken.iter())
+        .map(|(v, entry)| match entry {
+            Some(entry) => entry.outcome().staging,
+            None => pulls(v, target),
+        })
+        .collect();
+    pass.places.staging = pulling.iter().filter(|p| **p).count();
     // What is found settled now is kept in place, for the next plan.
     let mut replayed = 0;
     for ((view, entry), pulling) in members.iter().zip(taken.iter_mut()).zip(pulling) {
         match entry {
             Some(entry) => {
                 pass.tally.drifted += usize::from(entry.drifted());
-                replay(p, &mut pass, view, entry.outcome());
+                replay(p, pass, view, entry.outcome());
                 replayed += 1;
             }
-            None => {
-                let drifted = pass.tally.planned_in_full(view);
-                let quiet = settled::reports_nothing(view, held.contains(&*view.name));
-                *entry = member(p, &mut pass, (view, pulling), target)
-                    .filter(|_| quiet)
-                    .and_then(|o| settled::entry(view, o, drifted));
-            }
+            None => *entry = planned(p, pass, (view, pulling), target),
         }
     }
-    kept.replayed(replayed);
-    p.states.unfollow();
-    pass.tally
+    replayed
+}
+
+/// A member without a kept entry, planned in full: its entry when it is settled now.
+fn planned<'a>(
+    p: &mut Planner<'a>,
+    pass: &mut Pass<'a, '_>,
+    (view, pulling): (&'a NodeView, bool),
+    target: &Target,
+) -> Option<settled::Entry> {
+    let drifted = pass.tally.planned_in_full(view);
+    let quiet = settled::reports_nothing(view, pass.held.contains(&*view.name));
+    member(p, pass, (view, pulling), target)
+        .filter(|_| quiet)
+        .and_then(|o| settled::entry(view, o, drifted))
 }
 
 /// A settled member's part of the plan, as [`member`] found it when it was kept.

@@ -103,6 +103,20 @@ pub struct States {
     /// While the member pass records the members in their order: `names` is the order's,
     /// of which exactly the first ones are recorded ([`States::follow`]).
     following: bool,
+    /// How many members are in each state ([`NodeState::index`]).
+    counts: Counts,
+}
+
+/// How many of some states are each state, by [`NodeState::index`].
+pub type Counts = [usize; NodeState::COUNT];
+
+/// How many of `states` are each state.
+pub fn counts_of(states: &[NodeState]) -> Counts {
+    let mut counts = Counts::default();
+    for s in states {
+        counts[s.index()] += 1;
+    }
+    counts
 }
 
 /// The same states are equal, whatever order is followed.
@@ -115,6 +129,28 @@ impl PartialEq for States {
 impl Eq for States {}
 
 impl States {
+    /// `states[i]` recorded for `names[i]`, the names in strict name order (the names
+    /// without a state left out); `counts` are the states' ([`counts_of`]).
+    pub fn of(names: Names, mut states: Vec<NodeState>, mut counts: Counts) -> Self {
+        if states.len() > names.len() {
+            states.truncate(names.len());
+            counts = counts_of(&states);
+        }
+        let mut of = States {
+            names,
+            states,
+            following: true,
+            counts,
+        };
+        of.unfollow();
+        of
+    }
+
+    /// How many members are in `state`.
+    pub fn count(&self, state: NodeState) -> usize {
+        self.counts[state.index()]
+    }
+
     /// Records in the order of `names` (in strict name order), while nothing is recorded
     /// yet: a record of the name that comes next in it is appended without comparing
     /// names. Any other record stops following.
@@ -150,6 +186,7 @@ impl States {
                 .is_some_and(|next| Arc::ptr_eq(next, name))
             {
                 self.states.push(state);
+                self.counts[state.index()] += 1;
                 return;
             }
             self.unfollow();
@@ -165,6 +202,8 @@ impl States {
             None => 0,
             Some(_) => match self.find(name) {
                 Ok(i) => {
+                    self.counts[self.states[i].index()] -= 1;
+                    self.counts[state.index()] += 1;
                     self.states[i] = state;
                     return;
                 }
@@ -173,6 +212,7 @@ impl States {
         };
         Arc::make_mut(&mut self.names).insert(at, Arc::clone(name));
         self.states.insert(at, state);
+        self.counts[state.index()] += 1;
     }
 
     /// Room for `more` records without growing.

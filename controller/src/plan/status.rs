@@ -50,8 +50,22 @@ impl StateCounts {
             degraded: 0,
             held: 0,
         };
+        if !held_apart {
+            // Counted as the states were recorded.
+            for (count, state) in [
+                (&mut c.updated, NodeState::UpToDate),
+                (&mut c.updating, NodeState::Rebooting),
+                (&mut c.staged, NodeState::Staged),
+                (&mut c.staging, NodeState::Staging),
+                (&mut c.pending, NodeState::Pending),
+                (&mut c.degraded, NodeState::Degraded),
+            ] {
+                *count = p.states.count(state);
+            }
+            return c;
+        }
         for (name, state) in p.states.iter() {
-            if held_apart && f.gates.holding_back(name).next().is_some() {
+            if f.gates.holding_back(name).next().is_some() {
                 c.held += 1;
                 continue;
             }

@@ -67,11 +67,7 @@ struct Now {
 
 impl Now {
     fn of(facts: &Facts<'_>, count: usize, alerts: bool) -> Self {
-        let done = facts
-            .states
-            .values()
-            .filter(|s| **s == NodeState::UpToDate)
-            .count();
+        let done = facts.states.count(NodeState::UpToDate);
         let degraded = facts.on_target_degraded.len();
         Now {
             count,

@@ -11,7 +11,10 @@ use super::super::actions::NodeState;
 use super::{Facts, Judgement, Verdict, named};
 
 pub(super) fn check(facts: &Facts<'_>, _: &mut Judgement) -> Option<Verdict> {
-    if !facts.snap.pool.spec.disruption.respect_cordon {
+    // A member on the target is never held back by a cordon: when every member is,
+    // none is looked at.
+    let done = facts.states.count(NodeState::UpToDate) == facts.members.len();
+    if !facts.snap.pool.spec.disruption.respect_cordon || done {
         return None;
     }
     let nodes: BTreeSet<String> = facts

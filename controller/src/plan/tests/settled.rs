@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use bootc_crds::node::DrainBlocked;
+use bootc_crds::pool::CanarySpec;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use proptest::prelude::*;
 
@@ -105,6 +106,9 @@ enum Change {
     Budget(i32),
     /// The pool's `maxStaging`.
     Staging(Option<i32>),
+    /// The pool's canary: so many nodes first (whose count of nodes on the target and
+    /// Degraded the canary reads), or none.
+    Canary(Option<i32>),
     /// The pull Secret's hash.
     Hash(Option<&'static str>),
     /// Member `i`'s agent reports it booted `c`'s per-arch image, pinned at a manifest
@@ -137,6 +141,7 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         1 => prop::sample::select(vec!['b', 'c']).prop_map(Change::Target),
         1 => (1..4i32).prop_map(Change::Budget),
         1 => prop::option::of(1..3i32).prop_map(Change::Staging),
+        1 => prop::option::of(1..3i32).prop_map(Change::Canary),
         1 => prop::option::of(prop::sample::select(vec!["h1", "h2"])).prop_map(Change::Hash),
         1 => any::<bool>().prop_map(Change::Selector),
         1 => (0..size).prop_map(Change::ListBoot),
@@ -166,6 +171,7 @@ fn touched(change: &Change, size: usize) -> Option<usize> {
         | Change::Target(_)
         | Change::Budget(_)
         | Change::Staging(_)
+        | Change::Canary(_)
         | Change::Hash(_)
         | Change::Selector(_)
         | Change::HeldUp(_) => None,
@@ -226,6 +232,12 @@ fn apply(snap: &mut Snapshot, change: &Change) {
         Change::Target(c) => snap.pool.spec.image.r#ref = pin(c),
         Change::Budget(n) => snap.pool.spec.rollout.max_unavailable = IntOrString::Int(n),
         Change::Staging(n) => snap.pool.spec.rollout.max_staging = n.map(IntOrString::Int),
+        Change::Canary(n) => {
+            snap.pool.spec.rollout.canary = n.map(|n| CanarySpec {
+                nodes: IntOrString::Int(n),
+                soak_seconds: 60,
+            });
+        }
         Change::Hash(h) => snap.pull_secret.hash = h.map(str::to_owned),
         Change::ListBoot(i) => {
             if let Some(bootc) = snap.nodes[i % size].bootc.as_mut() {

@@ -1,0 +1,125 @@
+//! The member pass over the open places alone (the members without a kept entry): what
+//! the kept entries add up to ([`Sums`]) is taken whole, and what they list is merged
+//! in by place, so that the pass gives what a pass over every member gives.
+
+use super::super::Planner;
+use super::super::settled::{Entry, Sums};
+use super::super::states::{Names, States};
+use super::super::target::Target;
+use super::super::world::NodeView;
+use super::{Pass, planned, pulls};
+
+/// Whether a pass may take `sums` whole: the `names` followed are the `members'`, and
+/// every open member has its Node (the pass records a state for each member with its
+/// Node, over the one kept at its place; one without is given none).
+pub(super) fn takes(names: &Names, sums: &Sums, members: &[&NodeView]) -> bool {
+    names.len() == members.len()
+        && sums.states.len() == members.len()
+        && sums.open.iter().all(|i| members[i].node.is_some())
+}
+
+/// Where an open member's part of each list the pass makes begins.
+struct Mark {
+    place: usize,
+    degraded: usize,
+    on_target: usize,
+    candidates: usize,
+}
+
+/// The pass: the open members planned in full, in their order, the kept entries' part
+/// taken from `sums`; `sums` then counts the entries kept now. Returns how many
+/// entries were used.
+pub(super) fn pass<'a>(
+    p: &mut Planner<'a>,
+    pass: &mut Pass<'a, '_>,
+    (members, taken, sums): (&[&'a NodeView], &mut [Option<Entry>], &mut Sums),
+    names: Names,
+    target: &Target,
+) -> usize {
+    let open: Vec<usize> = sums.open.iter().collect();
+    let pulling: Vec<bool> = open.iter().map(|&i| pulls(members[i], target)).collect();
+    pass.places.staging = sums.staging + pulling.iter().filter(|p| **p).count();
+    pass.tally.drifted += sums.drifted;
+    pass.tally.unavailable += sums.unavailable;
+    p.states = States::of(names, sums.states.clone(), sums.counts);
+    let degraded_from = p.degraded.len();
+    let mut marks = Vec::with_capacity(open.len());
+    for (&i, pulling) in open.iter().zip(pulling) {
+        marks.push(Mark {
+            place: i,
+            degraded: p.degraded.len() - degraded_from,
+            on_target: pass.tally.on_target_degraded.len(),
+            candidates: pass.tally.candidates.len(),
+        });
+        // Its state is recorded over the one kept at its place.
+        taken[i] = planned(p, pass, (members[i], pulling), target);
+    }
+    merge(p, pass, (members, &*taken, &*sums), &marks, degraded_from);
+    for &i in &open {
+        if let Some(entry) = &taken[i] {
+            sums.add(i, entry);
+        }
+    }
+    members.len() - open.len()
+}
+
+/// The kept entries' candidates, members on the target reporting Degraded, and
+/// degraded members, merged by place with what the open members added.
+fn merge<'a>(
+    p: &mut Planner<'a>,
+    pass: &mut Pass<'a, '_>,
+    (members, taken, sums): (&[&'a NodeView], &[Option<Entry>], &Sums),
+    marks: &[Mark],
+    degraded_from: usize,
+) {
+    let fresh = std::mem::take(&mut pass.tally.candidates);
+    let conflicted = pass.conflicted;
+    let kept = sums
+        .candidates
+        .iter()
+        .map(|i| (i, members[i]))
+        .filter(|(_, v)| !conflicted.contains(&*v.name));
+    pass.tally.candidates = merged(fresh, marks, |m| m.candidates, kept);
+    let fresh = std::mem::take(&mut pass.tally.on_target_degraded);
+    let kept = sums
+        .on_target_degraded
+        .iter()
+        .map(|i| (i, String::from(&*members[i].name)));
+    pass.tally.on_target_degraded = merged(fresh, marks, |m| m.on_target, kept);
+    let fresh = p.degraded.split_off(degraded_from);
+    let mut kept = Vec::new();
+    for i in sums.degraded.iter() {
+        let why = taken[i]
+            .as_ref()
+            .and_then(|e| e.outcome().degraded.as_deref());
+        if let Some((reason, message)) = why {
+            kept.push((i, p.degraded_line(&members[i].name, reason, message)));
+        }
+    }
+    let lines = merged(fresh, marks, |m| m.degraded, kept.into_iter());
+    p.degraded.extend(lines);
+}
+
+/// What the open places added (`fresh`, in their order; `start` tells where each one's
+/// part begins) and the `kept` items (by place, ascending), merged by place.
+fn merged<T>(
+    fresh: Vec<T>,
+    marks: &[Mark],
+    start: fn(&Mark) -> usize,
+    kept: impl Iterator<Item = (usize, T)>,
+) -> Vec<T> {
+    let total = fresh.len();
+    let mut out = Vec::with_capacity(total);
+    let mut kept = kept.peekable();
+    let mut fresh = fresh.into_iter();
+    for (k, mark) in marks.iter().enumerate() {
+        while let Some((_, item)) = kept.next_if(|(i, _)| *i < mark.place) {
+            out.push(item);
+        }
+        let end = marks.get(k + 1).map_or(total, start);
+        out.extend(fresh.by_ref().take(end - start(mark)));
+    }
+    out.extend(kept.map(|(_, item)| item));
+    out.extend(fresh);
+    out
+}
