@@ -16,7 +16,8 @@
 //! - `staging`: the member pass over `member`s: `maxStaging`, node states, slot
 //!   candidates, and slot holders through `holder` (cordon, drain, return, release) with
 //!   [`agent`] (what an agent and a kubelet report) and `boot_health`; it returns its
-//!   tally. What it found for [`settled`] members is kept between plans;
+//!   tally. What it found for [`settled`] members is kept between plans, with what it
+//!   adds up to: then only the members without a kept outcome are visited;
 //! - [`gates`]: every gate's verdict on what the pass found, in order of precedence;
 //! - `holder::approve` and [`slots`]: the approvals and the new slots the verdicts allow;
 //! - [`stall`]: stall detection;

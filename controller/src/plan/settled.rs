@@ -24,6 +24,10 @@
 //! ([`Observed`]), kept with its BootcNode and Node, so that a node whose objects
 //! changed has its old report taken back and its new one added.
 //!
+//! What the kept outcomes add up to is kept with them ([`Sums`]): a pass that may take
+//! it whole visits only the members without an outcome, and merges what they add with
+//! the kept ones by place.
+//!
 //! A settled member also leaves the passes after the member pass nothing to do: its
 //! BootcNode's `status.held` and `status.drainBlocked` need no write (an outcome is kept
 //! only then), and whether its agent reports `Drifted` is kept with the outcome. Those
