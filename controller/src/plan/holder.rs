@@ -21,6 +21,7 @@ use super::agent::{AgentReport, KUBELET_RECHECK, kubelet_reported_since_reboot};
 use super::boot_health::{self, BootHealth};
 use super::gates::Judgement;
 use super::member::{Drained, Member, Tally, release};
+use super::membership::Members;
 use super::world::{BootcView, DrainView, NodeInfo, NodeView};
 use super::{Planner, parse_stamp, stamp};
 
@@ -493,7 +494,7 @@ fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'
 /// only the `unsettled` members are read.
 pub(super) fn report_drains(
     p: &mut Planner<'_>,
-    members: &[&NodeView],
+    members: &Members<'_>,
     unsettled: &[&NodeView],
 ) -> Vec<String> {
     let mut listed = Vec::new();
@@ -507,11 +508,21 @@ pub(super) fn report_drains(
             _ => None,
         })
         .collect();
-    let members = if held_up.is_empty() {
-        unsettled
+    if held_up.is_empty() {
+        drains_of(p, unsettled.iter().copied(), &held_up, &mut listed);
     } else {
-        members
-    };
+        drains_of(p, members.iter(), &held_up, &mut listed);
+    }
+    listed
+}
+
+/// [`report_drains`] for `members`, listing theirs held up in `listed`.
+fn drains_of<'v>(
+    p: &mut Planner<'_>,
+    members: impl Iterator<Item = &'v NodeView>,
+    held_up: &BTreeMap<&str, &String>,
+    listed: &mut Vec<String>,
+) {
     for view in members {
         let Some(bootc) = &view.bootc else { continue };
         let why = match held_up.get(&*view.name) {
@@ -541,5 +552,4 @@ pub(super) fn report_drains(
             p.node_event(&name, true, events::DRAIN_BLOCKED, message);
         }
     }
-    listed
 }

@@ -35,6 +35,9 @@ pub(super) struct Tally<'a> {
     /// The members planned in full, not from a settled outcome, in member order: the
     /// only ones whose reports (`status.held`, `status.drainBlocked`) may need a write.
     pub unsettled: Vec<&'a NodeView>,
+    /// The members are in strict name order (the order of their names kept between
+    /// plans says so), and so are the candidates.
+    pub in_name_order: bool,
 }
 
 impl<'a> Tally<'a> {

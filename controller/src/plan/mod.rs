@@ -351,7 +351,6 @@ impl<'a> Planner<'a> {
             }
             return tally;
         };
-        let members = (&members[..], &membership.positions);
         staging::pass(self, members, target, held, &membership.conflicted)
     }
 
@@ -379,7 +378,8 @@ impl<'a> Planner<'a> {
         holder::approve(self, tally.drained, gates);
         if let Some(target) = target {
             let taken = tally.holders + tally.unavailable;
-            slots::grant(self, (&tally.candidates, taken), gates, pool_size, target);
+            let candidates = (&tally.candidates[..], tally.in_name_order);
+            slots::grant(self, (candidates, taken), gates, pool_size, target);
         }
         tally.unhealthy
     }

@@ -55,6 +55,7 @@ use bootc_crds::pool::BootcNodePoolSpec;
 use k8s_openapi::api::core::v1::Node;
 
 use super::actions::NodeState;
+use super::membership::Members as MemberViews;
 use super::states::{Names, Order};
 use super::target::Target;
 use super::world::NodeView;
@@ -227,7 +228,7 @@ impl Kept {
     /// or the hash changed since they were kept, and those of names no longer members.
     pub fn for_members(
         &mut self,
-        members: &[&NodeView],
+        members: &MemberViews<'_>,
         (target, spec, hash): (&Target, &BootcNodePoolSpec, Option<&str>),
     ) -> (&mut [Option<Entry>], Option<&mut Sums>) {
         let same = self
@@ -249,7 +250,7 @@ impl Kept {
             // of members whose views changed may be of other objects.
             Some(changed) if same && self.entries.len() == members.len() => {
                 for &i in changed {
-                    if let Some(e) = self.entries[i].take_if(|e| !e.of(members[i]))
+                    if let Some(e) = self.entries[i].take_if(|e| !e.of(members.get(i)))
                         && let Some(sums) = self.sums.as_mut()
                     {
                         sums.take(i, &e);
@@ -282,14 +283,14 @@ impl Kept {
 
     /// The order of `members`' names, when they are in strict name order (compared only
     /// next to the names that changed since the last plan; see [`Order::update`]).
-    pub fn order(&mut self, members: &[&NodeView]) -> Option<Names> {
+    pub fn order(&mut self, members: &MemberViews<'_>) -> Option<Names> {
         let since = self.members.since(self.order_at);
         self.order_at = self.members.at;
         let order = &mut self.order;
         let sorted = match since {
             // The members of the plan before, whose names were in order then.
             Some(changed) if order.len() == members.len() => {
-                order.update_at(changed.iter().map(|&i| (i, &members[i].name)))
+                order.update_at(changed.iter().map(|&i| (i, &members.get(i).name)))
             }
             _ => order.update(members.iter().map(|v| &v.name)),
         };

@@ -20,32 +20,133 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// turn (the first node of every zone, then the second of every zone, …), so that
 /// consecutive grants spread across zones; nodes without a zone form one more zone. Only
 /// the first `limit` of that order are returned.
-pub fn grant_order<'a>(candidates: &[&'a NodeView], limit: usize) -> Vec<&'a NodeView> {
+pub fn grant_order<'a, I>(candidates: I, limit: usize) -> Vec<&'a NodeView>
+where
+    I: IntoIterator<Item = &'a NodeView>,
+    I::IntoIter: Clone,
+{
+    order_of(candidates.into_iter(), limit, false)
+}
+
+/// [`grant_order`], told whether the candidates are known to be `in_name_order`.
+fn order_of<'a>(
+    candidates: impl Iterator<Item = &'a NodeView> + Clone,
+    limit: usize,
+    in_name_order: bool,
+) -> Vec<&'a NodeView> {
     if limit == 0 {
         return Vec::new();
     }
-    let zone = |v: &'a NodeView| -> &'a str {
-        v.node
-            .as_ref()
-            .and_then(|n| n.zone.as_deref())
-            .unwrap_or_default()
+    // The candidates come in name order (the members'): then a zone's nodes past its
+    // first `limit` are never in the order (each node of its zone before it comes
+    // first), and are not kept. Unless the member pass knows they are in order, each
+    // name is compared with the one before it; should one not come after it, the zones
+    // are gathered again from every candidate and sorted.
+    let known = in_name_order.then(|| zones_of(candidates.clone(), limit));
+    let zones = match known.or_else(|| zones_in_name_order(candidates.clone(), limit)) {
+        Some(zones) => zones,
+        None => {
+            let mut zones = zones_of(candidates, usize::MAX);
+            for (_, nodes) in &mut zones {
+                nodes.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+            zones
+        }
     };
-    let mut by_zone: BTreeMap<&'a str, Vec<&'a NodeView>> = BTreeMap::new();
+    in_turn(zones, limit)
+}
+
+/// The zone a candidate is in (`""` without one).
+fn zone(v: &NodeView) -> &str {
+    v.node
+        .as_ref()
+        .and_then(|n| n.zone.as_deref())
+        .unwrap_or_default()
+}
+
+/// Each zone's candidates in the order they come, at most `cap` each; the zones by name.
+/// The zones are few: each candidate's is looked for among those found so far, the last
+/// one found first, and a tree is built only for many.
+fn zones_of<'a>(
+    candidates: impl Iterator<Item = &'a NodeView>,
+    cap: usize,
+) -> Vec<(&'a str, Vec<&'a NodeView>)> {
+    zones_while(candidates, cap, |_| true).unwrap_or_default()
+}
+
+/// [`zones_of`] with each zone's first `limit` kept, when the candidates come in strict
+/// name order; `None` when they do not.
+fn zones_in_name_order<'a>(
+    candidates: impl Iterator<Item = &'a NodeView>,
+    limit: usize,
+) -> Option<Vec<(&'a str, Vec<&'a NodeView>)>> {
+    let mut last: Option<&'a str> = None;
+    zones_while(candidates, limit, |v| {
+        let after = last.is_none_or(|l| l < &*v.name);
+        last = Some(&v.name);
+        after
+    })
+}
+
+/// The zones of the candidates, at most `cap` each, as long as `go_on` says so of each
+/// candidate (`None` once it does not).
+fn zones_while<'a>(
+    candidates: impl Iterator<Item = &'a NodeView>,
+    cap: usize,
+    mut go_on: impl FnMut(&'a NodeView) -> bool,
+) -> Option<Vec<(&'a str, Vec<&'a NodeView>)>> {
+    const FEW: usize = 16;
+    let mut zones: Vec<(&'a str, Vec<&'a NodeView>)> = Vec::new();
+    let mut many: BTreeMap<&'a str, usize> = BTreeMap::new();
+    let mut last = 0;
     for v in candidates {
-        by_zone.entry(zone(v)).or_default().push(v);
+        if !go_on(v) {
+            return None;
+        }
+        let z = zone(v);
+        let found = if zones.get(last).is_some_and(|(n, _)| same_zone(n, z)) {
+            Some(last)
+        } else if zones.len() <= FEW {
+            zones.iter().position(|(n, _)| same_zone(n, z))
+        } else {
+            many.get(z).copied()
+        };
+        let at = found.unwrap_or_else(|| {
+            zones.push((z, Vec::new()));
+            if zones.len() > FEW && many.is_empty() {
+                many.extend(zones.iter().enumerate().map(|(i, (n, _))| (*n, i)));
+            } else if zones.len() > FEW {
+                many.insert(z, zones.len() - 1);
+            }
+            zones.len() - 1
+        });
+        last = at;
+        let nodes = &mut zones[at].1;
+        if nodes.len() < cap {
+            nodes.push(v);
+        }
     }
-    // Each zone by name (the candidates come in name order, which the stable sort finds
-    // in one pass), then the zones in turn. No two nodes share a zone and a rank, so
-    // taking the zones round by round is the order of (rank, zone) without sorting every
-    // candidate by it.
-    let mut zones: Vec<std::vec::IntoIter<&'a NodeView>> = by_zone
-        .into_values()
-        .map(|mut nodes| {
-            nodes.sort_by(|a, b| a.name.cmp(&b.name));
-            nodes.into_iter()
-        })
+    zones.sort_by(|a, b| a.0.cmp(b.0));
+    Some(zones)
+}
+
+/// Whether `a` and `b` name the same zone. Most zones compared are not the candidate's,
+/// and zone names of a cluster differ at their ends (`zone-a`, `zone-b`): the last bytes
+/// are compared before the whole names.
+fn same_zone(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.as_bytes().last() == b.as_bytes().last() && a == b
+}
+
+/// The zones' nodes (each zone's in order, the zones by name) taken in turn, the first
+/// `limit`. No two nodes share a zone and a rank, so taking the zones round by round is
+/// the order of (rank, zone) without sorting every candidate by it.
+fn in_turn<'a>(zones: Vec<(&'a str, Vec<&'a NodeView>)>, limit: usize) -> Vec<&'a NodeView> {
+    let total: usize = zones.iter().map(|(_, nodes)| nodes.len()).sum();
+    let mut zones: Vec<std::vec::IntoIter<&'a NodeView>> = zones
+        .into_iter()
+        .map(|(_, nodes)| nodes.into_iter())
         .collect();
-    let mut order = Vec::with_capacity(limit.min(candidates.len()));
+    let mut order = Vec::with_capacity(limit.min(total));
     while !zones.is_empty() && order.len() < limit {
         zones.retain_mut(|nodes| {
             if order.len() == limit {
@@ -69,7 +170,7 @@ pub fn grant_order<'a>(candidates: &[&'a NodeView], limit: usize) -> Vec<&'a Nod
 /// in use (holders and NotReady members).
 pub(super) fn grant(
     p: &mut Planner<'_>,
-    (candidates, taken): (&[&NodeView], usize),
+    ((candidates, in_name_order), taken): ((&[&NodeView], bool), usize),
     gates: &Judgement,
     pool_size: usize,
     target: &Target,
@@ -86,12 +187,11 @@ pub(super) fn grant(
         // Every slot taken (most plans of a rollout): no candidate to order.
         return;
     }
-    let open: Vec<&NodeView> = candidates
+    let open = candidates
         .iter()
-        .filter(|v| !gates.holds_back(&v.name))
         .copied()
-        .collect();
-    let order = grant_order(&open, free);
+        .filter(|v| !gates.holds_back(&v.name));
+    let order = order_of(open, free, in_name_order);
     // At most three actions per grant: room for them at once, not by doubling a vector
     // of large actions again and again (each time a copy of all of them).
     p.actions.reserve(3 * order.len());
@@ -159,18 +259,25 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::{ZONE_LABEL, grant_order};
+    use super::{ZONE_LABEL, grant_order, order_of};
     use crate::plan::world::{NodeInfo, NodeView};
 
     proptest! {
         /// The grant order is the nodes by their rank within their zone (by name), then
-        /// by zone, for any candidates in any order, zoned or not, cut at any limit.
+        /// by zone, for any candidates in any order (in name order, or not from some
+        /// place on), zoned or not, in few zones or many, cut at any limit.
         #[test]
         fn the_grant_order_is_rank_in_zone_then_zone(
-            nodes in proptest::collection::btree_map(0u16..500, proptest::option::of(0u8..4), 0..60),
+            few in any::<bool>(),
+            nodes in proptest::collection::btree_map(0u16..500, proptest::option::of(0u8..30), 0..60),
             shuffle in any::<u64>(),
             limit in 0usize..80,
         ) {
+            // Few zones, or up to 31.
+            let nodes: BTreeMap<u16, Option<u8>> = nodes
+                .into_iter()
+                .map(|(n, zone)| (n, zone.map(|z| if few { z % 4 } else { z })))
+                .collect();
             let views: Vec<NodeView> = nodes
                 .iter()
                 .map(|(n, zone)| {
@@ -208,10 +315,16 @@ mod tests {
                 })
                 .collect();
             expected.sort();
-            let got: Vec<&str> = grant_order(&refs, limit).iter().map(|v| &*v.name).collect();
+            let got: Vec<&str> = grant_order(refs.iter().copied(), limit).iter().map(|v| &*v.name).collect();
             let expected: Vec<&str> =
                 expected.iter().take(limit).map(|(_, _, n)| n.as_str()).collect();
-            prop_assert_eq!(got, expected);
+            prop_assert_eq!(&got, &expected);
+            // Told they are in name order, as the member pass tells it of its members.
+            let mut sorted = refs.clone();
+            sorted.sort_by(|a, b| a.name.cmp(&b.name));
+            let told = order_of(sorted.into_iter(), limit, true);
+            let told: Vec<&str> = told.iter().map(|v| &*v.name).collect();
+            prop_assert_eq!(told, expected);
         }
     }
 }

@@ -20,6 +20,7 @@ use super::admin_hold;
 use super::agent::AgentReport;
 use super::holder::{self, Holder};
 use super::member::{Member, Tally, wanted_spec, wanted_spec_of};
+use super::membership::Members;
 use super::settled;
 use super::target::Target;
 use super::world::NodeView;
@@ -49,7 +50,7 @@ const RETARGET_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 /// recorded; returns what the gates and the grant need.
 pub(super) fn pass<'a>(
     p: &mut Planner<'a>,
-    (members, positions): (&[&'a NodeView], &Arc<Vec<usize>>),
+    members: &Members<'a>,
     target: &Target,
     held: &BTreeSet<String>,
     conflicted: &BTreeSet<String>,
@@ -59,7 +60,7 @@ pub(super) fn pass<'a>(
     let staging_limit = p.read(super::limits::staging(rollout, members.len()));
     let budget = p.read(super::limits::budget(rollout, members.len()));
     let mut kept = snap.settled.lock();
-    kept.members(positions);
+    kept.members(members.places());
     // The states are recorded in the members' order: by address, when it is known.
     let names = kept.order(members);
     let against = (target, &snap.pool.spec, snap.pull_secret.hash.as_deref());
@@ -77,6 +78,7 @@ pub(super) fn pass<'a>(
     };
     // What the kept entries add up to is taken whole when it is known, and the names
     // are the members' in order: only the members without an entry are visited.
+    pass.tally.in_name_order = names.is_some();
     let (replayed, summed) = match (names, sums) {
         (Some(names), Some(sums)) if open::takes(&names, sums, members) => {
             let replayed = open::pass(p, &mut pass, (members, taken, sums), names, target);
@@ -110,7 +112,7 @@ fn pulls(view: &NodeView, target: &Target) -> bool {
 fn every<'a>(
     p: &mut Planner<'a>,
     pass: &mut Pass<'a, '_>,
-    members: &[&'a NodeView],
+    members: &Members<'a>,
     taken: &mut [Option<settled::Entry>],
     target: &Target,
 ) -> usize {

@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::actions::{NodeState, events};
+use super::membership::Members;
 use super::target::{Target, TargetDecision, TargetProblem};
-use super::world::{NodeView, Progress};
+use super::world::Progress;
 use super::{Findings, Planner, list, stall};
 use crate::history::{self, TargetImage};
 
@@ -188,7 +189,7 @@ pub(super) fn status(
 /// their agents report for that digest; `None` when none reports any.
 fn staging_percent(
     p: &Planner<'_>,
-    members: &[&NodeView],
+    members: &Members<'_>,
     decision: &TargetDecision,
 ) -> Option<i32> {
     let target = decision.target.as_ref().ok()?.digest.to_string();

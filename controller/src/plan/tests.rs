@@ -1240,7 +1240,7 @@ fn grants_spread_across_zones() {
         zoned("c1", "z3"),
     ];
     let refs: Vec<&NodeView> = views.iter().collect();
-    let order: Vec<&str> = grant_order(&refs, usize::MAX)
+    let order: Vec<&str> = grant_order(refs.iter().copied(), usize::MAX)
         .iter()
         .map(|v| &*v.name)
         .collect();

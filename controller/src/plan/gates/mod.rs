@@ -21,6 +21,7 @@ use bootc_crds::pool::{
 
 use super::actions::NodeState;
 use super::failure::RollingBack;
+use super::membership::Members;
 use super::target::Target;
 use super::world::{NodeView, Snapshot};
 
@@ -60,7 +61,7 @@ pub(super) struct Facts<'a> {
     pub snap: &'a Snapshot,
     /// `None` while there is no target to roll out.
     pub target: Option<&'a Target>,
-    pub members: &'a [&'a NodeView],
+    pub members: &'a Members<'a>,
     pub states: &'a super::states::States,
     /// The members an admin holds.
     pub held: &'a BTreeSet<String>,

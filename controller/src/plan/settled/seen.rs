@@ -9,7 +9,7 @@ use bootc_crds::node::BootcNode;
 use k8s_openapi::api::core::v1::Node;
 
 use super::super::actions::NodeState;
-use super::super::states::{Names, States};
+use super::super::states::{Names, States, same_states};
 use super::super::world::{NodeView, ViewChanges};
 use super::Kept;
 
@@ -208,7 +208,7 @@ impl Kept {
         // shared), so the very list holds the same names.
         let very = Arc::ptr_eq(&r.names, list) && r.names.len() == names.len();
         let same_names = very || r.names.as_slice() == names;
-        let same = same_names && r.states.as_slice() == values;
+        let same = same_names && same_states(&r.states, values);
         if !very {
             // Held, to be compared by address next time.
             r.names = if list.len() == names.len() {

@@ -3,19 +3,19 @@
 //! in by place, so that the pass gives what a pass over every member gives.
 
 use super::super::Planner;
+use super::super::membership::Members;
 use super::super::settled::{Entry, Sums};
 use super::super::states::{Names, States};
 use super::super::target::Target;
-use super::super::world::NodeView;
 use super::{Pass, planned, pulls};
 
 /// Whether a pass may take `sums` whole: the `names` followed are the `members'`, and
 /// every open member has its Node (the pass records a state for each member with its
 /// Node, over the one kept at its place; one without is given none).
-pub(super) fn takes(names: &Names, sums: &Sums, members: &[&NodeView]) -> bool {
+pub(super) fn takes(names: &Names, sums: &Sums, members: &Members<'_>) -> bool {
     names.len() == members.len()
         && sums.states.len() == members.len()
-        && sums.open.iter().all(|i| members[i].node.is_some())
+        && sums.open.iter().all(|i| members.get(i).node.is_some())
 }
 
 /// Where an open member's part of each list the pass makes begins.
@@ -32,12 +32,15 @@ struct Mark {
 pub(super) fn pass<'a>(
     p: &mut Planner<'a>,
     pass: &mut Pass<'a, '_>,
-    (members, taken, sums): (&[&'a NodeView], &mut [Option<Entry>], &mut Sums),
+    (members, taken, sums): (&Members<'a>, &mut [Option<Entry>], &mut Sums),
     names: Names,
     target: &Target,
 ) -> usize {
     let open: Vec<usize> = sums.open.iter().collect();
-    let pulling: Vec<bool> = open.iter().map(|&i| pulls(members[i], target)).collect();
+    let pulling: Vec<bool> = open
+        .iter()
+        .map(|&i| pulls(members.get(i), target))
+        .collect();
     pass.places.staging = sums.staging + pulling.iter().filter(|p| **p).count();
     pass.tally.drifted += sums.drifted;
     pass.tally.unavailable += sums.unavailable;
@@ -52,8 +55,10 @@ pub(super) fn pass<'a>(
             candidates: pass.tally.candidates.len(),
         });
         // Its state is recorded over the one kept at its place.
-        taken[i] = planned(p, pass, (members[i], pulling), target);
+        p.states.expect(Some(i));
+        taken[i] = planned(p, pass, (members.get(i), pulling), target);
     }
+    p.states.expect(None);
     merge(p, pass, (members, &*taken, &*sums), &marks, degraded_from);
     for &i in &open {
         if let Some(entry) = &taken[i] {
@@ -68,7 +73,7 @@ pub(super) fn pass<'a>(
 fn merge<'a>(
     p: &mut Planner<'a>,
     pass: &mut Pass<'a, '_>,
-    (members, taken, sums): (&[&'a NodeView], &[Option<Entry>], &Sums),
+    (members, taken, sums): (&Members<'a>, &[Option<Entry>], &Sums),
     marks: &[Mark],
     degraded_from: usize,
 ) {
@@ -77,14 +82,14 @@ fn merge<'a>(
     let kept = sums
         .candidates
         .iter()
-        .map(|i| (i, members[i]))
+        .map(|i| (i, members.get(i)))
         .filter(|(_, v)| !conflicted.contains(&*v.name));
     pass.tally.candidates = merged(fresh, marks, |m| m.candidates, kept);
     let fresh = std::mem::take(&mut pass.tally.on_target_degraded);
     let kept = sums
         .on_target_degraded
         .iter()
-        .map(|i| (i, String::from(&*members[i].name)));
+        .map(|i| (i, String::from(&*members.get(i).name)));
     pass.tally.on_target_degraded = merged(fresh, marks, |m| m.on_target, kept);
     let fresh = p.degraded.split_off(degraded_from);
     let mut kept = Vec::new();
@@ -93,7 +98,7 @@ fn merge<'a>(
             .as_ref()
             .and_then(|e| e.outcome().degraded.as_deref());
         if let Some((reason, message)) = why {
-            kept.push((i, p.degraded_line(&members[i].name, reason, message)));
+            kept.push((i, p.degraded_line(&members.get(i).name, reason, message)));
         }
     }
     let lines = merged(fresh, marks, |m| m.degraded, kept.into_iter());
