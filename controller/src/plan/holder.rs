@@ -23,7 +23,7 @@ use super::gates::Judgement;
 use super::member::{Drained, Member, Tally, release};
 use super::membership::Members;
 use super::world::{BootcView, DrainView, NodeInfo, NodeView};
-use super::{Planner, parse_stamp, stamp};
+use super::{Planner, stamp};
 
 /// A slot holder: the member, the spec it should have, and annotation changes so far.
 pub(super) struct Holder<'n, 'a> {
@@ -200,10 +200,7 @@ struct Deadline {
 
 impl Deadline {
     fn of(p: &mut Planner<'_>, bootc: &BootcView) -> Self {
-        let approved_at = bootc
-            .annotations()
-            .get(APPROVED_AT_ANNOTATION)
-            .and_then(|s| parse_stamp(s));
+        let approved_at = bootc.stamps().approved_at;
         let timeout = p.read(super::limits::reboot_timeout(&p.snap.pool.spec.rollout));
         let now = p.snap.now;
         let overdue =
@@ -432,13 +429,7 @@ enum Back {
 /// since then (by the kubelet's clock, never later than now). A node clock can make the
 /// wait longer, never shorter.
 fn back_since(holder: &mut Holder<'_, '_>, now: DateTime<Utc>) -> DateTime<Utc> {
-    let seen = holder
-        .node
-        .bootc
-        .annotations()
-        .get(BACK_AT_ANNOTATION)
-        .and_then(|s| parse_stamp(s))
-        .map(|t| t + chrono::Duration::seconds(1));
+    let seen = (holder.node.bootc.stamps().back_at).map(|t| t + chrono::Duration::seconds(1));
     let seen = seen.unwrap_or_else(|| {
         holder
             .annotations

@@ -703,6 +703,31 @@ fn a_reboot_past_its_timeout_is_unhealthy() {
     );
 }
 
+/// A view's time stamps are read once; when its object changes they are read again: an
+/// approval moved to a minute ago is no longer past its timeout.
+#[test]
+fn an_approval_changed_in_its_view_is_read_again() {
+    let mut spec = pool_spec(IntOrString::Int(3));
+    spec.rollout.halt_after_unhealthy = 1;
+    let late = node("n1")
+        .rebooting()
+        .slot()
+        .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T10:00:00Z")
+        .cordoned();
+    let mut snap = snapshot(spec, &[late, node("n2").staged()]);
+    let timed_out = |plan: &Plan| {
+        condition_of(plan, "Degraded")
+            .message
+            .contains("RebootTimeout")
+    };
+    assert!(timed_out(&super::plan(&snap)));
+    assert_eq!(&*snap.nodes[0].name, "n1");
+    bootc_mut(&mut snap.nodes[0].bootc)
+        .annotations_mut()
+        .insert(APPROVED_AT_ANNOTATION.into(), "2026-11-22T11:59:00Z".into());
+    assert!(!timed_out(&super::plan(&snap)));
+}
+
 #[test]
 fn a_drain_timeout_frees_the_slot_and_marks_the_node() {
     let mut snap = snapshot(

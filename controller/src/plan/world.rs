@@ -3,16 +3,18 @@
 //! progress, and the time. The reconcile shell gathers these; nothing here decides.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bootc_crds::node::{BootcNode, BootcNodeSpec, BootcNodeStatus};
 use bootc_crds::pool::{BootcNodePoolSpec, BootcNodePoolStatus};
-use bootc_crds::{Digest, ImageRef};
+use bootc_crds::{APPROVED_AT_ANNOTATION, BACK_AT_ANNOTATION, Digest, ImageRef};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
+
+use super::parse_stamp;
 
 /// The image a pool rolls out, pinned.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -109,18 +111,54 @@ impl NodeInfo {
 
 /// What the plan needs of a BootcNode: the cached object itself, shared rather than
 /// copied (a plan of a 10,000-node pool would otherwise copy every member's spec, status
-/// and annotations), and the pool it belongs to.
-#[derive(Debug, Clone, PartialEq)]
+/// and annotations), and the pool it belongs to. The controller's time stamps are read
+/// from its annotations once per view, when a plan first asks: the shell keeps a view
+/// while its object stays the same, and a holder's plan asked for them every time.
+#[derive(Debug, Clone)]
 pub struct BootcView {
     /// The pool named in its controller owner reference.
     pub owner: Option<String>,
     object: Arc<BootcNode>,
+    /// [`APPROVED_AT_ANNOTATION`] and [`BACK_AT_ANNOTATION`], as read.
+    stamps: OnceLock<Stamps>,
+}
+
+/// A BootcNode's time stamps, as read from its annotations (`None` when missing or not
+/// a time).
+#[derive(Debug, Clone, Copy)]
+pub struct Stamps {
+    /// When its reboot was approved.
+    pub approved_at: Option<DateTime<Utc>>,
+    /// When the controller first saw it back on the target.
+    pub back_at: Option<DateTime<Utc>>,
+}
+
+/// Two views of the same object are the same view, whatever they have read of it.
+impl PartialEq for BootcView {
+    fn eq(&self, other: &Self) -> bool {
+        self.owner == other.owner && self.object == other.object
+    }
 }
 
 impl BootcView {
     /// The view of `object`, which belongs to the pool `owner`.
     pub fn new(object: Arc<BootcNode>, owner: Option<String>) -> Self {
-        BootcView { owner, object }
+        BootcView {
+            owner,
+            object,
+            stamps: OnceLock::new(),
+        }
+    }
+
+    /// Its time stamps, read once.
+    pub fn stamps(&self) -> Stamps {
+        *self.stamps.get_or_init(|| {
+            let read = |key: &str| self.annotations().get(key).and_then(|s| parse_stamp(s));
+            Stamps {
+                approved_at: read(APPROVED_AT_ANNOTATION),
+                back_at: read(BACK_AT_ANNOTATION),
+            }
+        })
     }
 
     /// `metadata.generation`.
@@ -225,8 +263,10 @@ impl BootcView {
         BootcView::new(Arc::new(object), owner.map(str::to_owned))
     }
 
-    /// The object, to change (a copy of its own if it is shared).
+    /// The object, to change (a copy of its own if it is shared); its stamps are read
+    /// again.
     pub(crate) fn object_mut(&mut self) -> &mut BootcNode {
+        self.stamps = OnceLock::new();
         Arc::make_mut(&mut self.object)
     }
 }
