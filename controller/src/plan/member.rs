@@ -35,6 +35,12 @@ pub(super) struct Tally<'a> {
     /// The members planned in full, not from a settled outcome, in member order: the
     /// only ones whose reports (`status.held`, `status.drainBlocked`) may need a write.
     pub unsettled: Vec<&'a NodeView>,
+    /// Members that use a slot of the budget, in member order: those holding one (their
+    /// BootcNode says so) and those whose Node is NotReady.
+    pub slot_users: Vec<&'a NodeView>,
+    /// Members whose Node is unschedulable while their BootcNode (not being deleted)
+    /// holds no slot, in member order: cordoned by someone else.
+    pub cordoned: Vec<&'a NodeView>,
     /// The members are in strict name order (the order of their names kept between
     /// plans says so), and so are the candidates.
     pub in_name_order: bool,
@@ -47,8 +53,33 @@ impl<'a> Tally<'a> {
         let drifted = drifted(view);
         self.drifted += usize::from(drifted);
         self.unsettled.push(view);
+        self.listed(view);
         drifted
     }
+
+    /// `view` listed among the slot users and the cordoned, as it is one.
+    pub fn listed(&mut self, view: &'a NodeView) {
+        if uses_slot(view) {
+            self.slot_users.push(view);
+        }
+        if cordoned(view) {
+            self.cordoned.push(view);
+        }
+    }
+}
+
+/// Whether the member uses a slot of the budget: its BootcNode holds one, or its Node is
+/// NotReady.
+pub(super) fn uses_slot(view: &NodeView) -> bool {
+    view.bootc.as_ref().is_some_and(BootcView::holds_slot)
+        || view.node.as_ref().is_some_and(|n| !n.ready)
+}
+
+/// Whether the member's Node is unschedulable while its BootcNode (not being deleted)
+/// holds no slot: the controller did not cordon it.
+pub(super) fn cordoned(view: &NodeView) -> bool {
+    view.node.as_ref().is_some_and(|n| n.unschedulable)
+        && (view.bootc.as_ref()).is_some_and(|b| !b.deleting() && !b.holds_slot())
 }
 
 /// Whether the member's agent reports `Drifted=True`.

@@ -298,6 +298,8 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
         holders: tally.holders,
         taken: tally.holders + tally.unavailable,
         candidates: &tally.candidates,
+        slot_users: &tally.slot_users,
+        cordoned: &tally.cordoned,
         unhealthy: &tally.unhealthy,
         on_target_degraded: &tally.on_target_degraded,
         rolling_back: rolling_back.as_ref(),

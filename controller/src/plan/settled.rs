@@ -183,6 +183,8 @@ pub(super) struct Entry {
     node: Arc<Node>,
     bootc: Arc<BootcNode>,
     ready: bool,
+    /// Its Node is unschedulable (it holds no slot: cordoned by someone else).
+    unschedulable: bool,
     outcome: Outcome,
     /// Its agent reports `Drifted=True`, for the status's count.
     drifted: bool,
@@ -325,6 +327,7 @@ pub(super) fn entry(view: &NodeView, outcome: Outcome, drifted: bool) -> Option<
         node: Arc::clone(&info.node),
         bootc: Arc::clone(bootc.object()),
         ready: info.ready,
+        unschedulable: info.unschedulable,
         outcome,
         drifted,
     })

@@ -167,6 +167,7 @@ fn replay<'a>(
     if !view.node.as_ref().is_some_and(|info| info.ready) {
         pass.tally.unavailable += 1;
     }
+    pass.tally.listed(view);
     if let Some(degraded) = &outcome.degraded {
         p.degrade(name, &degraded.0, &degraded.1);
     }

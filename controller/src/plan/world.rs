@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use bootc_crds::node::{BootcNode, BootcNodeSpec, BootcNodeStatus};
 use bootc_crds::pool::{BootcNodePoolSpec, BootcNodePoolStatus};
-use bootc_crds::{APPROVED_AT_ANNOTATION, BACK_AT_ANNOTATION, Digest, ImageRef};
+use bootc_crds::{
+    APPROVED_AT_ANNOTATION, BACK_AT_ANNOTATION, Digest, ImageRef, REBOOT_SLOT_ANNOTATION,
+};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -189,6 +191,11 @@ impl BootcView {
     /// `metadata.deletionTimestamp` is set.
     pub fn deleting(&self) -> bool {
         self.object.metadata.deletion_timestamp.is_some()
+    }
+
+    /// It holds a reboot slot ([`REBOOT_SLOT_ANNOTATION`]).
+    pub fn holds_slot(&self) -> bool {
+        self.annotations().contains_key(REBOOT_SLOT_ANNOTATION)
     }
 
     /// The object, as the cache shares it.

@@ -5,10 +5,8 @@
 use bootc_crds::pool::{GatePhase, GateReason};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
-
 use super::super::Listing;
-use super::super::world::NodeView;
+use super::super::world::BootcView;
 use super::{Facts, Judgement, Verdict};
 
 pub(super) fn check(facts: &Facts<'_>, j: &mut Judgement) -> Option<Verdict> {
@@ -24,17 +22,13 @@ pub(super) fn check(facts: &Facts<'_>, j: &mut Judgement) -> Option<Verdict> {
         IntOrString::Int(n) => n.to_string(),
         IntOrString::String(s) => s.clone(),
     };
-    let holds = |v: &NodeView| {
-        v.bootc
-            .as_ref()
-            .is_some_and(|b| b.annotations().contains_key(REBOOT_SLOT_ANNOTATION))
-    };
-    // One pass, nothing copied: a full budget is most plans of a rollout.
+    // The members the pass found using a slot, nothing copied: a full budget is most
+    // plans of a rollout.
     let (mut holding, mut not_ready) = (Listing::default(), Listing::default());
-    for v in facts.members {
-        if holds(v) {
+    for v in facts.slot_users {
+        if v.bootc.as_ref().is_some_and(BootcView::holds_slot) {
             holding.push(&v.name);
-        } else if v.node.as_ref().is_some_and(|n| !n.ready) {
+        } else {
             not_ready.push(&v.name);
         }
     }

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
 use bootc_crds::pool::GateReason;
 
 use super::super::actions::NodeState;
@@ -17,15 +16,10 @@ pub(super) fn check(facts: &Facts<'_>, _: &mut Judgement) -> Option<Verdict> {
     if !facts.snap.pool.spec.disruption.respect_cordon || done {
         return None;
     }
+    // The members the pass found cordoned, without a slot, by someone else.
     let nodes: BTreeSet<String> = facts
-        .members
+        .cordoned
         .iter()
-        .filter(|v| v.node.as_ref().is_some_and(|n| n.unschedulable))
-        .filter(|v| {
-            v.bootc.as_ref().is_some_and(|b| {
-                !b.deleting() && !b.annotations().contains_key(REBOOT_SLOT_ANNOTATION)
-            })
-        })
         .filter(|v| facts.states.get(&v.name) != Some(&NodeState::UpToDate))
         .map(|v| String::from(&*v.name))
         .collect();

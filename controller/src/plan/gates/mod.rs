@@ -71,6 +71,10 @@ pub(super) struct Facts<'a> {
     pub taken: usize,
     /// Staged, Ready members without a slot, as the member pass found them.
     pub candidates: &'a [&'a NodeView],
+    /// Members using a slot (holding one, or NotReady), in member order.
+    pub slot_users: &'a [&'a NodeView],
+    /// Members cordoned by someone else, in member order.
+    pub cordoned: &'a [&'a NodeView],
     /// Slot holders that are unhealthy, with why.
     pub unhealthy: &'a [String],
     /// Members that booted the target and report Degraded.

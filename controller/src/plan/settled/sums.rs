@@ -29,6 +29,11 @@ pub(in super::super) struct Sums {
     pub on_target_degraded: PlaceSet,
     /// Members degraded, with a reason and a message.
     pub degraded: PlaceSet,
+    /// Members whose Node is NotReady (a settled member holds no slot: these are the
+    /// ones that use a slot of the budget).
+    pub not_ready: PlaceSet,
+    /// Members whose Node is unschedulable (cordoned by someone else).
+    pub cordoned: PlaceSet,
 }
 
 /// PlaceSet among a pool's members, as one bit each: a place is added, taken out and
@@ -85,6 +90,8 @@ impl Sums {
             candidates: places(),
             on_target_degraded: places(),
             degraded: places(),
+            not_ready: places(),
+            cordoned: places(),
         };
         for (i, entry) in entries.iter().enumerate() {
             match entry {
@@ -114,6 +121,12 @@ impl Sums {
         if o.degraded.is_some() {
             self.degraded.insert(i);
         }
+        if !entry.ready {
+            self.not_ready.insert(i);
+        }
+        if entry.unschedulable {
+            self.cordoned.insert(i);
+        }
     }
 
     /// `entry`, forgotten at place `i`, no longer counted.
@@ -127,6 +140,8 @@ impl Sums {
         self.candidates.remove(i);
         self.on_target_degraded.remove(i);
         self.degraded.remove(i);
+        self.not_ready.remove(i);
+        self.cordoned.remove(i);
     }
 }
 

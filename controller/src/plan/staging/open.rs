@@ -24,6 +24,8 @@ struct Mark {
     degraded: usize,
     on_target: usize,
     candidates: usize,
+    slot_users: usize,
+    cordoned: usize,
 }
 
 /// The pass: the open members planned in full, in their order, the kept entries' part
@@ -53,6 +55,8 @@ pub(super) fn pass<'a>(
             degraded: p.degraded.len() - degraded_from,
             on_target: pass.tally.on_target_degraded.len(),
             candidates: pass.tally.candidates.len(),
+            slot_users: pass.tally.slot_users.len(),
+            cordoned: pass.tally.cordoned.len(),
         });
         // Its state is recorded over the one kept at its place.
         p.states.expect(Some(i));
@@ -85,6 +89,12 @@ fn merge<'a>(
         .map(|i| (i, members.get(i)))
         .filter(|(_, v)| !conflicted.contains(&*v.name));
     pass.tally.candidates = merged(fresh, marks, |m| m.candidates, kept);
+    let fresh = std::mem::take(&mut pass.tally.slot_users);
+    let kept = sums.not_ready.iter().map(|i| (i, members.get(i)));
+    pass.tally.slot_users = merged(fresh, marks, |m| m.slot_users, kept);
+    let fresh = std::mem::take(&mut pass.tally.cordoned);
+    let kept = sums.cordoned.iter().map(|i| (i, members.get(i)));
+    pass.tally.cordoned = merged(fresh, marks, |m| m.cordoned, kept);
     let fresh = std::mem::take(&mut pass.tally.on_target_degraded);
     let kept = sums
         .on_target_degraded

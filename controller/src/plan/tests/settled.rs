@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use super::*;
 
 /// The member kinds the pools are made of: every path of the member pass.
-const KINDS: usize = 17;
+const KINDS: usize = 20;
 
 fn name(i: usize) -> &'static str {
     Box::leak(format!("n{i:02}").into_boxed_str())
@@ -62,6 +62,14 @@ fn member(i: usize, kind: usize) -> NodeView {
         15 => {
             let mut n = n.staged();
             n.held = true;
+            n
+        }
+        // Cordoned by someone else: waiting for a slot, and done.
+        16 => n.staged().cordoned(),
+        17 => n.updated().cordoned(),
+        18 => {
+            let mut n = n.staged().cordoned();
+            n.ready = false;
             n
         }
         _ => {
