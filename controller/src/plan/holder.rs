@@ -200,7 +200,7 @@ struct Deadline {
 
 impl Deadline {
     fn of(p: &mut Planner<'_>, bootc: &BootcView) -> Self {
-        let approved_at = bootc.stamps().approved_at;
+        let approved_at = bootc.approved_at();
         let timeout = p.read(super::limits::reboot_timeout(&p.snap.pool.spec.rollout));
         let now = p.snap.now;
         let overdue =
@@ -429,7 +429,11 @@ enum Back {
 /// since then (by the kubelet's clock, never later than now). A node clock can make the
 /// wait longer, never shorter.
 fn back_since(holder: &mut Holder<'_, '_>, now: DateTime<Utc>) -> DateTime<Utc> {
-    let seen = (holder.node.bootc.stamps().back_at).map(|t| t + chrono::Duration::seconds(1));
+    let seen = holder
+        .node
+        .bootc
+        .back_at()
+        .map(|t| t + chrono::Duration::seconds(1));
     let seen = seen.unwrap_or_else(|| {
         holder
             .annotations

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use bootc_crds::node::DesiredImageState;
 
-use bootc_crds::{MANAGED_LABEL, REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
+use bootc_crds::{MANAGED_LABEL, WAS_CORDONED_ANNOTATION};
 
 use super::Planner;
 use super::actions::Action;
@@ -385,7 +385,7 @@ pub(super) fn leave(p: &mut Planner<'_>, view: &NodeView, other_pools: &[&str]) 
         p.actions.push(Action::CancelDrain { node: node.clone() });
     }
     if let (Some(info), Some(bootc)) = (&view.node, &view.bootc) {
-        let held = bootc.annotations().contains_key(REBOOT_SLOT_ANNOTATION);
+        let held = bootc.holds_slot();
         let was = bootc.annotations().contains_key(WAS_CORDONED_ANNOTATION);
         if held && !was && info.unschedulable {
             p.actions.push(Action::Uncordon { node: node.clone() });

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
-use bootc_crds::{DRAIN_FAILED_ANNOTATION, MANAGED_LABEL, REBOOT_SLOT_ANNOTATION};
+use bootc_crds::{DRAIN_FAILED_ANNOTATION, MANAGED_LABEL};
 
 use super::Planner;
 use super::actions::{Action, NodeState};
@@ -280,7 +280,7 @@ fn member<'a>(
         held,
         pulling,
     };
-    if bootc.annotations().contains_key(REBOOT_SLOT_ANNOTATION) {
+    if bootc.holds_slot() {
         let spec = spec.into_owned();
         holds(
             p,

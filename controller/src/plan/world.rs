@@ -3,7 +3,7 @@
 //! progress, and the time. The reconcile shell gathers these; nothing here decides.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bootc_crds::node::{BootcNode, BootcNodeSpec, BootcNodeStatus};
@@ -113,26 +113,62 @@ impl NodeInfo {
 
 /// What the plan needs of a BootcNode: the cached object itself, shared rather than
 /// copied (a plan of a 10,000-node pool would otherwise copy every member's spec, status
-/// and annotations), and the pool it belongs to. The controller's time stamps are read
-/// from its annotations once per view, when a plan first asks: the shell keeps a view
-/// while its object stays the same, and a holder's plan asked for them every time.
+/// and annotations), and the pool it belongs to. What the controller's annotations say
+/// is read once, when the view is made: the shell makes a view when its object changes
+/// and keeps it while it stays the same, and every plan asked each member whether it
+/// holds a slot, and each holder when it was approved.
 #[derive(Debug, Clone)]
 pub struct BootcView {
     /// The pool named in its controller owner reference.
     pub owner: Option<String>,
     object: Arc<BootcNode>,
-    /// [`APPROVED_AT_ANNOTATION`] and [`BACK_AT_ANNOTATION`], as read.
-    stamps: OnceLock<Stamps>,
+    /// What its annotations say, as read when the view was made (`None` once a test
+    /// changed the object: read again at each ask).
+    marks: Option<Marks>,
 }
 
-/// A BootcNode's time stamps, as read from its annotations (`None` when missing or not
-/// a time).
+/// What a BootcNode's annotations say, as read. Kept small: every view holds one, and
+/// the shell moves thousands of views; the time stamps, which only slot holders carry,
+/// are boxed.
+#[derive(Debug, Clone)]
+struct Marks {
+    /// It holds a reboot slot ([`REBOOT_SLOT_ANNOTATION`]).
+    holds_slot: bool,
+    /// Its time stamps, when it has either.
+    stamps: Option<Box<Stamps>>,
+}
+
+/// A BootcNode's time stamps (`None` when missing or not a time).
 #[derive(Debug, Clone, Copy)]
-pub struct Stamps {
-    /// When its reboot was approved.
-    pub approved_at: Option<DateTime<Utc>>,
-    /// When the controller first saw it back on the target.
-    pub back_at: Option<DateTime<Utc>>,
+struct Stamps {
+    /// When its reboot was approved ([`APPROVED_AT_ANNOTATION`]).
+    approved_at: Option<DateTime<Utc>>,
+    /// When the controller first saw it back on the target ([`BACK_AT_ANNOTATION`]).
+    back_at: Option<DateTime<Utc>>,
+}
+
+impl Marks {
+    /// What `object`'s annotations say.
+    fn of(object: &BootcNode) -> Self {
+        let annotations = object.annotations();
+        let read = |key: &str| annotations.get(key).and_then(|s| parse_stamp(s));
+        let stamps = Stamps {
+            approved_at: read(APPROVED_AT_ANNOTATION),
+            back_at: read(BACK_AT_ANNOTATION),
+        };
+        Marks {
+            holds_slot: annotations.contains_key(REBOOT_SLOT_ANNOTATION),
+            stamps: (stamps.approved_at.is_some() || stamps.back_at.is_some())
+                .then(|| Box::new(stamps)),
+        }
+    }
+
+    fn stamps(&self) -> Stamps {
+        self.stamps.as_deref().copied().unwrap_or(Stamps {
+            approved_at: None,
+            back_at: None,
+        })
+    }
 }
 
 /// Two views of the same object are the same view, whatever they have read of it.
@@ -147,20 +183,28 @@ impl BootcView {
     pub fn new(object: Arc<BootcNode>, owner: Option<String>) -> Self {
         BootcView {
             owner,
+            marks: Some(Marks::of(&object)),
             object,
-            stamps: OnceLock::new(),
         }
     }
 
-    /// Its time stamps, read once.
-    pub fn stamps(&self) -> Stamps {
-        *self.stamps.get_or_init(|| {
-            let read = |key: &str| self.annotations().get(key).and_then(|s| parse_stamp(s));
-            Stamps {
-                approved_at: read(APPROVED_AT_ANNOTATION),
-                back_at: read(BACK_AT_ANNOTATION),
-            }
-        })
+    /// When its reboot was approved ([`APPROVED_AT_ANNOTATION`]; `None` when missing or
+    /// not a time).
+    pub fn approved_at(&self) -> Option<DateTime<Utc>> {
+        self.stamps().approved_at
+    }
+
+    /// When the controller first saw it back on the target ([`BACK_AT_ANNOTATION`];
+    /// `None` when missing or not a time).
+    pub fn back_at(&self) -> Option<DateTime<Utc>> {
+        self.stamps().back_at
+    }
+
+    fn stamps(&self) -> Stamps {
+        match &self.marks {
+            Some(marks) => marks.stamps(),
+            None => Marks::of(&self.object).stamps(),
+        }
     }
 
     /// `metadata.generation`.
@@ -195,7 +239,10 @@ impl BootcView {
 
     /// It holds a reboot slot ([`REBOOT_SLOT_ANNOTATION`]).
     pub fn holds_slot(&self) -> bool {
-        self.annotations().contains_key(REBOOT_SLOT_ANNOTATION)
+        match &self.marks {
+            Some(marks) => marks.holds_slot,
+            None => Marks::of(&self.object).holds_slot,
+        }
     }
 
     /// The object, as the cache shares it.
@@ -270,10 +317,10 @@ impl BootcView {
         BootcView::new(Arc::new(object), owner.map(str::to_owned))
     }
 
-    /// The object, to change (a copy of its own if it is shared); its stamps are read
-    /// again.
+    /// The object, to change (a copy of its own if it is shared); its annotations are
+    /// read again at each ask.
     pub(crate) fn object_mut(&mut self) -> &mut BootcNode {
-        self.stamps = OnceLock::new();
+        self.marks = None;
         Arc::make_mut(&mut self.object)
     }
 }
