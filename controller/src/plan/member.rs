@@ -12,6 +12,7 @@ use bootc_crds::{
 };
 
 use super::agent::AgentReport;
+use super::candidates::Candidates;
 use super::target::Target;
 use super::world::{BootcView, NodeInfo, NodeView};
 
@@ -23,7 +24,7 @@ pub(super) struct Tally<'a> {
     /// Members without a slot whose Node is NotReady (they use the budget too).
     pub unavailable: usize,
     /// Staged, Ready members without a slot that no other pool claims, in member order.
-    pub candidates: Vec<&'a NodeView>,
+    pub candidates: Candidates<'a>,
     /// Slot holders that are unhealthy, with why.
     pub unhealthy: Vec<String>,
     /// Members that booted the target and report Degraded.

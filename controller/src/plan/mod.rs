@@ -46,6 +46,7 @@ pub mod actions;
 mod admin_hold;
 pub mod agent;
 mod boot_health;
+mod candidates;
 mod cleanup;
 pub mod failure;
 pub mod gates;
@@ -380,7 +381,7 @@ impl<'a> Planner<'a> {
         holder::approve(self, tally.drained, gates);
         if let Some(target) = target {
             let taken = tally.holders + tally.unavailable;
-            let candidates = (&tally.candidates[..], tally.in_name_order);
+            let candidates = (&tally.candidates, tally.in_name_order);
             slots::grant(self, (candidates, taken), gates, pool_size, target);
         }
         tally.unhealthy

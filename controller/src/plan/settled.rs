@@ -65,7 +65,7 @@ mod sums;
 mod views;
 
 use seen::{Members, Recorded, Seen};
-pub(super) use sums::Sums;
+pub(super) use sums::{PlaceSet, Sums};
 pub(super) use views::LabelsRead;
 use views::{Booted, Labels};
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use bootc_crds::{REBOOT_SLOT_ANNOTATION, WAS_CORDONED_ANNOTATION};
 
 use super::actions::{Action, NodeState};
+use super::candidates::Candidates;
 use super::gates::Judgement;
 use super::member::wanted_spec;
 use super::target::Target;
@@ -170,7 +171,7 @@ fn in_turn<'a>(zones: Vec<(&'a str, Vec<&'a NodeView>)>, limit: usize) -> Vec<&'
 /// in use (holders and NotReady members).
 pub(super) fn grant(
     p: &mut Planner<'_>,
-    ((candidates, in_name_order), taken): ((&[&NodeView], bool), usize),
+    ((candidates, in_name_order), taken): ((&Candidates<'_>, bool), usize),
     gates: &Judgement,
     pool_size: usize,
     target: &Target,
@@ -187,10 +188,7 @@ pub(super) fn grant(
         // Every slot taken (most plans of a rollout): no candidate to order.
         return;
     }
-    let open = candidates
-        .iter()
-        .copied()
-        .filter(|v| !gates.holds_back(&v.name));
+    let open = candidates.iter().filter(|v| !gates.holds_back(&v.name));
     let order = order_of(open, free, in_name_order);
     // At most three actions per grant: room for them at once, not by doubling a vector
     // of large actions again and again (each time a copy of all of them).

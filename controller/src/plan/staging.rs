@@ -67,6 +67,7 @@ pub(super) fn pass<'a>(
     let (taken, sums) = kept.for_members(members, against);
     let mut pass = Pass {
         tally: Tally::default(),
+        at: 0,
         places: Places {
             staging: 0,
             limit: staging_limit,
@@ -128,7 +129,9 @@ fn every<'a>(
     pass.places.staging = pulling.iter().filter(|p| **p).count();
     // What is found settled now is kept in place, for the next plan.
     let mut replayed = 0;
-    for ((view, entry), pulling) in members.iter().zip(taken.iter_mut()).zip(pulling) {
+    let places = members.iter().zip(taken.iter_mut()).zip(pulling);
+    for (at, ((view, entry), pulling)) in places.enumerate() {
+        pass.at = at;
         match entry {
             Some(entry) => {
                 pass.tally.drifted += usize::from(entry.drifted());
@@ -172,7 +175,7 @@ fn replay<'a>(
         p.degrade(name, &degraded.0, &degraded.1);
     }
     if outcome.candidate && !pass.conflicted.contains(&**name) {
-        pass.tally.candidates.push(view);
+        pass.tally.candidates.push(pass.at, view);
     }
     if outcome.on_target_degraded {
         pass.tally.on_target_degraded.push(String::from(&**name));
@@ -183,6 +186,8 @@ fn replay<'a>(
 /// What the member pass keeps while it goes.
 struct Pass<'a, 'h> {
     tally: Tally<'a>,
+    /// The place among the members of the member being planned.
+    at: usize,
     places: Places,
     held: &'h BTreeSet<String>,
     conflicted: &'h BTreeSet<String>,
@@ -417,7 +422,7 @@ fn waiting<'a>(
         p.degrade(name, reason, message);
     }
     if candidate && !pass.conflicted.contains(name) {
-        pass.tally.candidates.push(view);
+        pass.tally.candidates.push(pass.at, view);
     }
     let on_target_degraded =
         state == NodeState::Degraded && !retargeted && agent.booted(&target.digest);

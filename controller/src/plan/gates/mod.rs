@@ -20,6 +20,7 @@ use bootc_crds::pool::{
 };
 
 use super::actions::NodeState;
+use super::candidates::Candidates;
 use super::failure::RollingBack;
 use super::membership::Members;
 use super::target::Target;
@@ -70,7 +71,7 @@ pub(super) struct Facts<'a> {
     /// Slots in use: the holders, and members without a slot that are NotReady.
     pub taken: usize,
     /// Staged, Ready members without a slot, as the member pass found them.
-    pub candidates: &'a [&'a NodeView],
+    pub candidates: &'a Candidates<'a>,
     /// Members using a slot (holding one, or NotReady), in member order.
     pub slot_users: &'a [&'a NodeView],
     /// Members cordoned by someone else, in member order.

@@ -38,7 +38,7 @@ pub(in super::super) struct Sums {
 
 /// PlaceSet among a pool's members, as one bit each: a place is added, taken out and
 /// found in a few instructions, and they are listed in ascending order.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(in super::super) struct PlaceSet {
     words: Vec<u64>,
 }
@@ -55,12 +55,12 @@ impl PlaceSet {
         self.words[i / 64] |= 1 << (i % 64);
     }
 
-    fn remove(&mut self, i: usize) {
+    pub fn remove(&mut self, i: usize) {
         self.words[i / 64] &= !(1 << (i % 64));
     }
 
     /// The places, ascending.
-    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = usize> + Clone + '_ {
         self.words.iter().enumerate().flat_map(|(w, &word)| {
             let mut bits = word;
             std::iter::from_fn(move || {

@@ -23,7 +23,6 @@ struct Mark {
     place: usize,
     degraded: usize,
     on_target: usize,
-    candidates: usize,
     slot_users: usize,
     cordoned: usize,
 }
@@ -54,12 +53,12 @@ pub(super) fn pass<'a>(
             place: i,
             degraded: p.degraded.len() - degraded_from,
             on_target: pass.tally.on_target_degraded.len(),
-            candidates: pass.tally.candidates.len(),
             slot_users: pass.tally.slot_users.len(),
             cordoned: pass.tally.cordoned.len(),
         });
         // Its state is recorded over the one kept at its place.
         p.states.expect(Some(i));
+        pass.at = i;
         taken[i] = planned(p, pass, (members.get(i), pulling), target);
     }
     p.states.expect(None);
@@ -81,14 +80,18 @@ fn merge<'a>(
     marks: &[Mark],
     degraded_from: usize,
 ) {
-    let fresh = std::mem::take(&mut pass.tally.candidates);
-    let conflicted = pass.conflicted;
-    let kept = sums
-        .candidates
-        .iter()
-        .map(|i| (i, members.get(i)))
-        .filter(|(_, v)| !conflicted.contains(&*v.name));
-    pass.tally.candidates = merged(fresh, marks, |m| m.candidates, kept);
+    // The kept candidates stay places, merged when they are read; those another pool
+    // claims now are taken out.
+    let mut kept = sums.candidates.clone();
+    if !pass.conflicted.is_empty() {
+        let claimed: Vec<usize> = (kept.iter())
+            .filter(|&i| pass.conflicted.contains(&*members.get(i).name))
+            .collect();
+        for i in claimed {
+            kept.remove(i);
+        }
+    }
+    pass.tally.candidates.keep(kept, members.clone());
     let fresh = std::mem::take(&mut pass.tally.slot_users);
     let kept = sums.not_ready.iter().map(|i| (i, members.get(i)));
     pass.tally.slot_users = merged(fresh, marks, |m| m.slot_users, kept);
