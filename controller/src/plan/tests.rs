@@ -683,8 +683,9 @@ fn unhealthy_holders_halt_the_rollout() {
     assert_eq!(condition_of(&plan2, "Degraded").reason, "NodeDegraded");
 }
 
-#[test]
-fn a_reboot_past_its_timeout_is_unhealthy() {
+/// n1 approved to reboot two hours ago and still down, n2 staged; one unhealthy node
+/// halts the pool.
+fn reboot_two_hours_ago() -> Snapshot {
     let mut spec = pool_spec(IntOrString::Int(3));
     spec.rollout.halt_after_unhealthy = 1;
     let late = node("n1")
@@ -692,7 +693,12 @@ fn a_reboot_past_its_timeout_is_unhealthy() {
         .slot()
         .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T10:00:00Z")
         .cordoned();
-    let plan = super::plan(&snapshot(spec, &[late, node("n2").staged()]));
+    snapshot(spec, &[late, node("n2").staged()])
+}
+
+#[test]
+fn a_reboot_past_its_timeout_is_unhealthy() {
+    let plan = super::plan(&reboot_two_hours_ago());
     assert!(granted(&plan).is_empty());
     assert!(
         condition_of(&plan, "Degraded")
@@ -707,14 +713,7 @@ fn a_reboot_past_its_timeout_is_unhealthy() {
 /// approval moved to a minute ago is no longer past its timeout.
 #[test]
 fn an_approval_changed_in_its_view_is_read_again() {
-    let mut spec = pool_spec(IntOrString::Int(3));
-    spec.rollout.halt_after_unhealthy = 1;
-    let late = node("n1")
-        .rebooting()
-        .slot()
-        .annotate(APPROVED_AT_ANNOTATION, "2026-11-22T10:00:00Z")
-        .cordoned();
-    let mut snap = snapshot(spec, &[late, node("n2").staged()]);
+    let mut snap = reboot_two_hours_ago();
     let timed_out = |plan: &Plan| {
         condition_of(plan, "Degraded")
             .message
