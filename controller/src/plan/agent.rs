@@ -141,7 +141,6 @@ pub(super) fn kubelet_reported_since_reboot(
     if boot_id.is_none() && info.heartbeat.is_none() {
         return true;
     }
-    let normal = |id: &str| id.replace('-', "").to_ascii_lowercase();
     let rebooted = from_time(&last.time);
     let heartbeat_since = info
         .heartbeat
@@ -154,7 +153,17 @@ pub(super) fn kubelet_reported_since_reboot(
         .heartbeat
         .zip(rebooted)
         .is_some_and(|(heartbeat, rebooted)| heartbeat < rebooted);
-    let new_boot =
-        boot_id.is_some_and(|id| normal(id) != normal(&last.boot_id)) && !heartbeat_before;
+    let new_boot = boot_id.is_some_and(|id| !same_boot_id(id, &last.boot_id)) && !heartbeat_before;
     new_boot || (heartbeat_since && (soft_possible || boot_id.is_none()))
+}
+
+/// Whether two boot IDs name the same boot: the kernel's and the agent's spellings may
+/// differ in dashes and case. Compared without copying either.
+pub(super) fn same_boot_id(a: &str, b: &str) -> bool {
+    fn normal(id: &str) -> impl Iterator<Item = u8> + '_ {
+        id.bytes()
+            .filter(|b| *b != b'-')
+            .map(|b| b.to_ascii_lowercase())
+    }
+    normal(a).eq(normal(b))
 }

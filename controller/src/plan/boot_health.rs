@@ -31,8 +31,8 @@ fn from_this_boot(health: &NodeHealth, agent: &AgentReport<'_>) -> bool {
     let Some(last) = agent.last_reboot() else {
         return true;
     };
-    let normal = |id: &str| id.replace('-', "").to_ascii_lowercase();
-    normal(&health.boot_id) != normal(&last.boot_id) || health.soft_reboots != last.soft_reboots
+    !super::agent::same_boot_id(&health.boot_id, &last.boot_id)
+        || health.soft_reboots != last.soft_reboots
 }
 
 /// The named units' health as the agent reports it.

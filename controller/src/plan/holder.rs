@@ -3,6 +3,7 @@
 //! release of the slot; a retarget revokes the approval; a drain that timed out frees the
 //! slot and marks the node.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -28,7 +29,8 @@ use super::{Planner, stamp};
 /// A slot holder: the member, the spec it should have, and annotation changes so far.
 pub(super) struct Holder<'n, 'a> {
     pub node: Member<'n, 'a>,
-    pub spec: BootcNodeSpec,
+    /// The spec it should have: its own, borrowed, until something in it changes.
+    pub spec: Cow<'a, BootcNodeSpec>,
     pub annotations: BTreeMap<String, Option<String>>,
 }
 
@@ -54,14 +56,44 @@ impl Holder<'_, '_> {
         p.actions.push(Action::Update {
             node: self.name(),
             resource_version: self.node.bootc.resource_version(),
-            spec: self.spec,
+            spec: self.spec.into_owned(),
             annotations: self.annotations,
         });
     }
 }
 
+/// A slot holder found unhealthy, and why: written out only when it is listed (a wave
+/// of unhealthy holders costs no text per plan beyond the few a message shows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Unhealthy<'a> {
+    node: &'a str,
+    why: Why<'a>,
+}
+
+/// Why a slot holder is unhealthy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Why<'a> {
+    /// NotReady outside its own reboot.
+    NotReady,
+    /// Its agent reports `Degraded=True` for the current spec: reason and message.
+    Degraded(&'a str, &'a str),
+    /// A reason of the plan's own, and what it found.
+    Found(&'static str, String),
+}
+
+impl std::fmt::Display for Unhealthy<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let node = self.node;
+        match &self.why {
+            Why::NotReady => write!(f, "node {node}: NotReady"),
+            Why::Degraded(reason, message) => write!(f, "node {node}: {reason}: {message}"),
+            Why::Found(reason, message) => write!(f, "node {node}: {reason}: {message}"),
+        }
+    }
+}
+
 /// Plans one slot holder.
-pub(super) fn plan(p: &mut Planner<'_>, tally: &mut Tally<'_>, holder: Holder<'_, '_>) {
+pub(super) fn plan<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, holder: Holder<'_, 'a>) {
     if holder.node.retargeted {
         retargeted(p, holder);
     } else if holder.node.bootc.spec().desired_image_state == DesiredImageState::Staged {
@@ -82,7 +114,7 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     let node = &holder.node;
     if may_be_rebooting(node.bootc, node.info, node.agent) {
         // A held node kept its spec: there may be nothing to write.
-        if &holder.spec != node.bootc.spec() || !holder.annotations.is_empty() {
+        if *holder.spec != *node.bootc.spec() || !holder.annotations.is_empty() {
             holder.update(p);
         }
         p.states.insert(&view.name, NodeState::Rebooting);
@@ -91,7 +123,7 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
     holder.uncordon(p);
     holder.annotations.extend(release());
     // Without a slot nothing is approved (a held node kept its old spec).
-    holder.spec.desired_image_state = DesiredImageState::Staged;
+    holder.spec.to_mut().desired_image_state = DesiredImageState::Staged;
     holder.update(p);
     p.states.insert(&view.name, NodeState::Pending);
 }
@@ -148,7 +180,7 @@ pub(super) fn finishing_reboot(p: &mut Planner<'_>, bootc: &BootcView, info: &No
 
 /// Granted, not yet approved: cordon, drain, then (once the gates have said) approve; on
 /// a drain timeout, free the slot and mark the node.
-fn granted(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_>) {
+fn granted<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'_, 'a>) {
     let name = holder.name();
     let view = holder.node.view;
     if !holder.node.info.unschedulable {
@@ -164,7 +196,7 @@ fn granted(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_
             node: name.clone(),
             resource_version: holder.node.bootc.resource_version(),
             image: holder.node.target.image.clone(),
-            spec: holder.spec,
+            spec: holder.spec.into_owned(),
             annotations: holder.annotations,
         }),
         Some(DrainView::TimedOut { message }) => {
@@ -299,7 +331,7 @@ pub(super) fn approve(p: &mut Planner<'_>, drained: Vec<Drained>, gates: &Judgem
 
 /// Approved: wait for the node to come back on the target, healthy, Ready and heard from
 /// by its kubelet since the reboot; after the soak the slot is released.
-fn approved(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '_>) {
+fn approved<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'_, 'a>) {
     let name = holder.name();
     let view = holder.node.view;
     let node = &holder.node;
@@ -311,23 +343,28 @@ fn approved(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '
     let kubelet_back =
         kubelet_reported_since_reboot(info, agent.last_reboot(), digest, soft_possible);
     if let Some((reason, message)) = degraded {
-        tally
-            .unhealthy
-            .push(format!("node {name}: {reason}: {message}"));
+        tally.unhealthy.push(Unhealthy {
+            node: &view.name,
+            why: Why::Degraded(reason, message),
+        });
         p.degrade(&name, reason, message);
     } else if deadline.overdue && !(info.ready && kubelet_back && agent.booted(digest)) {
         let problem = format!(
             "not back Ready on the target within {}s of its approval",
             p.snap.pool.spec.rollout.reboot_timeout_seconds
         );
-        tally
-            .unhealthy
-            .push(format!("node {name}: RebootTimeout: {problem}"));
         p.degrade(&name, "RebootTimeout", &problem);
+        tally.unhealthy.push(Unhealthy {
+            node: &view.name,
+            why: Why::Found("RebootTimeout", problem),
+        });
     } else if !info.ready && !in_own_reboot(agent, info, digest, kubelet_back) {
         match record_unseen_until(agent, info, digest, &deadline, now) {
             Some(until) => p.requeue_in((until - now).to_std().unwrap_or(Duration::ZERO)),
-            None => tally.unhealthy.push(format!("node {name}: NotReady")),
+            None => tally.unhealthy.push(Unhealthy {
+                node: &view.name,
+                why: Why::NotReady,
+            }),
         }
     }
     if let Some(t) = deadline.approved_at
@@ -369,7 +406,11 @@ fn approved(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'_, '
 /// reboot: judges its units and `postRebootDelaySeconds`, both counted from when it has
 /// been back ([`back_since`]). The first time the controller sees it back, the moment is
 /// stamped in [`BACK_AT_ANNOTATION`].
-fn back_on_target(p: &mut Planner<'_>, tally: &mut Tally<'_>, holder: &mut Holder<'_, '_>) -> Back {
+fn back_on_target<'a>(
+    p: &mut Planner<'_>,
+    tally: &mut Tally<'a>,
+    holder: &mut Holder<'_, 'a>,
+) -> Back {
     let name = holder.name();
     let now = p.snap.now;
     let back_for = (now - back_since(holder, now))
@@ -385,10 +426,11 @@ fn back_on_target(p: &mut Planner<'_>, tally: &mut Tally<'_>, holder: &mut Holde
             Back::Waiting
         }
         BootHealth::Failed(why) => {
-            tally
-                .unhealthy
-                .push(format!("node {name}: UnhealthyUnits: {why}"));
             p.degrade(&name, "UnhealthyUnits", &why);
+            tally.unhealthy.push(Unhealthy {
+                node: &holder.node.view.name,
+                why: Why::Found("UnhealthyUnits", why),
+            });
             Back::Sick
         }
         BootHealth::Waiting(why) => {
@@ -401,10 +443,11 @@ fn back_on_target(p: &mut Planner<'_>, tally: &mut Tally<'_>, holder: &mut Holde
                 "its units were not all active within {}s of its return: {why}",
                 limit.as_secs()
             );
-            tally
-                .unhealthy
-                .push(format!("node {name}: BootHealthTimeout: {problem}"));
             p.degrade(&name, "BootHealthTimeout", &problem);
+            tally.unhealthy.push(Unhealthy {
+                node: &holder.node.view.name,
+                why: Why::Found("BootHealthTimeout", problem),
+            });
             Back::Sick
         }
     }
@@ -464,7 +507,7 @@ fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'
         _ => "",
     };
     holder.uncordon(p);
-    holder.spec.desired_image_state = DesiredImageState::Staged;
+    holder.spec.to_mut().desired_image_state = DesiredImageState::Staged;
     holder.annotations.extend(release());
     holder.update(p);
     // Free for this plan's grants: they start only once this release is written (and

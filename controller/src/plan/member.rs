@@ -26,7 +26,7 @@ pub(super) struct Tally<'a> {
     /// Staged, Ready members without a slot that no other pool claims, in member order.
     pub candidates: Candidates<'a>,
     /// Slot holders that are unhealthy, with why.
-    pub unhealthy: Vec<String>,
+    pub unhealthy: Vec<super::holder::Unhealthy<'a>>,
     /// Members that booted the target and report Degraded.
     pub on_target_degraded: Vec<String>,
     /// Slot holders drained and ready to be approved, should the gates allow.

@@ -94,13 +94,25 @@ fn stamp(t: DateTime<Utc>) -> String {
 /// At most this many problems are listed in a condition message.
 const LISTED: usize = 5;
 
-/// Up to [`LISTED`] items joined, with how many more there are.
-fn list<'i>(items: impl IntoIterator<Item = &'i String>) -> String {
-    let mut listing = Listing::default();
+/// Up to [`LISTED`] items joined, with how many more there are. Only the items listed
+/// are written out: the rest are counted.
+fn list<'i, T: std::fmt::Display + 'i>(items: impl IntoIterator<Item = &'i T>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut count = 0;
     for item in items {
-        listing.push(item);
+        if count < LISTED {
+            if count > 0 {
+                out.push_str("; ");
+            }
+            let _ = write!(out, "{item}");
+        }
+        count += 1;
     }
-    listing.text()
+    if count > LISTED {
+        let _ = write!(out, "; and {} more", count - LISTED);
+    }
+    out
 }
 
 /// Items gathered one by one to be listed as [`list`] lists them: the first [`LISTED`]
@@ -161,7 +173,7 @@ struct Findings<'a> {
     /// Members whose agent reports `Drifted=True`.
     drifted: usize,
     /// Slot holders that are unhealthy, with why.
-    unhealthy: Vec<String>,
+    unhealthy: Vec<holder::Unhealthy<'a>>,
     gates: gates::Judgement,
     /// Drains held up, with the pod and what refuses it.
     blocked: Vec<String>,
@@ -371,13 +383,13 @@ impl<'a> Planner<'a> {
 
     /// What the gates allow: the drained holders' approvals, then the new slots (with a
     /// target). Returns the unhealthy holders, for the status.
-    fn act(
+    fn act<'t>(
         &mut self,
-        tally: member::Tally<'_>,
+        tally: member::Tally<'t>,
         gates: &gates::Judgement,
         pool_size: usize,
         target: Option<&Target>,
-    ) -> Vec<String> {
+    ) -> Vec<holder::Unhealthy<'t>> {
         holder::approve(self, tally.drained, gates);
         if let Some(target) = target {
             let taken = tally.holders + tally.unavailable;

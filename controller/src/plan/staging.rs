@@ -286,7 +286,6 @@ fn member<'a>(
         pulling,
     };
     if bootc.holds_slot() {
-        let spec = spec.into_owned();
         holds(
             p,
             pass,

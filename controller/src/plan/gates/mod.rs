@@ -77,7 +77,7 @@ pub(super) struct Facts<'a> {
     /// Members cordoned by someone else, in member order.
     pub cordoned: &'a [&'a NodeView],
     /// Slot holders that are unhealthy, with why.
-    pub unhealthy: &'a [String],
+    pub unhealthy: &'a [super::holder::Unhealthy<'a>],
     /// Members that booted the target and report Degraded.
     pub on_target_degraded: &'a [String],
     /// The target is marked failed: the pool rolls back.
