@@ -683,6 +683,30 @@ fn unhealthy_holders_halt_the_rollout() {
     assert_eq!(condition_of(&plan2, "Degraded").reason, "NodeDegraded");
 }
 
+/// Seven holders unhealthy: the halt's message names the first five, each with why, and
+/// counts the rest.
+#[test]
+fn a_halt_lists_five_unhealthy_holders_and_counts_the_rest() {
+    let mut spec = pool_spec(IntOrString::Int(10));
+    spec.rollout.halt_after_unhealthy = 3;
+    let down = |name| {
+        let mut n = node(name).rebooting().slot().cordoned();
+        n.ready = false;
+        n
+    };
+    let nodes: Vec<_> = ["n1", "n2", "n3", "n4", "n5", "n6", "n7"]
+        .into_iter()
+        .map(down)
+        .collect();
+    let plan = super::plan(&snapshot(spec, &nodes));
+    let d = condition_of(&plan, "Degraded");
+    assert_eq!(d.reason, "RolloutHalted");
+    let listed = "7 slot holders are unhealthy (haltAfterUnhealthy 3): node n1: NotReady; \
+                  node n2: NotReady; node n3: NotReady; node n4: NotReady; node n5: NotReady; \
+                  and 2 more;";
+    assert!(d.message.contains(listed), "{}", d.message);
+}
+
 /// n1 approved to reboot two hours ago and still down, n2 staged; one unhealthy node
 /// halts the pool.
 fn reboot_two_hours_ago() -> Snapshot {
@@ -698,12 +722,15 @@ fn reboot_two_hours_ago() -> Snapshot {
 
 #[test]
 fn a_reboot_past_its_timeout_is_unhealthy() {
-    let plan = super::plan(&reboot_two_hours_ago());
+    let snap = reboot_two_hours_ago();
+    let plan = super::plan(&snap);
     assert!(granted(&plan).is_empty());
+    let why = format!(
+        "node n1: RebootTimeout: not back Ready on the target within {}s of its approval",
+        snap.pool.spec.rollout.reboot_timeout_seconds
+    );
     assert!(
-        condition_of(&plan, "Degraded")
-            .message
-            .contains("RebootTimeout"),
+        condition_of(&plan, "Degraded").message.contains(&why),
         "{:?}",
         plan.status.conditions
     );
