@@ -57,7 +57,7 @@ pub mod lean;
 pub mod lookup;
 pub mod membership;
 pub mod observe;
-mod pacing;
+pub mod pacing;
 pub mod pool_index;
 pub mod pools;
 mod synced;

@@ -74,8 +74,10 @@ pub(super) async fn write_status(
     if let Some(wait) = ctx.pacing.wait(&name, old, status, Instant::now()) {
         return Ok(Some(wait));
     }
+    let Some(patch) = status_write(old, status) else {
+        return Ok(None);
+    };
     let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
-    let patch = json!({ "status": status_patch(old, status) });
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
@@ -88,6 +90,12 @@ pub(super) async fn write_status(
     Ok(None)
 }
 
+/// The body of the merge patch that writes `new` over the pool's `old` status (see
+/// [`status_patch`]); `None` when the pool has it already, and nothing is written.
+pub fn status_write(old: Option<&BootcNodePoolStatus>, new: &BootcNodePoolStatus) -> Option<Value> {
+    (old != Some(new)).then(|| json!({ "status": status_patch(old, new) }))
+}
+
 /// The merge patch that makes the stored status `new`: `new` itself, with `null` for
 /// every field `old` has and `new` does not, at every depth (a merge patch leaves a field
 /// it does not name as it was: a target version, an alert gate message or a canary from
@@ -95,26 +103,25 @@ pub(super) async fn write_status(
 pub(super) fn status_patch(old: Option<&BootcNodePoolStatus>, new: &BootcNodePoolStatus) -> Value {
     let new = serde_json::to_value(new).unwrap_or(Value::Null);
     match old.map(serde_json::to_value) {
-        Some(Ok(old)) => with_removals(&old, &new),
+        Some(Ok(old)) => with_removals(&old, new),
         _ => new,
     }
 }
 
-fn with_removals(old: &Value, new: &Value) -> Value {
-    match (old, new) {
-        (Value::Object(o), Value::Object(n)) => {
-            let mut out = n.clone();
-            for (key, was) in o {
-                let now = match n.get(key) {
-                    Some(now) => with_removals(was, now),
-                    None => Value::Null,
-                };
-                out.insert(key.clone(), now);
+/// `new` with `null` for every field of `old` it does not have, at every depth; what it
+/// has is kept in place, not copied.
+fn with_removals(old: &Value, mut new: Value) -> Value {
+    if let (Value::Object(o), Value::Object(n)) = (old, &mut new) {
+        for (key, was) in o {
+            match n.get_mut(key) {
+                Some(now) => *now = with_removals(was, now.take()),
+                None => {
+                    n.insert(key.clone(), Value::Null);
+                }
             }
-            Value::Object(out)
         }
-        _ => new.clone(),
     }
+    new
 }
 
 /// Whether `new` differs from `old` only in what moves with every node.
@@ -206,6 +213,22 @@ mod tests {
         assert_eq!(
             status_patch(Some(&new), &new),
             serde_json::to_value(&new).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_status_the_pool_has_is_not_written() {
+        let old = status();
+        assert_eq!(status_write(Some(&old), &old), None);
+        let mut new = status();
+        new.updated_count = 4;
+        assert_eq!(
+            status_write(Some(&old), &new),
+            Some(json!({ "status": serde_json::to_value(&new).unwrap() }))
+        );
+        assert_eq!(
+            status_write(None, &old),
+            Some(json!({ "status": serde_json::to_value(&old).unwrap() }))
         );
     }
 

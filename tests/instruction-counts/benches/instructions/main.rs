@@ -9,7 +9,9 @@
 //! - `plan`: one `plan()` of a snapshot already built, nothing kept from an earlier plan;
 //! - `reconcile`: what one reconcile computes between its reads and its writes: the
 //!   members picked from the caches (the reflector stores the controller fills), their
-//!   views, the snapshot, the plan and the status patch serialized. The API calls
+//!   views, the snapshot, the plan and the status patch built and serialized when the
+//!   status moved (`reconcile::pacing::status_write`, as the controller writes it;
+//!   nothing when the pool has that status already). The API calls
 //!   themselves are not counted. The pool's candidates and views are read from scratch,
 //!   as after a label or owner change (`reconcile::membership`, `reconcile::views`), and
 //!   nothing is kept of the settled members (`plan::settled`);
@@ -18,6 +20,9 @@
 //!   settled members kept from it stand, the changed member's read and planned again;
 //! - `one-label`: the same again after one member's Node got a label: a name that may
 //!   have joined or left the pool, read by name;
+//! - `status-write`: the status patch built and serialized when the status moved, as
+//!   during a rollout (the pool's status one node behind the plan's), at most once a
+//!   second per pool (`reconcile::pacing`);
 //! - `decode`: 1,000 objects decoded, as a real cluster sends them (`watched.rs`): a
 //!   kubelet's Nodes, the pools' BootcNodes and a Deployment's Pods, each in full
 //!   (`k8s-openapi`'s and the CRD's own decoding) and lean (`reconcile::lean`, what the
@@ -40,6 +45,7 @@ use bootc_crds::pool::BootcNodePool;
 use bootc_pool_controller::plan::{self, Plan, PoolView, Snapshot};
 use bootc_pool_controller::reconcile::lean::Lean;
 use bootc_pool_controller::reconcile::membership::Membership;
+use bootc_pool_controller::reconcile::pacing;
 use bootc_pool_controller::reconcile::views::{Among, Source, Views};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
@@ -51,7 +57,13 @@ use world::State;
 /// The variable that tells a process to run one case (`plan 1000 all-staged`).
 const CASE_VAR: &str = "BOOTC_POOL_INSTRUCTIONS_CASE";
 const SIZES: [usize; 2] = [1_000, 10_000];
-const KINDS: [&str; 4] = ["plan", "reconcile", "one-change", "one-label"];
+const KINDS: [&str; 5] = [
+    "plan",
+    "reconcile",
+    "one-change",
+    "one-label",
+    "status-write",
+];
 /// The objects the `decode` cases decode, and how.
 const DECODES: [&str; 6] = [
     "node-full",
@@ -239,8 +251,16 @@ fn run_case(case: &str) -> ExitCode {
             }
             black_box(measured_reconcile(black_box(&pool), black_box(&caches)));
         }
+        "status-write" => {
+            let new = plan::plan(&caches.snapshot(&pool)).status;
+            let mut old = new.clone();
+            old.updated_count -= 1;
+            // The setup's freed memory gathered first, as for `decode`.
+            drop(black_box(Vec::<u8>::with_capacity(64 * 1024)));
+            black_box(measured_status_write(black_box(&old), black_box(&new)));
+        }
         _ => {
-            eprintln!("error: unknown kind `{kind}` (plan, reconcile, one-change, one-label)");
+            eprintln!("error: unknown kind `{kind}` ({})", KINDS.join(", "));
             return ExitCode::from(2);
         }
     }
@@ -293,18 +313,31 @@ fn measured_plan(snap: &Snapshot) -> Plan {
 }
 
 #[inline(never)]
+fn measured_status_write(
+    old: &bootc_crds::pool::BootcNodePoolStatus,
+    new: &bootc_crds::pool::BootcNodePoolStatus,
+) -> Vec<u8> {
+    let body = pacing::status_write(Some(old), new).expect("the status moved");
+    serde_json::to_vec(&body).expect("a status serializes")
+}
+
+#[inline(never)]
 fn measured_reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
     reconcile(pool, caches)
 }
 
-/// Reads, plans, serializes the status, keeps the views read.
+/// Reads, plans, writes the status as the controller does when it moved, keeps the
+/// views read.
 fn reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
     let mut taken = caches.views.take(pool, &caches.membership, caches);
     let mut snap = caches.snapshot_of(pool, std::mem::take(&mut taken.nodes));
     snap.changes = taken.changes.take();
     let plan = plan::plan(&snap);
-    let patch = serde_json::to_vec(&serde_json::json!({ "status": plan.status }))
-        .expect("a status serializes");
+    // The controller writes the status only when it moved, and then as a merge patch
+    // that also removes what the new status no longer has.
+    let patch = pacing::status_write(pool.status.as_ref(), &plan.status)
+        .map(|body| serde_json::to_vec(&body).expect("a status serializes"))
+        .unwrap_or_default();
     taken.nodes = snap.nodes;
     caches.views.keep(&pool.name_any(), taken);
     patch
