@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::actions::{NodeState, events};
 use super::membership::Members;
-use super::target::{Target, TargetDecision, TargetProblem};
+use super::target::{TargetDecision, TargetProblem};
 use super::world::Progress;
 use super::{Findings, Planner, list, stall};
 use crate::history::{self, TargetImage};
@@ -155,7 +155,7 @@ pub(super) fn status(
     }
     status.alert_gate = f.gates.alert_gate.clone();
     status.gates = f.gates.to_status();
-    target_fields(&mut status, snap, decision);
+    target_fields(&mut status, decision);
     status.deploy_history = deploy_history(&status, p, decision);
     super::failure::clear_stale(&mut status.deploy_history, snap.pool.generation);
 
@@ -210,7 +210,7 @@ fn staging_percent(
 
 /// The target, its version and when its tag was resolved (cleared for a pinned ref;
 /// kept as they were when a tag has no answer yet).
-fn target_fields(status: &mut BootcNodePoolStatus, snap: &super::Snapshot, d: &TargetDecision) {
+fn target_fields(status: &mut BootcNodePoolStatus, d: &TargetDecision) {
     if let Ok(target) = &d.target {
         status.target_image = Some(target.image.clone());
         status.target_digest = Some(target.digest.to_string());
@@ -220,7 +220,7 @@ fn target_fields(status: &mut BootcNodePoolStatus, snap: &super::Snapshot, d: &T
     if let Some((last, next)) = d.resolve_times {
         status.last_resolved_time = bootc_crds::conditions::to_time(last);
         status.next_resolve_time = bootc_crds::conditions::to_time(next);
-    } else if Target::from_ref(&snap.pool.spec.image.r#ref).is_some() {
+    } else if d.pinned {
         status.last_resolved_time = None;
         status.next_resolve_time = None;
     }

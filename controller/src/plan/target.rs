@@ -34,6 +34,8 @@ pub struct TargetDecision {
     pub resolve_times: Option<(DateTime<Utc>, DateTime<Utc>)>,
     /// When to plan again for the next resolution.
     pub requeue_after: Option<Duration>,
+    /// `spec.image.ref` pins a digest: there is no tag to resolve.
+    pub pinned: bool,
 }
 
 /// How often a tag is resolved: `spec.image.resolveIntervalSeconds`, at least 30 s.
@@ -55,6 +57,7 @@ fn chrono_of(d: Duration) -> chrono::Duration {
 /// Decides the pool's target.
 pub fn decide(snap: &Snapshot) -> TargetDecision {
     let pool = &snap.pool;
+    let pinned = Target::from_ref(&pool.spec.image.r#ref);
     let mut out = TargetDecision {
         target: Err(TargetProblem::Resolution(format!(
             "image.ref {:?} is a tag that has not been resolved yet",
@@ -64,13 +67,14 @@ pub fn decide(snap: &Snapshot) -> TargetDecision {
         version: None,
         resolve_times: None,
         requeue_after: None,
+        pinned: pinned.is_some(),
     };
     if let Some(problems) = spec_problems(&pool.spec) {
         out.target = Err(TargetProblem::InvalidSpec(problems));
         out.problem = None;
         return out;
     }
-    if let Some(target) = Target::from_ref(&pool.spec.image.r#ref) {
+    if let Some(target) = pinned {
         // Pinned: nothing to resolve; the version is known once a tag gave this digest
         // (the status's, while the target stays; else the history's entry for it, as
         // after a rollback by digest), and never the version of another digest.

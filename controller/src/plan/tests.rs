@@ -1035,6 +1035,33 @@ fn the_pull_secret_hash_reaches_every_bootc_node_and_a_resolution_error_keeps_th
     assert!(d.message.contains("connection refused"));
 }
 
+/// A pool moved from a tag to a pinned digest has no tag to resolve: the times of the
+/// last and next resolution leave its status. A tag not asked yet keeps them as they were.
+#[test]
+fn a_pinned_ref_clears_the_resolve_times_and_a_tag_not_asked_yet_keeps_them() {
+    let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[node("n1").staged()]);
+    let resolved = BootcNodePoolStatus {
+        target_image: Some(pin('b')),
+        target_digest: Some(digest('b').to_string()),
+        last_resolved_time: to_time(now() - chrono::Duration::minutes(1)),
+        next_resolve_time: to_time(now() + chrono::Duration::minutes(4)),
+        ..BootcNodePoolStatus::default()
+    };
+    snap.pool.status = Some(resolved.clone());
+    let pinned = super::plan(&snap).status;
+    assert_eq!(
+        (pinned.last_resolved_time, pinned.next_resolve_time),
+        (None, None)
+    );
+    snap.pool.spec.image.r#ref = "quay.io/os/node:stable".into();
+    snap.lookup = Lookup::NotAsked;
+    let tag = super::plan(&snap).status;
+    assert_eq!(
+        (tag.last_resolved_time, tag.next_resolve_time),
+        (resolved.last_resolved_time, resolved.next_resolve_time)
+    );
+}
+
 #[test]
 fn a_pull_secret_the_controller_may_not_read_degrades_the_pool_below_graver_reasons() {
     let not_allowed = "the pull Secret apps/pull is in a namespace the controller may not read";
