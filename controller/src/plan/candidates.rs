@@ -16,6 +16,8 @@ pub(super) struct Candidates<'a> {
     listed: Vec<(usize, &'a NodeView)>,
     /// Those kept: their places among `members`.
     kept: Option<(PlaceSet, Members<'a>)>,
+    /// How many zones the candidates are in at most, when that is known.
+    zones: Option<usize>,
 }
 
 impl<'a> Candidates<'a> {
@@ -24,9 +26,21 @@ impl<'a> Candidates<'a> {
         self.listed.push((at, view));
     }
 
-    /// The kept candidates at `places` among `members`, to be merged by place.
-    pub fn keep(&mut self, places: PlaceSet, members: Members<'a>) {
+    /// The kept candidates at `places` among `members`, to be merged by place, and how
+    /// many zones all the candidates are in at most (`zones`, when it is known).
+    pub fn keep(&mut self, places: PlaceSet, members: Members<'a>, zones: Option<usize>) {
         self.kept = Some((places, members));
+        self.zones = zones;
+    }
+
+    /// How many zones the candidates are in at most, when that is known.
+    pub fn zones(&self) -> Option<usize> {
+        self.zones
+    }
+
+    /// Those planned in full, in member order.
+    pub fn listed(&self) -> impl Iterator<Item = &'a NodeView> + '_ {
+        self.listed.iter().map(|(_, v)| *v)
     }
 
     /// The candidates, in member order.

@@ -53,6 +53,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePoolSpec;
 use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
 
 use super::actions::NodeState;
 use super::membership::Members as MemberViews;
@@ -193,6 +194,14 @@ pub(super) struct Entry {
 impl Entry {
     fn name(&self) -> &str {
         self.bootc.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The zone of its Node (`""` without one), as the grant order reads it.
+    fn zone(&self) -> &str {
+        self.node
+            .labels()
+            .get(super::ZONE_LABEL)
+            .map_or("", String::as_str)
     }
 
     /// Whether `view` holds the very objects this was found for.

@@ -26,14 +26,15 @@ where
     I: IntoIterator<Item = &'a NodeView>,
     I::IntoIter: Clone,
 {
-    order_of(candidates.into_iter(), limit, false)
+    order_of(candidates.into_iter(), limit, (false, None))
 }
 
-/// [`grant_order`], told whether the candidates are known to be `in_name_order`.
+/// [`grant_order`], told whether the candidates are known to be `in_name_order`, and
+/// how many zones they are in at most, when that is known (`zones`).
 fn order_of<'a>(
     candidates: impl Iterator<Item = &'a NodeView> + Clone,
     limit: usize,
-    in_name_order: bool,
+    (in_name_order, zones): (bool, Option<usize>),
 ) -> Vec<&'a NodeView> {
     if limit == 0 {
         return Vec::new();
@@ -43,7 +44,12 @@ fn order_of<'a>(
     // first), and are not kept. Unless the member pass knows they are in order, each
     // name is compared with the one before it; should one not come after it, the zones
     // are gathered again from every candidate and sorted.
-    let known = in_name_order.then(|| zones_of(candidates.clone(), limit));
+    // Then, too, once as many zones as there may be are found, each with its first
+    // `limit` nodes, the rest of the candidates cannot change the order: none is read.
+    let known = in_name_order.then(|| {
+        let full = zones.map(|zones| (zones, limit));
+        zones_while(candidates.clone(), limit, full, |_| true).unwrap_or_default()
+    });
     let zones = match known.or_else(|| zones_in_name_order(candidates.clone(), limit)) {
         Some(zones) => zones,
         None => {
@@ -58,7 +64,7 @@ fn order_of<'a>(
 }
 
 /// The zone a candidate is in (`""` without one).
-fn zone(v: &NodeView) -> &str {
+pub(super) fn zone(v: &NodeView) -> &str {
     v.node
         .as_ref()
         .and_then(|n| n.zone.as_deref())
@@ -72,7 +78,7 @@ fn zones_of<'a>(
     candidates: impl Iterator<Item = &'a NodeView>,
     cap: usize,
 ) -> Vec<(&'a str, Vec<&'a NodeView>)> {
-    zones_while(candidates, cap, |_| true).unwrap_or_default()
+    zones_while(candidates, cap, None, |_| true).unwrap_or_default()
 }
 
 /// [`zones_of`] with each zone's first `limit` kept, when the candidates come in strict
@@ -82,7 +88,7 @@ fn zones_in_name_order<'a>(
     limit: usize,
 ) -> Option<Vec<(&'a str, Vec<&'a NodeView>)>> {
     let mut last: Option<&'a str> = None;
-    zones_while(candidates, limit, |v| {
+    zones_while(candidates, limit, None, |v| {
         let after = last.is_none_or(|l| l < &*v.name);
         last = Some(&v.name);
         after
@@ -90,16 +96,21 @@ fn zones_in_name_order<'a>(
 }
 
 /// The zones of the candidates, at most `cap` each, as long as `go_on` says so of each
-/// candidate (`None` once it does not).
+/// candidate (`None` once it does not). With `full` (`(zones, n)`: there are at most
+/// `zones` zones), the candidates are read no further once that many zones have `n`
+/// nodes each.
 fn zones_while<'a>(
     candidates: impl Iterator<Item = &'a NodeView>,
     cap: usize,
+    full: Option<(usize, usize)>,
     mut go_on: impl FnMut(&'a NodeView) -> bool,
 ) -> Option<Vec<(&'a str, Vec<&'a NodeView>)>> {
     const FEW: usize = 16;
     let mut zones: Vec<(&'a str, Vec<&'a NodeView>)> = Vec::new();
     let mut many: BTreeMap<&'a str, usize> = BTreeMap::new();
     let mut last = 0;
+    // How many zones have `n` nodes, with `full`.
+    let mut filled = 0;
     for v in candidates {
         if !go_on(v) {
             return None;
@@ -125,6 +136,14 @@ fn zones_while<'a>(
         let nodes = &mut zones[at].1;
         if nodes.len() < cap {
             nodes.push(v);
+            if let Some((most, n)) = full
+                && nodes.len() == n
+            {
+                filled += 1;
+                if filled == most {
+                    break;
+                }
+            }
         }
     }
     zones.sort_by(|a, b| a.0.cmp(b.0));
@@ -189,7 +208,7 @@ pub(super) fn grant(
         return;
     }
     let open = candidates.iter().filter(|v| !gates.holds_back(&v.name));
-    let order = order_of(open, free, in_name_order);
+    let order = order_of(open, free, (in_name_order, candidates.zones()));
     // At most three actions per grant: room for them at once, not by doubling a vector
     // of large actions again and again (each time a copy of all of them).
     p.actions.reserve(3 * order.len());
@@ -270,6 +289,7 @@ mod tests {
             nodes in proptest::collection::btree_map(0u16..500, proptest::option::of(0u8..30), 0..60),
             shuffle in any::<u64>(),
             limit in 0usize..80,
+            extra in 0usize..3,
         ) {
             // Few zones, or up to 31.
             let nodes: BTreeMap<u16, Option<u8>> = nodes
@@ -320,9 +340,16 @@ mod tests {
             // Told they are in name order, as the member pass tells it of its members.
             let mut sorted = refs.clone();
             sorted.sort_by(|a, b| a.name.cmp(&b.name));
-            let told = order_of(sorted.into_iter(), limit, true);
+            let told = order_of(sorted.clone().into_iter(), limit, (true, None));
             let told: Vec<&str> = told.iter().map(|v| &*v.name).collect();
-            prop_assert_eq!(told, expected);
+            prop_assert_eq!(&told, &expected);
+            // Told also how many zones there are at most: exactly, or more than there are.
+            let zones = nodes.values().collect::<std::collections::BTreeSet<_>>().len();
+            for most in [zones, zones + 1 + extra] {
+                let told = order_of(sorted.clone().into_iter(), limit, (true, Some(most)));
+                let told: Vec<&str> = told.iter().map(|v| &*v.name).collect();
+                prop_assert_eq!(&told, &expected, "told of at most {} zones", most);
+            }
         }
     }
 }

@@ -1,6 +1,8 @@
 //! What the kept outcomes add up to ([`Sums`]): a member pass that may take them whole
 //! visits only the members without one.
 
+use std::collections::BTreeMap;
+
 use super::super::actions::NodeState;
 use super::super::states::Counts;
 use super::Entry;
@@ -25,6 +27,8 @@ pub(in super::super) struct Sums {
     pub unavailable: usize,
     /// Slot candidates (unless another pool claims them).
     pub candidates: PlaceSet,
+    /// How many of `candidates` are in each zone (`""`: none), those with any.
+    pub candidate_zones: BTreeMap<String, usize>,
     /// Members on the target reporting Degraded.
     pub on_target_degraded: PlaceSet,
     /// Members degraded, with a reason and a message.
@@ -88,6 +92,7 @@ impl Sums {
             drifted: 0,
             unavailable: 0,
             candidates: places(),
+            candidate_zones: BTreeMap::new(),
             on_target_degraded: places(),
             degraded: places(),
             not_ready: places(),
@@ -114,6 +119,13 @@ impl Sums {
         self.unavailable += usize::from(!entry.ready);
         if o.candidate {
             self.candidates.insert(i);
+            let zone = entry.zone();
+            match self.candidate_zones.get_mut(zone) {
+                Some(n) => *n += 1,
+                None => {
+                    self.candidate_zones.insert(zone.to_owned(), 1);
+                }
+            }
         }
         if o.on_target_degraded {
             self.on_target_degraded.insert(i);
@@ -138,6 +150,19 @@ impl Sums {
         self.drifted = self.drifted.saturating_sub(usize::from(entry.drifted));
         self.unavailable = self.unavailable.saturating_sub(usize::from(!entry.ready));
         self.candidates.remove(i);
+        if o.candidate {
+            let zone = entry.zone();
+            // Counted when it was kept: never below one here (should that not hold, the
+            // zone stays counted, which only reads more candidates).
+            if let Some(n) = self.candidate_zones.get_mut(zone)
+                && *n > 0
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.candidate_zones.remove(zone);
+                }
+            }
+        }
         self.on_target_degraded.remove(i);
         self.degraded.remove(i);
         self.not_ready.remove(i);

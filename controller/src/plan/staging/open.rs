@@ -91,7 +91,18 @@ fn merge<'a>(
             kept.remove(i);
         }
     }
-    pass.tally.candidates.keep(kept, members.clone());
+    // The zones they are in: those of the kept ones, and of those planned in full.
+    let mut zones: Vec<&str> = sums.candidate_zones.keys().map(String::as_str).collect();
+    for v in pass.tally.candidates.listed() {
+        let zone = super::super::slots::zone(v);
+        if !zones.contains(&zone) {
+            zones.push(zone);
+        }
+    }
+    let zones = zones.len();
+    pass.tally
+        .candidates
+        .keep(kept, members.clone(), Some(zones));
     let fresh = std::mem::take(&mut pass.tally.slot_users);
     let kept = sums.not_ready.iter().map(|i| (i, members.get(i)));
     pass.tally.slot_users = merged(fresh, marks, |m| m.slot_users, kept);

@@ -87,6 +87,13 @@ fn member(i: usize, kind: usize) -> NodeView {
         let info = view.node.as_mut().unwrap();
         info.labels_mut().remove(MANAGED_LABEL);
     }
+    // Three zones, and some nodes in none: the grant order reads them.
+    if let Some(info) = view.node.as_mut()
+        && i % 4 != 3
+    {
+        let zone = format!("zone-{}", i % 3);
+        info.labels_mut().insert(ZONE_LABEL.to_owned(), zone);
+    }
     view
 }
 
@@ -135,6 +142,8 @@ enum Change {
     HeldUp(usize),
     /// Member `i`'s BootcNode is owned by the other pool, or by this one again.
     Owner(usize),
+    /// Member `i`'s Node moves to the next zone (of four, the last none).
+    Zone(usize),
 }
 
 fn change(size: usize) -> impl Strategy<Value = Change> {
@@ -158,6 +167,7 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         1 => (0..size).prop_map(Change::WrittenBlocked),
         1 => (0..size).prop_map(Change::HeldUp),
         1 => (0..size).prop_map(Change::Owner),
+        1 => (0..size).prop_map(Change::Zone),
     ]
 }
 
@@ -174,7 +184,8 @@ fn touched(change: &Change, size: usize) -> Option<usize> {
         | Change::Drift(i)
         | Change::WrittenHeld(i)
         | Change::WrittenBlocked(i)
-        | Change::Owner(i) => Some(i % size),
+        | Change::Owner(i)
+        | Change::Zone(i) => Some(i % size),
         Change::Rival(_)
         | Change::Target(_)
         | Change::Budget(_)
@@ -309,6 +320,20 @@ fn apply(snap: &mut Snapshot, change: &Change) {
                 bootc.object_mut().metadata.owner_references = None;
                 let other = bootc.owner.as_deref() == Some(POOL);
                 bootc.owner = Some(if other { "other" } else { POOL }.to_owned());
+            }
+        }
+        Change::Zone(i) => {
+            if let Some(info) = snap.nodes[i % size].node.as_mut() {
+                let mut labels = info.labels_mut();
+                let next = match labels.remove(ZONE_LABEL).as_deref() {
+                    Some("zone-0") => Some("zone-1"),
+                    Some("zone-1") => Some("zone-2"),
+                    Some(_) => None,
+                    None => Some("zone-0"),
+                };
+                if let Some(zone) = next {
+                    labels.insert(ZONE_LABEL.to_owned(), zone.to_owned());
+                }
             }
         }
         Change::HeldUp(i) => {
