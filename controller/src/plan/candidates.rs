@@ -45,6 +45,11 @@ impl<'a> Candidates<'a> {
 
     /// The candidates, in member order.
     pub fn iter(&self) -> impl Iterator<Item = &'a NodeView> + Clone + '_ {
+        self.placed().map(|(_, v)| v)
+    }
+
+    /// The candidates with their places among the members, in member order.
+    pub fn placed(&self) -> impl Iterator<Item = (usize, &'a NodeView)> + Clone + '_ {
         let kept = self
             .kept
             .iter()
@@ -82,9 +87,9 @@ where
     L: Iterator<Item = (usize, &'a NodeView)>,
     K: Iterator<Item = (usize, &'a NodeView)>,
 {
-    type Item = &'a NodeView;
+    type Item = (usize, &'a NodeView);
 
-    fn next(&mut self) -> Option<&'a NodeView> {
+    fn next(&mut self) -> Option<(usize, &'a NodeView)> {
         let from_listed = match (self.listed.peek(), self.kept.peek()) {
             (Some((l, _)), Some((k, _))) => l < k,
             (listed, _) => listed.is_some(),
@@ -94,6 +99,6 @@ where
         } else {
             self.kept.next()
         };
-        next.map(|(_, view)| view)
+        next
     }
 }

@@ -304,6 +304,8 @@ const KUBELET_START_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 /// waits, cordoned and drained, for it to open (a reboot not yet begun is not started
 /// under a firing alert).
 pub(super) fn approve(p: &mut Planner<'_>, drained: Vec<Drained>, gates: &Judgement) {
+    // Every approval of the plan is stamped with its time: written once.
+    let at = stamp(p.snap.now);
     for mut d in drained {
         if gates.approval_closed(&d.node) {
             continue;
@@ -311,7 +313,7 @@ pub(super) fn approve(p: &mut Planner<'_>, drained: Vec<Drained>, gates: &Judgem
         let name = d.node;
         d.spec.desired_image_state = DesiredImageState::Booted;
         d.annotations
-            .insert(APPROVED_AT_ANNOTATION.to_owned(), Some(stamp(p.snap.now)));
+            .insert(APPROVED_AT_ANNOTATION.to_owned(), Some(at.clone()));
         p.actions.push(Action::Update {
             node: name.clone(),
             resource_version: d.resource_version,

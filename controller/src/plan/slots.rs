@@ -26,16 +26,21 @@ where
     I: IntoIterator<Item = &'a NodeView>,
     I::IntoIter: Clone,
 {
-    order_of(candidates.into_iter(), limit, (false, None))
+    let placed = candidates.into_iter().map(|v| (usize::MAX, v));
+    let order = order_of(placed, limit, (false, None));
+    order.into_iter().map(|(_, v)| v).collect()
 }
+
+/// A candidate and its place among the members (`usize::MAX` where it is not known).
+type Placed<'a> = (usize, &'a NodeView);
 
 /// [`grant_order`], told whether the candidates are known to be `in_name_order`, and
 /// how many zones they are in at most, when that is known (`zones`).
 fn order_of<'a>(
-    candidates: impl Iterator<Item = &'a NodeView> + Clone,
+    candidates: impl Iterator<Item = Placed<'a>> + Clone,
     limit: usize,
     (in_name_order, zones): (bool, Option<usize>),
-) -> Vec<&'a NodeView> {
+) -> Vec<Placed<'a>> {
     if limit == 0 {
         return Vec::new();
     }
@@ -55,7 +60,7 @@ fn order_of<'a>(
         None => {
             let mut zones = zones_of(candidates, usize::MAX);
             for (_, nodes) in &mut zones {
-                nodes.sort_by(|a, b| a.name.cmp(&b.name));
+                nodes.sort_by(|(_, a), (_, b)| a.name.cmp(&b.name));
             }
             zones
         }
@@ -75,20 +80,20 @@ pub(super) fn zone(v: &NodeView) -> &str {
 /// The zones are few: each candidate's is looked for among those found so far, the last
 /// one found first, and a tree is built only for many.
 fn zones_of<'a>(
-    candidates: impl Iterator<Item = &'a NodeView>,
+    candidates: impl Iterator<Item = Placed<'a>>,
     cap: usize,
-) -> Vec<(&'a str, Vec<&'a NodeView>)> {
+) -> Vec<(&'a str, Vec<Placed<'a>>)> {
     zones_while(candidates, cap, None, |_| true).unwrap_or_default()
 }
 
 /// [`zones_of`] with each zone's first `limit` kept, when the candidates come in strict
 /// name order; `None` when they do not.
 fn zones_in_name_order<'a>(
-    candidates: impl Iterator<Item = &'a NodeView>,
+    candidates: impl Iterator<Item = Placed<'a>>,
     limit: usize,
-) -> Option<Vec<(&'a str, Vec<&'a NodeView>)>> {
+) -> Option<Vec<(&'a str, Vec<Placed<'a>>)>> {
     let mut last: Option<&'a str> = None;
-    zones_while(candidates, limit, None, |v| {
+    zones_while(candidates, limit, None, |v: &'a NodeView| {
         let after = last.is_none_or(|l| l < &*v.name);
         last = Some(&v.name);
         after
@@ -100,18 +105,18 @@ fn zones_in_name_order<'a>(
 /// `zones` zones), the candidates are read no further once that many zones have `n`
 /// nodes each.
 fn zones_while<'a>(
-    candidates: impl Iterator<Item = &'a NodeView>,
+    candidates: impl Iterator<Item = Placed<'a>>,
     cap: usize,
     full: Option<(usize, usize)>,
     mut go_on: impl FnMut(&'a NodeView) -> bool,
-) -> Option<Vec<(&'a str, Vec<&'a NodeView>)>> {
+) -> Option<Vec<(&'a str, Vec<Placed<'a>>)>> {
     const FEW: usize = 16;
-    let mut zones: Vec<(&'a str, Vec<&'a NodeView>)> = Vec::new();
+    let mut zones: Vec<(&'a str, Vec<Placed<'a>>)> = Vec::new();
     let mut many: BTreeMap<&'a str, usize> = BTreeMap::new();
     let mut last = 0;
     // How many zones have `n` nodes, with `full`.
     let mut filled = 0;
-    for v in candidates {
+    for (place, v) in candidates {
         if !go_on(v) {
             return None;
         }
@@ -135,7 +140,7 @@ fn zones_while<'a>(
         last = at;
         let nodes = &mut zones[at].1;
         if nodes.len() < cap {
-            nodes.push(v);
+            nodes.push((place, v));
             if let Some((most, n)) = full
                 && nodes.len() == n
             {
@@ -160,9 +165,9 @@ fn same_zone(a: &str, b: &str) -> bool {
 /// The zones' nodes (each zone's in order, the zones by name) taken in turn, the first
 /// `limit`. No two nodes share a zone and a rank, so taking the zones round by round is
 /// the order of (rank, zone) without sorting every candidate by it.
-fn in_turn<'a>(zones: Vec<(&'a str, Vec<&'a NodeView>)>, limit: usize) -> Vec<&'a NodeView> {
+fn in_turn<'a>(zones: Vec<(&'a str, Vec<Placed<'a>>)>, limit: usize) -> Vec<Placed<'a>> {
     let total: usize = zones.iter().map(|(_, nodes)| nodes.len()).sum();
-    let mut zones: Vec<std::vec::IntoIter<&'a NodeView>> = zones
+    let mut zones: Vec<std::vec::IntoIter<Placed<'a>>> = zones
         .into_iter()
         .map(|(_, nodes)| nodes.into_iter())
         .collect();
@@ -207,19 +212,26 @@ pub(super) fn grant(
         // Every slot taken (most plans of a rollout): no candidate to order.
         return;
     }
-    let open = candidates.iter().filter(|v| !gates.holds_back(&v.name));
+    let open = candidates
+        .placed()
+        .filter(|(_, v)| !gates.holds_back(&v.name));
     let order = order_of(open, free, (in_name_order, candidates.zones()));
     // At most three actions per grant: room for them at once, not by doubling a vector
     // of large actions again and again (each time a copy of all of them).
     p.actions.reserve(3 * order.len());
-    for view in order {
-        grant_one(p, view, target);
+    // Every grant of the plan is stamped with its time: written once.
+    let at = stamp(p.snap.now);
+    for (place, view) in order {
+        // Its state is recorded at its place among the members, without a search.
+        p.states.expect(Some(place));
+        grant_one(p, view, target, &at);
     }
+    p.states.expect(None);
 }
 
 /// Grants one slot: the annotation (with the prior cordon state) in the node's one
 /// write, then cordon and drain.
-fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
+fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target, at: &str) {
     let (Some(info), Some(bootc)) = (&view.node, &view.bootc) else {
         return;
     };
@@ -243,7 +255,7 @@ fn grant_one(p: &mut Planner<'_>, view: &NodeView, target: &Target) {
             *from -= 1;
         }
     }
-    annotations.insert(REBOOT_SLOT_ANNOTATION.to_owned(), Some(stamp(p.snap.now)));
+    annotations.insert(REBOOT_SLOT_ANNOTATION.to_owned(), Some(at.to_owned()));
     if info.unschedulable {
         annotations.insert(WAS_CORDONED_ANNOTATION.to_owned(), Some(String::new()));
     }
@@ -340,14 +352,17 @@ mod tests {
             // Told they are in name order, as the member pass tells it of its members.
             let mut sorted = refs.clone();
             sorted.sort_by(|a, b| a.name.cmp(&b.name));
-            let told = order_of(sorted.clone().into_iter(), limit, (true, None));
-            let told: Vec<&str> = told.iter().map(|v| &*v.name).collect();
+            let placed = || sorted.clone().into_iter().enumerate();
+            let told = order_of(placed(), limit, (true, None));
+            let told: Vec<&str> = told.iter().map(|(_, v)| &*v.name).collect();
             prop_assert_eq!(&told, &expected);
             // Told also how many zones there are at most: exactly, or more than there are.
             let zones = nodes.values().collect::<std::collections::BTreeSet<_>>().len();
             for most in [zones, zones + 1 + extra] {
-                let told = order_of(sorted.clone().into_iter(), limit, (true, Some(most)));
-                let told: Vec<&str> = told.iter().map(|v| &*v.name).collect();
+                let told = order_of(placed(), limit, (true, Some(most)));
+                // Each with its place.
+                prop_assert!(told.iter().all(|(at, v)| sorted[*at].name == v.name));
+                let told: Vec<&str> = told.iter().map(|(_, v)| &*v.name).collect();
                 prop_assert_eq!(&told, &expected, "told of at most {} zones", most);
             }
         }
