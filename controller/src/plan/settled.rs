@@ -53,7 +53,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePoolSpec;
 use k8s_openapi::api::core::v1::Node;
-use kube::ResourceExt;
 
 use super::actions::NodeState;
 use super::membership::Members as MemberViews;
@@ -186,6 +185,8 @@ pub(super) struct Entry {
     ready: bool,
     /// Its Node is unschedulable (it holds no slot: cordoned by someone else).
     unschedulable: bool,
+    /// Its Node's zone label, as its view read it.
+    zone: Option<Arc<str>>,
     outcome: Outcome,
     /// Its agent reports `Drifted=True`, for the status's count.
     drifted: bool,
@@ -198,10 +199,7 @@ impl Entry {
 
     /// The zone of its Node (`""` without one), as the grant order reads it.
     fn zone(&self) -> &str {
-        self.node
-            .labels()
-            .get(super::ZONE_LABEL)
-            .map_or("", String::as_str)
+        self.zone.as_deref().unwrap_or_default()
     }
 
     /// Whether `view` holds the very objects this was found for.
@@ -337,6 +335,7 @@ pub(super) fn entry(view: &NodeView, outcome: Outcome, drifted: bool) -> Option<
         bootc: Arc::clone(bootc.object()),
         ready: info.ready,
         unschedulable: info.unschedulable,
+        zone: info.zone.clone(),
         outcome,
         drifted,
     })

@@ -75,8 +75,9 @@ pub struct NodeInfo {
     /// The pods of `spec.disruption.blockingPods` running on the node.
     pub blocking_pods: BlockingPods,
     /// Its zone label ([`super::ZONE_LABEL`]), read once with the other facts
-    /// ([`NodeInfo::zone_of`]): the grant order reads it for every candidate.
-    pub zone: Option<String>,
+    /// ([`NodeInfo::zone_of`]): the grant order reads it for every candidate, and a
+    /// settled member's kept outcome shares it.
+    pub zone: Option<Arc<str>>,
 }
 
 /// The pods that keep a node from rebooting (`spec.disruption.blockingPods`).
@@ -93,8 +94,10 @@ pub enum BlockingPods {
 
 impl NodeInfo {
     /// The zone label of `node`, as [`NodeInfo::zone`] keeps it.
-    pub fn zone_of(node: &Node) -> Option<String> {
-        node.labels().get(super::ZONE_LABEL).cloned()
+    pub fn zone_of(node: &Node) -> Option<Arc<str>> {
+        node.labels()
+            .get(super::ZONE_LABEL)
+            .map(|z| Arc::from(z.as_str()))
     }
 
     /// Labels.

@@ -1,8 +1,6 @@
 //! What the kept outcomes add up to ([`Sums`]): a member pass that may take them whole
 //! visits only the members without one.
 
-use std::collections::BTreeMap;
-
 use super::super::actions::NodeState;
 use super::super::states::Counts;
 use super::Entry;
@@ -27,8 +25,9 @@ pub(in super::super) struct Sums {
     pub unavailable: usize,
     /// Slot candidates (unless another pool claims them).
     pub candidates: PlaceSet,
-    /// How many of `candidates` are in each zone (`""`: none), those with any.
-    pub candidate_zones: BTreeMap<String, usize>,
+    /// How many of `candidates` are in each zone (`""`: none), those with any. A pool's
+    /// zones are few: a list, searched from its start.
+    pub candidate_zones: Vec<(Box<str>, usize)>,
     /// Members on the target reporting Degraded.
     pub on_target_degraded: PlaceSet,
     /// Members degraded, with a reason and a message.
@@ -92,7 +91,7 @@ impl Sums {
             drifted: 0,
             unavailable: 0,
             candidates: places(),
-            candidate_zones: BTreeMap::new(),
+            candidate_zones: Vec::new(),
             on_target_degraded: places(),
             degraded: places(),
             not_ready: places(),
@@ -120,11 +119,9 @@ impl Sums {
         if o.candidate {
             self.candidates.insert(i);
             let zone = entry.zone();
-            match self.candidate_zones.get_mut(zone) {
-                Some(n) => *n += 1,
-                None => {
-                    self.candidate_zones.insert(zone.to_owned(), 1);
-                }
+            match self.candidate_zone(zone) {
+                Some(at) => self.candidate_zones[at].1 += 1,
+                None => self.candidate_zones.push((zone.into(), 1)),
             }
         }
         if o.on_target_degraded {
@@ -141,6 +138,14 @@ impl Sums {
         }
     }
 
+    /// Where `zone` is among the candidates' zones. Zone names of a cluster differ at
+    /// their ends (`zone-a`, `zone-b`): the last bytes are compared first.
+    fn candidate_zone(&self, zone: &str) -> Option<usize> {
+        self.candidate_zones.iter().position(|(z, _)| {
+            z.len() == zone.len() && z.as_bytes().last() == zone.as_bytes().last() && **z == *zone
+        })
+    }
+
     /// `entry`, forgotten at place `i`, no longer counted.
     pub(super) fn take(&mut self, i: usize, entry: &Entry) {
         let o = &entry.outcome;
@@ -154,12 +159,11 @@ impl Sums {
             let zone = entry.zone();
             // Counted when it was kept: never below one here (should that not hold, the
             // zone stays counted, which only reads more candidates).
-            if let Some(n) = self.candidate_zones.get_mut(zone)
-                && *n > 0
-            {
-                *n -= 1;
+            if let Some(at) = self.candidate_zone(zone) {
+                let n = &mut self.candidate_zones[at].1;
+                *n = n.saturating_sub(1);
                 if *n == 0 {
-                    self.candidate_zones.remove(zone);
+                    self.candidate_zones.swap_remove(at);
                 }
             }
         }

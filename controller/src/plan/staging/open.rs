@@ -92,7 +92,7 @@ fn merge<'a>(
         }
     }
     // The zones they are in: those of the kept ones, and of those planned in full.
-    let mut zones: Vec<&str> = sums.candidate_zones.keys().map(String::as_str).collect();
+    let mut zones: Vec<&str> = sums.candidate_zones.iter().map(|(z, _)| &**z).collect();
     for v in pass.tally.candidates.listed() {
         let zone = super::super::slots::zone(v);
         if !zones.contains(&zone) {
