@@ -94,11 +94,10 @@ where
             (Some((l, _)), Some((k, _))) => l < k,
             (listed, _) => listed.is_some(),
         };
-        let next = if from_listed {
+        if from_listed {
             self.listed.next()
         } else {
             self.kept.next()
-        };
-        next
+        }
     }
 }
