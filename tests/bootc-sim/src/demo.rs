@@ -142,12 +142,19 @@ pub async fn run(mut args: DemoArgs) -> Result<bool, String> {
             Err(e) => Err(format!("cannot wait for Ctrl-C: {e}")),
         },
     };
+    if result.is_err() {
+        real::keep_journals(&parts.real_nodes, work.path());
+    }
     parts.teardown().await;
     println!("torn down after {:.0} s", started.elapsed().as_secs_f64());
     if result.is_err() {
         // The logs explain the failure: kept.
         let kept = work.keep();
-        eprintln!("bootc-sim demo: logs kept in {}", kept.display());
+        eprintln!(
+            "bootc-sim demo: logs kept in {} (the pods' under pods/, each node's console and \
+             journal under nodes/)",
+            kept.display()
+        );
     }
     result
 }
@@ -323,7 +330,8 @@ async fn start_from_the_install(
     dir: &Path,
     started: Instant,
 ) -> Result<(), String> {
-    parts.kubelets = Some(kubelet::Kubelets::start(parts, api.client.clone())?);
+    let logs = dir.join("pods");
+    parts.kubelets = Some(kubelet::Kubelets::start(parts, api.client.clone(), logs)?);
     step(
         started,
         "playing the kubelets: waiting for the install's Deployment and DaemonSet",

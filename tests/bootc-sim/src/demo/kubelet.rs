@@ -13,6 +13,7 @@
 //! rollout status` works as on a cluster; it makes no Pod objects.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use host_sim::NodeStatus;
@@ -54,6 +55,16 @@ pub(super) fn container_list() -> String {
             String::from_utf8_lossy(&o.stdout).trim_end()
         ),
         Err(e) => format!("podman ps: {e}"),
+    }
+}
+
+/// Writes a container's log as `<dir>/<container>.log`; a log that cannot be written is
+/// said on standard error.
+fn keep_log(dir: &Path, container: &str, log: &str) {
+    let path = dir.join(format!("{container}.log"));
+    let written = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, log));
+    if let Err(e) = written {
+        eprintln!("bootc-sim demo kubelet: {}: {e}", path.display());
     }
 }
 
@@ -107,8 +118,9 @@ pub(crate) struct Kubelets {
 }
 
 impl Kubelets {
-    /// Starts playing the kubelets for the nodes in `parts`, against `emulator`.
-    pub(super) fn start(parts: &Parts, client: Client) -> Result<Self, String> {
+    /// Starts playing the kubelets for the nodes in `parts`, against `emulator`. When
+    /// they stop, every container's log is written to `logs` (`<container>.log`).
+    pub(super) fn start(parts: &Parts, client: Client, logs: PathBuf) -> Result<Self, String> {
         let emulator = parts.emulator.as_ref().ok_or("the API is not running")?;
         let seats = parts
             .real_nodes
@@ -129,6 +141,7 @@ impl Kubelets {
             pulled: Vec::new(),
             replicas: Vec::new(),
             agents: BTreeMap::new(),
+            logs,
         };
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(state.run(stopped));
@@ -162,6 +175,8 @@ struct State {
     replicas: Vec<(String, Pod)>,
     /// The agent's pod per node, and its image.
     agents: BTreeMap<String, (String, NodeKubelet)>,
+    /// Where the containers' logs are written when the kubelets stop.
+    logs: PathBuf,
 }
 
 impl State {
@@ -176,11 +191,16 @@ impl State {
             }
         }
         for (_, mut pod) in self.replicas.drain(..) {
+            keep_log(&self.logs, &pod.name, &pod.logs());
             pod.kill().await;
         }
         for (node, (_, agent)) in std::mem::take(&mut self.agents) {
             let start_error = agent.last_start_error();
-            report_unready(&node, &agent.stop().await, start_error);
+            let seen = agent.stop().await;
+            for incarnation in &seen {
+                keep_log(&self.logs, &incarnation.container, &incarnation.log);
+            }
+            report_unready(&node, &seen, start_error);
         }
     }
 

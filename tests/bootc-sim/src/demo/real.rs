@@ -170,7 +170,7 @@ impl RealNodes<'_> {
                         started,
                         &format!(
                             "{} deployed in {:.1} s, booted in {:.1} s",
-                            node.name(),
+                            node.node().name(),
                             t.deploy.as_secs_f64(),
                             t.first_boot.as_secs_f64()
                         ),
@@ -300,4 +300,34 @@ pub(super) fn blobs_fetched_since(parts: &Parts, from: usize) -> Option<usize> {
 pub(super) fn requests_so_far(parts: &Parts) -> Option<usize> {
     let (real, _) = parts.real.as_ref()?;
     Some(real.registry.request_count())
+}
+
+/// Writes each real node's journal (every boot, as the node's own journald kept it under
+/// its stateroot's `/var`) to `<dir>/nodes/<node>/journal.log`, before the teardown
+/// removes the sysroots: a failed run keeps what the nodes' systemd saw.
+pub(super) fn keep_journals(nodes: &[RealNode], dir: &Path) {
+    for node in nodes {
+        let journal = node.sysroot().var().join("log/journal");
+        let out = dir
+            .join("nodes")
+            .join(node.node().name())
+            .join("journal.log");
+        let written = std::fs::File::create(&out).and_then(|file| {
+            std::process::Command::new("journalctl")
+                .arg("--directory")
+                .arg(&journal)
+                .args(["--no-pager", "--output", "short-precise"])
+                .stdout(file)
+                .stderr(std::process::Stdio::null())
+                .status()
+        });
+        match written {
+            Ok(status) if status.success() => {}
+            Ok(status) => eprintln!(
+                "bootc-sim demo: journalctl for {}: {status}",
+                node.node().name()
+            ),
+            Err(e) => eprintln!("bootc-sim demo: {}: {e}", out.display()),
+        }
+    }
 }

@@ -42,6 +42,8 @@ pub struct Incarnation {
     pub listing: String,
     /// The end of its log, once it exited.
     pub log_tail: String,
+    /// Its whole log, once it exited.
+    pub log: String,
 }
 
 /// The DaemonSet's container for `node`: the template's only container for a pod of
@@ -211,13 +213,16 @@ async fn run_pod(mut parts: Parts, mut stopped: watch::Receiver<bool>) {
     }
 }
 
-/// Keeps the end of the container's log in its [`Incarnation`] (when it exited, or when
-/// the kubelet stops it).
+/// Keeps the container's log, and its end apart, in its [`Incarnation`] (when it
+/// exited, or when the kubelet stops it).
 fn keep_log_tail(pod: &Pod, parts: &Parts, index: usize) {
     let log = pod.logs();
     let lines: Vec<&str> = log.lines().collect();
     let tail = lines[lines.len().saturating_sub(20)..].join("\n");
-    record(&parts.seen, |seen| seen[index].log_tail = tail);
+    record(&parts.seen, |seen| {
+        seen[index].log_tail = tail;
+        seen[index].log = log;
+    });
 }
 
 fn record<T>(seen: &Mutex<Vec<Incarnation>>, f: impl FnOnce(&mut Vec<Incarnation>) -> T) -> T {
