@@ -116,8 +116,11 @@ struct Record {
     /// Units `LoadUnit` finds: name → (LoadState, ActiveState, SubState); any other
     /// name loads as `not-found`, as systemd loads a unit without a file.
     units: HashMap<String, (String, String, String)>,
-    /// Calls (`LoadUnit`, `Reload`) the fake takes and never answers.
+    /// Calls (`LoadUnit`, `Reload`, hostname1's `BootID`) the fake takes and never
+    /// answers.
     unanswered: Vec<&'static str>,
+    /// How many times hostname1's `BootID` was read.
+    boot_id_reads: u32,
     /// How long `Reload` takes to answer.
     reload_takes: Duration,
     /// How long `StartTransientUnit` takes to answer, once it started the unit.
@@ -573,13 +576,22 @@ impl FakeLogin {
 }
 
 struct FakeHostname {
+    record: Shared,
     boot_id: Vec<u8>,
 }
 
 #[zbus::interface(name = "org.freedesktop.hostname1")]
 impl FakeHostname {
     #[zbus(property, name = "BootID")]
-    fn boot_id(&self) -> Vec<u8> {
+    async fn boot_id(&self) -> Vec<u8> {
+        let unanswered = {
+            let mut record = self.record.lock().unwrap();
+            record.boot_id_reads += 1;
+            record.unanswered.contains(&"BootID")
+        };
+        if unanswered {
+            std::future::pending::<()>().await;
+        }
         self.boot_id.clone()
     }
 }
@@ -644,6 +656,7 @@ const STATUS_JSON: &str = r#"{
 struct Fixture {
     _bus: Bus,
     _server: Connection,
+    _hostname: Connection,
     dir: tempfile::TempDir,
     record: Shared,
     host: DbusHost,
@@ -697,7 +710,6 @@ async fn fixture_with(
     let server = zbus::connection::Builder::address(bus.address.as_str())
         .name("org.freedesktop.systemd1")
         .name("org.freedesktop.login1")
-        .name("org.freedesktop.hostname1")
         .serve_at(
             "/org/freedesktop/systemd1",
             FakeManager {
@@ -712,9 +724,16 @@ async fn fixture_with(
                 record: record.clone(),
             },
         )
+        .build()
+        .await
+        .unwrap();
+    // A process of its own, as hostnamed is: one that does not answer holds up no other.
+    let hostname = zbus::connection::Builder::address(bus.address.as_str())
+        .name("org.freedesktop.hostname1")
         .serve_at(
             "/org/freedesktop/hostname1",
             FakeHostname {
+                record: record.clone(),
                 boot_id: (0u8..16).collect(),
             },
         )
@@ -739,6 +758,7 @@ async fn fixture_with(
     Fixture {
         _bus: bus,
         _server: server,
+        _hostname: hostname,
         dir,
         record,
         host,
@@ -1031,6 +1051,50 @@ async fn identity_reads_boot_id_and_soft_reboots() {
     assert_eq!(id.boot_id, "000102030405060708090a0b0c0d0e0f");
     assert_eq!(id.soft_reboots, 3);
     assert!(id.can_soft_reboot);
+}
+
+#[tokio::test]
+async fn the_boot_id_is_read_once_per_connection() {
+    let f = fixture(Some(1), Duration::from_secs(30)).await;
+    for _ in 0..3 {
+        let id = f.host.identity().await.unwrap();
+        assert_eq!(id.boot_id, "000102030405060708090a0b0c0d0e0f");
+    }
+    assert_eq!(
+        f.record.lock().unwrap().boot_id_reads,
+        1,
+        "hostname1 asked once"
+    );
+}
+
+#[tokio::test]
+async fn a_hostname1_that_does_not_answer_gives_way_to_the_kernel_boot_id() {
+    let f = fixture_with(Some(0), Duration::from_secs(30), SHORT_CALLS).await;
+    f.record.lock().unwrap().unanswered.push("BootID");
+    let (id, took) = within(Duration::from_secs(20), "identity", f.host.identity()).await;
+    let id = id.unwrap();
+    // What this machine's kernel says, written as hostname1 writes it.
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    assert_eq!(id.boot_id, kernel.trim().replace('-', ""));
+    assert!(
+        took >= SHORT_CALLS.call,
+        "hostname1 given up after {took:?}"
+    );
+    {
+        let record = f.record.lock().unwrap();
+        assert_eq!(record.boot_id_reads, 1);
+        let cat: Vec<&Started> = record
+            .started
+            .iter()
+            .filter(|s| s.argv.first().is_some_and(|p| p.ends_with("/cat")))
+            .collect();
+        assert_eq!(cat.len(), 1, "one `cat` unit: {:?}", record.started);
+    }
+    // Asked once, answered once: the next pass asks nobody.
+    f.host.identity().await.unwrap();
+    let record = f.record.lock().unwrap();
+    assert_eq!(record.boot_id_reads, 1);
+    assert_eq!(record.started.len(), 1);
 }
 
 #[tokio::test]

@@ -21,13 +21,13 @@ use std::time::Duration;
 use bootc_crds::pool::SignaturePolicy;
 use tokio::sync::OnceCell;
 use zbus::Connection;
-use zbus::proxy::CacheProperties;
 
 use super::{BootIdentity, Host, HostError, StageProgress, UPDATE_TIMER};
 use crate::bootc_status::BootcHost;
 use crate::machine::Unlock;
 
 pub mod argv;
+mod boot_id;
 mod bus;
 mod files;
 mod pipe;
@@ -35,13 +35,14 @@ mod proxies;
 mod unit;
 mod units;
 
+pub use boot_id::parse_kernel_boot_id;
 pub use bus::{CallTimeouts, connection_lost};
 use bus::{
     bus_connection, call_error, follow_status_updates, is_unknown_property, manager_on,
     start_if_enabled, stop_if_loaded,
 };
 pub(crate) use files::write_private;
-use proxies::{HostnameProxy, LoginManagerProxy, SystemdManagerProxy};
+use proxies::{LoginManagerProxy, SystemdManagerProxy};
 
 /// The host's bootc, as systemd sees it.
 const DEFAULT_BOOTC: &str = "/usr/bin/bootc";
@@ -84,8 +85,8 @@ pub struct DbusHost {
     /// Names this connection's units apart from any other agent's (see [`instance_id`]).
     instance: String,
     download_only: OnceCell<bool>,
-    /// The kernel's boot ID, read once where hostname1 has no `BootID`.
-    kernel_boot_id: OnceCell<String>,
+    /// The host's boot ID, read once per connection (see [`Self::boot_id`]).
+    boot_id: OnceCell<String>,
     /// The staging's progress, as the reader of bootc's progress pipe last saw it.
     progress: tokio::sync::watch::Sender<Option<StageProgress>>,
     /// Cleared when this bootc refused `--progress-fd`: staging goes on without it.
@@ -137,7 +138,7 @@ impl DbusHost {
             counter: AtomicU64::new(0),
             instance: instance_id(),
             download_only: OnceCell::new(),
-            kernel_boot_id: OnceCell::new(),
+            boot_id: OnceCell::new(),
             progress: tokio::sync::watch::Sender::new(None),
             progress_supported: std::sync::atomic::AtomicBool::new(true),
         })
@@ -198,45 +199,6 @@ impl DbusHost {
             })?;
         let _ = tokio::fs::remove_file(&finished.stdout_path).await;
         Ok(String::from_utf8_lossy(&out).into_owned())
-    }
-
-    /// hostname1's `BootID` as 32 lowercase hex digits. systemd before 256 (bookworm's
-    /// 252, CentOS Stream 9's) has no such property: then the kernel's boot ID as the
-    /// host sees it, read by the host's systemd (`cat` as a transient unit, once per
-    /// connection: a new boot ends the connection). The agent's own `/proc` is not
-    /// asked: a pod's is the kernel's, but an agent in a container nested in the host's
-    /// (a test node, a toolbox) would read another boot's.
-    async fn boot_id(&self) -> Result<String, HostError> {
-        let hostname = HostnameProxy::builder(&self.connection)
-            .cache_properties(CacheProperties::No)
-            .build()
-            .await
-            .map_err(call_error("hostname1"))?;
-        let id = match hostname.boot_id().await {
-            Ok(id) => id,
-            Err(e) if is_unknown_property(&e) => {
-                return self
-                    .kernel_boot_id
-                    .get_or_try_init(|| self.read_kernel_boot_id())
-                    .await
-                    .cloned();
-            }
-            Err(source) => return Err(call_error("hostname1.BootID")(source)),
-        };
-        if id.len() != 16 {
-            return Err(HostError::BadBootId { len: id.len() });
-        }
-        Ok(id.iter().map(|b| format!("{b:02x}")).collect())
-    }
-
-    /// `/proc/sys/kernel/random/boot_id`, printed by the host's `cat`.
-    async fn read_kernel_boot_id(&self) -> Result<String, HostError> {
-        let text = self
-            .output_of(vec![CAT.to_owned(), KERNEL_BOOT_ID.to_owned()])
-            .await?;
-        parse_kernel_boot_id(&text).ok_or_else(|| HostError::Unexpected {
-            what: format!("`{CAT} {KERNEL_BOOT_ID}` printed no boot ID: {text:?}"),
-        })
     }
 
     /// bootc without `switch --download-only`: `bootc switch PIN` then `bootc upgrade
@@ -321,13 +283,6 @@ fn instance_id() -> String {
     let seq = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let hash = RandomState::new().hash_one((nanos, seq, std::process::id()));
     format!("{hash:016x}")
-}
-
-/// `8f1e…-…` (the kernel's form) as 32 lowercase hex digits; `None` unless it is a UUID.
-pub fn parse_kernel_boot_id(text: &str) -> Option<String> {
-    let hex: String = text.trim().chars().filter(|c| *c != '-').collect();
-    (hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit()))
-        .then(|| hex.to_ascii_lowercase())
 }
 
 /// The version in `bootc --version`'s output: its first line without the program name
@@ -568,20 +523,5 @@ impl Drop for AbortOnDrop {
 impl Drop for DbusHost {
     fn drop(&mut self) {
         self.watcher.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_kernel_boot_id;
-
-    #[test]
-    fn kernel_boot_id_is_hostname1_form() {
-        assert_eq!(
-            parse_kernel_boot_id("4bfb7581-dc86-4622-ba01-9EBBD29EE978\n").as_deref(),
-            Some("4bfb7581dc864622ba019ebbd29ee978")
-        );
-        assert_eq!(parse_kernel_boot_id("not a boot id"), None);
-        assert_eq!(parse_kernel_boot_id(""), None);
     }
 }

@@ -29,7 +29,7 @@ pub const UPDATE_TIMER: &str = "bootc-fetch-apply-updates.timer";
 /// happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BootIdentity {
-    /// hostname1's `BootID`, as 32 lowercase hex digits.
+    /// The kernel's boot ID (hostname1's `BootID`), as 32 lowercase hex digits.
     pub boot_id: String,
     /// The systemd Manager's `SoftRebootsCount` (0 when this systemd lacks it).
     pub soft_reboots: u64,
