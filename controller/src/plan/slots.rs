@@ -158,7 +158,7 @@ fn zones_while<'a>(
 /// Whether `a` and `b` name the same zone. Most zones compared are not the candidate's,
 /// and zone names of a cluster differ at their ends (`zone-a`, `zone-b`): the last bytes
 /// are compared before the whole names.
-fn same_zone(a: &str, b: &str) -> bool {
+pub(super) fn same_zone(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.as_bytes().last() == b.as_bytes().last() && a == b
 }
 

@@ -138,12 +138,10 @@ impl Sums {
         }
     }
 
-    /// Where `zone` is among the candidates' zones. Zone names of a cluster differ at
-    /// their ends (`zone-a`, `zone-b`): the last bytes are compared first.
+    /// Where `zone` is among the candidates' zones, compared as the grant order compares
+    /// them.
     fn candidate_zone(&self, zone: &str) -> Option<usize> {
-        self.candidate_zones.iter().position(|(z, _)| {
-            z.len() == zone.len() && z.as_bytes().last() == zone.as_bytes().last() && **z == *zone
-        })
+        (self.candidate_zones.iter()).position(|(z, _)| super::super::slots::same_zone(z, zone))
     }
 
     /// `entry`, forgotten at place `i`, no longer counted.
