@@ -109,10 +109,16 @@ fn list<'i, T: std::fmt::Display + 'i>(items: impl IntoIterator<Item = &'i T>) -
         }
         count += 1;
     }
+    and_more(&mut out, count);
+    out
+}
+
+/// Ends the list of the first [`LISTED`] of `count` items with how many more there are.
+fn and_more(out: &mut String, count: usize) {
     if count > LISTED {
+        use std::fmt::Write as _;
         let _ = write!(out, "; and {} more", count - LISTED);
     }
-    out
 }
 
 /// Items gathered one by one to be listed as [`list`] lists them: the first [`LISTED`]
@@ -137,10 +143,8 @@ impl<'i> Listing<'i> {
 
     /// Up to [`LISTED`] items joined, with how many more there are.
     fn text(&self) -> String {
-        let mut out = self.first.join("; ");
-        if self.count > LISTED {
-            out.push_str(&format!("; and {} more", self.count - LISTED));
-        }
+        let mut out = list(&self.first);
+        and_more(&mut out, self.count);
         out
     }
 }
