@@ -502,7 +502,7 @@ fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'
         &holder.node.info.boot_id,
         holder.node.agent.last_reboot_boot_id(),
     ) {
-        (Some(now), Some(before)) if now.replace('-', "") == before.replace('-', "") => {
+        (Some(now), Some(before)) if super::agent::same_boot_id(now, before) => {
             " after a soft reboot"
         }
         (Some(_), Some(_)) => " after a reboot",

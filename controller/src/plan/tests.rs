@@ -1364,10 +1364,19 @@ fn no_progress_for_ten_minutes_is_a_stall_and_progress_clears_it() {
 
 #[test]
 fn the_update_event_says_whether_the_reboot_was_soft() {
-    for (node_boot, want) in [("0123", "after a soft reboot"), ("4567", "after a reboot")] {
+    // The same boot however written: the Node's kubelet writes a UUID, the agent 32 hex
+    // digits, and either may be in capitals.
+    for (recorded, node_boot, want) in [
+        ("0123", "0123", "after a soft reboot"),
+        ("0123", "4567", "after a reboot"),
+        ("0a1b", "0A-1B", "after a soft reboot"),
+        ("0a1b", "0A-1C", "after a reboot"),
+    ] {
         let mut snap = back_after_reboot(node_boot, Some(now()));
-        bootc_mut(&mut snap.nodes[0].bootc).spec.reboot_policy =
-            bootc_crds::pool::RebootPolicy::AllowSoftReboot;
+        let bootc = bootc_mut(&mut snap.nodes[0].bootc);
+        bootc.spec.reboot_policy = bootc_crds::pool::RebootPolicy::AllowSoftReboot;
+        let last = bootc.status.as_mut().and_then(|s| s.last_reboot.as_mut());
+        last.unwrap().boot_id = recorded.into();
         let plan = super::plan(&snap);
         let message = plan
             .actions
