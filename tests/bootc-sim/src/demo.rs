@@ -143,7 +143,7 @@ pub async fn run(mut args: DemoArgs) -> Result<bool, String> {
         },
     };
     if result.is_err() {
-        real::keep_journals(&parts.real_nodes, work.path());
+        real::keep_journals(&parts.real_nodes);
     }
     parts.teardown().await;
     println!("torn down after {:.0} s", started.elapsed().as_secs_f64());

@@ -92,7 +92,7 @@ impl Outcome {
                 i.memory_peak / 1024,
                 i.memory_limit / 1024,
                 i.listing,
-                i.log_tail
+                i.log_tail()
             );
         }
     }

@@ -99,7 +99,7 @@ fn report_unready(
         last.container,
         last.boot,
         seen.len(),
-        last.log_tail
+        last.log_tail()
     );
 }
 

@@ -303,15 +303,12 @@ pub(super) fn requests_so_far(parts: &Parts) -> Option<usize> {
 }
 
 /// Writes each real node's journal (every boot, as the node's own journald kept it under
-/// its stateroot's `/var`) to `<dir>/nodes/<node>/journal.log`, before the teardown
+/// its stateroot's `/var`) to `journal.log` beside its sysroot, before the teardown
 /// removes the sysroots: a failed run keeps what the nodes' systemd saw.
-pub(super) fn keep_journals(nodes: &[RealNode], dir: &Path) {
+pub(super) fn keep_journals(nodes: &[RealNode]) {
     for node in nodes {
         let journal = node.sysroot().var().join("log/journal");
-        let out = dir
-            .join("nodes")
-            .join(node.node().name())
-            .join("journal.log");
+        let out = node.sysroot().path().with_file_name("journal.log");
         let written = std::fs::File::create(&out).and_then(|file| {
             std::process::Command::new("journalctl")
                 .arg("--directory")

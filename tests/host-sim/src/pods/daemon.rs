@@ -40,10 +40,16 @@ pub struct Incarnation {
     pub ready: bool,
     /// `podman ps` of the pod's containers while it ran, once it was ready.
     pub listing: String,
-    /// The end of its log, once it exited.
-    pub log_tail: String,
     /// Its whole log, once it exited.
     pub log: String,
+}
+
+impl Incarnation {
+    /// The last 20 lines of its log.
+    pub fn log_tail(&self) -> String {
+        let lines: Vec<&str> = self.log.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
 }
 
 /// The DaemonSet's container for `node`: the template's only container for a pod of
@@ -202,27 +208,22 @@ async fn run_pod(mut parts: Parts, mut stopped: watch::Receiver<bool>) {
             tokio::select! {
                 alive = look(&pod, &parts, index) => if !alive { break },
                 _ = stopped.changed() => {
-                    keep_log_tail(&pod, &parts, index);
+                    keep_log(&pod, &parts, index);
                     pod.kill().await;
                     return;
                 }
             }
         }
-        keep_log_tail(&pod, &parts, index);
+        keep_log(&pod, &parts, index);
         pod.kill().await;
     }
 }
 
-/// Keeps the container's log, and its end apart, in its [`Incarnation`] (when it
-/// exited, or when the kubelet stops it).
-fn keep_log_tail(pod: &Pod, parts: &Parts, index: usize) {
+/// Keeps the container's log in its [`Incarnation`] (when it exited, or when the
+/// kubelet stops it).
+fn keep_log(pod: &Pod, parts: &Parts, index: usize) {
     let log = pod.logs();
-    let lines: Vec<&str> = log.lines().collect();
-    let tail = lines[lines.len().saturating_sub(20)..].join("\n");
-    record(&parts.seen, |seen| {
-        seen[index].log_tail = tail;
-        seen[index].log = log;
-    });
+    record(&parts.seen, |seen| seen[index].log = log);
 }
 
 fn record<T>(seen: &Mutex<Vec<Incarnation>>, f: impl FnOnce(&mut Vec<Incarnation>) -> T) -> T {
