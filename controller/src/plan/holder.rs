@@ -7,9 +7,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bootc_crds::bounds::{DRAIN_MESSAGE_MAX_LEN, truncate};
-use bootc_crds::conditions::to_time;
-use bootc_crds::node::{BootcNodeSpec, DesiredImageState, DrainBlocked};
+use bootc_crds::node::{BootcNodeSpec, DesiredImageState};
 use bootc_crds::pool::RebootPolicy;
 use bootc_crds::{
     APPROVED_AT_ANNOTATION, BACK_AT_ANNOTATION, DRAIN_FAILED_ANNOTATION, Digest,
@@ -22,8 +20,7 @@ use super::agent::{AgentReport, KUBELET_RECHECK, kubelet_reported_since_reboot};
 use super::boot_health::{self, BootHealth};
 use super::gates::Judgement;
 use super::member::{Drained, Member, Tally, release};
-use super::membership::Members;
-use super::world::{BootcView, DrainView, NodeInfo, NodeView};
+use super::world::{BootcView, DrainView, NodeInfo};
 use super::{Planner, stamp};
 
 /// A slot holder: the member, the spec it should have, and annotation changes so far.
@@ -171,10 +168,7 @@ pub(super) fn finishing_reboot(p: &mut Planner<'_>, bootc: &BootcView, info: &No
     if deadline.overdue {
         return false;
     }
-    let since = deadline.approved_at.map_or(Duration::ZERO, |t| {
-        (p.snap.now - t).to_std().unwrap_or(Duration::ZERO)
-    });
-    p.requeue_in(deadline.timeout.saturating_sub(since) + Duration::from_secs(1));
+    p.requeue_in(deadline.timeout.saturating_sub(deadline.since) + Duration::from_secs(1));
     true
 }
 
@@ -226,6 +220,8 @@ fn granted<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'_
 /// The reboot timeout: how long since the approval, and whether it has run out.
 struct Deadline {
     approved_at: Option<DateTime<Utc>>,
+    /// How long since the approval (zero without one, or for one in the future).
+    since: Duration,
     timeout: Duration,
     overdue: bool,
 }
@@ -234,13 +230,31 @@ impl Deadline {
     fn of(p: &mut Planner<'_>, bootc: &BootcView) -> Self {
         let approved_at = bootc.approved_at();
         let timeout = p.read(super::limits::reboot_timeout(&p.snap.pool.spec.rollout));
-        let now = p.snap.now;
-        let overdue =
-            approved_at.is_some_and(|t| (now - t).to_std().unwrap_or(Duration::ZERO) > timeout);
+        let since = approved_at.map_or(Duration::ZERO, |t| {
+            (p.snap.now - t).to_std().unwrap_or(Duration::ZERO)
+        });
         Deadline {
             approved_at,
+            since,
             timeout,
-            overdue,
+            overdue: approved_at.is_some() && since > timeout,
+        }
+    }
+}
+
+/// What the agent reports of the target, read once per holder: it recorded a reboot
+/// into it, and it runs it.
+#[derive(Clone, Copy)]
+struct OnTarget {
+    recorded: bool,
+    booted: bool,
+}
+
+impl OnTarget {
+    fn of(agent: &AgentReport<'_>, digest: &Digest) -> Self {
+        OnTarget {
+            recorded: agent.last_reboot().is_some_and(|r| digest.is(&r.digest)),
+            booted: agent.booted(digest),
         }
     }
 }
@@ -256,16 +270,21 @@ impl Deadline {
 fn in_own_reboot(
     agent: &AgentReport<'_>,
     info: &super::world::NodeInfo,
-    digest: &Digest,
+    on_target: OnTarget,
     kubelet_back: bool,
 ) -> bool {
-    let recorded = agent.last_reboot().is_some_and(|r| digest.is(&r.digest));
-    let back = kubelet_back && agent.current && agent.booted(digest);
-    let down_since_back = info
-        .ready_since
-        .zip(agent.booted_since())
-        .is_some_and(|(down, booted)| down > booted + KUBELET_START_GRACE);
-    recorded && !(back && down_since_back)
+    let OnTarget { recorded, booted } = on_target;
+    if !recorded {
+        return false;
+    }
+    let back = kubelet_back && agent.current && booted;
+    // Read only when it can matter: the times cost more than the flags.
+    let down_since_back = || {
+        info.ready_since
+            .zip(agent.booted_since())
+            .is_some_and(|(down, booted)| down > booted + KUBELET_START_GRACE)
+    };
+    !(back && down_since_back())
 }
 
 /// While the agent's record of the reboot may not have reached this view: until when a
@@ -276,19 +295,20 @@ fn in_own_reboot(
 /// the NotReady is not that (it began before the approval, the agent already runs the
 /// target, or [`RECORD_LAG_GRACE`] has passed): then it is unhealthy.
 fn record_unseen_until(
-    agent: &AgentReport<'_>,
     info: &NodeInfo,
-    digest: &Digest,
+    on_target: OnTarget,
     deadline: &Deadline,
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
-    let recorded = agent.last_reboot().is_some_and(|r| digest.is(&r.digest));
-    if recorded || agent.booted(digest) {
+    if on_target.recorded || on_target.booted {
         return None;
     }
     let down = info.ready_since?;
+    if down < deadline.approved_at? {
+        return None;
+    }
     let until = down + RECORD_LAG_GRACE;
-    (down >= deadline.approved_at? && now < until).then_some(until)
+    (now < until).then_some(until)
 }
 
 /// How long a holder's NotReady may come before its agent's record of the reboot
@@ -334,48 +354,46 @@ pub(super) fn approve(p: &mut Planner<'_>, drained: Vec<Drained>, gates: &Judgem
 /// Approved: wait for the node to come back on the target, healthy, Ready and heard from
 /// by its kubelet since the reboot; after the soak the slot is released.
 fn approved<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'_, 'a>) {
-    let name = holder.name();
     let view = holder.node.view;
+    let name: &str = &view.name;
     let node = &holder.node;
     let (info, agent, digest) = (node.info, node.agent, &node.target.digest);
     let now = p.snap.now;
     let degraded = agent.degraded();
     let deadline = Deadline::of(p, holder.node.bootc);
     let soft_possible = node.bootc.spec().reboot_policy == RebootPolicy::AllowSoftReboot;
+    let on_target = OnTarget::of(agent, digest);
     let kubelet_back =
         kubelet_reported_since_reboot(info, agent.last_reboot(), digest, soft_possible);
     if let Some((reason, message)) = degraded {
         tally.unhealthy.push(Unhealthy {
-            node: &view.name,
+            node: name,
             why: Why::Degraded(reason, message),
         });
-        p.degrade(&name, reason, message);
-    } else if deadline.overdue && !(info.ready && kubelet_back && agent.booted(digest)) {
+        p.degrade(name, reason, message);
+    } else if deadline.overdue && !(info.ready && kubelet_back && on_target.booted) {
         let problem = format!(
             "not back Ready on the target within {}s of its approval",
             p.snap.pool.spec.rollout.reboot_timeout_seconds
         );
-        p.degrade(&name, "RebootTimeout", &problem);
+        p.degrade(name, "RebootTimeout", &problem);
         tally.unhealthy.push(Unhealthy {
-            node: &view.name,
+            node: name,
             why: Why::Found("RebootTimeout", problem),
         });
-    } else if !info.ready && !in_own_reboot(agent, info, digest, kubelet_back) {
-        match record_unseen_until(agent, info, digest, &deadline, now) {
+    } else if !info.ready && !in_own_reboot(agent, info, on_target, kubelet_back) {
+        match record_unseen_until(info, on_target, &deadline, now) {
             Some(until) => p.requeue_in((until - now).to_std().unwrap_or(Duration::ZERO)),
             None => tally.unhealthy.push(Unhealthy {
-                node: &view.name,
+                node: name,
                 why: Why::NotReady,
             }),
         }
     }
-    if let Some(t) = deadline.approved_at
-        && !deadline.overdue
-    {
-        let since = (now - t).to_std().unwrap_or(Duration::ZERO);
-        p.requeue_in(deadline.timeout.saturating_sub(since) + Duration::from_secs(1));
+    if deadline.approved_at.is_some() && !deadline.overdue {
+        p.requeue_in(deadline.timeout.saturating_sub(deadline.since) + Duration::from_secs(1));
     }
-    let back = agent.current && agent.booted(digest) && degraded.is_none() && info.ready;
+    let back = agent.current && on_target.booted && degraded.is_none() && info.ready;
     if back && !kubelet_back {
         // The agent is back before the kubelet has said anything since the reboot: the
         // Ready seen is the one from before it. A full reboot's new boot ID wakes the
@@ -523,73 +541,4 @@ fn release_slot(p: &mut Planner<'_>, tally: &mut Tally<'_>, mut holder: Holder<'
         format!("node {name} runs {image}{how}; slot freed"),
     );
     p.states.insert(&view.name, NodeState::UpToDate);
-}
-
-/// What holds up each member's drain, kept in its BootcNode's `status.drainBlocked` and
-/// listed for the pool's `UpToDate` message (returned): written (with a `DrainBlocked`
-/// event, recorded only once the write succeeded) when it changes, cleared when the drain
-/// moves again, ends or is gone.
-///
-/// A settled member has no `status.drainBlocked` written: while no drain is held up,
-/// only the `unsettled` members are read.
-pub(super) fn report_drains(
-    p: &mut Planner<'_>,
-    members: &Members<'_>,
-    unsettled: &[&NodeView],
-) -> Vec<String> {
-    let mut listed = Vec::new();
-    // The drains held up, usually none: looked up for each member instead of every drain.
-    let held_up: BTreeMap<&str, &String> = p
-        .snap
-        .drains
-        .iter()
-        .filter_map(|(node, drain)| match drain {
-            DrainView::Running { blocked: Some(why) } => Some((node.as_str(), why)),
-            _ => None,
-        })
-        .collect();
-    if held_up.is_empty() {
-        drains_of(p, unsettled.iter().copied(), &held_up, &mut listed);
-    } else {
-        drains_of(p, members.iter(), &held_up, &mut listed);
-    }
-    listed
-}
-
-/// [`report_drains`] for `members`, listing theirs held up in `listed`.
-fn drains_of<'v>(
-    p: &mut Planner<'_>,
-    members: impl Iterator<Item = &'v NodeView>,
-    held_up: &BTreeMap<&str, &String>,
-    listed: &mut Vec<String>,
-) {
-    for view in members {
-        let Some(bootc) = &view.bootc else { continue };
-        let why = match held_up.get(&*view.name) {
-            Some(why) if p.states.get(&view.name) == Some(&NodeState::Rebooting) => {
-                Some(truncate((*why).clone(), DRAIN_MESSAGE_MAX_LEN))
-            }
-            _ => None,
-        };
-        let written = bootc.status().and_then(|s| s.drain_blocked.as_ref());
-        if let Some(why) = &why {
-            listed.push(format!("node {}: drain blocked: {why}", view.name));
-        }
-        if written.map(|w| &w.message) == why.as_ref() {
-            continue;
-        }
-        let name = String::from(&*view.name);
-        let blocked = why.clone().map(|message| DrainBlocked {
-            message,
-            since: to_time(p.snap.now),
-        });
-        p.actions.push(Action::SetDrainBlocked {
-            node: name.clone(),
-            blocked,
-        });
-        if let Some(why) = why {
-            let message = format!("node {name}: drain blocked: {why}");
-            p.node_event(&name, true, events::DRAIN_BLOCKED, message);
-        }
-    }
 }

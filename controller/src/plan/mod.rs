@@ -20,6 +20,7 @@
 //!   adds up to: then only the members without a kept outcome are visited;
 //! - [`gates`]: every gate's verdict on what the pass found, in order of precedence;
 //! - `holder::approve` and [`slots`]: the approvals and the new slots the verdicts allow;
+//! - `drains`: what holds up each member's drain, in its BootcNode's `status.drainBlocked`;
 //! - [`stall`]: stall detection;
 //! - [`status`]: counts, `status.gates`, conditions, transition events, `deployHistory`;
 //! - `secret`: a pull Secret the controller may not read, over the status's `Degraded`;
@@ -48,6 +49,7 @@ pub mod agent;
 mod boot_health;
 mod candidates;
 mod cleanup;
+mod drains;
 pub mod failure;
 pub mod gates;
 mod holder;
@@ -332,7 +334,7 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
     }
     let (unsettled, drifted) = (std::mem::take(&mut tally.unsettled), tally.drifted);
     let unhealthy = p.act(tally, &judgement, members.len(), target);
-    let blocked = holder::report_drains(&mut p, members, &unsettled);
+    let blocked = drains::report(&mut p, members, &unsettled);
     admin_hold::report(&mut p, &unsettled, &held);
     let findings = Findings {
         membership,

@@ -343,7 +343,7 @@ pub(super) fn entry(view: &NodeView, outcome: Outcome, drifted: bool) -> Option<
 
 /// Whether the BootcNode's reports leave nothing to write for a member an admin holds
 /// (`held`) or not, when it holds no slot: its `status.held` says so already, and it
-/// has no `status.drainBlocked` to clear (see `holder::report_drains` and
+/// has no `status.drainBlocked` to clear (see `drains::report` and
 /// `admin_hold::report`, which read only the members not settled).
 pub(super) fn reports_nothing(view: &NodeView, held: bool) -> bool {
     let status = view.bootc.as_ref().and_then(|b| b.status());

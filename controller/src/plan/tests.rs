@@ -1875,6 +1875,16 @@ fn a_notready_before_the_reboot_record_is_seen_is_waited_for_briefly() {
     // Down since before the approval: not the reboot, unhealthy at once.
     let plan = plan_down(20, 25);
     assert!(halted(&plan), "{:?}", condition_of(&plan, "Degraded"));
+    // The bounds, in the whole seconds both times are kept in: down in the second of
+    // the approval is the reboot's, a second before it is not; the grace ends 30 s
+    // after the NotReady, and at that moment it has ended.
+    assert!(!halted(&plan_down(20, 20)), "down in the approval's second");
+    assert!(
+        halted(&plan_down(20, 21)),
+        "down a second before the approval"
+    );
+    assert!(!halted(&plan_down(40, 29)), "a second of grace left");
+    assert!(halted(&plan_down(40, 30)), "the grace ends now");
 }
 
 #[test]
