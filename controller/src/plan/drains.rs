@@ -12,10 +12,9 @@ use super::actions::{Action, NodeState, events};
 use super::membership::Members;
 use super::world::{DrainView, NodeView};
 
-/// What holds up each member's drain, kept in its BootcNode's `status.drainBlocked` and
-/// listed for the pool's `UpToDate` message (returned): written (with a `DrainBlocked`
-/// event, recorded only once the write succeeded) when it changes, cleared when the drain
-/// moves again, ends or is gone.
+/// The drain reports, and the lines for the pool's `UpToDate` message (returned): each
+/// written (with a `DrainBlocked` event, recorded only once the write succeeded) when it
+/// changes, cleared when the drain moves again, ends or is gone.
 ///
 /// A settled member has no `status.drainBlocked` written: while no drain is held up,
 /// only the `unsettled` members are read.

@@ -277,14 +277,15 @@ fn in_own_reboot(
     if !recorded {
         return false;
     }
-    let back = kubelet_back && agent.current && booted;
-    // Read only when it can matter: the times cost more than the flags.
-    let down_since_back = || {
-        info.ready_since
-            .zip(agent.booted_since())
-            .is_some_and(|(down, booted)| down > booted + KUBELET_START_GRACE)
-    };
-    !(back && down_since_back())
+    if !(kubelet_back && agent.current && booted) {
+        return true;
+    }
+    // Back on the target: the times are read only now, as they cost more than the flags.
+    let down_since_back = info
+        .ready_since
+        .zip(agent.booted_since())
+        .is_some_and(|(down, booted)| down > booted + KUBELET_START_GRACE);
+    !down_since_back
 }
 
 /// While the agent's record of the reboot may not have reached this view: until when a
