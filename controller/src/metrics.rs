@@ -33,8 +33,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::plan::NodeState;
 use crate::plan::states::States;
+use crate::plan::{NodeState, Plan};
 
 mod health;
 mod results;
@@ -389,21 +389,29 @@ impl Metrics {
         }
     }
 
-    /// [`Metrics::set_nodes`] from the plan's state of each member node.
+    /// [`Metrics::set_nodes`] from the plan's count of members in each state.
     pub fn set_node_states(&self, pool: &str, states: &States) {
-        // Counted by state first: a few states, many members.
-        let mut by_state: Vec<(NodeState, usize)> = Vec::new();
-        for state in states.values() {
-            match by_state.iter_mut().find(|(s, _)| s == state) {
-                Some((_, n)) => *n += 1,
-                None => by_state.push((*state, 1)),
-            }
-        }
-        let counts: BTreeMap<&str, usize> = by_state
+        let counts: BTreeMap<&str, usize> = NodeState::ALL
             .into_iter()
-            .map(|(state, n)| (node_state_name(state), n))
+            .map(|state| (node_state_name(state), states.count(state)))
             .collect();
         self.set_nodes(pool, &counts);
+    }
+
+    /// What `plan` says of `pool`: its members' states, its health and its target. Set
+    /// after every plan, as the status is written.
+    pub fn set_plan(&self, pool: &str, plan: &Plan) {
+        self.set_node_states(pool, &plan.states);
+        self.set_pool_health(pool, &PoolHealth::of(plan));
+        match &plan.target {
+            Some(t) => self.set_target(
+                pool,
+                &t.image,
+                &t.digest.to_string(),
+                plan.status.target_version.as_deref(),
+            ),
+            None => self.clear_target(pool),
+        }
     }
 
     /// Sets `pool`'s target: one series with value 1; the pool's previous target series

@@ -4,26 +4,21 @@
 //! staging or holding a reboot slot (`bootc_pool_oldest_in_state_seconds`), and members
 //! whose booted system is not the image it claims (`bootc_pool_nodes_drifted`).
 //!
-//! Everything is computed from what the plan already looked at, in one pass over the
-//! pool's nodes, with no API request.
+//! Everything is what the plan found ([`crate::plan::health`] for the members), with no
+//! API request and no pass over the pool's members of its own: a plan that visits only
+//! the members that changed leaves these gauges as cheap.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use bootc_crds::REBOOT_SLOT_ANNOTATION;
-use bootc_crds::conditions::{IDLE, from_time};
-use chrono::{DateTime, Utc};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::{Metrics, PoolLabels, node_state_name};
-use crate::plan::{NodeState, NodeView, Plan, Snapshot};
-
-/// The states of `bootc_pool_oldest_in_state_seconds`: the two a node can get stuck in
-/// without the plan calling it Degraded.
-pub const TIMED_STATES: [NodeState; 2] = [NodeState::Staging, NodeState::Rebooting];
+use crate::plan::Plan;
+pub use crate::plan::health::TIMED_STATES;
 
 /// What one plan says about a pool's health, ready to be set on the gauges.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,70 +36,20 @@ pub struct PoolHealth {
 }
 
 impl PoolHealth {
-    /// From the plan's status and member states, and the snapshot it was made from.
-    ///
-    /// A Staging node counts from its `Idle` condition's `lastTransitionTime` (when the
-    /// agent left Idle to pull) while that condition is False; a node whose agent has not
-    /// left Idle yet is not counted here (it is unreported instead). A Rebooting node
-    /// counts from its reboot slot annotation (when the slot was granted: cordon, drain,
-    /// reboot and the way back); a slot granted by this very plan counts 0.
-    pub fn of(snapshot: &Snapshot, plan: &Plan) -> PoolHealth {
-        let mut health = PoolHealth {
+    /// From the plan's status and what it found of its members' health (see
+    /// [`crate::plan::health::Health`] for how each member counts).
+    pub fn of(plan: &Plan) -> PoolHealth {
+        PoolHealth {
             conditions: plan
                 .status
                 .conditions
                 .iter()
                 .map(|c| (c.type_.clone(), c.reason.clone(), c.status == "True"))
                 .collect(),
+            unreported: plan.health.unreported,
+            oldest: plan.health.oldest,
             drifted: usize::try_from(plan.status.drifted_count).unwrap_or(0),
-            ..PoolHealth::default()
-        };
-        let mut states = plan.states.in_order();
-        for view in &snapshot.nodes {
-            let Some(state) = states.get(&view.name) else {
-                continue;
-            };
-            if unreported(view) {
-                health.unreported += 1;
-            }
-            if let Some(i) = TIMED_STATES.iter().position(|s| *s == state)
-                && let Some(since) = in_state_since(view, state, snapshot.now)
-            {
-                let seconds = (snapshot.now - since).num_seconds().max(0);
-                health.oldest[i] = health.oldest[i].max(seconds);
-            }
         }
-        health
-    }
-}
-
-/// The node has a BootcNode and its agent has not answered the current spec.
-fn unreported(view: &NodeView) -> bool {
-    view.bootc.as_ref().is_some_and(|b| {
-        !b.deleting()
-            && b.status().and_then(|s| s.observed_generation) < b.generation()
-            && b.generation().is_some()
-    })
-}
-
-/// Since when the node has been in `state` (Staging or Rebooting), when known.
-fn in_state_since(view: &NodeView, state: NodeState, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let bootc = view.bootc.as_ref()?;
-    match state {
-        NodeState::Rebooting => Some(
-            bootc
-                .annotations()
-                .get(REBOOT_SLOT_ANNOTATION)
-                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-                .map_or(now, |t| t.with_timezone(&Utc)),
-        ),
-        _ => bootc
-            .status()
-            .as_ref()?
-            .conditions
-            .iter()
-            .find(|c| c.type_ == IDLE && c.status == "False")
-            .and_then(|c| from_time(&c.last_transition_time)),
     }
 }
 

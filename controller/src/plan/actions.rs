@@ -222,6 +222,16 @@ impl NodeState {
     /// How many states there are.
     pub const COUNT: usize = 6;
 
+    /// Every state, in the order of [`NodeState::index`].
+    pub const ALL: [NodeState; NodeState::COUNT] = [
+        NodeState::Pending,
+        NodeState::Staging,
+        NodeState::Staged,
+        NodeState::Rebooting,
+        NodeState::UpToDate,
+        NodeState::Degraded,
+    ];
+
     /// Its place among the states (`0..COUNT`).
     pub fn index(self) -> usize {
         self as usize
@@ -251,4 +261,6 @@ pub struct Plan {
     pub target: Option<Target>,
     /// When the rollout last advanced: the shell keeps it for the next plan.
     pub progress: Progress,
+    /// The pool's health beyond the status (for the shell's metrics).
+    pub health: super::health::Health,
 }

@@ -33,6 +33,9 @@ pub(super) struct Tally<'a> {
     pub drained: Vec<Drained>,
     /// Members whose agent reports `Drifted=True`.
     pub drifted: usize,
+    /// The settled members' part of the pool's health (those planned in full are read
+    /// once the plan's states are final).
+    pub health: super::health::Kept,
     /// The members planned in full, not from a settled outcome, in member order: the
     /// only ones whose reports (`status.held`, `status.drainBlocked`) may need a write.
     pub unsettled: Vec<&'a NodeView>,

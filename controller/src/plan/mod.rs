@@ -21,6 +21,8 @@
 //! - [`gates`]: every gate's verdict on what the pass found, in order of precedence;
 //! - `holder::approve` and [`slots`]: the approvals and the new slots the verdicts allow;
 //! - `drains`: what holds up each member's drain, in its BootcNode's `status.drainBlocked`;
+//! - [`health`]: the members unreported and the longest Staging and Rebooting, for the
+//!   metrics;
 //! - [`stall`]: stall detection;
 //! - [`status`]: counts, `status.gates`, conditions, transition events, `deployHistory`;
 //! - `secret`: a pull Secret the controller may not read, over the status's `Degraded`;
@@ -52,6 +54,7 @@ mod cleanup;
 mod drains;
 pub mod failure;
 pub mod gates;
+pub mod health;
 mod holder;
 pub mod limits;
 mod member;
@@ -169,6 +172,8 @@ struct Planner<'a> {
     /// Slots this plan frees (their holders are uncordoned and released before the new
     /// grants start, so the grants may use them).
     releases: usize,
+    /// The pool's health beyond the status, once the states are final.
+    health: health::Health,
 }
 
 /// What the plan found on its way, for the status: who belongs, who is held, what the
@@ -198,6 +203,7 @@ impl<'a> Planner<'a> {
             requeue: None,
             grants_from: None,
             releases: 0,
+            health: health::Health::default(),
         }
     }
 
@@ -217,6 +223,7 @@ impl<'a> Planner<'a> {
             requeue_after: self.requeue,
             target,
             progress,
+            health: self.health,
         }
     }
 
@@ -333,7 +340,10 @@ fn plan_once(snap: &Snapshot, may_fail: bool) -> Plan {
         return plan_once(&marked, false);
     }
     let (unsettled, drifted) = (std::mem::take(&mut tally.unsettled), tally.drifted);
+    let kept = std::mem::take(&mut tally.health);
     let unhealthy = p.act(tally, &judgement, members.len(), target);
+    // The states are final: the health read from the members planned in full.
+    p.health = health::of(&kept, &unsettled, &p.states, snap.now);
     let blocked = drains::report(&mut p, members, &unsettled);
     admin_hold::report(&mut p, &unsettled, &held);
     let findings = Findings {

@@ -52,9 +52,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePoolSpec;
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 
 use super::actions::NodeState;
+use super::health;
 use super::membership::Members as MemberViews;
 use super::states::{Names, Order};
 use super::target::Target;
@@ -190,6 +192,11 @@ pub(super) struct Entry {
     outcome: Outcome,
     /// Its agent reports `Drifted=True`, for the status's count.
     drifted: bool,
+    /// Its agent has not answered its spec, for the pool's health.
+    unreported: bool,
+    /// Since when it has been Staging, when it is and that is known, for the pool's
+    /// health.
+    staging_since: Option<DateTime<Utc>>,
 }
 
 impl Entry {
@@ -220,6 +227,12 @@ impl Entry {
     /// Whether its agent reports `Drifted=True`.
     pub fn drifted(&self) -> bool {
         self.drifted
+    }
+
+    /// Its part of the pool's health: whether its agent has not answered its spec, and
+    /// since when it has been Staging (see [`super::health`]).
+    pub fn health(&self) -> (bool, Option<DateTime<Utc>>) {
+        (self.unreported, self.staging_since)
     }
 }
 
@@ -330,6 +343,9 @@ fn by_name<'n, T>(
 /// `None` unless it has its Node and its BootcNode.
 pub(super) fn entry(view: &NodeView, outcome: Outcome, drifted: bool) -> Option<Entry> {
     let (info, bootc) = (view.node.as_ref()?, view.bootc.as_ref()?);
+    let staging_since = (outcome.state == NodeState::Staging)
+        .then(|| health::staging_since(view))
+        .flatten();
     Some(Entry {
         node: Arc::clone(&info.node),
         bootc: Arc::clone(bootc.object()),
@@ -338,6 +354,8 @@ pub(super) fn entry(view: &NodeView, outcome: Outcome, drifted: bool) -> Option<
         zone: info.zone.clone(),
         outcome,
         drifted,
+        unreported: health::unreported(view),
+        staging_since,
     })
 }
 

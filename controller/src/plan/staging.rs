@@ -135,6 +135,8 @@ fn every<'a>(
         match entry {
             Some(entry) => {
                 pass.tally.drifted += usize::from(entry.drifted());
+                let (unreported, staging_since) = entry.health();
+                pass.tally.health.add(unreported, staging_since);
                 replay(p, pass, view, entry.outcome());
                 replayed += 1;
             }

@@ -144,6 +144,8 @@ struct Marks {
 /// A BootcNode's time stamps (`None` when missing or not a time).
 #[derive(Debug, Clone, Copy)]
 struct Stamps {
+    /// When its reboot slot was granted ([`REBOOT_SLOT_ANNOTATION`]).
+    granted_at: Option<DateTime<Utc>>,
     /// When its reboot was approved ([`APPROVED_AT_ANNOTATION`]).
     approved_at: Option<DateTime<Utc>>,
     /// When the controller first saw it back on the target ([`BACK_AT_ANNOTATION`]).
@@ -156,18 +158,21 @@ impl Marks {
         let annotations = object.annotations();
         let read = |key: &str| annotations.get(key).and_then(|s| parse_stamp(s));
         let stamps = Stamps {
+            granted_at: read(REBOOT_SLOT_ANNOTATION),
             approved_at: read(APPROVED_AT_ANNOTATION),
             back_at: read(BACK_AT_ANNOTATION),
         };
+        let any =
+            stamps.granted_at.is_some() || stamps.approved_at.is_some() || stamps.back_at.is_some();
         Marks {
             holds_slot: annotations.contains_key(REBOOT_SLOT_ANNOTATION),
-            stamps: (stamps.approved_at.is_some() || stamps.back_at.is_some())
-                .then(|| Box::new(stamps)),
+            stamps: any.then(|| Box::new(stamps)),
         }
     }
 
     fn stamps(&self) -> Stamps {
         self.stamps.as_deref().copied().unwrap_or(Stamps {
+            granted_at: None,
             approved_at: None,
             back_at: None,
         })
@@ -189,6 +194,12 @@ impl BootcView {
             marks: Some(Marks::of(&object)),
             object,
         }
+    }
+
+    /// When its reboot slot was granted ([`REBOOT_SLOT_ANNOTATION`]; `None` when missing
+    /// or not a time).
+    pub fn granted_at(&self) -> Option<DateTime<Utc>> {
+        self.stamps().granted_at
     }
 
     /// When its reboot was approved ([`APPROVED_AT_ANNOTATION`]; `None` when missing or

@@ -548,18 +548,7 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
         pacing::write_status(ctx, pool, &plan.status).await?
     };
     // What the status now says, the metrics say too.
-    let metrics = &ctx.deps.metrics;
-    metrics.set_node_states(&name, &plan.states);
-    metrics.set_pool_health(&name, &crate::metrics::PoolHealth::of(&snapshot, &plan));
-    match &plan.target {
-        Some(t) => metrics.set_target(
-            &name,
-            &t.image,
-            &t.digest.to_string(),
-            plan.status.target_version.as_deref(),
-        ),
-        None => metrics.clear_target(&name),
-    }
+    ctx.deps.metrics.set_plan(&name, &plan);
     execute::publish_all(ctx, pool, &pool_events).await;
     let taken = views::Taken {
         pods_listed: snapshot.pool.spec.disruption.blocking_pods.is_some(),

@@ -1,7 +1,12 @@
 //! What the kept outcomes add up to ([`Sums`]): a member pass that may take them whole
 //! visits only the members without one.
 
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
 use super::super::actions::NodeState;
+use super::super::health;
 use super::super::states::Counts;
 use super::Entry;
 
@@ -21,6 +26,10 @@ pub(in super::super) struct Sums {
     pub staging: usize,
     /// Members whose agent reports `Drifted=True`.
     pub drifted: usize,
+    /// Members whose agent has not answered their spec.
+    pub unreported: usize,
+    /// When each Staging member (with a known time) left Idle: how many at each time.
+    pub staging_since: BTreeMap<DateTime<Utc>, usize>,
     /// Members whose Node is not Ready.
     pub unavailable: usize,
     /// Slot candidates (unless another pool claims them).
@@ -89,6 +98,8 @@ impl Sums {
             open: places(),
             staging: 0,
             drifted: 0,
+            unreported: 0,
+            staging_since: BTreeMap::new(),
             unavailable: 0,
             candidates: places(),
             candidate_zones: Vec::new(),
@@ -115,6 +126,10 @@ impl Sums {
         self.open.remove(i);
         self.staging += usize::from(o.staging);
         self.drifted += usize::from(entry.drifted);
+        self.unreported += usize::from(entry.unreported);
+        if let Some(t) = entry.staging_since {
+            *self.staging_since.entry(t).or_default() += 1;
+        }
         self.unavailable += usize::from(!entry.ready);
         if o.candidate {
             self.candidates.insert(i);
@@ -138,6 +153,14 @@ impl Sums {
         }
     }
 
+    /// The kept entries' part of the pool's health.
+    pub fn health(&self) -> health::Kept {
+        health::Kept {
+            unreported: self.unreported,
+            staging_since: self.staging_since.keys().next().copied(),
+        }
+    }
+
     /// Where `zone` is among the candidates' zones, compared as the grant order compares
     /// them.
     fn candidate_zone(&self, zone: &str) -> Option<usize> {
@@ -151,6 +174,17 @@ impl Sums {
         // Counted when it was kept: never below zero (saturating, should that not hold).
         self.staging = self.staging.saturating_sub(usize::from(o.staging));
         self.drifted = self.drifted.saturating_sub(usize::from(entry.drifted));
+        self.unreported = self
+            .unreported
+            .saturating_sub(usize::from(entry.unreported));
+        if let Some(t) = entry.staging_since
+            && let Some(n) = self.staging_since.get_mut(&t)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.staging_since.remove(&t);
+            }
+        }
         self.unavailable = self.unavailable.saturating_sub(usize::from(!entry.ready));
         self.candidates.remove(i);
         if o.candidate {

@@ -44,6 +44,7 @@ pub(super) fn pass<'a>(
         .collect();
     pass.places.staging = sums.staging + pulling.iter().filter(|p| **p).count();
     pass.tally.drifted += sums.drifted;
+    pass.tally.health = sums.health();
     pass.tally.unavailable += sums.unavailable;
     p.states = States::of(names, sums.states.clone(), sums.counts);
     let degraded_from = p.degraded.len();

@@ -79,7 +79,15 @@ fn member(i: usize, kind: usize) -> NodeView {
         }
     };
     if n.bootc.is_some() {
-        bootc_mut(&mut n.bootc).metadata.name = Some(name(i).to_owned());
+        let bootc = bootc_mut(&mut n.bootc);
+        bootc.metadata.name = Some(name(i).to_owned());
+        // Each member's agent left Idle at a time of its own, the later the higher `i`:
+        // the longest Staging is a member's of its own.
+        let left = to_time(now() - chrono::Duration::minutes(60 - i as i64)).unwrap();
+        let idle = (bootc.status.iter_mut()).flat_map(|s| &mut s.conditions);
+        for c in idle.filter(|c| c.type_ == conditions::IDLE) {
+            c.last_transition_time = left.clone();
+        }
     }
     let mut view = n.view();
     if kind == 12 {
@@ -144,6 +152,10 @@ enum Change {
     Owner(usize),
     /// Member `i`'s Node moves to the next zone (of four, the last none).
     Zone(usize),
+    /// Member `i`'s agent has not answered its spec, or answers it again.
+    Unanswered(usize),
+    /// Member `i`'s `Idle` condition changed `m` minutes ago (its status kept).
+    IdleSince(usize, i64),
 }
 
 fn change(size: usize) -> impl Strategy<Value = Change> {
@@ -168,6 +180,8 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         1 => (0..size).prop_map(Change::HeldUp),
         1 => (0..size).prop_map(Change::Owner),
         1 => (0..size).prop_map(Change::Zone),
+        1 => (0..size).prop_map(Change::Unanswered),
+        1 => (0..size, 1..90i64).prop_map(|(i, m)| Change::IdleSince(i, m)),
     ]
 }
 
@@ -185,7 +199,9 @@ fn touched(change: &Change, size: usize) -> Option<usize> {
         | Change::WrittenHeld(i)
         | Change::WrittenBlocked(i)
         | Change::Owner(i)
-        | Change::Zone(i) => Some(i % size),
+        | Change::Zone(i)
+        | Change::Unanswered(i)
+        | Change::IdleSince(i, _) => Some(i % size),
         Change::Rival(_)
         | Change::Target(_)
         | Change::Budget(_)
@@ -336,6 +352,24 @@ fn apply(snap: &mut Snapshot, change: &Change) {
                 }
             }
         }
+        Change::Unanswered(i) => {
+            if let Some(status) = reported(snap, i) {
+                status.observed_generation = match status.observed_generation {
+                    Some(1) => Some(0),
+                    _ => Some(1),
+                };
+            }
+        }
+        Change::IdleSince(i, minutes) => {
+            if let Some(status) = reported(snap, i) {
+                let at = to_time(now() - chrono::Duration::minutes(minutes)).unwrap();
+                for c in &mut status.conditions {
+                    if c.type_ == conditions::IDLE {
+                        c.last_transition_time = at.clone();
+                    }
+                }
+            }
+        }
         Change::HeldUp(i) => {
             let node = name(i % size).to_owned();
             if snap.drains.remove(&node).is_none() {
@@ -352,6 +386,47 @@ fn reported(snap: &mut Snapshot, i: usize) -> Option<&mut BootcNodeStatus> {
     let size = snap.nodes.len();
     let bootc = snap.nodes[i % size].bootc.as_mut()?;
     bootc.object_mut().status.as_mut()
+}
+
+/// The pool's health read from every view of the snapshot with the plan's states, as
+/// the rule says, to hold the plan's (found from the members planned in full and the
+/// settled members' kept part) to.
+fn health_read_whole(snap: &Snapshot, planned: &Plan) -> health::Health {
+    let mut found = health::Health::default();
+    for view in &snap.nodes {
+        let Some(state) = planned.states.get(&view.name).copied() else {
+            continue;
+        };
+        let Some(bootc) = &view.bootc else {
+            continue;
+        };
+        let behind = bootc.status().and_then(|s| s.observed_generation) < bootc.generation();
+        if !bootc.deleting() && bootc.generation().is_some() && behind {
+            found.unreported += 1;
+        }
+        let since = match state {
+            NodeState::Staging => bootc
+                .status()
+                .and_then(|s| {
+                    (s.conditions.iter())
+                        .find(|c| c.type_ == conditions::IDLE && c.status == "False")
+                })
+                .and_then(|c| conditions::from_time(&c.last_transition_time)),
+            NodeState::Rebooting => Some(
+                bootc
+                    .annotations()
+                    .get(bootc_crds::REBOOT_SLOT_ANNOTATION)
+                    .map_or(snap.now, |t| t.parse().unwrap()),
+            ),
+            _ => None,
+        };
+        let at = usize::from(state == NodeState::Rebooting);
+        if let Some(since) = since {
+            let seconds = (snap.now - since).num_seconds().max(0);
+            found.oldest[at] = found.oldest[at].max(seconds);
+        }
+    }
+    found
 }
 
 proptest! {
@@ -411,6 +486,7 @@ proptest! {
             without.settled = Settled::default();
             let from_scratch = plan(&without);
             prop_assert_eq!(plan(&with), from_scratch.clone());
+            prop_assert_eq!(&from_scratch.health, &health_read_whole(&snap, &from_scratch));
             if changes.is_empty() {
                 // Nothing changed since the plan before: every outcome it kept was used.
                 prop_assert_eq!(kept.used() - used, len as u64);
