@@ -9,9 +9,10 @@
 //! - `plan`: one `plan()` of a snapshot already built, nothing kept from an earlier plan;
 //! - `reconcile`: what one reconcile computes between its reads and its writes: the
 //!   members picked from the caches (the reflector stores the controller fills), their
-//!   views, the snapshot, the plan and the status patch built and serialized when the
+//!   views, the snapshot, the plan, the status patch built and serialized when the
 //!   status moved (`reconcile::pacing::status_write`, as the controller writes it;
-//!   nothing when the pool has that status already). The API calls
+//!   nothing when the pool has that status already), and the metrics set from the plan
+//!   (`Metrics::set_plan`). The API calls
 //!   themselves are not counted. The pool's candidates and views are read from scratch,
 //!   as after a label or owner change (`reconcile::membership`, `reconcile::views`), and
 //!   nothing is kept of the settled members (`plan::settled`);
@@ -28,6 +29,10 @@
 //!   (`k8s-openapi`'s and the CRD's own decoding) and lean (`reconcile::lean`, what the
 //!   controller's watches and pod lists use).
 //!
+//! The bench counts with the allocator the controller ships with (mimalloc), its delayed
+//! return of memory to the system turned off: that delay is a time, and would make the
+//! counts depend on the clock.
+//!
 //! `-- --only plan` (or `reconcile`, a size, a state) runs the matching cases alone.
 
 // A bench's fixed inputs are known good: a panic on one is a bug in the bench.
@@ -42,6 +47,7 @@ use std::process::{Command, ExitCode};
 
 use bootc_crds::node::BootcNode;
 use bootc_crds::pool::BootcNodePool;
+use bootc_pool_controller::metrics::Metrics;
 use bootc_pool_controller::plan::{self, Plan, PoolView, Snapshot};
 use bootc_pool_controller::reconcile::lean::Lean;
 use bootc_pool_controller::reconcile::membership::Membership;
@@ -53,6 +59,11 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use world::State;
+
+/// The allocator the controller ships with (its `main.rs`): what a reconcile's
+/// allocations cost is counted as the controller pays it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The variable that tells a process to run one case (`plan 1000 all-staged`).
 const CASE_VAR: &str = "BOOTC_POOL_INSTRUCTIONS_CASE";
@@ -173,6 +184,9 @@ fn count(case: &str) -> Result<u64, String> {
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(&exe)
         .env(CASE_VAR, case)
+        // mimalloc gives memory back to the system after a delay: when, the clock
+        // decides, and with it how many instructions a case counts. Not at all here.
+        .env("MIMALLOC_PURGE_DELAY", "-1")
         .output()
         .map_err(|e| format!("valgrind (is it installed?): {e}"))?;
     let result = summary(&out);
@@ -326,8 +340,8 @@ fn measured_reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
     reconcile(pool, caches)
 }
 
-/// Reads, plans, writes the status as the controller does when it moved, keeps the
-/// views read.
+/// Reads, plans, writes the status as the controller does when it moved, sets the
+/// metrics, keeps the views read.
 fn reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
     let mut taken = caches.views.take(pool, &caches.membership, caches);
     let mut snap = caches.snapshot_of(pool, std::mem::take(&mut taken.nodes));
@@ -338,6 +352,8 @@ fn reconcile(pool: &BootcNodePool, caches: &Caches) -> Vec<u8> {
     let patch = pacing::status_write(pool.status.as_ref(), &plan.status)
         .map(|body| serde_json::to_vec(&body).expect("a status serializes"))
         .unwrap_or_default();
+    // What the plan says, the metrics say too.
+    caches.metrics.set_plan(&pool.name_any(), &plan);
     taken.nodes = snap.nodes;
     caches.views.keep(&pool.name_any(), taken);
     patch
@@ -352,6 +368,7 @@ struct Caches {
     bootc_writer: Writer<BootcNode>,
     membership: Membership,
     views: Views,
+    metrics: Metrics,
 }
 
 /// The bench writes nothing: every object comes from the caches.
@@ -389,6 +406,7 @@ impl Caches {
             bootc_writer,
             membership,
             views: Views::default(),
+            metrics: Metrics::default(),
         }
     }
 
