@@ -59,10 +59,8 @@ pub fn decide(snap: &Snapshot) -> TargetDecision {
     let pool = &snap.pool;
     let pinned = Target::from_ref(&pool.spec.image.r#ref);
     let mut out = TargetDecision {
-        target: Err(TargetProblem::Resolution(format!(
-            "image.ref {:?} is a tag that has not been resolved yet",
-            pool.spec.image.r#ref
-        ))),
+        // Every way below sets the target; a message is written only where it is kept.
+        target: Err(TargetProblem::Resolution(String::new())),
         problem: snap.pull_secret.problem.clone(),
         version: None,
         resolve_times: None,
@@ -95,7 +93,12 @@ pub fn decide(snap: &Snapshot) -> TargetDecision {
     }
     let interval = resolve_interval(&pool.spec);
     match &snap.lookup {
-        Lookup::NotAsked => {}
+        Lookup::NotAsked => {
+            out.target = Err(TargetProblem::Resolution(format!(
+                "image.ref {:?} is a tag that has not been resolved yet",
+                pool.spec.image.r#ref
+            )));
+        }
         Lookup::Resolved {
             target,
             version,

@@ -1062,6 +1062,34 @@ fn a_pinned_ref_clears_the_resolve_times_and_a_tag_not_asked_yet_keeps_them() {
     );
 }
 
+/// A tag not asked yet has no target, and says which tag; a pinned ref and a tag
+/// resolved have one.
+#[test]
+fn a_tag_not_asked_yet_has_no_target_and_names_its_tag() {
+    let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[node("n1").staged()]);
+    assert_eq!(
+        super::target::decide(&snap).target,
+        Ok(Target::from_ref(&pin('b')).unwrap())
+    );
+    snap.pool.spec.image.r#ref = "quay.io/os/node:stable".into();
+    snap.lookup = Lookup::NotAsked;
+    assert_eq!(
+        super::target::decide(&snap).target,
+        Err(TargetProblem::Resolution(
+            "image.ref \"quay.io/os/node:stable\" is a tag that has not been resolved yet".into()
+        ))
+    );
+    snap.lookup = Lookup::Resolved {
+        target: Target::from_ref(&pin('c')).unwrap(),
+        version: None,
+        at: now(),
+    };
+    assert_eq!(
+        super::target::decide(&snap).target,
+        Ok(Target::from_ref(&pin('c')).unwrap())
+    );
+}
+
 #[test]
 fn a_pull_secret_the_controller_may_not_read_degrades_the_pool_below_graver_reasons() {
     let not_allowed = "the pull Secret apps/pull is in a namespace the controller may not read";
