@@ -52,10 +52,7 @@ impl Kept {
 }
 
 /// The earlier of two times, where there is one.
-pub(super) fn earliest(
-    a: Option<DateTime<Utc>>,
-    b: Option<DateTime<Utc>>,
-) -> Option<DateTime<Utc>> {
+fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
