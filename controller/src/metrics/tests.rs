@@ -79,6 +79,27 @@ mod health {
         };
         let health = PoolHealth::of(&planned);
         assert_eq!(health.unreported, 3, "{health:?}");
+        // Set from the plan as a reconcile sets them: the states counted, the health,
+        // the target.
+        let m = Metrics::new();
+        let mut planned = planned;
+        let image = format!("quay.io/os@sha256:{}", "a".repeat(64));
+        planned.target = crate::plan::Target::from_ref(&image);
+        m.set_plan("p", &planned);
+        let text = m.encode();
+        for line in [
+            "bootc_pool_nodes{pool=\"p\",state=\"Staging\"} 1".to_owned(),
+            "bootc_pool_nodes{pool=\"p\",state=\"UpToDate\"} 0".to_owned(),
+            "bootc_pool_nodes_unreported{pool=\"p\"} 3".to_owned(),
+            "bootc_pool_nodes_drifted{pool=\"p\"} 2".to_owned(),
+            "bootc_pool_oldest_in_state_seconds{pool=\"p\",state=\"Rebooting\"} 1200".to_owned(),
+            format!(
+                "bootc_pool_target_info{{pool=\"p\",image=\"{image}\",digest=\"sha256:{}\",version=\"\"}} 1",
+                "a".repeat(64)
+            ),
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
         assert_eq!(health.drifted, 2, "{health:?}");
         assert_eq!(health.oldest, [3600, 1200], "{health:?}");
         assert_eq!(
