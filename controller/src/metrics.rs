@@ -144,6 +144,19 @@ struct PoolSeries {
     target: Option<TargetLabels>,
     error_reasons: BTreeSet<String>,
     notifications: BTreeSet<NotificationLabels>,
+    /// Handles on the gauges every plan sets, made at the pool's first plan.
+    plan_gauges: Option<PlanGauges>,
+}
+
+/// The gauges every plan of a pool sets, as handles on their series (a handle shares
+/// its series' value): set without building and hashing their labels at every plan.
+/// They go with the pool's series ([`Metrics::forget_pool`], which holds the lock on
+/// the pools while it removes them, so that no plan keeps a handle on a removed series).
+#[derive(Debug)]
+struct PlanGauges {
+    /// `bootc_pool_nodes`, one per state in the order of [`NodeState::ALL`].
+    nodes: [Gauge; NodeState::COUNT],
+    health: health::Gauges,
 }
 
 /// Every metric family, each a handle on what the registry encodes.
@@ -300,6 +313,9 @@ impl Metrics {
             .pools
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        if let Some(series) = pools.get_mut(pool) {
+            return f(series);
+        }
         f(pools.entry(pool.to_owned()).or_default())
     }
 
@@ -401,15 +417,37 @@ impl Metrics {
     /// What `plan` says of `pool`: its members' states, its health and its target. Set
     /// after every plan, as the status is written.
     pub fn set_plan(&self, pool: &str, plan: &Plan) {
-        self.set_node_states(pool, &plan.states);
-        self.set_pool_health(pool, &PoolHealth::of(plan));
+        let health = PoolHealth::of(plan);
+        let version = plan.status.target_version.as_deref();
+        let target_kept = self.with_pool(pool, |series| {
+            let gauges = series.plan_gauges.get_or_insert_with(|| PlanGauges {
+                nodes: NodeState::ALL.map(|state| {
+                    let labels = NodeLabels {
+                        pool: pool.to_owned(),
+                        state: node_state_name(state),
+                    };
+                    self.inner.f.nodes.get_or_create(&labels).clone()
+                }),
+                health: self.inner.health.gauges(pool),
+            });
+            for (gauge, state) in gauges.nodes.iter().zip(NodeState::ALL) {
+                gauge.set(i64::try_from(plan.states.count(state)).unwrap_or(i64::MAX));
+            }
+            gauges.health.set(&health);
+            // The target's series stands when it names this target (its pinned image
+            // carries the digest) and version.
+            let named = |t: &crate::plan::Target, l: &TargetLabels| {
+                l.image == t.image && l.version == version.unwrap_or_default()
+            };
+            match (&plan.target, &series.target) {
+                (Some(t), Some(labels)) => named(t, labels),
+                _ => false,
+            }
+        });
+        self.inner.health.set_conditions(pool, &health.conditions);
         match &plan.target {
-            Some(t) => self.set_target(
-                pool,
-                &t.image,
-                &t.digest.to_string(),
-                plan.status.target_version.as_deref(),
-            ),
+            Some(_) if target_kept => {}
+            Some(t) => self.set_target(pool, &t.image, &t.digest.to_string(), version),
             None => self.clear_target(pool),
         }
     }
@@ -485,13 +523,14 @@ impl Metrics {
 
     /// Removes every series labelled with `pool` (the pool was deleted).
     pub fn forget_pool(&self, pool: &str) {
-        let series = self
+        // Held until every series is removed: a plan setting its gauges meanwhile would
+        // keep handles on removed series.
+        let mut pools = self
             .inner
             .pools
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(pool)
-            .unwrap_or_default();
+            .unwrap_or_else(PoisonError::into_inner);
+        let series = pools.remove(pool).unwrap_or_default();
         if let Some(target) = series.target {
             self.inner.f.target_info.remove(&target);
         }
@@ -537,6 +576,7 @@ impl Metrics {
         self.inner.f.reboots_approved.remove(&labels);
         self.inner.health.forget(pool);
         self.inner.f.notifications.forget(&series.notifications);
+        drop(pools);
     }
 
     /// The registry in the OpenMetrics text format (ends with `# EOF`).

@@ -104,8 +104,14 @@ impl Families {
     }
 
     fn set(&self, pool: &str, health: &PoolHealth) {
-        let labels: Vec<ConditionLabels> = health
-            .conditions
+        self.set_conditions(pool, &health.conditions);
+        self.gauges(pool).set(health);
+    }
+
+    /// Sets `pool`'s condition series: `(type, reason, status is True)` of each. A
+    /// condition whose reason changed loses its series under the old reason.
+    pub(super) fn set_conditions(&self, pool: &str, conditions: &[(String, String, bool)]) {
+        let labels: Vec<ConditionLabels> = conditions
             .iter()
             .map(|(type_, reason, _)| ConditionLabels {
                 pool: pool.to_owned(),
@@ -123,25 +129,27 @@ impl Families {
                 self.condition.remove(&old);
             }
         }
-        for (l, (_, _, status)) in labels.iter().zip(&health.conditions) {
+        for (l, (_, _, status)) in labels.iter().zip(conditions) {
             self.condition.get_or_create(l).set(i64::from(*status));
         }
         seen.insert(pool.to_owned(), labels);
-        drop(seen);
+    }
+
+    /// Handles on `pool`'s unreported, drifted and oldest-in-state series.
+    pub(super) fn gauges(&self, pool: &str) -> Gauges {
         let pool_labels = PoolLabels {
             pool: pool.to_owned(),
         };
-        let unreported = i64::try_from(health.unreported).unwrap_or(i64::MAX);
-        self.unreported.get_or_create(&pool_labels).set(unreported);
-        let drifted = i64::try_from(health.drifted).unwrap_or(i64::MAX);
-        self.drifted.get_or_create(&pool_labels).set(drifted);
-        for (state, seconds) in TIMED_STATES.iter().zip(health.oldest) {
-            self.oldest
-                .get_or_create(&StateLabels {
+        Gauges {
+            unreported: self.unreported.get_or_create(&pool_labels).clone(),
+            drifted: self.drifted.get_or_create(&pool_labels).clone(),
+            oldest: TIMED_STATES.map(|state| {
+                let labels = StateLabels {
                     pool: pool.to_owned(),
-                    state: node_state_name(*state),
-                })
-                .set(seconds);
+                    state: node_state_name(state),
+                };
+                self.oldest.get_or_create(&labels).clone()
+            }),
         }
     }
 
@@ -165,6 +173,29 @@ impl Families {
                 pool: pool.to_owned(),
                 state: node_state_name(state),
             });
+        }
+    }
+}
+
+/// Handles on one pool's unreported, drifted and oldest-in-state series (a handle
+/// shares its series' value).
+#[derive(Debug)]
+pub(super) struct Gauges {
+    unreported: Gauge,
+    drifted: Gauge,
+    /// One per [`TIMED_STATES`].
+    oldest: [Gauge; TIMED_STATES.len()],
+}
+
+impl Gauges {
+    /// Sets them from `health` (its conditions aside).
+    pub(super) fn set(&self, health: &PoolHealth) {
+        self.unreported
+            .set(i64::try_from(health.unreported).unwrap_or(i64::MAX));
+        self.drifted
+            .set(i64::try_from(health.drifted).unwrap_or(i64::MAX));
+        for (gauge, seconds) in self.oldest.iter().zip(health.oldest) {
+            gauge.set(seconds);
         }
     }
 }

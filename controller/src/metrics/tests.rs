@@ -49,6 +49,13 @@ mod health {
         .unwrap()
     }
 
+    /// The `bootc_pool_target_info` series of an encoded registry.
+    fn target_lines(text: &str) -> Vec<&str> {
+        (text.lines())
+            .filter(|l| l.starts_with("bootc_pool_target_info{"))
+            .collect()
+    }
+
     /// The gauges say what the plan found: its conditions and drifted count from the
     /// status, its members unreported and oldest in each state from its health.
     #[test]
@@ -100,6 +107,53 @@ mod health {
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }
+        // A new target replaces the series of the one before.
+        let next = format!("quay.io/os@sha256:{}", "b".repeat(64));
+        planned.target = crate::plan::Target::from_ref(&next);
+        m.set_plan("p", &planned);
+        let text = m.encode();
+        let targets = target_lines(&text);
+        assert_eq!(targets.len(), 1, "{text}");
+        assert!(targets[0].contains(&"b".repeat(64)), "{text}");
+        // And so does its version, once known.
+        planned.status.target_version = Some("42.1".to_owned());
+        m.set_plan("p", &planned);
+        let text = m.encode();
+        let targets = target_lines(&text);
+        assert_eq!(targets.len(), 1, "{text}");
+        assert!(targets[0].contains("version=\"42.1\""), "{text}");
+        // The next plan moves them; a pool forgotten and planned again has them again.
+        planned.states = [("a".to_owned(), NodeState::UpToDate)]
+            .into_iter()
+            .collect();
+        planned.health.oldest = [0, 0];
+        planned.target = None;
+        m.set_plan("p", &planned);
+        let text = m.encode();
+        assert!(
+            text.contains("bootc_pool_nodes{pool=\"p\",state=\"Staging\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bootc_pool_nodes{pool=\"p\",state=\"UpToDate\"} 1"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("bootc_pool_target_info{pool=\"p\""),
+            "{text}"
+        );
+        m.forget_pool("p");
+        assert!(!m.encode().contains("pool=\"p\""));
+        m.set_plan("p", &planned);
+        let text = m.encode();
+        assert!(
+            text.contains("bootc_pool_nodes{pool=\"p\",state=\"UpToDate\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bootc_pool_nodes_unreported{pool=\"p\"} 3"),
+            "{text}"
+        );
         assert_eq!(health.drifted, 2, "{health:?}");
         assert_eq!(health.oldest, [3600, 1200], "{health:?}");
         assert_eq!(
