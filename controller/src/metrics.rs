@@ -436,11 +436,10 @@ impl Metrics {
             gauges.health.set(&health);
             // The target's series stands when it names this target (its pinned image
             // carries the digest) and version.
-            let named = |t: &crate::plan::Target, l: &TargetLabels| {
-                l.image == t.image && l.version == version.unwrap_or_default()
-            };
             match (&plan.target, &series.target) {
-                (Some(t), Some(labels)) => named(t, labels),
+                (Some(t), Some(l)) => {
+                    l.image == t.image && l.version == version.unwrap_or_default()
+                }
                 _ => false,
             }
         });
