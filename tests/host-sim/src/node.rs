@@ -40,7 +40,7 @@ mod standin_state;
 mod supervisor;
 
 pub use launch::NodeOptions;
-pub(crate) use launch::{bind_arg, machine_uuid};
+pub(crate) use launch::{BOOTED_MARKER, bind_arg, machine_uuid};
 use launch::{check_options, create_dirs, nspawn_command};
 pub use standin_state::{discard_staged, standin_calls};
 use supervisor::Supervisor;

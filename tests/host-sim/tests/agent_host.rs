@@ -302,6 +302,17 @@ async fn mask_update_timer_masks_at_runtime_until_the_next_boot() {
 async fn release_update_timer_hands_the_timer_back_as_the_host_had_it() {
     let f = Fixture::new("agent-release").await;
     const TIMER: &str = "bootc-fetch-apply-updates.timer";
+    // The host had it running: enabled, and started at boot.
+    let timer = wait_for("the timer running on the booted node", async || {
+        let timer = f.node.unit_state(TIMER).await.unwrap();
+        (timer.active_state != "inactive").then_some(timer)
+    })
+    .await;
+    assert_eq!(
+        (timer.active_state.as_str(), timer.unit_file_state.as_str()),
+        ("active", "enabled"),
+        "{timer:?}"
+    );
     let host = f.host().await;
     let before = f.node.system_state().await.unwrap();
     host.mask_update_timer().await.unwrap();

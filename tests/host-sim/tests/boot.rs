@@ -123,6 +123,8 @@ async fn soft_reboot_keeps_the_boot_id_and_counts() {
         .await
         .unwrap();
     assert_eq!(finalize.active_state, "active");
+    // The boot marker stays (as on a host: the initramfs is not run again).
+    assert!(node.root_path().unwrap().join("run/ostree-booted").exists());
 
     assert!(
         node.root_path()

@@ -154,6 +154,9 @@ pub(super) fn create_dirs(options: &NodeOptions) -> Result<()> {
         std::fs::create_dir_all(dir)
             .map_err(|e| SimError::io("creating a node directory", dir, e))?;
     }
+    let marker = booted_marker(&options.state_dir);
+    std::fs::write(&marker, b"")
+        .map_err(|e| SimError::io("creating the boot marker", &marker, e))?;
     let file = options.state_dir.join(bootc_standin::version::VERSION_FILE);
     match options.bootc_version {
         Some(version) => version
@@ -193,6 +196,11 @@ pub(super) fn nspawn_command(options: &NodeOptions, image: &Path) -> Command {
             "--bind-ro",
             &options.bootc_binary,
             Path::new(BOOTC_PATH),
+        ))
+        .arg(bind_arg(
+            "--bind-ro",
+            &booted_marker(&options.state_dir),
+            Path::new(BOOTED_MARKER),
         ));
     for dir in &options.shared_dirs {
         command.arg(bind_arg("--bind", dir, dir));
@@ -201,6 +209,20 @@ pub(super) fn nspawn_command(options: &NodeOptions, image: &Path) -> Command {
         command.arg(bind_arg("--bind", host, inside));
     }
     command
+}
+
+/// Where ostree and bootc look to know that the system booted a deployment. On a bootc
+/// host `ostree-prepare-root` writes it in the initramfs, before systemd starts; a node
+/// has no initramfs, so nspawn binds an empty file there. Not a boot unit's work: under
+/// load a boot unit of a node can fail to spawn (see docs/testing.md), and every unit
+/// conditioned on the marker (the update timer) would then stay off.
+pub(crate) const BOOTED_MARKER: &str = "/run/ostree-booted";
+
+/// The empty file bound at [`BOOTED_MARKER`]: beside the state directory, not in it.
+fn booted_marker(state_dir: &Path) -> PathBuf {
+    let mut path = state_dir.as_os_str().to_owned();
+    path.push(".ostree-booted");
+    PathBuf::from(path)
 }
 
 pub(crate) fn bind_arg(flag: &str, host: &Path, inside: &Path) -> String {

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, SimError};
-use crate::node::{Boot, Node, bind_arg, machine_uuid};
+use crate::node::{BOOTED_MARKER, Boot, Node, bind_arg, machine_uuid};
 use crate::real::{RealImage, Sysroot};
 
 /// How to start a [`RealNode`].
@@ -205,7 +205,7 @@ impl std::ops::Deref for RealNode {
 const RUN_DIRS: [&str; 2] = ["dbus", "ostree"];
 
 /// Empties (or makes) the directories bound at the node's [`RUN_DIRS`]: a boot starts
-/// with an empty `/run`.
+/// with an empty `/run`; and writes the empty file bound at [`BOOTED_MARKER`].
 fn fresh_run_dirs(run: &Path) -> std::io::Result<()> {
     for dir in RUN_DIRS {
         let path = run.join(dir);
@@ -215,7 +215,7 @@ fn fresh_run_dirs(run: &Path) -> std::io::Result<()> {
         }
         std::fs::create_dir_all(&path)?;
     }
-    Ok(())
+    std::fs::write(run.join("ostree-booted"), b"")
 }
 
 /// Where this machine holds a node's `/var`, `/run/dbus` and `/run/ostree`.
@@ -261,6 +261,11 @@ fn nspawn_command(name: &str, sysroot: &Sysroot, deployment: &Path, run: &Path) 
         let inside = Path::new("/run").join(dir);
         command.arg(bind_arg("--bind", &run.join(dir), &inside));
     }
+    command.arg(bind_arg(
+        "--bind-ro",
+        &run.join("ostree-booted"),
+        Path::new(BOOTED_MARKER),
+    ));
     command
 }
 

@@ -43,7 +43,44 @@ impl Drop for TestDir {
         if std::thread::panicking()
             && let Some(dir) = self.0.take()
         {
-            eprintln!("test failed: keeping {}", dir.keep().display());
+            let dir = dir.keep();
+            eprintln!("test failed: keeping {}", dir.display());
+            print_failures(&dir);
+        }
+    }
+}
+
+/// What systemd writes on a node's console when a unit fails (every boot also prints
+/// harmless "Failed to create symlink" lines about cgroups, which these leave out).
+const FAILURE_WORDS: [&str; 4] = [
+    "FAILED",
+    "Failed to start",
+    "Failed to spawn",
+    "Failed with result",
+];
+
+/// Prints what the nodes' consoles (the `*.log` files in `dir`) said failed, so that a
+/// failed run shows whether a node's own units failed under it.
+fn print_failures(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for path in entries.flatten().map(|e| e.path()) {
+        if path.extension().is_none_or(|e| e != "log") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let failed: Vec<&str> = text
+            .lines()
+            .filter(|l| FAILURE_WORDS.iter().any(|w| l.contains(w)))
+            .take(30)
+            .collect();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        eprintln!("{name}: {} failure lines", failed.len());
+        for line in failed {
+            eprintln!("  {line}");
         }
     }
 }
