@@ -175,6 +175,8 @@ pub(super) struct Kept {
     order_at: u64,
     /// The last plan's states and their fingerprint.
     recorded: Recorded,
+    /// What the spec says of the target, with the spec it was found for.
+    spec_read: Option<super::target::SpecRead>,
 }
 
 /// One settled member: the objects its outcome was found for, and the outcome. Its name
@@ -237,6 +239,11 @@ impl Entry {
 }
 
 impl Kept {
+    /// What the spec said of the target when it was last read, if it was.
+    pub(super) fn spec_read(&mut self) -> &mut Option<super::target::SpecRead> {
+        &mut self.spec_read
+    }
+
     /// How many kept outcomes the member pass used.
     pub fn replayed(&mut self, used: usize) {
         self.used += used as u64;

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use bootc_crds::ImageRef;
+use bootc_crds::pool::BootcNodePoolSpec;
 use chrono::{DateTime, Utc};
 
 pub use super::world::Target;
@@ -54,10 +55,47 @@ fn chrono_of(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::minutes(5))
 }
 
+/// What the spec alone says of the target: its problems (`None` when it is valid) and
+/// the target it pins (`None` for a tag). Found once per spec and kept with a copy of
+/// it between plans ([`super::Settled`]): checking a spec and parsing its reference
+/// cost a one-change reconcile more than comparing the spec with the last one.
+#[derive(Debug)]
+pub(super) struct SpecRead {
+    spec: BootcNodePoolSpec,
+    problems: Option<Vec<String>>,
+    pinned: Option<Target>,
+}
+
+impl SpecRead {
+    fn of(spec: &BootcNodePoolSpec) -> SpecRead {
+        SpecRead {
+            spec: spec.clone(),
+            problems: spec_problems(spec),
+            pinned: Target::from_ref(&spec.image.r#ref),
+        }
+    }
+}
+
+/// The spec's problems and pinned target, as [`SpecRead`] found them for this spec.
+fn read_spec(snap: &Snapshot) -> (Option<Vec<String>>, Option<Target>) {
+    let spec = &snap.pool.spec;
+    let mut kept = snap.settled.lock();
+    let slot = kept.spec_read();
+    match slot {
+        Some(read) if read.spec == *spec => (read.problems.clone(), read.pinned.clone()),
+        _ => {
+            let read = SpecRead::of(spec);
+            let found = (read.problems.clone(), read.pinned.clone());
+            *slot = Some(read);
+            found
+        }
+    }
+}
+
 /// Decides the pool's target.
 pub fn decide(snap: &Snapshot) -> TargetDecision {
     let pool = &snap.pool;
-    let pinned = Target::from_ref(&pool.spec.image.r#ref);
+    let (problems, pinned) = read_spec(snap);
     let mut out = TargetDecision {
         // Every way below sets the target; a message is written only where it is kept.
         target: Err(TargetProblem::Resolution(String::new())),
@@ -67,7 +105,7 @@ pub fn decide(snap: &Snapshot) -> TargetDecision {
         requeue_after: None,
         pinned: pinned.is_some(),
     };
-    if let Some(problems) = spec_problems(&pool.spec) {
+    if let Some(problems) = problems {
         out.target = Err(TargetProblem::InvalidSpec(problems));
         out.problem = None;
         return out;

@@ -1090,6 +1090,29 @@ fn a_tag_not_asked_yet_has_no_target_and_names_its_tag() {
     );
 }
 
+/// What the spec says of the target is kept between plans with the spec it was read
+/// from: every change of the spec is read again, whatever was kept before it.
+#[test]
+fn the_spec_read_again_whenever_it_changes() {
+    let mut snap = snapshot(pool_spec(IntOrString::Int(1)), &[node("n1").staged()]);
+    let pinned = |c| Ok(Target::from_ref(&pin(c)).unwrap());
+    assert_eq!(super::target::decide(&snap).target, pinned('b'));
+    snap.pool.spec.image.r#ref = pin('c');
+    assert_eq!(super::target::decide(&snap).target, pinned('c'));
+    // A field the target does not come from: the spec is valid no more.
+    snap.pool.spec.rollout.max_unavailable = IntOrString::Int(0);
+    let invalid = super::target::decide(&snap).target;
+    assert!(
+        matches!(&invalid, Err(TargetProblem::InvalidSpec(p)) if p.len() == 1),
+        "{invalid:?}"
+    );
+    snap.pool.spec.rollout.max_unavailable = IntOrString::Int(1);
+    assert_eq!(super::target::decide(&snap).target, pinned('c'));
+    snap.pool.spec.image.r#ref = pin('b');
+    assert_eq!(super::target::decide(&snap).target, pinned('b'));
+    assert_eq!(super::target::decide(&snap).target, pinned('b'));
+}
+
 #[test]
 fn a_pull_secret_the_controller_may_not_read_degrades_the_pool_below_graver_reasons() {
     let not_allowed = "the pull Secret apps/pull is in a namespace the controller may not read";
