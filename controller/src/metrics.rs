@@ -417,7 +417,6 @@ impl Metrics {
     /// What `plan` says of `pool`: its members' states, its health and its target. Set
     /// after every plan, as the status is written.
     pub fn set_plan(&self, pool: &str, plan: &Plan) {
-        let health = PoolHealth::of(plan);
         let version = plan.status.target_version.as_deref();
         let target_kept = self.with_pool(pool, |series| {
             let gauges = series.plan_gauges.get_or_insert_with(|| PlanGauges {
@@ -433,7 +432,9 @@ impl Metrics {
             for (gauge, state) in gauges.nodes.iter().zip(NodeState::ALL) {
                 gauge.set(i64::try_from(plan.states.count(state)).unwrap_or(i64::MAX));
             }
-            gauges.health.set(&health);
+            // As `PoolHealth::of` reads them, without copying the conditions.
+            let (found, drifted) = (&plan.health, health::drifted(plan));
+            (gauges.health).set_counts(found.unreported, drifted, found.oldest);
             // The target's series stands when it names this target (its pinned image
             // carries the digest) and version.
             match (&plan.target, &series.target) {
@@ -443,7 +444,9 @@ impl Metrics {
                 _ => false,
             }
         });
-        self.inner.health.set_conditions(pool, &health.conditions);
+        let conditions = plan.status.conditions.iter();
+        let conditions = conditions.map(|c| (&*c.type_, &*c.reason, c.status == "True"));
+        self.inner.health.set_conditions(pool, conditions);
         match &plan.target {
             Some(_) if target_kept => {}
             Some(t) => self.set_target(pool, &t.image, &t.digest.to_string(), version),

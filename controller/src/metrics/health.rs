@@ -48,9 +48,14 @@ impl PoolHealth {
                 .collect(),
             unreported: plan.health.unreported,
             oldest: plan.health.oldest,
-            drifted: usize::try_from(plan.status.drifted_count).unwrap_or(0),
+            drifted: drifted(plan),
         }
     }
+}
+
+/// The plan's members whose agent reports `Drifted=True`.
+pub(super) fn drifted(plan: &Plan) -> usize {
+    usize::try_from(plan.status.drifted_count).unwrap_or(0)
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -74,7 +79,20 @@ pub(super) struct Families {
     unreported: Family<PoolLabels, Gauge>,
     drifted: Family<PoolLabels, Gauge>,
     oldest: Family<StateLabels, Gauge>,
-    conditions: Mutex<BTreeMap<String, Vec<ConditionLabels>>>,
+    conditions: Mutex<BTreeMap<String, Vec<(ConditionLabels, Gauge)>>>,
+}
+
+/// The `kept` series are those of `conditions`: the same types and reasons, in order.
+fn same_series<'c>(
+    kept: &[(ConditionLabels, Gauge)],
+    mut conditions: impl Iterator<Item = (&'c str, &'c str, bool)>,
+) -> bool {
+    let same = kept.iter().all(|(l, _)| {
+        conditions
+            .next()
+            .is_some_and(|(t, r, _)| l.r#type == t && l.reason == r)
+    });
+    same && conditions.next().is_none()
 }
 
 impl Families {
@@ -104,35 +122,59 @@ impl Families {
     }
 
     fn set(&self, pool: &str, health: &PoolHealth) {
-        self.set_conditions(pool, &health.conditions);
+        let conditions = health.conditions.iter();
+        self.set_conditions(
+            pool,
+            conditions.map(|(t, r, s)| (t.as_str(), r.as_str(), *s)),
+        );
         self.gauges(pool).set(health);
     }
 
     /// Sets `pool`'s condition series: `(type, reason, status is True)` of each. A
-    /// condition whose reason changed loses its series under the old reason.
-    pub(super) fn set_conditions(&self, pool: &str, conditions: &[(String, String, bool)]) {
-        let labels: Vec<ConditionLabels> = conditions
-            .iter()
-            .map(|(type_, reason, _)| ConditionLabels {
-                pool: pool.to_owned(),
-                r#type: type_.clone(),
-                reason: reason.clone(),
-            })
-            .collect();
+    /// condition whose reason changed loses its series under the old reason. While the
+    /// types and reasons are those of the last call, only the values are set, through
+    /// the handles kept then.
+    pub(super) fn set_conditions<'c>(
+        &self,
+        pool: &str,
+        conditions: impl Iterator<Item = (&'c str, &'c str, bool)> + Clone,
+    ) {
         // Under the lock, so that two concurrent calls cannot leave a stale reason.
         let mut seen = self
             .conditions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for old in seen.remove(pool).unwrap_or_default() {
+        if let Some(kept) = seen.get(pool)
+            && same_series(kept, conditions.clone())
+        {
+            for ((_, gauge), (_, _, status)) in kept.iter().zip(conditions) {
+                gauge.set(i64::from(status));
+            }
+            return;
+        }
+        let labels: Vec<ConditionLabels> = conditions
+            .clone()
+            .map(|(type_, reason, _)| ConditionLabels {
+                pool: pool.to_owned(),
+                r#type: type_.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .collect();
+        for (old, _) in seen.remove(pool).unwrap_or_default() {
             if !labels.contains(&old) {
                 self.condition.remove(&old);
             }
         }
-        for (l, (_, _, status)) in labels.iter().zip(conditions) {
-            self.condition.get_or_create(l).set(i64::from(*status));
-        }
-        seen.insert(pool.to_owned(), labels);
+        let series = labels
+            .into_iter()
+            .zip(conditions)
+            .map(|(l, (_, _, status))| {
+                let gauge = self.condition.get_or_create(&l).clone();
+                gauge.set(i64::from(status));
+                (l, gauge)
+            })
+            .collect();
+        seen.insert(pool.to_owned(), series);
     }
 
     /// Handles on `pool`'s unreported, drifted and oldest-in-state series.
@@ -159,7 +201,7 @@ impl Families {
             .conditions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for old in seen.remove(pool).unwrap_or_default() {
+        for (old, _) in seen.remove(pool).unwrap_or_default() {
             self.condition.remove(&old);
         }
         drop(seen);
@@ -190,11 +232,20 @@ pub(super) struct Gauges {
 impl Gauges {
     /// Sets them from `health` (its conditions aside).
     pub(super) fn set(&self, health: &PoolHealth) {
+        self.set_counts(health.unreported, health.drifted, health.oldest);
+    }
+
+    /// Sets the unreported and drifted members and the oldest times in state.
+    pub(super) fn set_counts(
+        &self,
+        unreported: usize,
+        drifted: usize,
+        oldest: [i64; TIMED_STATES.len()],
+    ) {
         self.unreported
-            .set(i64::try_from(health.unreported).unwrap_or(i64::MAX));
-        self.drifted
-            .set(i64::try_from(health.drifted).unwrap_or(i64::MAX));
-        for (gauge, seconds) in self.oldest.iter().zip(health.oldest) {
+            .set(i64::try_from(unreported).unwrap_or(i64::MAX));
+        self.drifted.set(i64::try_from(drifted).unwrap_or(i64::MAX));
+        for (gauge, seconds) in self.oldest.iter().zip(oldest) {
             gauge.set(seconds);
         }
     }

@@ -194,11 +194,28 @@ mod health {
             text.contains("bootc_pool_oldest_in_state_seconds{pool=\"p\",state=\"Staging\"} 60"),
             "{text}"
         );
+        // The same reason, now True: the series kept, its value moved.
+        health.conditions = vec![("Progressing".to_owned(), "Stalled".to_owned(), true)];
+        m.set_pool_health("p", &health);
+        let text = m.encode();
+        assert!(text.contains("reason=\"Stalled\"} 1"), "{text}");
         health.conditions = vec![("Progressing".to_owned(), "Advancing".to_owned(), true)];
         m.set_pool_health("p", &health);
         let text = m.encode();
         assert!(!text.contains("Stalled"), "{text}");
         assert!(text.contains("reason=\"Advancing\"} 1"), "{text}");
+        // One more condition, then one fewer: a series each, the one gone removed.
+        let degraded = ("Degraded".to_owned(), "RolloutHalted".to_owned(), false);
+        health.conditions.push(degraded);
+        m.set_pool_health("p", &health);
+        let text = m.encode();
+        assert!(text.contains("reason=\"RolloutHalted\"} 0"), "{text}");
+        assert!(text.contains("reason=\"Advancing\"} 1"), "{text}");
+        health.conditions.remove(0);
+        m.set_pool_health("p", &health);
+        let text = m.encode();
+        assert!(!text.contains("Advancing"), "{text}");
+        assert!(text.contains("reason=\"RolloutHalted\"} 0"), "{text}");
         m.forget_pool("p");
         let text = m.encode();
         assert!(!text.contains("pool=\"p\""), "{text}");
