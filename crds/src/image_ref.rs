@@ -177,30 +177,40 @@ pub enum ImageRefError {
 /// A sha256 content digest (`sha256:<64 lowercase hex>`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Digest {
-    hex: String,
+    /// Written out, `sha256:` included: a digest is written far more often than it is
+    /// parsed (every status names the target's).
+    text: String,
 }
+
+/// What comes before the hex characters.
+const SHA256_PREFIX: &str = "sha256:";
 
 impl Digest {
     /// The 64 hex characters.
     pub fn hex(&self) -> &str {
-        &self.hex
+        &self.text[SHA256_PREFIX.len()..]
     }
 
     /// The first 12 hex characters, as tools print a short digest.
     pub fn short(&self) -> &str {
-        &self.hex[..12]
+        &self.hex()[..12]
+    }
+
+    /// Written out: `sha256:<hex>`, as `to_string` gives it, without formatting.
+    pub fn as_str(&self) -> &str {
+        &self.text
     }
 
     /// Whether `s` is this digest written out (`sha256:<hex>`): the same answer as
     /// parsing `s` and comparing, without parsing or allocating.
     pub fn is(&self, s: &str) -> bool {
-        s.strip_prefix("sha256:") == Some(self.hex.as_str())
+        s == self.text
     }
 }
 
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha256:{}", self.hex)
+        f.write_str(&self.text)
     }
 }
 
@@ -400,9 +410,8 @@ fn parse_digest(s: &str) -> Result<Digest, ImageRefError> {
     if hex.len() != SHA256_HEX_LEN {
         return Err(ImageRefError::DigestLength { len: hex.len() });
     }
-    Ok(Digest {
-        hex: hex.to_string(),
-    })
+    // `s` is `sha256:` and the hex characters, nothing else.
+    Ok(Digest { text: s.to_owned() })
 }
 
 /// Splits `name[:tag]`: a `:` after the last `/` starts the tag (a `:` before it is a port).

@@ -414,6 +414,7 @@ fn digest_parses_and_shortens() {
     assert_eq!(d.hex(), HEX);
     assert_eq!(d.short(), "0123456789ab");
     assert_eq!(d.to_string(), format!("sha256:{HEX}"));
+    assert_eq!(d.as_str(), format!("sha256:{HEX}"));
     assert!("sha256:xyz".parse::<Digest>().is_err());
     let r = ImageRef::parse("quay.io/a/b:1").unwrap();
     assert_eq!(r.pin(&d), format!("quay.io/a/b@sha256:{HEX}"));
