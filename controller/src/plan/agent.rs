@@ -98,8 +98,10 @@ impl<'a> AgentReport<'a> {
     /// The target is already on the host (booted, staged, or in the rollback slot):
     /// asking for it starts no pull.
     pub(super) fn needs_no_pull(&self, digest: &Digest) -> bool {
-        self.booted(digest)
-            || self.staged(digest)
+        // Staged first: the members planned in full with the target asked for are mostly
+        // slot holders, which have staged it (those running it are mostly settled).
+        self.staged(digest)
+            || self.booted(digest)
             || runs(self.status.and_then(|s| s.rollback.as_ref()), digest)
     }
 
