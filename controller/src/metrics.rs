@@ -449,7 +449,7 @@ impl Metrics {
         self.inner.health.set_conditions(pool, conditions);
         match &plan.target {
             Some(_) if target_kept => {}
-            Some(t) => self.set_target(pool, &t.image, &t.digest.to_string(), version),
+            Some(t) => self.set_target(pool, &t.image, t.digest.as_str(), version),
             None => self.clear_target(pool),
         }
     }

@@ -48,9 +48,9 @@ fn mark<'a>(
 /// Replaces a target marked failed by the image the pool ran before.
 pub(super) fn apply(snap: &Snapshot, decision: &mut TargetDecision) -> Option<RollingBack> {
     let target = decision.target.as_ref().ok()?;
-    let digest = target.digest.to_string();
+    let digest = target.digest.as_str();
     let status = snap.pool.status.as_ref();
-    let entry = mark(status, &digest, snap.pool.generation)?;
+    let entry = mark(status, digest, snap.pool.generation)?;
     let repository = ImageRef::parse(&snap.pool.spec.image.r#ref)
         .ok()
         .map(|r| r.name());

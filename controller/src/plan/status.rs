@@ -192,7 +192,7 @@ fn staging_percent(
     members: &Members<'_>,
     decision: &TargetDecision,
 ) -> Option<i32> {
-    let target = decision.target.as_ref().ok()?.digest.to_string();
+    let target = decision.target.as_ref().ok()?.digest.as_str();
     let (mut done, mut total) = (0i128, 0i128);
     let mut states = p.states.in_order();
     for m in members {
@@ -371,7 +371,7 @@ fn transition_events(
     let previous = p.snap.pool.status.as_ref();
     let old_digest = previous.and_then(|s| s.target_digest.clone());
     if let Ok(target) = &d.target
-        && old_digest.as_deref() != Some(target.digest.to_string().as_str())
+        && old_digest.as_deref() != Some(target.digest.as_str())
     {
         let image = &target.image;
         p.event(

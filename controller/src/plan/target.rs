@@ -114,10 +114,10 @@ pub fn decide(snap: &Snapshot) -> TargetDecision {
         // Pinned: nothing to resolve; the version is known once a tag gave this digest
         // (the status's, while the target stays; else the history's entry for it, as
         // after a rollback by digest), and never the version of another digest.
-        let digest = target.digest.to_string();
+        let digest = target.digest.as_str();
         let status = pool.status.as_ref();
         out.version = status
-            .filter(|s| s.target_digest.as_deref() == Some(digest.as_str()))
+            .filter(|s| s.target_digest.as_deref() == Some(digest))
             .and_then(|s| s.target_version.clone())
             .or_else(|| {
                 status?
