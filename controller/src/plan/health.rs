@@ -38,17 +38,25 @@ pub struct Health {
 pub(super) struct Kept {
     /// Members unreported.
     pub unreported: usize,
-    /// The earliest time a Staging member left Idle.
-    pub staging_since: Option<DateTime<Utc>>,
+    /// For each of [`TIMED_STATES`], the earliest time a member in it entered it (a
+    /// Staging member left Idle, a Rebooting one was granted its slot).
+    pub since: [Option<DateTime<Utc>>; TIMED_STATES.len()],
 }
 
 impl Kept {
     /// One settled member's part: whether it is `unreported`, and since when it has
-    /// been Staging, if it is.
-    pub fn add(&mut self, unreported: bool, staging_since: Option<DateTime<Utc>>) {
+    /// been in its state, when that is one of [`TIMED_STATES`] (`at`, its place there).
+    pub fn add(&mut self, unreported: bool, since: Option<(usize, DateTime<Utc>)>) {
         self.unreported += usize::from(unreported);
-        self.staging_since = earliest(self.staging_since, staging_since);
+        if let Some((at, t)) = since {
+            self.since[at] = earliest(self.since[at], Some(t));
+        }
     }
+}
+
+/// Where `state` is among [`TIMED_STATES`].
+pub(super) fn timed(state: NodeState) -> Option<usize> {
+    TIMED_STATES.iter().position(|s| *s == state)
 }
 
 /// The earlier of two times, where there is one.
@@ -71,7 +79,7 @@ pub(super) fn of(
         unreported: kept.unreported,
         oldest: [0; TIMED_STATES.len()],
     };
-    let mut since = [kept.staging_since, None];
+    let mut since = kept.since;
     let mut states = states.in_order();
     for view in unsettled {
         let Some(state) = states.get(&view.name) else {
@@ -115,7 +123,13 @@ pub(super) fn staging_since(view: &NodeView) -> Option<DateTime<Utc>> {
 /// Since when the member has been Rebooting: when its slot was granted (its
 /// annotation, read with its view), or `now` for a slot granted by this plan.
 fn rebooting_since(view: &NodeView, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    Some(view.bootc.as_ref()?.granted_at().unwrap_or(now))
+    view.bootc.as_ref()?;
+    Some(granted_at(view).unwrap_or(now))
+}
+
+/// When the member's slot was granted, as its annotation says.
+pub(super) fn granted_at(view: &NodeView) -> Option<DateTime<Utc>> {
+    view.bootc.as_ref()?.granted_at()
 }
 
 #[cfg(test)]
@@ -242,14 +256,17 @@ mod tests {
         );
     }
 
-    /// The settled members' part adds to the members planned in full: their count, and
-    /// the earlier of the two Staging times.
+    /// The settled members' part adds to the members planned in full: their count, the
+    /// earlier of the two Staging times, and the kept Rebooting times.
     #[test]
     fn the_settled_members_part_adds_to_those_planned_in_full() {
+        let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
         let mut kept = Kept::default();
         kept.add(true, None);
-        kept.add(false, "2026-11-22T10:00:00Z".parse().ok());
-        kept.add(true, "2026-11-22T11:30:00Z".parse().ok());
+        kept.add(false, Some((0, at("2026-11-22T10:00:00Z"))));
+        kept.add(true, Some((0, at("2026-11-22T11:30:00Z"))));
+        kept.add(false, Some((1, at("2026-11-22T11:50:00Z"))));
+        kept.add(false, Some((1, at("2026-11-22T11:40:00Z"))));
         let b = member(
             "b",
             (4, Some(3)),
@@ -262,12 +279,12 @@ mod tests {
             health,
             Health {
                 unreported: 3,
-                oldest: [7200, 0],
+                oldest: [7200, 1200],
             }
         );
         // Planned in full, the earlier time is that member's.
         let mut later = Kept::default();
-        later.add(false, "2026-11-22T11:45:00Z".parse().ok());
+        later.add(false, Some((0, at("2026-11-22T11:45:00Z"))));
         assert_eq!(of(&later, &[&b], &states, now()).oldest, [3600, 0]);
     }
 }

@@ -23,6 +23,12 @@ use super::member::{Drained, Member, Tally, release};
 use super::world::{BootcView, DrainView, NodeInfo};
 use super::{Planner, stamp};
 
+mod timing;
+mod unhealthy;
+pub(super) use timing::Timing;
+use timing::{after, just_after};
+pub(super) use unhealthy::{Unhealthy, Why};
+
 /// A slot holder: the member, the spec it should have, and annotation changes so far.
 pub(super) struct Holder<'n, 'a> {
     pub node: Member<'n, 'a>,
@@ -59,52 +65,28 @@ impl Holder<'_, '_> {
     }
 }
 
-/// A slot holder found unhealthy, and why: written out only when it is listed (a wave
-/// of unhealthy holders costs no text per plan beyond the few a message shows).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Unhealthy<'a> {
-    node: &'a str,
-    why: Why<'a>,
-}
-
-/// Why a slot holder is unhealthy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Why<'a> {
-    /// NotReady outside its own reboot.
-    NotReady,
-    /// Its agent reports `Degraded=True` for the current spec: reason and message.
-    Degraded(&'a str, &'a str),
-    /// A reason of the plan's own, and what it found.
-    Found(&'static str, String),
-}
-
-impl std::fmt::Display for Unhealthy<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let node = self.node;
-        match &self.why {
-            Why::NotReady => write!(f, "node {node}: NotReady"),
-            Why::Degraded(reason, message) => write!(f, "node {node}: {reason}: {message}"),
-            Why::Found(reason, message) => write!(f, "node {node}: {reason}: {message}"),
-        }
-    }
-}
-
-/// Plans one slot holder.
-pub(super) fn plan<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, holder: Holder<'_, 'a>) {
-    if holder.node.retargeted {
-        retargeted(p, holder);
+/// Plans one slot holder; returns the state it is given.
+pub(super) fn plan<'a>(
+    p: &mut Planner<'_>,
+    tally: &mut Tally<'a>,
+    holder: Holder<'_, 'a>,
+) -> NodeState {
+    let name = std::sync::Arc::clone(&holder.node.view.name);
+    let state = if holder.node.retargeted {
+        retargeted(p, holder)
     } else if holder.node.bootc.spec().desired_image_state == DesiredImageState::Staged {
-        granted(p, tally, holder);
+        granted(p, tally, holder)
     } else {
-        approved(p, tally, holder);
-    }
+        approved(p, tally, holder)
+    };
+    p.states.insert(&name, state);
+    state
 }
 
 /// The target moved (a new image or a rollback): the approval for the old digest is
 /// revoked by the spec change; the slot is freed once the node is not mid-reboot.
-fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
+fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) -> NodeState {
     let name = holder.name();
-    let view = holder.node.view;
     if p.snap.drains.contains_key(&name) {
         p.actions.push(Action::CancelDrain { node: name.clone() });
     }
@@ -114,15 +96,14 @@ fn retargeted(p: &mut Planner<'_>, mut holder: Holder<'_, '_>) {
         if *holder.spec != *node.bootc.spec() || !holder.annotations.is_empty() {
             holder.update(p);
         }
-        p.states.insert(&view.name, NodeState::Rebooting);
-        return;
+        return NodeState::Rebooting;
     }
     holder.uncordon(p);
     holder.annotations.extend(release());
     // Without a slot nothing is approved (a held node kept its old spec).
     holder.spec.to_mut().desired_image_state = DesiredImageState::Staged;
     holder.update(p);
-    p.states.insert(&view.name, NodeState::Pending);
+    NodeState::Pending
 }
 
 /// Whether a node approved to reboot may be in that reboot now, so that its slot must not
@@ -168,20 +149,22 @@ pub(super) fn finishing_reboot(p: &mut Planner<'_>, bootc: &BootcView, info: &No
     if deadline.overdue {
         return false;
     }
-    p.requeue_in(deadline.timeout.saturating_sub(deadline.since) + Duration::from_secs(1));
+    deadline.look_again(p);
     true
 }
 
 /// Granted, not yet approved: cordon, drain, then (once the gates have said) approve; on
 /// a drain timeout, free the slot and mark the node.
-fn granted<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'_, 'a>) {
+fn granted<'a>(
+    p: &mut Planner<'_>,
+    tally: &mut Tally<'a>,
+    mut holder: Holder<'_, 'a>,
+) -> NodeState {
     let name = holder.name();
-    let view = holder.node.view;
     if !holder.node.info.unschedulable {
         p.actions.push(Action::Cordon { node: name.clone() });
         p.actions.push(Action::StartDrain { node: name.clone() });
-        p.states.insert(&view.name, NodeState::Rebooting);
-        return;
+        return NodeState::Rebooting;
     }
     match p.snap.drains.get(&name) {
         None => p.actions.push(Action::StartDrain { node: name.clone() }),
@@ -210,11 +193,10 @@ fn granted<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'_
                 format!("node {name}: drain timed out ({message}); uncordoned and its slot freed"),
             );
             p.degrade(&name, "DrainTimeout", &message);
-            p.states.insert(&view.name, NodeState::Degraded);
-            return;
+            return NodeState::Degraded;
         }
     }
-    p.states.insert(&view.name, NodeState::Rebooting);
+    NodeState::Rebooting
 }
 
 /// The reboot timeout: how long since the approval, and whether it has run out.
@@ -230,14 +212,37 @@ impl Deadline {
     fn of(p: &mut Planner<'_>, bootc: &BootcView) -> Self {
         let approved_at = bootc.approved_at();
         let timeout = p.read(super::limits::reboot_timeout(&p.snap.pool.spec.rollout));
+        let now = p.snap.now;
         let since = approved_at.map_or(Duration::ZERO, |t| {
-            (p.snap.now - t).to_std().unwrap_or(Duration::ZERO)
+            (now - t).to_std().unwrap_or(Duration::ZERO)
         });
+        let overdue = approved_at.is_some() && since > timeout;
+        match approved_at {
+            // Overdue once `since` passes the timeout, and from then on.
+            Some(t) if t <= now && !overdue => p.changes_at(just_after(after(t, timeout))),
+            Some(t) if t <= now => {}
+            // An approval in the future counts from now: that moves.
+            Some(_) => p.changes_at(None),
+            None => {}
+        }
         Deadline {
             approved_at,
             since,
             timeout,
-            overdue: approved_at.is_some() && since > timeout,
+            overdue,
+        }
+    }
+
+    /// Plans again a second after the timeout runs out (not overdue yet).
+    fn look_again(&self, p: &mut Planner<'_>) {
+        let at = (self.approved_at)
+            .filter(|t| *t <= p.snap.now)
+            .and_then(|t| after(t, self.timeout + Duration::from_secs(1)));
+        match at {
+            Some(at) => p.requeue_at(at),
+            None => {
+                p.requeue_in(self.timeout.saturating_sub(self.since) + Duration::from_secs(1));
+            }
         }
     }
 }
@@ -354,7 +359,11 @@ pub(super) fn approve(p: &mut Planner<'_>, drained: Vec<Drained>, gates: &Judgem
 
 /// Approved: wait for the node to come back on the target, healthy, Ready and heard from
 /// by its kubelet since the reboot; after the soak the slot is released.
-fn approved<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'_, 'a>) {
+fn approved<'a>(
+    p: &mut Planner<'_>,
+    tally: &mut Tally<'a>,
+    mut holder: Holder<'_, 'a>,
+) -> NodeState {
     let view = holder.node.view;
     let name: &str = &view.name;
     let node = &holder.node;
@@ -369,7 +378,7 @@ fn approved<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'
     if let Some((reason, message)) = degraded {
         tally.unhealthy.push(Unhealthy {
             node: name,
-            why: Why::Degraded(reason, message),
+            why: Why::Degraded(Cow::Borrowed(reason), Cow::Borrowed(message)),
         });
         p.degrade(name, reason, message);
     } else if deadline.overdue && !(info.ready && kubelet_back && on_target.booted) {
@@ -384,7 +393,10 @@ fn approved<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'
         });
     } else if !info.ready && !in_own_reboot(agent, info, on_target, kubelet_back) {
         match record_unseen_until(info, on_target, &deadline, now) {
-            Some(until) => p.requeue_in((until - now).to_std().unwrap_or(Duration::ZERO)),
+            Some(until) => {
+                p.changes_at(Some(until));
+                p.requeue_at(until);
+            }
             None => tally.unhealthy.push(Unhealthy {
                 node: name,
                 why: Why::NotReady,
@@ -392,7 +404,7 @@ fn approved<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'
         }
     }
     if deadline.approved_at.is_some() && !deadline.overdue {
-        p.requeue_in(deadline.timeout.saturating_sub(deadline.since) + Duration::from_secs(1));
+        deadline.look_again(p);
     }
     let back = agent.current && on_target.booted && degraded.is_none() && info.ready;
     if back && !kubelet_back {
@@ -408,7 +420,7 @@ fn approved<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'
     };
     if back == Back::Soaked {
         release_slot(p, tally, holder);
-        return;
+        return NodeState::UpToDate;
     }
     let sick = back == Back::Sick;
     let state = if degraded.is_some() || sick {
@@ -420,7 +432,7 @@ fn approved<'a>(p: &mut Planner<'_>, tally: &mut Tally<'a>, mut holder: Holder<'
         // The controller saw the node back for the first time: its own clock says when.
         holder.update(p);
     }
-    p.states.insert(&view.name, state);
+    state
 }
 
 /// The holder is back on the target, Ready and heard from by its kubelet since the
@@ -434,16 +446,22 @@ fn back_on_target<'a>(
 ) -> Back {
     let name = holder.name();
     let now = p.snap.now;
-    let back_for = (now - back_since(holder, now))
-        .to_std()
-        .unwrap_or(Duration::ZERO);
+    let since = back_since(holder, now);
+    let back_for = (now - since).to_std().unwrap_or(Duration::ZERO);
+    // A moment `d` after the return, when that stays put as the time goes.
+    let fixed = |d| after(since, d).filter(|_| since < now);
     match boot_health::judge(boot_health::units(&p.snap.pool.spec), holder.node.agent) {
         BootHealth::Healthy => {
             let delay = p.read(super::limits::soak(&p.snap.pool.spec.rollout));
             if back_for >= delay {
                 return Back::Soaked;
             }
-            p.requeue_in(delay - back_for);
+            let end = fixed(delay);
+            p.changes_at(end);
+            match end {
+                Some(end) => p.requeue_at(end),
+                None => p.requeue_in(delay - back_for),
+            }
             Back::Waiting
         }
         BootHealth::Failed(why) => {
@@ -457,7 +475,13 @@ fn back_on_target<'a>(
         BootHealth::Waiting(why) => {
             let limit = boot_health::timeout(&p.snap.pool.spec);
             if back_for < limit {
-                p.requeue_in(limit - back_for + Duration::from_millis(10));
+                let end = fixed(limit);
+                p.changes_at(end);
+                let grace = Duration::from_millis(10);
+                match end.and_then(|end| after(end, grace)) {
+                    Some(at) => p.requeue_at(at),
+                    None => p.requeue_in(limit - back_for + grace),
+                }
                 return Back::Waiting;
             }
             let problem = format!(
@@ -491,7 +515,8 @@ enum Back {
 /// ([`BACK_AT_ANNOTATION`], kept in whole seconds, so a second is added rather than count
 /// too much), stamped now if it was not yet; or later, when its Node turned Ready again
 /// since then (by the kubelet's clock, never later than now). A node clock can make the
-/// wait longer, never shorter.
+/// wait longer, never shorter. Read as now, it is no fixed moment: it is `now` exactly
+/// then, and only then.
 fn back_since(holder: &mut Holder<'_, '_>, now: DateTime<Utc>) -> DateTime<Utc> {
     let seen = holder
         .node

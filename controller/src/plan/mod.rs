@@ -174,6 +174,8 @@ struct Planner<'a> {
     releases: usize,
     /// The pool's health beyond the status, once the states are final.
     health: health::Health,
+    /// How the time bears on the member being planned (read for slot holders).
+    timing: holder::Timing,
 }
 
 /// What the plan found on its way, for the status: who belongs, who is held, what the
@@ -204,6 +206,7 @@ impl<'a> Planner<'a> {
             grants_from: None,
             releases: 0,
             health: health::Health::default(),
+            timing: holder::Timing::default(),
         }
     }
 
@@ -253,8 +256,31 @@ impl<'a> Planner<'a> {
         value
     }
 
+    /// Plans again after `d` from now: a wait that moves with the time, so that the
+    /// member being planned is not kept settled.
     fn requeue_in(&mut self, d: Duration) {
+        self.timing.floating = true;
+        self.look_again_in(d);
+    }
+
+    fn look_again_in(&mut self, d: Duration) {
         self.requeue = Some(self.requeue.map_or(d, |r| r.min(d)));
+    }
+
+    /// Plans again at `t` (at once, if that has passed): a moment that stays put as
+    /// the time goes, kept with the member being planned.
+    fn requeue_at(&mut self, t: DateTime<Utc>) {
+        self.look_again_in((t - self.snap.now).to_std().unwrap_or(Duration::ZERO));
+        self.timing.wake = Some(self.timing.wake.map_or(t, |w| w.min(t)));
+    }
+
+    /// What the member being planned is found to be holds until `t` (before it, with
+    /// the same objects); `None`: it holds only now.
+    fn changes_at(&mut self, t: Option<DateTime<Utc>>) {
+        match t {
+            Some(t) => self.timing.until = Some(self.timing.until.map_or(t, |u| u.min(t))),
+            None => self.timing.floating = true,
+        }
     }
 
     /// An event about the pool's status, recorded once the status is written.

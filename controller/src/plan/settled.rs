@@ -9,12 +9,24 @@
 //! `status.held` as its labels say and no `status.drainBlocked` to clear). What
 //! the pass then found for it (its [`Outcome`]) depends on its two objects, whether its
 //! Node is Ready, and the pool's target, spec and pull Secret hash, and on nothing else
-//! (not the time, not the other members); whether another pool claims it is asked
+//! (not the time, except for slot holders, below; not the other members); whether
+//! another pool claims it is asked
 //! again at every plan. The outcome is kept with the objects it was found for,
 //! shared with the caches rather than copied, and used again while the member's view
 //! still holds those very objects (the caches replace an object when it changes, they
 //! never change one in place) and the pool's target, spec and hash are the same.
 //! Anything else is planned as before, and kept again if it is settled.
+//!
+//! A slot holder is settled the same way once its reboot is approved, while the plan
+//! writes nothing for it (no cordon, drain, stamp or release) and the spec's reboot
+//! timeout and soak read without a problem. Its part depends on the time too, but only
+//! at moments fixed by its objects and the spec: its reboot timeout running out, the
+//! grace for its agent's record of the reboot, the end of its soak or of the wait for
+//! its units. Planning it notes the first of them ([`Timing`]), and when it asks to be
+//! looked at again; its outcome is kept with both, forgotten once the time reaches the
+//! first, and its wake asked for again while it is used. A holder whose part moves with
+//! the time otherwise (a stamp or a wait counted from now) is not kept. Its outcome also
+//! says why it is unhealthy, if it is, for the gates.
 //!
 //! Two more answers are kept the same way, for every node of the snapshot, settled or
 //! not: what was read of its Node's labels (whether the pool's selector matches them,
@@ -57,6 +69,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::actions::NodeState;
 use super::health;
+use super::holder::{Timing, Why};
 use super::membership::Members as MemberViews;
 use super::states::{Names, Order};
 use super::target::Target;
@@ -84,6 +97,58 @@ pub(super) struct Outcome {
     pub on_target_degraded: bool,
     /// Why it is degraded, and the message: its reason and message in the status.
     pub degraded: Option<Box<(String, String)>>,
+    /// What it adds as a slot holder, when it holds one.
+    pub slot: Option<Box<Slot>>,
+}
+
+/// What a settled slot holder adds to its outcome. A holder is settled only once its
+/// reboot is approved, while nothing is written for it and the time bears on it only at
+/// fixed moments ([`Timing`]): its outcome holds until the first of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Slot {
+    /// Why it is unhealthy, if it is.
+    pub unhealthy: Option<Why<'static>>,
+    /// Its outcome holds while the time is before this.
+    pub until: Option<DateTime<Utc>>,
+    /// When the plan looks at it again.
+    pub wake: Option<DateTime<Utc>>,
+}
+
+impl Outcome {
+    /// A slot holder's outcome: its `state`, whether it is `pulling` the target, why it
+    /// is unhealthy, and how the time bears on it.
+    pub fn of_holder(
+        state: NodeState,
+        pulling: bool,
+        unhealthy: Option<Why<'static>>,
+        timing: Timing,
+    ) -> Self {
+        Outcome {
+            state,
+            staging: pulling,
+            candidate: false,
+            on_target_degraded: false,
+            degraded: unhealthy.as_ref().and_then(Why::degraded).map(Box::new),
+            slot: Some(Box::new(Slot {
+                unhealthy,
+                until: timing.until,
+                wake: timing.wake,
+            })),
+        }
+    }
+
+    /// It holds a slot.
+    pub fn holds(&self) -> bool {
+        self.slot.is_some()
+    }
+
+    /// It no longer holds at `now`.
+    fn expired(&self, now: DateTime<Utc>) -> bool {
+        self.slot
+            .as_ref()
+            .and_then(|s| s.until)
+            .is_some_and(|until| now >= until)
+    }
 }
 
 /// The outcomes kept for a pool's settled members, shared by the snapshots of its plans
@@ -196,9 +261,10 @@ pub(super) struct Entry {
     drifted: bool,
     /// Its agent has not answered its spec, for the pool's health.
     unreported: bool,
-    /// Since when it has been Staging, when it is and that is known, for the pool's
-    /// health.
-    staging_since: Option<DateTime<Utc>>,
+    /// Since when it has been in its state, when that is one of the states whose time
+    /// is measured (its place among them, and the time) and that is known, for the
+    /// pool's health.
+    since: Option<(usize, DateTime<Utc>)>,
 }
 
 impl Entry {
@@ -232,9 +298,9 @@ impl Entry {
     }
 
     /// Its part of the pool's health: whether its agent has not answered its spec, and
-    /// since when it has been Staging (see [`super::health`]).
-    pub fn health(&self) -> (bool, Option<DateTime<Utc>>) {
-        (self.unreported, self.staging_since)
+    /// since when it has been Staging or Rebooting (see [`super::health`]).
+    pub fn health(&self) -> (bool, Option<(usize, DateTime<Utc>)>) {
+        (self.unreported, self.since)
     }
 }
 
@@ -254,11 +320,13 @@ impl Kept {
     /// the next plan; with what they add up to, when that is known and they are the
     /// entries of the last plan's members (to be kept up to date by the pass, else
     /// found again by [`Kept::sum`]). Every entry is forgotten when the target, the spec
-    /// or the hash changed since they were kept, and those of names no longer members.
+    /// or the hash changed since they were kept, and those of names no longer members,
+    /// and those that held only until a moment `now` has reached.
     pub fn for_members(
         &mut self,
         members: &MemberViews<'_>,
         (target, spec, hash): (&Target, &BootcNodePoolSpec, Option<&str>),
+        now: DateTime<Utc>,
     ) -> (&mut [Option<Entry>], Option<&mut Sums>) {
         let same = self
             .against
@@ -285,6 +353,7 @@ impl Kept {
                         sums.take(i, &e);
                     }
                 }
+                self.expire(now);
             }
             _ => {
                 self.sums = None;
@@ -294,15 +363,42 @@ impl Kept {
                     let old = std::mem::take(&mut self.entries);
                     self.entries = by_name(old, members.iter().map(|v| &*v.name), Entry::name);
                 }
-                // An entry whose member's objects changed is forgotten.
+                // An entry whose member's objects changed is forgotten, and one that held
+                // only until now.
                 for (entry, view) in self.entries.iter_mut().zip(members) {
-                    if entry.as_ref().is_some_and(|e| !e.of(view)) {
+                    if entry
+                        .as_ref()
+                        .is_some_and(|e| !e.of(view) || e.outcome.expired(now))
+                    {
                         *entry = None;
                     }
                 }
             }
         }
         (&mut self.entries, self.sums.as_mut())
+    }
+
+    /// The entries that held only until a moment `now` has reached, forgotten: only
+    /// the timed ones are looked at, when their sums are known, and only once the first
+    /// such moment has come.
+    fn expire(&mut self, now: DateTime<Utc>) {
+        let expired = |e: &mut Entry| e.outcome.expired(now);
+        match self.sums.as_mut() {
+            Some(sums) if sums.untils.first_key_value().is_none_or(|(t, _)| now < *t) => {}
+            Some(sums) => {
+                let timed: Vec<usize> = sums.timed.iter().collect();
+                for i in timed {
+                    if let Some(e) = self.entries[i].take_if(expired) {
+                        sums.take(i, &e);
+                    }
+                }
+            }
+            None => {
+                for entry in &mut self.entries {
+                    entry.take_if(expired);
+                }
+            }
+        }
     }
 
     /// What the entries add up to, found again (after a pass that visited every member).
@@ -347,12 +443,16 @@ fn by_name<'n, T>(
 }
 
 /// The entry for `view`, settled with `outcome` (and `drifted`, as its agent reports).
-/// `None` unless it has its Node and its BootcNode.
+/// `None` unless it has its Node and its BootcNode, and, Rebooting, its slot's grant
+/// time (else its time is counted from now).
 pub(super) fn entry(view: &NodeView, outcome: Outcome, drifted: bool) -> Option<Entry> {
     let (info, bootc) = (view.node.as_ref()?, view.bootc.as_ref()?);
-    let staging_since = (outcome.state == NodeState::Staging)
-        .then(|| health::staging_since(view))
-        .flatten();
+    let since = match outcome.state {
+        NodeState::Staging => health::staging_since(view),
+        NodeState::Rebooting => Some(health::granted_at(view)?),
+        _ => None,
+    };
+    let since = health::timed(outcome.state).zip(since);
     Some(Entry {
         node: Arc::clone(&info.node),
         bootc: Arc::clone(bootc.object()),
@@ -362,7 +462,7 @@ pub(super) fn entry(view: &NodeView, outcome: Outcome, drifted: bool) -> Option<
         outcome,
         drifted,
         unreported: health::unreported(view),
-        staging_since,
+        since,
     })
 }
 

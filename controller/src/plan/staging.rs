@@ -64,7 +64,7 @@ pub(super) fn pass<'a>(
     // The states are recorded in the members' order: by address, when it is known.
     let names = kept.order(members);
     let against = (target, &snap.pool.spec, snap.pull_secret.hash.as_deref());
-    let (taken, sums) = kept.for_members(members, against);
+    let (taken, sums) = kept.for_members(members, against, snap.now);
     let mut pass = Pass {
         tally: Tally::default(),
         at: 0,
@@ -135,8 +135,8 @@ fn every<'a>(
         match entry {
             Some(entry) => {
                 pass.tally.drifted += usize::from(entry.drifted());
-                let (unreported, staging_since) = entry.health();
-                pass.tally.health.add(unreported, staging_since);
+                let (unreported, since) = entry.health();
+                pass.tally.health.add(unreported, since);
                 replay(p, pass, view, entry.outcome());
                 replayed += 1;
             }
@@ -168,8 +168,19 @@ fn replay<'a>(
     outcome: &settled::Outcome,
 ) {
     let name = &view.name;
-    // A kept outcome is of a member with its Node, Ready as it was then.
-    if !view.node.as_ref().is_some_and(|info| info.ready) {
+    // A kept outcome is of a member with its Node, Ready as it was then; a holder is
+    // counted among the holders alone.
+    if let Some(slot) = &outcome.slot {
+        pass.tally.holders += 1;
+        if let Some(why) = &slot.unhealthy {
+            pass.tally
+                .unhealthy
+                .push(holder::Unhealthy::kept(name, why));
+        }
+        if let Some(wake) = slot.wake {
+            p.requeue_at(wake);
+        }
+    } else if !view.node.as_ref().is_some_and(|info| info.ready) {
         pass.tally.unavailable += 1;
     }
     pass.tally.listed(view);
@@ -288,28 +299,49 @@ fn member<'a>(
         pulling,
     };
     if bootc.holds_slot() {
-        holds(
-            p,
-            pass,
-            Holder {
-                node,
-                spec,
-                annotations,
-            },
-        );
-        return None;
+        let holder = Holder {
+            node,
+            spec,
+            annotations,
+        };
+        return holds(p, pass, holder).filter(|_| labelled);
     }
     waiting(p, pass, &node, (spec, annotations)).filter(|_| labelled)
 }
 
-/// A member holding a reboot slot.
-fn holds<'a>(p: &mut Planner<'a>, pass: &mut Pass<'a, '_>, holder: Holder<'_, 'a>) {
+/// A member holding a reboot slot; its outcome when it is settled: approved to reboot,
+/// nothing written for it, the spec's times read without a problem, and the time
+/// bearing on it only at fixed moments (see [`holder::Timing`]).
+fn holds<'a>(
+    p: &mut Planner<'a>,
+    pass: &mut Pass<'a, '_>,
+    holder: Holder<'_, 'a>,
+) -> Option<settled::Outcome> {
     pass.tally.holders += 1;
     if !holder.node.info.ready {
         // Counted once: a holder is unavailable anyway.
         pass.tally.unavailable -= 1;
     }
-    holder::plan(p, &mut pass.tally, holder);
+    let rollout = &p.snap.pool.spec.rollout;
+    let approved = !holder.node.retargeted
+        && holder.node.bootc.spec().desired_image_state == DesiredImageState::Booted;
+    let read_cleanly = super::limits::reboot_timeout(rollout).1.is_none()
+        && super::limits::soak(rollout).1.is_none();
+    let pulling = holder.node.pulling;
+    let (actions, unhealthy) = (p.actions.len(), pass.tally.unhealthy.len());
+    p.timing = holder::Timing::default();
+    let state = holder::plan(p, &mut pass.tally, holder);
+    let timing = std::mem::take(&mut p.timing);
+    let quiet = p.actions.len() == actions && !timing.floating;
+    if !(approved && read_cleanly && quiet) {
+        return None;
+    }
+    let why = pass
+        .tally
+        .unhealthy
+        .get(unhealthy)
+        .map(holder::Unhealthy::why);
+    Some(settled::Outcome::of_holder(state, pulling, why, timing))
 }
 
 /// Whether a member without a BootcNode gets one in this plan.
@@ -437,6 +469,7 @@ fn waiting<'a>(
         candidate,
         on_target_degraded,
         degraded: degraded.map(Box::new),
+        slot: None,
     })
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::super::actions::NodeState;
-use super::super::health;
+use super::super::health::{self, TIMED_STATES};
 use super::super::states::Counts;
 use super::Entry;
 
@@ -28,10 +28,23 @@ pub(in super::super) struct Sums {
     pub drifted: usize,
     /// Members whose agent has not answered their spec.
     pub unreported: usize,
-    /// When each Staging member (with a known time) left Idle: how many at each time.
-    pub staging_since: BTreeMap<DateTime<Utc>, usize>,
-    /// Members whose Node is not Ready.
+    /// For each of the states whose time is measured, when each member in it entered it
+    /// (a Staging member left Idle, a Rebooting one was granted its slot): how many at
+    /// each time.
+    pub since: [BTreeMap<DateTime<Utc>, usize>; TIMED_STATES.len()],
+    /// Members whose Node is not Ready, holding no slot.
     pub unavailable: usize,
+    /// Members holding a slot.
+    pub holders: usize,
+    /// Slot holders unhealthy.
+    pub unhealthy: PlaceSet,
+    /// Slot holders whose outcome holds until a moment, or that ask to be looked at
+    /// again at one.
+    pub timed: PlaceSet,
+    /// The moments their outcomes hold until: how many at each.
+    pub untils: BTreeMap<DateTime<Utc>, usize>,
+    /// The moments they ask to be looked at again: how many at each.
+    pub wakes: BTreeMap<DateTime<Utc>, usize>,
     /// Slot candidates (unless another pool claims them).
     pub candidates: PlaceSet,
     /// How many of `candidates` are in each zone (`""`: none), those with any. A pool's
@@ -41,10 +54,9 @@ pub(in super::super) struct Sums {
     pub on_target_degraded: PlaceSet,
     /// Members degraded, with a reason and a message.
     pub degraded: PlaceSet,
-    /// Members whose Node is NotReady (a settled member holds no slot: these are the
-    /// ones that use a slot of the budget).
-    pub not_ready: PlaceSet,
-    /// Members whose Node is unschedulable (cordoned by someone else).
+    /// Members that use a slot of the budget: holding one, or their Node NotReady.
+    pub slot_users: PlaceSet,
+    /// Members whose Node is unschedulable, holding no slot (cordoned by someone else).
     pub cordoned: PlaceSet,
 }
 
@@ -53,6 +65,8 @@ pub(in super::super) struct Sums {
 #[derive(Debug, Default, Clone)]
 pub(in super::super) struct PlaceSet {
     words: Vec<u64>,
+    /// How many places it holds.
+    len: usize,
 }
 
 impl PlaceSet {
@@ -60,29 +74,63 @@ impl PlaceSet {
     fn none(len: usize) -> Self {
         PlaceSet {
             words: vec![0; len.div_ceil(64)],
+            len: 0,
         }
     }
 
     fn insert(&mut self, i: usize) {
-        self.words[i / 64] |= 1 << (i % 64);
+        let (word, bit) = (&mut self.words[i / 64], 1 << (i % 64));
+        self.len += usize::from(*word & bit == 0);
+        *word |= bit;
     }
 
     pub fn remove(&mut self, i: usize) {
-        self.words[i / 64] &= !(1 << (i % 64));
+        let (word, bit) = (&mut self.words[i / 64], 1 << (i % 64));
+        self.len -= usize::from(*word & bit != 0);
+        *word &= !bit;
     }
 
     /// The places, ascending.
-    pub fn iter(&self) -> impl Iterator<Item = usize> + Clone + '_ {
-        self.words.iter().enumerate().flat_map(|(w, &word)| {
-            let mut bits = word;
-            std::iter::from_fn(move || {
-                (bits != 0).then(|| {
-                    let bit = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    w * 64 + bit
-                })
-            })
-        })
+    pub fn iter(&self) -> Places<'_> {
+        Places {
+            words: &self.words,
+            at: 0,
+            bits: self.words.first().copied().unwrap_or(0),
+            left: self.len,
+        }
+    }
+}
+
+/// The places of a [`PlaceSet`], ascending.
+#[derive(Clone)]
+pub(in super::super) struct Places<'s> {
+    words: &'s [u64],
+    /// The word being read, and its bits not read yet.
+    at: usize,
+    bits: u64,
+    /// How many places are left: none, and the words after are not read.
+    left: usize,
+}
+
+impl Iterator for Places<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        while self.bits == 0 {
+            self.at += 1;
+            self.bits = *self.words.get(self.at)?;
+        }
+        let bit = self.bits.trailing_zeros() as usize;
+        self.bits &= self.bits - 1;
+        Some(self.at * 64 + bit)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
     }
 }
 
@@ -99,13 +147,18 @@ impl Sums {
             staging: 0,
             drifted: 0,
             unreported: 0,
-            staging_since: BTreeMap::new(),
+            since: Default::default(),
             unavailable: 0,
+            holders: 0,
+            unhealthy: places(),
+            timed: places(),
+            untils: BTreeMap::new(),
+            wakes: BTreeMap::new(),
             candidates: places(),
             candidate_zones: Vec::new(),
             on_target_degraded: places(),
             degraded: places(),
-            not_ready: places(),
+            slot_users: places(),
             cordoned: places(),
         };
         for (i, entry) in entries.iter().enumerate() {
@@ -127,10 +180,25 @@ impl Sums {
         self.staging += usize::from(o.staging);
         self.drifted += usize::from(entry.drifted);
         self.unreported += usize::from(entry.unreported);
-        if let Some(t) = entry.staging_since {
-            *self.staging_since.entry(t).or_default() += 1;
+        if let Some((at, t)) = entry.since {
+            count_in(&mut self.since[at], t);
         }
-        self.unavailable += usize::from(!entry.ready);
+        let holds = o.holds();
+        self.unavailable += usize::from(!entry.ready && !holds);
+        self.holders += usize::from(holds);
+        if o.slot.as_ref().is_some_and(|s| s.unhealthy.is_some()) {
+            self.unhealthy.insert(i);
+        }
+        if let Some(slot) = o.slot.as_deref() {
+            if slot.until.is_some() || slot.wake.is_some() {
+                self.timed.insert(i);
+            }
+            for (counts, t) in [(&mut self.untils, slot.until), (&mut self.wakes, slot.wake)] {
+                if let Some(t) = t {
+                    count_in(counts, t);
+                }
+            }
+        }
         if o.candidate {
             self.candidates.insert(i);
             let zone = entry.zone();
@@ -145,10 +213,10 @@ impl Sums {
         if o.degraded.is_some() {
             self.degraded.insert(i);
         }
-        if !entry.ready {
-            self.not_ready.insert(i);
+        if !entry.ready || holds {
+            self.slot_users.insert(i);
         }
-        if entry.unschedulable {
+        if entry.unschedulable && !holds {
             self.cordoned.insert(i);
         }
     }
@@ -157,7 +225,7 @@ impl Sums {
     pub fn health(&self) -> health::Kept {
         health::Kept {
             unreported: self.unreported,
-            staging_since: self.staging_since.keys().next().copied(),
+            since: std::array::from_fn(|at| self.since[at].keys().next().copied()),
         }
     }
 
@@ -177,15 +245,22 @@ impl Sums {
         self.unreported = self
             .unreported
             .saturating_sub(usize::from(entry.unreported));
-        if let Some(t) = entry.staging_since
-            && let Some(n) = self.staging_since.get_mut(&t)
-        {
-            *n -= 1;
-            if *n == 0 {
-                self.staging_since.remove(&t);
+        if let Some((at, t)) = entry.since {
+            count_out(&mut self.since[at], t);
+        }
+        if let Some(slot) = o.slot.as_deref() {
+            for (counts, t) in [(&mut self.untils, slot.until), (&mut self.wakes, slot.wake)] {
+                if let Some(t) = t {
+                    count_out(counts, t);
+                }
             }
         }
-        self.unavailable = self.unavailable.saturating_sub(usize::from(!entry.ready));
+        let holds = o.holds();
+        let unavailable = usize::from(!entry.ready && !holds);
+        self.unavailable = self.unavailable.saturating_sub(unavailable);
+        self.holders = self.holders.saturating_sub(usize::from(holds));
+        self.unhealthy.remove(i);
+        self.timed.remove(i);
         self.candidates.remove(i);
         if o.candidate {
             let zone = entry.zone();
@@ -201,8 +276,24 @@ impl Sums {
         }
         self.on_target_degraded.remove(i);
         self.degraded.remove(i);
-        self.not_ready.remove(i);
+        self.slot_users.remove(i);
         self.cordoned.remove(i);
+    }
+}
+
+/// `t` counted once more in `counts`.
+fn count_in(counts: &mut BTreeMap<DateTime<Utc>, usize>, t: DateTime<Utc>) {
+    *counts.entry(t).or_default() += 1;
+}
+
+/// `t` counted once less in `counts` (counted when it was kept: a time not there is
+/// left alone, should that not hold).
+fn count_out(counts: &mut BTreeMap<DateTime<Utc>, usize>, t: DateTime<Utc>) {
+    if let Some(n) = counts.get_mut(&t) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&t);
+        }
     }
 }
 
@@ -215,7 +306,7 @@ mod tests {
     use super::PlaceSet;
 
     proptest! {
-        /// Places added and taken out list as a set of the same places does.
+        /// Places added and taken out list and count as a set of the same places does.
         #[test]
         fn places_list_as_a_set_of_them(
             len in 0usize..300,
@@ -232,7 +323,13 @@ mod tests {
                     set.remove(&i);
                 }
             }
-            prop_assert_eq!(places.iter().collect::<Vec<_>>(), set.into_iter().collect::<Vec<_>>());
+            let mut listed = places.iter();
+            for (k, i) in set.iter().enumerate() {
+                prop_assert_eq!(listed.size_hint(), (set.len() - k, Some(set.len() - k)));
+                prop_assert_eq!(listed.next(), Some(*i));
+            }
+            prop_assert_eq!(listed.size_hint(), (0, Some(0)));
+            prop_assert_eq!(listed.next(), None);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! in by place, so that the pass gives what a pass over every member gives.
 
 use super::super::Planner;
+use super::super::holder::Unhealthy;
 use super::super::membership::Members;
 use super::super::settled::{Entry, Sums};
 use super::super::states::{Names, States};
@@ -25,6 +26,7 @@ struct Mark {
     on_target: usize,
     slot_users: usize,
     cordoned: usize,
+    unhealthy: usize,
 }
 
 /// The pass: the open members planned in full, in their order, the kept entries' part
@@ -46,6 +48,12 @@ pub(super) fn pass<'a>(
     pass.tally.drifted += sums.drifted;
     pass.tally.health = sums.health();
     pass.tally.unavailable += sums.unavailable;
+    pass.tally.holders += sums.holders;
+    // The kept holders ask to be looked at again as they did: at the first of their
+    // moments.
+    if let Some((&wake, _)) = sums.wakes.first_key_value() {
+        p.requeue_at(wake);
+    }
     p.states = States::of(names, sums.states.clone(), sums.counts);
     let degraded_from = p.degraded.len();
     let mut marks = Vec::with_capacity(open.len());
@@ -56,6 +64,7 @@ pub(super) fn pass<'a>(
             on_target: pass.tally.on_target_degraded.len(),
             slot_users: pass.tally.slot_users.len(),
             cordoned: pass.tally.cordoned.len(),
+            unhealthy: pass.tally.unhealthy.len(),
         });
         // Its state is recorded over the one kept at its place.
         p.states.expect(Some(i));
@@ -105,7 +114,7 @@ fn merge<'a>(
         .candidates
         .keep(kept, members.clone(), Some(zones));
     let fresh = std::mem::take(&mut pass.tally.slot_users);
-    let kept = sums.not_ready.iter().map(|i| (i, members.get(i)));
+    let kept = sums.slot_users.iter().map(|i| (i, members.get(i)));
     pass.tally.slot_users = merged(fresh, marks, |m| m.slot_users, kept);
     let fresh = std::mem::take(&mut pass.tally.cordoned);
     let kept = sums.cordoned.iter().map(|i| (i, members.get(i)));
@@ -128,6 +137,13 @@ fn merge<'a>(
     }
     let lines = merged(fresh, marks, |m| m.degraded, kept.into_iter());
     p.degraded.extend(lines);
+    let fresh = std::mem::take(&mut pass.tally.unhealthy);
+    let kept = sums.unhealthy.iter().filter_map(|i| {
+        let slot = taken[i].as_ref()?.outcome().slot.as_deref()?;
+        let why = slot.unhealthy.as_ref()?;
+        Some((i, Unhealthy::kept(&members.get(i).name, why)))
+    });
+    pass.tally.unhealthy = merged(fresh, marks, |m| m.unhealthy, kept);
 }
 
 /// What the open places added (`fresh`, in their order; `start` tells where each one's
@@ -139,7 +155,8 @@ fn merged<T>(
     kept: impl Iterator<Item = (usize, T)>,
 ) -> Vec<T> {
     let total = fresh.len();
-    let mut out = Vec::with_capacity(total);
+    let (least, most) = kept.size_hint();
+    let mut out = Vec::with_capacity(total + most.unwrap_or(least));
     let mut kept = kept.peekable();
     let mut fresh = fresh.into_iter();
     for (k, mark) in marks.iter().enumerate() {

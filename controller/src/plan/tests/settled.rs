@@ -12,7 +12,40 @@ use proptest::prelude::*;
 use super::*;
 
 /// The member kinds the pools are made of: every path of the member pass.
-const KINDS: usize = 20;
+const KINDS: usize = 25;
+
+/// The property's pool: so much reboot timeout and soak that a few steps of the clock
+/// ([`Change::Clock`]) run them out.
+const REBOOT_TIMEOUT: i64 = 600;
+const SOAK: i64 = 120;
+
+/// `s` seconds before the first plan, as an annotation writes it.
+fn ago(s: i64) -> String {
+    (now() - chrono::Duration::seconds(s)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A slot holder approved `approved` seconds before the first plan, its agent
+/// reporting `status`, its Node Ready or not.
+fn approved_holder(n: N, approved: i64, status: BootcNodeStatus, ready: bool) -> N {
+    let mut n = n
+        .with('b', DesiredImageState::Booted, status)
+        .slot()
+        .annotate(APPROVED_AT_ANNOTATION, &ago(approved))
+        .cordoned();
+    n.ready = ready;
+    n
+}
+
+/// An agent that recorded its reboot into the target `ago` seconds before the first plan.
+fn recorded(mut status: BootcNodeStatus, ago: i64) -> BootcNodeStatus {
+    status.last_reboot = Some(bootc_crds::node::LastReboot {
+        digest: digest('b').to_string(),
+        boot_id: "0123".into(),
+        soft_reboots: 0,
+        time: to_time(now() - chrono::Duration::seconds(ago)).unwrap(),
+    });
+    status
+}
 
 fn name(i: usize) -> &'static str {
     Box::leak(format!("n{i:02}").into_boxed_str())
@@ -72,6 +105,32 @@ fn member(i: usize, kind: usize) -> NodeView {
             n.ready = false;
             n
         }
+        // Holders approved to reboot, whose part of the plan changes with the time: in
+        // the reboot, its timeout running out;
+        20 => approved_holder(
+            n,
+            300,
+            recorded(agent('a', Some('b'), "Rebooting", None), 290),
+            false,
+        ),
+        // back on the target, soaking;
+        21 => approved_holder(n, 200, recorded(agent('b', None, "Idle", None), 150), true)
+            .annotate(BACK_AT_ANNOTATION, &ago(30)),
+        // down before its agent's record of the reboot is seen;
+        22 => {
+            let mut n = approved_holder(n, 60, agent('a', Some('b'), "Staged", None), false);
+            n.ready_since = Some(now() - chrono::Duration::seconds(10));
+            n
+        }
+        // past its reboot timeout;
+        23 => approved_holder(
+            n,
+            2000,
+            recorded(agent('a', Some('b'), "Rebooting", None), 1990),
+            false,
+        ),
+        // its agent reporting Degraded.
+        24 => approved_holder(n, 100, agent('a', Some('b'), "Staged", Some("disk")), true),
         _ => {
             let mut n = n.updated();
             n.role = "db";
@@ -156,6 +215,8 @@ enum Change {
     Unanswered(usize),
     /// Member `i`'s `Idle` condition changed `m` minutes ago (its status kept).
     IdleSince(usize, i64),
+    /// The clock moves on so many seconds.
+    Clock(i64),
 }
 
 fn change(size: usize) -> impl Strategy<Value = Change> {
@@ -182,6 +243,7 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         1 => (0..size).prop_map(Change::Zone),
         1 => (0..size).prop_map(Change::Unanswered),
         1 => (0..size, 1..90i64).prop_map(|(i, m)| Change::IdleSince(i, m)),
+        2 => (1..400i64).prop_map(Change::Clock),
     ]
 }
 
@@ -209,7 +271,8 @@ fn touched(change: &Change, size: usize) -> Option<usize> {
         | Change::Canary(_)
         | Change::Hash(_)
         | Change::Selector(_)
-        | Change::HeldUp(_) => None,
+        | Change::HeldUp(_)
+        | Change::Clock(_) => None,
     }
 }
 
@@ -370,6 +433,7 @@ fn apply(snap: &mut Snapshot, change: &Change) {
                 }
             }
         }
+        Change::Clock(s) => snap.now += chrono::Duration::seconds(s),
         Change::HeldUp(i) => {
             let node = name(i % size).to_owned();
             if snap.drains.remove(&node).is_none() {
@@ -429,6 +493,71 @@ fn health_read_whole(snap: &Snapshot, planned: &Plan) -> health::Health {
     found
 }
 
+/// The pool of the property: two at a time, with [`REBOOT_TIMEOUT`] and [`SOAK`].
+fn timed_pool_spec() -> BootcNodePoolSpec {
+    let mut spec = pool_spec(IntOrString::Int(2));
+    spec.rollout.reboot_timeout_seconds = REBOOT_TIMEOUT;
+    spec.rollout.post_reboot_delay_seconds = SOAK;
+    spec
+}
+
+/// A snapshot of the property's pool with `nodes`, at [`now`].
+fn timed_snapshot(nodes: Vec<NodeView>) -> Snapshot {
+    let pool = PoolView {
+        name: POOL.into(),
+        generation: Some(1),
+        spec: timed_pool_spec(),
+        status: None,
+        deleting: false,
+        finalized: true,
+    };
+    Snapshot::of(pool, nodes, now())
+}
+
+/// A slot holder in its reboot is kept settled while its reboot timeout has not run
+/// out, asking to be looked at again a second after it does; once it has, it is planned
+/// again, and found unhealthy.
+#[test]
+fn a_settled_holder_is_planned_again_when_its_timeout_runs_out() {
+    let mut snap = timed_snapshot(vec![member(0, 20), member(1, 6)]);
+    let kept = Settled::default();
+    let plan_at = |snap: &Snapshot, seconds: i64| {
+        let mut at = snap.clone();
+        at.now = now() + chrono::Duration::seconds(seconds);
+        at.settled = kept.clone();
+        let with = plan(&at);
+        at.settled = Settled::default();
+        assert_eq!(with, plan(&at), "{seconds} s on");
+        with
+    };
+    let first = plan_at(&snap, 0);
+    assert_eq!(kept.len(), 2, "the holder and the member done, kept");
+    // Approved 300 s before, a timeout of 600 s: looked at again 301 s on.
+    assert_eq!(
+        first.requeue_after,
+        Some(std::time::Duration::from_secs(301))
+    );
+    snap.pool.status = Some(first.status);
+    let used = kept.used();
+    let later = plan_at(&snap, 300);
+    assert_eq!(kept.used() - used, 2, "both kept outcomes used, 300 s on");
+    assert_eq!(later.requeue_after, Some(std::time::Duration::from_secs(1)));
+    assert_eq!(later.states.get("n00"), Some(&NodeState::Rebooting));
+    let used = kept.used();
+    let overdue = plan_at(&snap, 301);
+    assert_eq!(
+        kept.used() - used,
+        1,
+        "the holder planned again once overdue"
+    );
+    let degraded = condition_of(&overdue, "Degraded");
+    assert!(
+        degraded.message.contains("node n00: RebootTimeout"),
+        "{}",
+        degraded.message
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -442,18 +571,7 @@ proptest! {
         steps in prop::collection::vec(prop::collection::vec(change(12), 0..4), 1..8),
     ) {
         let nodes: Vec<NodeView> = kinds.iter().enumerate().map(|(i, &k)| member(i, k)).collect();
-        let mut snap = Snapshot::of(
-            PoolView {
-                name: POOL.into(),
-                generation: Some(1),
-                spec: pool_spec(IntOrString::Int(2)),
-                status: None,
-                deleting: false,
-                finalized: true,
-            },
-            nodes,
-            now(),
-        );
+        let mut snap = timed_snapshot(nodes);
         let other: LabelSelector = serde_json::from_value(
             serde_json::json!({"matchLabels": {"team": "other"}}),
         ).unwrap();
