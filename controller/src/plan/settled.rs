@@ -24,7 +24,8 @@
 //! grace for its agent's record of the reboot, the end of its soak or of the wait for
 //! its units. Planning it notes the first of them ([`Timing`]), and when it asks to be
 //! looked at again; its outcome is kept with both, forgotten once the time reaches the
-//! first, and its wake asked for again while it is used. A holder whose part moves with
+//! first (or goes back before the last plan's), and its wake asked for again while it
+//! is used. A holder whose part moves with
 //! the time otherwise (a stamp or a wait counted from now) is not kept. Its outcome also
 //! says why it is unhealthy, if it is, for the gates.
 //!
@@ -242,6 +243,9 @@ pub(super) struct Kept {
     recorded: Recorded,
     /// What the spec says of the target, with the spec it was found for.
     spec_read: Option<super::target::SpecRead>,
+    /// The time of the last plan the entries were kept for: a slot holder's outcome
+    /// holds from then on, not before.
+    latest: Option<DateTime<Utc>>,
 }
 
 /// One settled member: the objects its outcome was found for, and the outcome. Its name
@@ -342,10 +346,14 @@ impl Kept {
         }
         let since = self.members.since(self.entries_at);
         self.entries_at = self.members.at;
+        // The clock went back (a step of the system's): the holders' outcomes were found
+        // for times after it, and are found again.
+        let back = self.latest.is_some_and(|latest| now < latest);
+        self.latest = Some(now);
         match since {
             // The members of the plan before, kept against the same: only the entries
             // of members whose views changed may be of other objects.
-            Some(changed) if same && self.entries.len() == members.len() => {
+            Some(changed) if same && !back && self.entries.len() == members.len() => {
                 for &i in changed {
                     if let Some(e) = self.entries[i].take_if(|e| !e.of(members.get(i)))
                         && let Some(sums) = self.sums.as_mut()
@@ -364,12 +372,11 @@ impl Kept {
                     self.entries = by_name(old, members.iter().map(|v| &*v.name), Entry::name);
                 }
                 // An entry whose member's objects changed is forgotten, and one that held
-                // only until now.
+                // only until now (a holder's, any time the clock went back).
                 for (entry, view) in self.entries.iter_mut().zip(members) {
-                    if entry
-                        .as_ref()
-                        .is_some_and(|e| !e.of(view) || e.outcome.expired(now))
-                    {
+                    if entry.as_ref().is_some_and(|e| {
+                        !e.of(view) || e.outcome.expired(now) || (back && e.outcome.holds())
+                    }) {
                         *entry = None;
                     }
                 }

@@ -215,7 +215,7 @@ enum Change {
     Unanswered(usize),
     /// Member `i`'s `Idle` condition changed `m` minutes ago (its status kept).
     IdleSince(usize, i64),
-    /// The clock moves on so many seconds.
+    /// The clock moves on so many seconds (back, when negative: a step of the system's).
     Clock(i64),
 }
 
@@ -244,6 +244,7 @@ fn change(size: usize) -> impl Strategy<Value = Change> {
         1 => (0..size).prop_map(Change::Unanswered),
         1 => (0..size, 1..90i64).prop_map(|(i, m)| Change::IdleSince(i, m)),
         2 => (1..400i64).prop_map(Change::Clock),
+        1 => (1..600i64).prop_map(|s| Change::Clock(-s)),
     ]
 }
 
