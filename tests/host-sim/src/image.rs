@@ -31,7 +31,7 @@ pub const INCLUDE: &str = "systemd,systemd-sysv,dbus,libpam-systemd";
 /// The base's directory name in the cache.
 const BASE_DIR: &str = "trixie-minbase";
 /// Bumped when the way the node image is made changes without its files changing.
-const NODE_IMAGE_FORMAT: &str = "host-sim node image v1";
+const NODE_IMAGE_FORMAT: &str = "host-sim node image v2";
 /// Where the stand-in is bind-mounted in a node.
 pub const BOOTC_PATH: &str = "/usr/bin/bootc";
 /// Where the stand-in's state directory is bind-mounted in a node.
@@ -261,6 +261,7 @@ impl NodeImage {
         for entry in entries() {
             apply(&tmp, entry)?;
         }
+        stamp_updated(&tmp)?;
         fs::rename(&tmp, &root)
             .map_err(|e| SimError::io("renaming the node image into place", &root, e))?;
         prune_node_images(&cache, &key);
@@ -382,6 +383,29 @@ fn apply(root: &Path, entry: ImageEntry) -> Result<()> {
                 .map_err(|e| SimError::io("creating a directory in the node image", &path, e))?;
         }
         ImageEntry::Absent(rel) => remove_if_present(&root.join(rel))?,
+    }
+    Ok(())
+}
+
+/// Marks `/etc` and `/var` as up to date with `/usr`, as `systemd-update-done` leaves them
+/// after a host's first boot. Without the marks, `ConditionNeedsUpdate=` holds on every
+/// boot of a node (its root is a fresh overlay each time), so `ldconfig.service` and
+/// `systemd-update-done.service` run each time: two more boot units that can fail to
+/// spawn under load and leave the node `degraded`. The marks are one second newer than
+/// `/usr`, which systemd reads as "no update" without the nanosecond field.
+fn stamp_updated(root: &Path) -> Result<()> {
+    let usr = root.join("usr");
+    let usr_mtime = fs::metadata(&usr)
+        .and_then(|m| m.modified())
+        .map_err(|e| SimError::io("reading /usr's mtime in the node image", &usr, e))?;
+    let stamp = usr_mtime + std::time::Duration::from_secs(1);
+    for dir in ["etc", "var"] {
+        let path = root.join(dir).join(".updated");
+        remove_if_present(&path)?;
+        let file = File::create(&path)
+            .and_then(|f| f.set_modified(stamp).map(|()| f))
+            .map_err(|e| SimError::io("stamping the node image as updated", &path, e))?;
+        drop(file);
     }
     Ok(())
 }

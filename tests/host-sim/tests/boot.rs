@@ -53,6 +53,12 @@ async fn boots_and_reads_its_state() {
         !console.contains("ordering cycle"),
         "the node's units form an ordering cycle:\n{console}"
     );
+    // Marked as updated (image.rs, `stamp_updated`): no "first boot after an update" units.
+    assert!(root.join("etc/.updated").exists());
+    assert!(
+        !console.contains("Rebuild Dynamic Linker Cache"),
+        "ldconfig.service ran at boot:\n{console}"
+    );
     assert!(root.join("usr/bin/bootc").metadata().unwrap().len() > 0);
     let conn = node.connect().await.unwrap();
     let hostname1 = zbus::Proxy::new(
