@@ -194,11 +194,18 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
     let mut sorted = approved.clone();
     sorted.sort();
     assert_eq!(sorted, names, "approvals told: {seen:#?}");
-    // And on each Node, as `kubectl describe node` shows them.
+    // And on each Node, as `kubectl describe node` shows them (sent in the background,
+    // so the last may follow the status by a moment).
     for n in names {
-        let on_node = node_events(&env.client, n).await;
-        for reason in ["RebootApproved", "NodeUpdated"] {
-            assert!(on_node.iter().any(|r| r == reason), "{n}: {on_node:?}");
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let on_node = node_events(&env.client, n).await;
+            let has = |reason: &str| on_node.iter().any(|r| r == reason);
+            if has("RebootApproved") && has("NodeUpdated") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{n}: {on_node:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 

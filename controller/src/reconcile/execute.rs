@@ -2,7 +2,8 @@
 //! cordons, drains, events. Each node's actions run in the plan's order, the nodes side by
 //! side, with barriers before new slots and around the finalizer; a node's first failure
 //! stops that node's remaining actions, its events included, so an event never reports a
-//! write that failed. Events about the pool's status wait until the status is written. Every
+//! write that failed. Events about the pool's status wait until the status is written; the
+//! events on each node's Node are sent in the background ([`super::node_events`]). Every
 //! action is counted and timed with its outcome; every failure is logged and recorded as
 //! an `ActionFailed` event on the pool.
 
@@ -100,26 +101,21 @@ async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEv
     let merged = super::batch::merge(events);
     publish_all(ctx, pool, &merged.iter().collect::<Vec<_>>()).await;
     // Each on its Node too (unmerged), so that `kubectl describe node` says why the node
-    // was cordoned, drained and rebooted: each node's in order, the nodes side by side (a
-    // plan that approves a wave names hundreds of nodes; one after the other, their
-    // round trips lengthened the reconcile that every other slot waits for).
+    // was cordoned, drained and rebooted: each node's in order, sent in the background
+    // (see [`super::node_events`]).
     let mut by_node = ByNode::default();
     for event in events {
         if let Some(node) = event.node.as_deref() {
             by_node.push(node, *event);
         }
     }
-    futures::stream::iter(by_node.into_lists())
-        .for_each_concurrent(CONCURRENT_NODES, |(node, events)| async move {
-            let Some(node) = ctx.node_of(node) else {
-                return;
-            };
-            let reference = node.object_ref(&());
-            for event in events {
-                publish_on(ctx, &reference, event).await;
-            }
-        })
-        .await;
+    for (node, events) in by_node.into_lists() {
+        let Some(node) = ctx.node_of(node) else {
+            continue;
+        };
+        let events = events.into_iter().map(kube_event).collect();
+        ctx.node_events.queue(node.object_ref(&()), events).await;
+    }
 }
 
 /// Items grouped by node, each node's in the order given, the nodes in the order first
@@ -487,13 +483,9 @@ async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
     info!(pool = %pool_name, reason = event.reason, "{}", event.message);
 }
 
-/// Records `event` regarding `reference` (best effort: the log says it too).
-async fn publish_on(
-    ctx: &Context,
-    reference: &k8s_openapi::api::core::v1::ObjectReference,
-    event: &PlannedEvent,
-) {
-    let ev = KubeEvent {
+/// `event` as kube's recorder takes it.
+fn kube_event(event: &PlannedEvent) -> KubeEvent {
+    KubeEvent {
         type_: if event.warning {
             EventType::Warning
         } else {
@@ -503,8 +495,16 @@ async fn publish_on(
         note: Some(super::batch::fit_note(&event.message)),
         action: series_action(event),
         secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, reference).await {
+    }
+}
+
+/// Records `event` regarding `reference` (best effort: the log says it too).
+async fn publish_on(
+    ctx: &Context,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    event: &PlannedEvent,
+) {
+    if let Err(e) = ctx.recorder.publish(&kube_event(event), reference).await {
         let on = reference.name.as_deref().unwrap_or_default();
         warn!(on, error = %e, reason = event.reason, "cannot record an event");
     }

@@ -56,6 +56,7 @@ pub mod execute;
 pub mod lean;
 pub mod lookup;
 pub mod membership;
+pub mod node_events;
 pub mod observe;
 pub mod pacing;
 pub mod pool_index;
@@ -193,6 +194,8 @@ pub struct Context {
     copies: copies::Copies,
     drainer: Drainer,
     recorder: crate::shared::Recorders,
+    /// Where the nodes' Events wait to be sent.
+    node_events: node_events::NodeEvents,
     deps: Dependencies,
     bootc_overlay: Arc<Mutex<Overlay<BootcNode>>>,
     node_overlay: Arc<Mutex<Overlay<Node>>>,
@@ -421,9 +424,11 @@ pub async fn run(
     let (pool_stream, followed) = with_followers(pool_stream, pool_store.clone());
     let controller = Controller::for_stream(pool_stream, pool_store.clone());
     let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
+    let (node_events, events_sender) = node_events::NodeEvents::start(recorder.clone());
     let ctx = Arc::new(Context {
         notifier: notifier(&client, &recorder, &deps),
         recorder,
+        node_events,
         drainer: Drainer::new(client.clone(), done_tx.clone()).announcing_blocks(done_tx),
         client,
         pools: pool_store.clone(),
@@ -458,6 +463,7 @@ pub async fn run(
         .run(reconcile, error_policy, ctx)
         .for_each(log_outcome)
         .await;
+    events_sender.stop().await;
     ready.abort();
     health.set_not_ready("the controller stopped");
 }
