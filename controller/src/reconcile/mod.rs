@@ -384,6 +384,21 @@ fn notifier(
     )
 }
 
+/// The drainer, and the pools whose drains ended or are held up (each a reason to plan
+/// the pool again).
+fn drainer(
+    client: &Client,
+) -> (
+    Drainer,
+    impl Stream<Item = ObjectRef<BootcNodePool>> + Send + 'static,
+) {
+    let (done_tx, done_rx) = mpsc::unbounded_channel::<DrainDone>();
+    let drained = tokio_stream::wrappers::UnboundedReceiverStream::new(done_rx)
+        .map(|done| ObjectRef::<BootcNodePool>::new(&done.pool));
+    let drainer = Drainer::new(client.clone(), done_tx.clone()).announcing_blocks(done_tx);
+    (drainer, drained)
+}
+
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
     client: Client,
@@ -392,8 +407,7 @@ pub async fn run(
 ) {
     let (bootc_store, bootc_writer) = reflector::store();
     let (bootc_synced, bootc_synced_rx) = watch::channel(false);
-    let bootc_overlay = Arc::new(Mutex::new(Overlay::default()));
-    let node_overlay = Arc::new(Mutex::new(Overlay::default()));
+    let (bootc_overlay, node_overlay) = (Arc::default(), Arc::default());
     let membership = Arc::new(membership::Membership::default());
     let bootc_stream = bootc_changes(
         Api::all(client.clone()),
@@ -410,9 +424,7 @@ pub async fn run(
         (Arc::clone(&node_overlay), Arc::clone(&membership)),
     );
     let synced = Synced::new(bootc_synced_rx, nodes_synced_rx);
-    let (done_tx, done_rx) = mpsc::unbounded_channel::<DrainDone>();
-    let drained = tokio_stream::wrappers::UnboundedReceiverStream::new(done_rx)
-        .map(|done| ObjectRef::<BootcNodePool>::new(&done.pool));
+    let (drainer, drained) = drainer(&client);
     let secret_stream = copies::source_changes(&client, &deps.secrets);
     let (copy_store, copy_writer) = reflector::store();
     let copy_stream = copies::copy_changes(&client, &deps.secrets, copy_writer);
@@ -429,7 +441,7 @@ pub async fn run(
         notifier: notifier(&client, &recorder, &deps),
         recorder,
         node_events,
-        drainer: Drainer::new(client.clone(), done_tx.clone()).announcing_blocks(done_tx),
+        drainer,
         client,
         pools: pool_store.clone(),
         bootc: bootc_store.clone(),
