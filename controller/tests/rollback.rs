@@ -142,97 +142,167 @@ fn flip(registry: &Registry, catalog: &Catalog, tag: &str) -> String {
     digest
 }
 
+const NAMES: [&str; 3] = ["n1", "n2", "n3"];
+
+/// Three nodes running `good`, in a pool with `onFailure: Rollback` that follows tag
+/// `stable` in a real registry; `bad`'s unit fails.
+struct Tagged {
+    registry: Registry,
+    catalog: Arc<Catalog>,
+    good: String,
+    bad: String,
+    emulator: Emulator,
+    client: kube::Client,
+    cluster: SimCluster,
+    pinned_good: String,
+    invariants: Invariants,
+    metrics: bootc_pool_controller::metrics::Metrics,
+    controller: Running,
+}
+
+impl Tagged {
+    /// Everything started, and every node on `good`.
+    async fn start() -> Self {
+        let registry = Registry::start().unwrap();
+        let catalog = Catalog::new();
+        let good = push(&registry, &catalog, "good", "1.0");
+        let bad = push(&registry, &catalog, "bad", "2.0");
+        catalog.set_boot_units(&bad, &[(UNIT, "failed")]);
+        flip(&registry, &catalog, "good");
+        let emulator = Emulator::start().await.unwrap();
+        let client = emulator.client().unwrap();
+        let cluster = SimCluster::start(emulator.config(), Arc::clone(&catalog))
+            .await
+            .unwrap();
+        let options = SimOptions {
+            node_labels: [("role".to_owned(), "worker".to_owned())].into(),
+            ..SimOptions::default()
+        };
+        let pinned_good = format!("{}/os@{good}", registry.host());
+        for n in NAMES {
+            cluster.add_node(n, &pinned_good, &options).await.unwrap();
+        }
+        let invariants = Invariants::follow(emulator.handle(), 1, BTreeSet::new());
+        let deps = Dependencies {
+            resolver: Resolver::new(ResolverOptions {
+                insecure_registries: vec![registry.host()],
+                ..ResolverOptions::default()
+            }),
+            ..Dependencies::default()
+        };
+        let metrics = deps.metrics.clone();
+        let controller = start(&emulator, deps);
+        let pools: Api<BootcNodePool> = Api::all(client.clone());
+        let pool = health_pool(&registry.image("os", "stable"), "Rollback");
+        pools.create(&PostParams::default(), &pool).await.unwrap();
+        wait_pool(&client, "workers", "all on good", |p| {
+            all_updated(p, 3) && p.status.as_ref().unwrap().target_digest.as_deref() == Some(&good)
+        })
+        .await;
+        Tagged {
+            registry,
+            catalog,
+            good,
+            bad,
+            emulator,
+            client,
+            cluster,
+            pinned_good,
+            invariants,
+            metrics,
+            controller,
+        }
+    }
+
+    /// Waits until the bad image is marked failed, and checks the reason.
+    async fn marked_failed(&self) {
+        let p = wait_pool(
+            &self.client,
+            "workers",
+            "the bad image marked failed",
+            |p| {
+                p.status.as_ref().is_some_and(|s| {
+                    s.deploy_history
+                        .iter()
+                        .any(|e| e.digest == self.bad && e.failed)
+                })
+            },
+        )
+        .await;
+        let entry = p
+            .status
+            .as_ref()
+            .unwrap()
+            .deploy_history
+            .iter()
+            .find(|e| e.digest == self.bad)
+            .cloned()
+            .unwrap();
+        assert!(
+            entry
+                .failed_reason
+                .as_deref()
+                .unwrap()
+                .contains("boot-complete.target is failed"),
+            "{entry:?}"
+        );
+    }
+
+    /// Waits until every node runs the good image again.
+    async fn rolled_back(&self) -> BootcNodePool {
+        wait_pool(&self.client, "workers", "all back on good", |p| {
+            all_updated(p, 3)
+                && p.status.as_ref().unwrap().target_digest.as_deref() == Some(&self.good)
+        })
+        .await
+    }
+
+    /// The nodes that rebooted at all (each only ever to the bad image and back).
+    fn rebooted(&self) -> Vec<String> {
+        NAMES
+            .iter()
+            .filter(|n| self.cluster.host(n).unwrap().counters().reboots > 0)
+            .map(|n| (*n).to_owned())
+            .collect()
+    }
+
+    /// A BootcNode asked for another image than the good one, if any.
+    async fn asks_for_another(&self) -> Option<String> {
+        let bootc: Api<BootcNode> = Api::all(self.client.clone());
+        let list = bootc.list(&Default::default()).await.ok()?;
+        list.iter()
+            .find(|b| b.spec.desired_image != self.pinned_good)
+            .map(|b| format!("{}: {}", b.name_any(), b.spec.desired_image))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_image_is_rolled_back_and_not_tried_again_when_the_tag_flips_back() {
-    let registry = Registry::start().unwrap();
-    let catalog = Catalog::new();
-    let good = push(&registry, &catalog, "good", "1.0");
-    let bad = push(&registry, &catalog, "bad", "2.0");
-    catalog.set_boot_units(&bad, &[(UNIT, "failed")]);
-    flip(&registry, &catalog, "good");
-    let emulator = Emulator::start().await.unwrap();
-    let client = emulator.client().unwrap();
-    let cluster = SimCluster::start(emulator.config(), Arc::clone(&catalog))
-        .await
-        .unwrap();
-    let options = SimOptions {
-        node_labels: [("role".to_owned(), "worker".to_owned())].into(),
-        ..SimOptions::default()
-    };
-    let names = ["n1", "n2", "n3"];
-    let pinned_good = format!("{}/os@{good}", registry.host());
-    for n in names {
-        cluster.add_node(n, &pinned_good, &options).await.unwrap();
-    }
-    let invariants = Invariants::follow(emulator.handle(), 1, BTreeSet::new());
-    let deps = Dependencies {
-        resolver: Resolver::new(ResolverOptions {
-            insecure_registries: vec![registry.host()],
-            ..ResolverOptions::default()
-        }),
-        ..Dependencies::default()
-    };
-    let metrics = deps.metrics.clone();
-    let controller = start(&emulator, deps);
-    let pools: Api<BootcNodePool> = Api::all(client.clone());
-    let pool = health_pool(&registry.image("os", "stable"), "Rollback");
-    pools.create(&PostParams::default(), &pool).await.unwrap();
-    wait_pool(&client, "workers", "all on good", |p| {
-        all_updated(p, 3) && p.status.as_ref().unwrap().target_digest.as_deref() == Some(&good)
-    })
-    .await;
+    let t = Tagged::start().await;
+    let (client, cluster, good, bad) = (&t.client, &t.cluster, &t.good, &t.bad);
 
     // The tag moves to the bad image: one node boots it, fails, and everything is
     // rolled back to the good one.
-    flip(&registry, &catalog, "bad");
-    let p = wait_pool(&client, "workers", "the bad image marked failed", |p| {
-        p.status
-            .as_ref()
-            .is_some_and(|s| s.deploy_history.iter().any(|e| e.digest == bad && e.failed))
-    })
-    .await;
-    let entry = p
-        .status
-        .as_ref()
-        .unwrap()
-        .deploy_history
-        .iter()
-        .find(|e| e.digest == bad)
-        .cloned()
-        .unwrap();
-    assert!(
-        entry
-            .failed_reason
-            .as_deref()
-            .unwrap()
-            .contains("boot-complete.target is failed"),
-        "{entry:?}"
-    );
-    let p = wait_pool(&client, "workers", "all back on good", |p| {
-        all_updated(p, 3) && p.status.as_ref().unwrap().target_digest.as_deref() == Some(&good)
-    })
-    .await;
+    flip(&t.registry, &t.catalog, "bad");
+    t.marked_failed().await;
+    let p = t.rolled_back().await;
     assert_eq!(condition(&p, "Degraded").unwrap().1, "TargetFailed");
-    let went_bad: Vec<String> = names
-        .iter()
-        .filter(|n| cluster.host(n).unwrap().counters().reboots > 0)
-        .map(|n| (*n).to_owned())
-        .collect();
+    let went_bad = t.rebooted();
     assert_eq!(
         went_bad.len(),
         1,
         "one node tried the bad image: {went_bad:?}"
     );
-    let reboots_after_rollback = total_reboots(&cluster, &names);
+    let reboots_after_rollback = total_reboots(cluster, &NAMES);
 
     // The tag flips back to good, then to bad again: bad is not tried again. Every
     // stored change of a BootcNode from here on is read.
-    let mut changes = emulator.handle().events();
-    for (tag, digest) in [("good", &good), ("bad", &bad)] {
+    let mut changes = t.emulator.handle().events();
+    for (tag, digest) in [("good", good), ("bad", bad)] {
         let flipped_at = chrono::Utc::now();
-        assert_eq!(&flip(&registry, &catalog, tag), digest);
+        assert_eq!(&flip(&t.registry, &t.catalog, tag), digest);
         let p = wait_pool(
-            &client,
+            client,
             "workers",
             &format!("the tag resolved after it moved to {tag}"),
             |p| resolved_since(p, flipped_at),
@@ -249,7 +319,7 @@ async fn a_failing_image_is_rolled_back_and_not_tried_again_when_the_tag_flips_b
             status
                 .deploy_history
                 .iter()
-                .any(|e| e.digest == bad && e.failed)
+                .any(|e| &e.digest == bad && e.failed)
         );
         let degraded = condition(&p, "Degraded").unwrap().1;
         let expected = if tag == "bad" {
@@ -259,18 +329,12 @@ async fn a_failing_image_is_rolled_back_and_not_tried_again_when_the_tag_flips_b
         };
         assert_eq!(degraded, expected, "after the move to {tag}");
         // Nor in the plans that follow: three more, each checked.
-        let bootc: Api<BootcNode> = Api::all(client.clone());
         never_over_reconciles(
-            &client,
-            &metrics,
+            client,
+            &t.metrics,
             ("workers", 3),
             &format!("after the move to {tag}, a node asked for another image"),
-            async || {
-                let list = bootc.list(&Default::default()).await.ok()?;
-                list.iter()
-                    .find(|b| b.spec.desired_image != pinned_good)
-                    .map(|b| format!("{}: {}", b.name_any(), b.spec.desired_image))
-            },
+            async || t.asks_for_another().await,
         )
         .await;
     }
@@ -279,7 +343,7 @@ async fn a_failing_image_is_rolled_back_and_not_tried_again_when_the_tag_flips_b
         match changes.try_recv() {
             Ok(change) if change.key.plural == "bootcnodes" => {
                 let desired = &change.object["spec"]["desiredImage"];
-                assert_eq!(desired, &json!(pinned_good), "rv {}", change.rv);
+                assert_eq!(desired, &json!(t.pinned_good), "rv {}", change.rv);
             }
             Ok(_) => {}
             Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
@@ -287,14 +351,65 @@ async fn a_failing_image_is_rolled_back_and_not_tried_again_when_the_tag_flips_b
         }
     }
     assert_eq!(
-        total_reboots(&cluster, &names),
+        total_reboots(cluster, &NAMES),
         reboots_after_rollback,
         "no node rebooted again"
     );
-    for n in names {
-        assert_eq!(booted(&cluster, n), good, "{n}");
+    for n in NAMES {
+        assert_eq!(&booted(cluster, n), good, "{n}");
     }
-    let report = invariants.settled(Duration::from_secs(10)).await;
+    let report = t.invariants.settled(Duration::from_secs(10)).await;
     assert!(report.is_clean_rollout(), "{report:?}");
-    controller.stop().await;
+    t.controller.stop().await;
+}
+
+/// The controller's watch of the pools lags behind its own writes: it is held from before
+/// the tag moves to the bad image until after the rollback. Every plan in between is made
+/// from the pool as the controller last wrote it, not from the older one its watch has,
+/// so the failure mark it wrote is never undone: no other node tries the bad image, and
+/// the one that did is not sent back to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_pool_watch_does_not_undo_a_failure_mark() {
+    let t = Tagged::start().await;
+    let handle = t.emulator.handle();
+    handle.hold_watches("bootcnodepools");
+    flip(&t.registry, &t.catalog, "bad");
+    t.marked_failed().await;
+    t.rolled_back().await;
+    let went_bad = t.rebooted();
+    assert_eq!(
+        went_bad.len(),
+        1,
+        "one node tried the bad image: {went_bad:?}"
+    );
+    let reboots = total_reboots(&t.cluster, &NAMES);
+    assert_eq!(reboots, 2, "to the bad image and back");
+    // Three more plans with the watch still held, each brought by a BootcNode's change
+    // (the pool's own changes do not reach the controller now).
+    never_over_reconciles_poking(
+        &t.metrics,
+        ("workers", 3),
+        "with the pools' watch held, a node asked for another image",
+        async || poke_bootc(&t.client, "n1").await,
+        async || t.asks_for_another().await,
+    )
+    .await;
+    // And once the watch has caught up.
+    handle.release_watches("bootcnodepools");
+    never_over_reconciles(
+        &t.client,
+        &t.metrics,
+        ("workers", 3),
+        "with the pools' watch caught up, a node asked for another image",
+        async || t.asks_for_another().await,
+    )
+    .await;
+    assert_eq!(
+        total_reboots(&t.cluster, &NAMES),
+        reboots,
+        "no node rebooted again"
+    );
+    let report = t.invariants.settled(Duration::from_secs(10)).await;
+    assert!(report.is_clean_rollout(), "{report:?}");
+    t.controller.stop().await;
 }

@@ -419,7 +419,10 @@ async fn finalizer(ctx: &Context, pool: &BootcNodePool, on: bool) -> Result<(), 
     let name = pool.name_any();
     let api: Api<BootcNodePool> = Api::all(ctx.client.clone());
     match api.patch(&name, &params(), &Patch::Merge(&patch)).await {
-        Ok(_) => Ok(()),
+        Ok(written) => {
+            ctx.wrote_pool(written);
+            Ok(())
+        }
         // Gone already: nothing left to finalize.
         Err(e) if is_status(&e, 404) && !on => Ok(()),
         Err(e) => Err(api_error(format!("finalizer of pool {name}"))(e)),

@@ -199,6 +199,8 @@ pub struct Context {
     deps: Dependencies,
     bootc_overlay: Arc<Mutex<Overlay<BootcNode>>>,
     node_overlay: Arc<Mutex<Overlay<Node>>>,
+    /// The pools as last written, until the watch delivers them ([`pools::PoolOverlay`]).
+    pool_overlay: pools::PoolOverlay,
     /// Failed reconciles in a row, by pool (for the backoff).
     failures: Mutex<HashMap<String, u32>>,
     /// When each pool's status was last written (see [`pacing`]).
@@ -432,7 +434,7 @@ pub async fn run(
     health.set_not_ready("leading: caches not synced yet");
     let recorder = recorder(&client, &deps);
     let (pool_store, pool_writer) = reflector::store();
-    let pool_stream = pools::pool_changes(client.clone(), pool_writer, recorder.clone());
+    let (pool_stream, pool_overlay) = pools::pool_changes(&client, pool_writer, recorder.clone());
     let (pool_stream, followed) = with_followers(pool_stream, pool_store.clone());
     let controller = Controller::for_stream(pool_stream, pool_store.clone());
     let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
@@ -450,6 +452,7 @@ pub async fn run(
         deps,
         bootc_overlay,
         node_overlay,
+        pool_overlay,
         failures: Mutex::new(HashMap::new()),
         pacing: pacing::StatusPacing::default(),
         synced,
@@ -529,6 +532,7 @@ fn error_policy(pool: Arc<BootcNodePool>, error: &ReconcileError, ctx: Arc<Conte
 async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
     let started = std::time::Instant::now();
     let name = pool.name_any();
+    let pool = ctx.pool_now(pool);
     let result = reconcile_once(&pool, &ctx).await;
     let metrics = &ctx.deps.metrics;
     metrics.observe_reconcile(&name, started.elapsed());

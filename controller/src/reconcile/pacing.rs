@@ -82,9 +82,11 @@ pub(super) async fn write_status(
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
-    api.patch_status(&name, &params, &Patch::Merge(&patch))
+    let written = api
+        .patch_status(&name, &params, &Patch::Merge(&patch))
         .await
         .map_err(api_error(format!("status of pool {name}")))?;
+    ctx.wrote_pool(written);
     ctx.pacing.written(&name, Instant::now());
     ctx.notifier.status_written(pool, status);
     Ok(None)

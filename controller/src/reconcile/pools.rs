@@ -3,8 +3,14 @@
 //! if absent, so nothing is done to its nodes; it gets a `PoolUnreadable` Warning event
 //! naming the error, and the other pools go on. A typed watch would instead fail the
 //! whole list and stop every pool.
+//!
+//! A plan starts from the pool as this controller last wrote it (its status, its
+//! finalizer) until the watch has delivered that write: a plan made from an older pool
+//! would not see what the last one decided (a target marked failed, a canary's phase)
+//! and could undo it.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use bootc_crds::pool::BootcNodePool;
 use futures::{Stream, StreamExt};
@@ -16,17 +22,27 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::warn;
 
+use super::Context;
+use super::cache::{Overlay, lock};
+
+/// The pools' writes the watch has not delivered yet (see [`Overlay`]).
+pub(super) type PoolOverlay = Arc<Mutex<Overlay<BootcNodePool>>>;
+
 /// The reason of the event on a pool that cannot be read.
 pub const POOL_UNREADABLE: &str = "PoolUnreadable";
 
-/// The readable pools' changes, after `writer`'s cache took them.
+/// The readable pools' changes, after `writer`'s cache took them, and the overlay of the
+/// pools' writes, which they keep up to date.
 pub(super) fn pool_changes(
-    client: Client,
+    client: &Client,
     writer: Writer<BootcNodePool>,
     recorder: crate::shared::Recorders,
-) -> impl Stream<Item = Result<BootcNodePool, watcher::Error>> {
+) -> (
+    impl Stream<Item = Result<BootcNodePool, watcher::Error>> + use<>,
+    PoolOverlay,
+) {
     let resource = ApiResource::erase::<BootcNodePool>(&());
-    let api = Api::<DynamicObject>::all_with(client, &resource);
+    let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
     let mut reader = Reader {
         cache: writer.as_reader(),
         resource,
@@ -36,7 +52,38 @@ pub(super) fn pool_changes(
     let typed = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .filter_map(move |event| std::future::ready(reader.convert(event)));
-    reflector::reflector(writer, typed).applied_objects()
+    let overlay = PoolOverlay::default();
+    let observer = Arc::clone(&overlay);
+    let changes = reflector::reflector(writer, typed)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                lock(&observer).observe(event);
+            }
+        })
+        .applied_objects();
+    (changes, overlay)
+}
+
+impl Context {
+    /// The pool to plan: as this controller last wrote it while the watch has not
+    /// delivered that write, else as the cache has it now (`given` was read from it when
+    /// the reconcile was queued), else `given` (gone from the cache since).
+    pub(super) fn pool_now(&self, given: Arc<BootcNodePool>) -> Arc<BootcNodePool> {
+        let name = given.name_any();
+        // The overlay first: once it holds nothing for the pool, the cache has the write.
+        if let Some(written) = lock(&self.pool_overlay).pick(&name, None) {
+            return written;
+        }
+        self.pools
+            .get(&reflector::ObjectRef::new(&name))
+            .unwrap_or(given)
+    }
+
+    /// Takes note of what a write of a pool returned.
+    pub(super) fn wrote_pool(&self, pool: BootcNodePool) {
+        let name = pool.name_any();
+        lock(&self.pool_overlay).wrote(&name, pool);
+    }
 }
 
 struct Reader {

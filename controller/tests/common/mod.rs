@@ -376,6 +376,19 @@ pub async fn never_over_reconciles(
     metrics: &bootc_pool_controller::metrics::Metrics,
     (pool, n): (&str, u64),
     what: &str,
+    bad: impl AsyncFnMut() -> Option<String>,
+) {
+    let poke_pool = async || poke(client, pool).await;
+    never_over_reconciles_poking(metrics, (pool, n), what, poke_pool, bad).await;
+}
+
+/// [`never_over_reconciles`], each next reconcile brought by `poke` rather than by a
+/// change of the pool.
+pub async fn never_over_reconciles_poking(
+    metrics: &bootc_pool_controller::metrics::Metrics,
+    (pool, n): (&str, u64),
+    what: &str,
+    mut poke: impl AsyncFnMut(),
     mut bad: impl AsyncFnMut() -> Option<String>,
 ) {
     let start = reconciles(metrics, pool);
@@ -391,7 +404,7 @@ pub async fn never_over_reconciles(
         }
         if poked != Some(done) {
             poked = Some(done);
-            poke(client, pool).await;
+            poke().await;
         }
         assert!(
             Instant::now() < deadline,
@@ -407,6 +420,18 @@ pub async fn poke(client: &Client, name: &str) {
     let n = POKES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let poke = json!({"metadata": {"annotations": {"test/poke": n.to_string()}}});
     patch_pool(client, name, poke).await;
+}
+
+/// Touches an annotation of BootcNode `name` to a value never used before: a reconcile
+/// of its pool that no change of the pool brings.
+pub async fn poke_bootc(client: &Client, name: &str) {
+    static POKES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = POKES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let poke = json!({"metadata": {"annotations": {"test/poke": n.to_string()}}});
+    let api: Api<BootcNode> = Api::all(client.clone());
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&poke))
+        .await
+        .unwrap();
 }
 
 /// A stored change and when the recorder received it.

@@ -331,6 +331,24 @@ impl Handle {
         let _ = self.app.cut.send(());
     }
 
+    /// Holds every watch of `plural` (in any group): from now on they send nothing, not
+    /// even bookmarks, and watches of it begun while held send nothing either, until
+    /// [`Handle::release_watches`]. Their events are then sent in order, none lost: a
+    /// client sees the world as it was when the hold began, as behind a slow watch cache.
+    /// Reads and writes are served as usual.
+    pub fn hold_watches(&self, plural: &str) {
+        self.app.held.send_modify(|held| {
+            held.insert(plural.to_owned());
+        });
+    }
+
+    /// Lifts the hold [`Handle::hold_watches`] put on `plural`'s watches.
+    pub fn release_watches(&self, plural: &str) {
+        self.app.held.send_modify(|held| {
+            held.remove(plural);
+        });
+    }
+
     /// Forgets the event history, so a watch resuming from any earlier version gets 410
     /// Gone and must list again; open watches are cut.
     pub fn expire_history(&self) {

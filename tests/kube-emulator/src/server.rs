@@ -42,6 +42,9 @@ pub struct App {
     seq: AtomicU64,
     /// Closing every open watch.
     pub cut: broadcast::Sender<()>,
+    /// The resources (plurals) whose watches send nothing for now: their events wait,
+    /// in order, until the hold is lifted.
+    pub held: tokio::sync::watch::Sender<std::collections::BTreeSet<String>>,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
     /// `host:port` the server listens on.
@@ -91,6 +94,7 @@ impl App {
             log: Mutex::new(Vec::new()),
             seq: AtomicU64::new(0),
             cut,
+            held: tokio::sync::watch::Sender::default(),
             bookmark_interval,
             address,
             stopped: AtomicBool::new(false),

@@ -1,5 +1,6 @@
 //! Watches: from a resourceVersion (410 Gone when it is older than the kept history), with selectors, bookmarks, `sendInitialEvents` and timeouts, streamed as JSON lines.
 
+use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -162,6 +163,10 @@ pub fn start(
             return;
         }
         let lines = Lines::new(req);
+        let mut held = app.held.subscribe();
+        if !unheld(&mut held, &lines.req.resource.plural, &tx).await {
+            return;
+        }
         for (kind, object) in &initial {
             if tx.send(Ok(lines.render(*kind, object))).await.is_err() {
                 return;
@@ -173,9 +178,32 @@ pub fn start(
         {
             return;
         }
-        run(&app, &lines, events, tx, &mut last).await;
+        run(&app, &lines, (events, held), tx, &mut last).await;
     });
     Ok(rx)
+}
+
+/// Whether `plural`'s watches are held now.
+fn is_held(held: &tokio::sync::watch::Receiver<BTreeSet<String>>, plural: &str) -> bool {
+    held.borrow().contains(plural)
+}
+
+/// Waits until `plural`'s watches are not held; `false` when the client went away or the
+/// emulator stopped first.
+async fn unheld(
+    held: &mut tokio::sync::watch::Receiver<BTreeSet<String>>,
+    plural: &str,
+    tx: &mpsc::Sender<Result<Bytes, Infallible>>,
+) -> bool {
+    while is_held(held, plural) {
+        tokio::select! {
+            changed = held.changed() => if changed.is_err() {
+                return false;
+            },
+            _ = tx.closed() => return false,
+        }
+    }
+    true
 }
 
 /// The lines one watch sends: its events (plain, or as one-row Tables) and bookmarks.
@@ -254,7 +282,10 @@ impl Lines {
 async fn run(
     app: &Arc<App>,
     lines: &Lines,
-    mut events: mpsc::Receiver<Arc<Event>>,
+    (mut events, mut held): (
+        mpsc::Receiver<Arc<Event>>,
+        tokio::sync::watch::Receiver<BTreeSet<String>>,
+    ),
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
     last: &mut u64,
 ) {
@@ -265,8 +296,14 @@ async fn run(
     ticks.tick().await;
     let mut cut = app.cut.subscribe();
     loop {
+        let holding = is_held(&held, &req.resource.plural);
         tokio::select! {
-            received = events.recv() => match received {
+            // While held, events wait in the queue (a watch that falls a whole queue
+            // behind is cut, and its client resumes from its last version, as always).
+            changed = held.changed() => if changed.is_err() {
+                return;
+            },
+            received = events.recv(), if !holding => match received {
                 Some(event) => {
                     if let Some(line) = lines.event(&event, last)
                         && tx.send(Ok(line)).await.is_err() {
@@ -277,7 +314,7 @@ async fn run(
                 // last version, as after any dropped stream.
                 None => return,
             },
-            _ = ticks.tick(), if req.bookmarks => {
+            _ = ticks.tick(), if req.bookmarks && !holding => {
                 // Every event up to the store's version is already queued here (events
                 // are queued under the same lock), so send those first: a bookmark never
                 // overtakes an event.

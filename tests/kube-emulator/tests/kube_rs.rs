@@ -181,6 +181,91 @@ async fn watcher_survives_dropped_streams_and_410() {
     task.abort();
 }
 
+/// A held watch sends nothing, also after it is cut and resumed, while another resource's
+/// watch goes on; released, it sends every change made meanwhile once, in order.
+#[tokio::test]
+async fn a_held_watch_sends_its_changes_only_when_released() {
+    let emulator = Emulator::start().await.unwrap();
+    let handle = emulator.handle();
+    let client = emulator.client().unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stream_api = api.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(stream_api, watcher::Config::default()).boxed();
+        while let Some(Ok(event)) = stream.next().await {
+            if tx.send(event).is_err() {
+                return;
+            }
+        }
+    });
+    let namespaces: Api<Namespace> = Api::all(client);
+    let mut other = watcher(namespaces.clone(), watcher::Config::default()).boxed();
+    tokio::time::timeout(WAIT, async {
+        while let Some(event) = other.next().await {
+            if matches!(event, Ok(watcher::Event::InitDone)) {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the namespaces' first list");
+    let mut seen = Observed::default();
+    seen.until(&mut rx, "the first list", |o| o.relists == 1)
+        .await;
+    let mut written: BTreeMap<String, String> = BTreeMap::new();
+    for i in 0..10 {
+        let o = api
+            .create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
+        written.insert(o.name_any(), o.resource_version().unwrap());
+    }
+    seen.until(&mut rx, "the creations", |o| o.latest == written)
+        .await;
+
+    handle.hold_watches("configmaps");
+    let before = seen.latest.clone();
+    let changed = patch_all(&api, "1").await;
+    handle.cut_watches();
+    let changed_again = patch_all(&api, "2").await;
+    // A change of another resource, made after them, reaches its own watch.
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "later"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, async {
+        while let Some(event) = other.next().await {
+            if let Ok(watcher::Event::Apply(n)) = event
+                && n.name_any() == "later"
+            {
+                return;
+            }
+        }
+        panic!("the namespace's watch ended");
+    })
+    .await
+    .expect("the namespace's watch");
+    seen.take(&mut rx);
+    assert_eq!(seen.latest, before, "nothing sent while held");
+    for key in changed.iter().chain(&changed_again) {
+        assert_eq!(seen.applied.get(key), None, "{key:?} sent while held");
+    }
+
+    handle.release_watches("configmaps");
+    written.extend(changed_again.iter().cloned());
+    seen.until(&mut rx, "the changes made while held", |o| {
+        o.latest == written
+    })
+    .await;
+    assert_eq!(seen.relists, 1, "resumed, not listed again");
+    for key in changed.iter().chain(&changed_again) {
+        assert_eq!(seen.applied.get(key), Some(&1), "{key:?} delivered once");
+    }
+    task.abort();
+}
+
 #[tokio::test]
 async fn stale_replace_conflicts() {
     let emulator = Emulator::start().await.unwrap();
