@@ -433,8 +433,7 @@ pub async fn run(
     let health = deps.health.clone();
     health.set_not_ready("leading: caches not synced yet");
     let recorder = recorder(&client, &deps);
-    let (pool_store, pool_writer) = reflector::store();
-    let (pool_stream, pool_overlay) = pools::pool_changes(&client, pool_writer, recorder.clone());
+    let (pool_stream, pool_store, pool_overlay) = pools::pool_changes(&client, recorder.clone());
     let (pool_stream, followed) = with_followers(pool_stream, pool_store.clone());
     let controller = Controller::for_stream(pool_stream, pool_store.clone());
     let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));

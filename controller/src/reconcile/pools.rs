@@ -17,7 +17,7 @@ use futures::{Stream, StreamExt};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event as KubeEvent, EventType};
-use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::warn;
@@ -31,16 +31,17 @@ pub(super) type PoolOverlay = Arc<Mutex<Overlay<BootcNodePool>>>;
 /// The reason of the event on a pool that cannot be read.
 pub const POOL_UNREADABLE: &str = "PoolUnreadable";
 
-/// The readable pools' changes, after `writer`'s cache took them, and the overlay of the
-/// pools' writes, which they keep up to date.
+/// The readable pools' changes, after the cache returned took them, and the overlay of
+/// the pools' writes, which they keep up to date.
 pub(super) fn pool_changes(
     client: &Client,
-    writer: Writer<BootcNodePool>,
     recorder: crate::shared::Recorders,
 ) -> (
     impl Stream<Item = Result<BootcNodePool, watcher::Error>> + use<>,
+    Store<BootcNodePool>,
     PoolOverlay,
 ) {
+    let (store, writer) = reflector::store();
     let resource = ApiResource::erase::<BootcNodePool>(&());
     let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
     let mut reader = Reader {
@@ -61,7 +62,7 @@ pub(super) fn pool_changes(
             }
         })
         .applied_objects();
-    (changes, overlay)
+    (changes, store, overlay)
 }
 
 impl Context {
