@@ -878,12 +878,21 @@ async fn a_pool_deleted_mid_rollout_while_the_controller_is_down_leaves_no_trace
     let waiting = pools.get("workers").await.unwrap();
     assert!(waiting.metadata.deletion_timestamp.is_some());
 
-    let controller = start(&env.emulator, Dependencies::default());
+    let deps = Dependencies::default();
+    let metrics = deps.metrics.clone();
+    let controller = start(&env.emulator, deps);
     let deadline = Instant::now() + DEADLINE;
     while pools.get_opt("workers").await.unwrap().is_some() {
         assert!(Instant::now() < deadline, "the pool was never let go");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Nor is anything kept of it: its metric series go once the reconcile that let it
+    // go has ended, that reconcile's own count included.
+    wait_for("the pool's series gone", async || {
+        let text = metrics.encode();
+        (!text.contains(r#"pool="workers""#)).then_some(())
+    })
+    .await;
     let bootc: Api<BootcNode> = Api::all(env.client.clone());
     assert!(
         bootc

@@ -137,6 +137,13 @@ impl<K: Resource + Clone> Overlay<K> {
         }
     }
 
+    /// Forgets all of `name`: it is gone, and its watch may not say so (its last write
+    /// may have come back after its deletion was delivered).
+    pub(super) fn forget(&mut self, name: &str) {
+        self.entries.remove(name);
+        self.seen.remove(name);
+    }
+
     /// Takes note of what the watch delivered (after the cache took it).
     pub(super) fn observe(&mut self, event: &watcher::Event<K>) {
         match event {

@@ -322,7 +322,7 @@ async fn execute(
             finalizer(ctx, pool, false).await?;
             let name = pool.name_any();
             info!(pool = %name, "clean-up done; the pool may go");
-            ctx.forget(&name);
+            ctx.let_go(&name);
             Ok(())
         }
     }

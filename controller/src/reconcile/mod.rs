@@ -220,19 +220,8 @@ pub struct Context {
     pool_index: Mutex<pool_index::PoolIndex>,
     /// Turns for the nodes' actions of all pools (see [`execute::CONCURRENT_NODES_IN_ALL`]).
     node_turns: tokio::sync::Semaphore,
-}
-
-impl Context {
-    /// Forgets what the reconciler kept of a pool that is gone.
-    fn forget(&self, pool: &str) {
-        lock(&self.progress).remove(pool);
-        lock(&self.failures).remove(pool);
-        self.membership.forget(pool);
-        self.views.forget(pool);
-        self.pacing.forget(pool);
-        self.deps.metrics.forget_pool(pool);
-        self.notifier.forget(pool);
-    }
+    /// The pools let go (their finalizer removed), forgotten once that reconcile ends.
+    gone: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -241,14 +230,17 @@ impl std::fmt::Debug for Context {
     }
 }
 
-/// Every BootcNode change; `synced` turns true once the cache has been filled.
+/// Every BootcNode change, and the cache they fill; `synced` turns true once it is full.
 fn bootc_changes(
     api: Api<Lean<BootcNode>>,
-    writer: reflector::store::Writer<BootcNode>,
     synced: watch::Sender<bool>,
     (overlay, membership): (Arc<Mutex<Overlay<BootcNode>>>, Arc<membership::Membership>),
-) -> impl Stream<Item = Result<BootcNode, watcher::Error>> {
-    reflector::reflector(
+) -> (
+    impl Stream<Item = Result<BootcNode, watcher::Error>> + use<>,
+    Store<BootcNode>,
+) {
+    let (store, writer) = reflector::store();
+    let changes = reflector::reflector(
         writer,
         watcher::watcher(api, watcher::Config::default())
             .default_backoff()
@@ -263,7 +255,8 @@ fn bootc_changes(
             synced.send_replace(true);
         }
     })
-    .touched_objects()
+    .touched_objects();
+    (changes, store)
 }
 
 /// Node changes a plan can see (labels, Ready, unschedulable, boot ID) and deletions.
@@ -407,13 +400,11 @@ pub async fn run(
     deps: Dependencies,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (bootc_store, bootc_writer) = reflector::store();
     let (bootc_synced, bootc_synced_rx) = watch::channel(false);
     let (bootc_overlay, node_overlay) = (Arc::default(), Arc::default());
     let membership = Arc::new(membership::Membership::default());
-    let bootc_stream = bootc_changes(
+    let (bootc_stream, bootc_store) = bootc_changes(
         Api::all(client.clone()),
-        bootc_writer,
         bootc_synced,
         (Arc::clone(&bootc_overlay), Arc::clone(&membership)),
     );
@@ -460,6 +451,7 @@ pub async fn run(
         views: views::Views::default(),
         pool_index: Mutex::default(),
         node_turns: tokio::sync::Semaphore::new(execute::CONCURRENT_NODES_IN_ALL),
+        gone: Mutex::default(),
     });
     let (node_pools, secret_pools) = (pool_store.clone(), pool_store);
     controller
@@ -545,6 +537,7 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeu
             metrics.record_reconcile_error(&name, e.reason());
         }
     }
+    ctx.forget_if_gone(&name);
     result
 }
 

@@ -72,12 +72,36 @@ impl Context {
     pub(super) fn pool_now(&self, given: Arc<BootcNodePool>) -> Arc<BootcNodePool> {
         let name = given.name_any();
         // The overlay first: once it holds nothing for the pool, the cache has the write.
-        if let Some(written) = lock(&self.pool_overlay).pick(&name, None) {
+        // A pool of the same name deleted and made again is another pool.
+        let written = lock(&self.pool_overlay).pick(&name, None);
+        if let Some(written) = written.filter(|w| w.metadata.uid == given.metadata.uid) {
             return written;
         }
         self.pools
             .get(&reflector::ObjectRef::new(&name))
             .unwrap_or(given)
+    }
+
+    /// Takes note that `pool` was let go: what is kept of it is forgotten once this
+    /// reconcile has ended ([`Context::forget_if_gone`]), not before, as the reconcile
+    /// still keeps its members' views and its metrics after its actions.
+    pub(super) fn let_go(&self, pool: &str) {
+        lock(&self.gone).insert(pool.to_owned());
+    }
+
+    /// Forgets what the reconciler kept of `pool` if it was let go.
+    pub(super) fn forget_if_gone(&self, pool: &str) {
+        if !lock(&self.gone).remove(pool) {
+            return;
+        }
+        lock(&self.progress).remove(pool);
+        lock(&self.failures).remove(pool);
+        lock(&self.pool_overlay).forget(pool);
+        self.membership.forget(pool);
+        self.views.forget(pool);
+        self.pacing.forget(pool);
+        self.deps.metrics.forget_pool(pool);
+        self.notifier.forget(pool);
     }
 
     /// Takes note of what a write of a pool returned.

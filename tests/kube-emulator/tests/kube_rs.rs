@@ -57,7 +57,7 @@ struct Observed {
 }
 
 impl Observed {
-    fn take(&mut self, rx: &mut tokio::sync::mpsc::UnboundedReceiver<watcher::Event<ConfigMap>>) {
+    fn take(&mut self, rx: &mut Deliveries) {
         while let Ok(event) = rx.try_recv() {
             match event {
                 watcher::Event::Apply(o) => {
@@ -76,12 +76,7 @@ impl Observed {
     }
 
     /// Takes deliveries until `done` holds, or panics naming `what`.
-    async fn until(
-        &mut self,
-        rx: &mut tokio::sync::mpsc::UnboundedReceiver<watcher::Event<ConfigMap>>,
-        what: &str,
-        done: impl Fn(&Observed) -> bool,
-    ) {
+    async fn until(&mut self, rx: &mut Deliveries, what: &str, done: impl Fn(&Observed) -> bool) {
         eventually(WAIT, what, || {
             self.take(rx);
             let ok = done(self);
@@ -89,6 +84,38 @@ impl Observed {
         })
         .await;
     }
+}
+
+type Deliveries = tokio::sync::mpsc::UnboundedReceiver<watcher::Event<ConfigMap>>;
+
+/// A kube-rs watcher of `api`'s ConfigMaps, run until aborted: what it delivers.
+fn follow(api: &Api<ConfigMap>) -> (tokio::task::JoinHandle<()>, Deliveries) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let stream_api = api.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(stream_api, watcher::Config::default()).boxed();
+        while let Some(event) = stream.next().await {
+            if let Ok(event) = event
+                && tx.send(event).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (task, rx)
+}
+
+/// Creates c0..c9; returns each one's resourceVersion.
+async fn create_all(api: &Api<ConfigMap>) -> BTreeMap<String, String> {
+    let mut written = BTreeMap::new();
+    for i in 0..10 {
+        let o = api
+            .create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
+        written.insert(o.name_any(), o.resource_version().unwrap());
+    }
+    written
 }
 
 /// Sets `data.v` on c0..c9; returns each object's new resourceVersion.
@@ -114,31 +141,13 @@ async fn watcher_survives_dropped_streams_and_410() {
     let handle = emulator.handle();
     let client = emulator.client().unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let stream_api = api.clone();
-    let task = tokio::spawn(async move {
-        let mut stream = watcher(stream_api, watcher::Config::default()).boxed();
-        while let Some(event) = stream.next().await {
-            if let Ok(event) = event
-                && tx.send(event).is_err()
-            {
-                return;
-            }
-        }
-    });
+    let (task, mut rx) = follow(&api);
     let mut seen = Observed::default();
     // The first list is done before anything is written.
     seen.until(&mut rx, "the first list", |o| o.relists == 1)
         .await;
 
-    let mut written: BTreeMap<String, String> = BTreeMap::new();
-    for i in 0..10 {
-        let o = api
-            .create(&PostParams::default(), &cm(&format!("c{i}")))
-            .await
-            .unwrap();
-        written.insert(o.name_any(), o.resource_version().unwrap());
-    }
+    let mut written = create_all(&api).await;
     let mut all_rvs: Vec<(String, String)> = written.clone().into_iter().collect();
     seen.until(&mut rx, "the creations", |o| o.latest == written)
         .await;
@@ -189,16 +198,7 @@ async fn a_held_watch_sends_its_changes_only_when_released() {
     let handle = emulator.handle();
     let client = emulator.client().unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let stream_api = api.clone();
-    let task = tokio::spawn(async move {
-        let mut stream = watcher(stream_api, watcher::Config::default()).boxed();
-        while let Some(Ok(event)) = stream.next().await {
-            if tx.send(event).is_err() {
-                return;
-            }
-        }
-    });
+    let (task, mut rx) = follow(&api);
     let namespaces: Api<Namespace> = Api::all(client);
     let mut other = watcher(namespaces.clone(), watcher::Config::default()).boxed();
     tokio::time::timeout(WAIT, async {
@@ -213,14 +213,7 @@ async fn a_held_watch_sends_its_changes_only_when_released() {
     let mut seen = Observed::default();
     seen.until(&mut rx, "the first list", |o| o.relists == 1)
         .await;
-    let mut written: BTreeMap<String, String> = BTreeMap::new();
-    for i in 0..10 {
-        let o = api
-            .create(&PostParams::default(), &cm(&format!("c{i}")))
-            .await
-            .unwrap();
-        written.insert(o.name_any(), o.resource_version().unwrap());
-    }
+    let mut written = create_all(&api).await;
     seen.until(&mut rx, "the creations", |o| o.latest == written)
         .await;
 

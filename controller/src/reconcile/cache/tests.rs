@@ -62,6 +62,19 @@ fn a_write_whose_response_comes_after_its_watch_event_is_not_kept() {
 }
 
 #[test]
+fn a_write_whose_response_comes_after_its_deletion_is_kept_until_forgotten() {
+    let mut overlay = Overlay::default();
+    overlay.observe(&Event::Apply(object("v7", "u1", "last")));
+    overlay.observe(&Event::Delete(object("v8", "u1", "last")));
+    // The write that let it go answers after its deletion was delivered.
+    overlay.wrote("n1", object("v8", "u1", "last"));
+    assert_eq!(image(overlay.pick("n1", None)).as_deref(), Some("last"));
+    overlay.forget("n1");
+    assert_eq!(image(overlay.pick("n1", None)), None);
+    assert_eq!(overlay.names().count(), 0);
+}
+
+#[test]
 fn a_relist_that_began_after_a_write_replaces_it() {
     let mut overlay = Overlay::default();
     overlay.wrote("n1", object("w", "u1", "ours"));
