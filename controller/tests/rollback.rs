@@ -248,6 +248,37 @@ impl Tagged {
         );
     }
 
+    /// Checks, over every stored change, that the bad image's failure mark was stored
+    /// before any BootcNode was sent back to the good image: a plan made from a pool
+    /// without the mark would send the next node to the bad image.
+    fn mark_stored_first(&self, changes: &[Arc<kube_emulator::Event>]) {
+        let desired = |o: &serde_json::Value| o["spec"]["desiredImage"].as_str().map(str::to_owned);
+        let marked = |o: &serde_json::Value| {
+            o["status"]["deployHistory"].as_array().is_some_and(|h| {
+                h.iter()
+                    .any(|e| e["digest"] == *self.bad && e["failed"] == true)
+            })
+        };
+        let mark = changes
+            .iter()
+            .find(|c| c.key.plural == "bootcnodepools" && marked(&c.object))
+            .expect("the failure mark stored");
+        let back = changes
+            .iter()
+            .find(|c| {
+                c.key.plural == "bootcnodes"
+                    && desired(&c.object).as_deref() == Some(&self.pinned_good)
+                    && c.previous.as_deref().and_then(desired).as_deref() != Some(&self.pinned_good)
+            })
+            .expect("a BootcNode sent back to the good image");
+        assert!(
+            mark.rv < back.rv,
+            "the mark (rv {}) was stored after a BootcNode was sent back (rv {})",
+            mark.rv,
+            back.rv
+        );
+    }
+
     /// Waits until every node runs the good image again.
     async fn rolled_back(&self) -> BootcNodePool {
         wait_pool(&self.client, "workers", "all back on good", |p| {
@@ -283,9 +314,11 @@ async fn a_failing_image_is_rolled_back_and_not_tried_again_when_the_tag_flips_b
 
     // The tag moves to the bad image: one node boots it, fails, and everything is
     // rolled back to the good one.
+    let recorder = Recorder::start(&t.emulator);
     flip(&t.registry, &t.catalog, "bad");
     t.marked_failed().await;
     let p = t.rolled_back().await;
+    t.mark_stored_first(&recorder.all().await);
     assert_eq!(condition(&p, "Degraded").unwrap().1, "TargetFailed");
     let went_bad = t.rebooted();
     assert_eq!(

@@ -554,13 +554,20 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     lock(&ctx.progress).insert(name.clone(), plan.progress);
     debug!(pool = %name, actions = plan.actions.len(), "planned");
 
-    let (failed, pool_events) = execute::execute_all(ctx, pool, &plan).await;
     // A pool being deleted keeps the status it had; it may be gone once its finalizer is.
-    let paced = if snapshot.pool.deleting {
-        None
-    } else {
-        pacing::write_status(ctx, pool, &plan.status).await?
-    };
+    // A new failure mark is stored before the plan acts on it: a plan made after this one
+    // (from a watch that lags, or after a write lost to an error) still knows the digest
+    // failed, and sends no other node to it.
+    let deleting = snapshot.pool.deleting;
+    let early = !deleting && pacing::marks_failure(pool.status.as_ref(), &plan.status);
+    let mut paced = None;
+    if early {
+        paced = pacing::write_status(ctx, pool, &plan.status).await?;
+    }
+    let (failed, pool_events) = execute::execute_all(ctx, pool, &plan).await;
+    if !deleting && !early {
+        paced = pacing::write_status(ctx, pool, &plan.status).await?;
+    }
     // What the status now says, the metrics say too.
     ctx.deps.metrics.set_plan(&name, &plan);
     execute::publish_all(ctx, pool, &pool_events).await;

@@ -126,6 +126,22 @@ fn with_removals(old: &Value, mut new: Value) -> Value {
     new
 }
 
+/// Whether `new` marks a digest failed that `old` does not: such a status is stored
+/// before the plan that made it acts (sends nodes back to the good image), so that a
+/// plan made after a lost or lagging write still knows the digest failed.
+pub(super) fn marks_failure(old: Option<&BootcNodePoolStatus>, new: &BootcNodePoolStatus) -> bool {
+    let had = |digest: &str| {
+        old.is_some_and(|o| {
+            o.deploy_history
+                .iter()
+                .any(|e| e.failed && e.digest == digest)
+        })
+    };
+    new.deploy_history
+        .iter()
+        .any(|e| e.failed && !had(&e.digest))
+}
+
 /// Whether `new` differs from `old` only in what moves with every node.
 pub(super) fn counts_only(old: &BootcNodePoolStatus, new: &BootcNodePoolStatus) -> bool {
     shape(old) == shape(new)
@@ -286,5 +302,46 @@ mod tests {
         }
         // A pool without a status yet is written at once.
         assert_eq!(pacing.wait("p", None, &status(), t0), None);
+    }
+
+    fn entry(digest: &str, failed: bool) -> bootc_crds::pool::DeployHistoryEntry {
+        let t = bootc_crds::conditions::to_time(chrono::DateTime::UNIX_EPOCH).unwrap();
+        bootc_crds::pool::DeployHistoryEntry {
+            digest: digest.into(),
+            image: format!("r/os@{digest}"),
+            version: None,
+            node_count: 1,
+            first_deployed: t.clone(),
+            last_deployed: t,
+            origin: bootc_crds::pool::HistoryOrigin::Targeted,
+            failed,
+            failed_reason: failed.then(|| "n1: unit failed".into()),
+            failed_time: None,
+            failed_generation: failed.then_some(1),
+        }
+    }
+
+    #[test]
+    fn a_new_failure_mark_is_told_apart_from_one_the_status_has() {
+        let with = |entries: Vec<_>| BootcNodePoolStatus {
+            deploy_history: entries,
+            ..status()
+        };
+        let unmarked = with(vec![entry("sha256:aa", false), entry("sha256:bb", false)]);
+        let marked = with(vec![entry("sha256:aa", false), entry("sha256:bb", true)]);
+        // A new mark, on a digest the pool had or one it never had.
+        assert!(marks_failure(Some(&unmarked), &marked));
+        assert!(marks_failure(None, &marked));
+        assert!(marks_failure(
+            Some(&with(vec![entry("sha256:aa", false)])),
+            &marked
+        ));
+        // A mark the status has already, a mark cleared, and no mark at all.
+        assert!(!marks_failure(Some(&marked), &marked));
+        assert!(!marks_failure(Some(&marked), &unmarked));
+        assert!(!marks_failure(Some(&unmarked), &unmarked));
+        // The same digest marked in the old status does not hide another one's mark.
+        let both = with(vec![entry("sha256:aa", true), entry("sha256:bb", true)]);
+        assert!(marks_failure(Some(&marked), &both));
     }
 }
