@@ -37,6 +37,7 @@ use crate::plan::states::States;
 use crate::plan::{NodeState, Plan};
 
 mod health;
+mod known;
 mod results;
 pub use health::PoolHealth;
 pub use notifications::NotificationLabels;

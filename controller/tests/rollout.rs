@@ -184,13 +184,20 @@ async fn five_nodes_roll_two_at_a_time_and_an_admin_cordon_stays() {
     let status = done.status.unwrap();
     assert_eq!(status.target_image.as_deref(), Some(env.v2.as_str()));
     // Every approval is told, not a count on the first one's: each node is named in an
-    // approval (one event per plan names all that plan approved), and only once.
+    // approval (one event per plan names all that plan approved), and only once. They
+    // are sent in the background, in order: the last may follow the status by a moment.
+    let approvals = |seen: &[(String, String)]| -> Vec<String> {
+        seen.iter()
+            .filter(|(reason, _)| reason == "RebootApproved")
+            .flat_map(|(_, note)| named_nodes(note))
+            .collect()
+    };
+    wait_events(&env.client, "every approval told", |seen| {
+        approvals(seen).len() >= names.len()
+    })
+    .await;
     let seen = recorded_events(&env.client, Some("BootcNodePool")).await;
-    let approved: Vec<String> = seen
-        .iter()
-        .filter(|(reason, _)| reason == "RebootApproved")
-        .flat_map(|(_, note)| named_nodes(note))
-        .collect();
+    let approved = approvals(&seen);
     let mut sorted = approved.clone();
     sorted.sort();
     assert_eq!(sorted, names, "approvals told: {seen:#?}");
@@ -841,6 +848,8 @@ async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
         .handle()
         .set_faults(kube_emulator::FaultConfig::default());
     wait_pool(&env.client, "workers", "n1 updated", |p| all_updated(p, 1)).await;
+    // Stopped, the controller has sent every Event it queued.
+    controller.stop().await;
     let approved = recorded_events(&env.client, Some("BootcNodePool"))
         .await
         .into_iter()
@@ -852,7 +861,6 @@ async fn an_approval_that_was_not_written_is_neither_announced_nor_counted() {
         sample(&text, "bootc_pool_reboots_approved_total{pool=\"workers\"}"),
         1.0
     );
-    controller.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

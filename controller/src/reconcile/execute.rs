@@ -2,8 +2,8 @@
 //! cordons, drains, events. Each node's actions run in the plan's order, the nodes side by
 //! side, with barriers before new slots and around the finalizer; a node's first failure
 //! stops that node's remaining actions, its events included, so an event never reports a
-//! write that failed. Events about the pool's status wait until the status is written; the
-//! events on each node's Node are sent in the background ([`super::node_events`]). Every
+//! write that failed. Events about the pool's status wait until the status is written. All
+//! events are queued and sent in the background ([`super::event_queue`]). Every
 //! action is counted and timed with its outcome; every failure is logged and recorded as
 //! an `ActionFailed` event on the pool.
 
@@ -102,7 +102,7 @@ async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEv
     publish_all(ctx, pool, &merged.iter().collect::<Vec<_>>()).await;
     // Each on its Node too (unmerged), so that `kubectl describe node` says why the node
     // was cordoned, drained and rebooted: each node's in order, sent in the background
-    // (see [`super::node_events`]).
+    // (see [`super::event_queue`]).
     let mut by_node = ByNode::default();
     for event in events {
         if let Some(node) = event.node.as_deref() {
@@ -114,7 +114,7 @@ async fn publish_nodes(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEv
             continue;
         };
         let events = events.into_iter().map(kube_event).collect();
-        ctx.node_events.queue(node.object_ref(&()), events).await;
+        ctx.events.on_node(node.object_ref(&()), events).await;
     }
 }
 
@@ -234,15 +234,20 @@ async fn surface(ctx: &Context, pool: &BootcNodePool, action: &Action, e: &Recon
     publish(ctx, pool, &event).await;
 }
 
-/// Records the events about the pool's status, once it is written.
+/// Records `events` on the pool, in order (queued: see [`super::event_queue`]); the log
+/// says each at once.
 pub(super) async fn publish_all(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEvent]) {
+    if events.is_empty() {
+        return;
+    }
     let name = pool.name_any();
     for event in events {
-        let started = std::time::Instant::now();
-        publish(ctx, pool, event).await;
-        let took = started.elapsed();
-        ctx.deps.metrics.observe_action(&name, "event", "ok", took);
+        info!(pool = %name, reason = event.reason, "{}", event.message);
     }
+    let events = events.iter().map(|e| kube_event(e)).collect();
+    ctx.events
+        .on_pool(&name, pool.object_ref(&()), events)
+        .await;
 }
 
 fn params() -> PatchParams {
@@ -468,7 +473,6 @@ async fn delete(ctx: &Context, pool: &BootcNodePool, node: &str) -> Result<(), R
     }
 }
 
-/// Records an Event on the pool (best effort: the status carries the same facts).
 /// The event's `action`: its reason and a short hash of its message. kube's recorder counts
 /// events with the same reason and action as one series and keeps the first message, so
 /// without the hash a second node's `RebootApproved`, a new target's `TargetResolved` or
@@ -480,10 +484,9 @@ fn series_action(event: &PlannedEvent) -> String {
     format!("{}-{:08x}", event.reason, hasher.finish() as u32)
 }
 
+/// Records an Event on the pool (best effort: the status carries the same facts).
 async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
-    let pool_name = pool.name_any();
-    publish_on(ctx, &pool.object_ref(&()), event).await;
-    info!(pool = %pool_name, reason = event.reason, "{}", event.message);
+    publish_all(ctx, pool, &[event]).await;
 }
 
 /// `event` as kube's recorder takes it.
@@ -498,17 +501,5 @@ fn kube_event(event: &PlannedEvent) -> KubeEvent {
         note: Some(super::batch::fit_note(&event.message)),
         action: series_action(event),
         secondary: None,
-    }
-}
-
-/// Records `event` regarding `reference` (best effort: the log says it too).
-async fn publish_on(
-    ctx: &Context,
-    reference: &k8s_openapi::api::core::v1::ObjectReference,
-    event: &PlannedEvent,
-) {
-    if let Err(e) = ctx.recorder.publish(&kube_event(event), reference).await {
-        let on = reference.name.as_deref().unwrap_or_default();
-        warn!(on, error = %e, reason = event.reason, "cannot record an event");
     }
 }

@@ -52,11 +52,11 @@ mod batch;
 pub mod cache;
 pub mod copies;
 pub mod elect;
+pub mod event_queue;
 pub mod execute;
 pub mod lean;
 pub mod lookup;
 pub mod membership;
-pub mod node_events;
 pub mod observe;
 pub mod pacing;
 pub mod pool_index;
@@ -193,9 +193,8 @@ pub struct Context {
     /// The pull Secrets' copies (see [`copies`]).
     copies: copies::Copies,
     drainer: Drainer,
-    recorder: crate::shared::Recorders,
-    /// Where the nodes' Events wait to be sent.
-    node_events: node_events::NodeEvents,
+    /// Where the Events on the pools and nodes wait to be sent.
+    events: event_queue::EventQueue,
     deps: Dependencies,
     bootc_overlay: Arc<Mutex<Overlay<BootcNode>>>,
     node_overlay: Arc<Mutex<Overlay<Node>>>,
@@ -428,11 +427,11 @@ pub async fn run(
     let (pool_stream, followed) = with_followers(pool_stream, pool_store.clone());
     let controller = Controller::for_stream(pool_stream, pool_store.clone());
     let ready = tokio::spawn(ready_when_synced(health.clone(), synced.clone()));
-    let (node_events, events_sender) = node_events::NodeEvents::start(recorder.clone());
+    let (events, events_sender) =
+        event_queue::EventQueue::start(recorder.clone(), deps.metrics.clone());
     let ctx = Arc::new(Context {
         notifier: notifier(&client, &recorder, &deps),
-        recorder,
-        node_events,
+        events,
         drainer,
         client,
         pools: pool_store.clone(),
