@@ -325,14 +325,7 @@ mod tests {
         drop(sender);
         for (n, name) in ["n1", "n2"].into_iter().enumerate() {
             queue.on_node(node(name), vec![event("NodeUpdated")]).await;
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while recorded(&client).await.len() <= n {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{name} never recorded"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            wait_recorded(&client, n + 1).await;
         }
         let seen = recorded(&client).await;
         assert_eq!(

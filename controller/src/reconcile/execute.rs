@@ -231,11 +231,11 @@ async fn surface(ctx: &Context, pool: &BootcNodePool, action: &Action, e: &Recon
         reason: plan::events::ACTION_FAILED,
         message: format!("{what} failed: {e}; retrying with backoff"),
     };
-    publish(ctx, pool, &event).await;
+    publish_all(ctx, pool, &[&event]).await;
 }
 
-/// Records `events` on the pool, in order (queued: see [`super::event_queue`]); the log
-/// says each at once.
+/// Records `events` on the pool, in order (queued: see [`super::event_queue`]; best
+/// effort, the status carries the same facts); the log says each at once.
 pub(super) async fn publish_all(ctx: &Context, pool: &BootcNodePool, events: &[&PlannedEvent]) {
     if events.is_empty() {
         return;
@@ -319,7 +319,7 @@ async fn execute(
             patch_status(ctx, node, json!({ "held": held })).await
         }
         Action::Event(event) => {
-            publish(ctx, pool, event).await;
+            publish_all(ctx, pool, &[event]).await;
             Ok(())
         }
         Action::AddFinalizer => finalizer(ctx, pool, true).await,
@@ -482,11 +482,6 @@ fn series_action(event: &PlannedEvent) -> String {
     let mut hasher = DefaultHasher::new();
     event.message.hash(&mut hasher);
     format!("{}-{:08x}", event.reason, hasher.finish() as u32)
-}
-
-/// Records an Event on the pool (best effort: the status carries the same facts).
-async fn publish(ctx: &Context, pool: &BootcNodePool, event: &PlannedEvent) {
-    publish_all(ctx, pool, &[event]).await;
 }
 
 /// `event` as kube's recorder takes it.

@@ -559,10 +559,11 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
     // failed, and sends no other node to it.
     let deleting = snapshot.pool.deleting;
     let early = !deleting && pacing::marks_failure(pool.status.as_ref(), &plan.status);
-    let mut paced = None;
-    if early {
-        paced = pacing::write_status(ctx, pool, &plan.status).await?;
-    }
+    let mut paced = if early {
+        pacing::write_status(ctx, pool, &plan.status).await?
+    } else {
+        None
+    };
     let (failed, pool_events) = execute::execute_all(ctx, pool, &plan).await;
     if !deleting && !early {
         paced = pacing::write_status(ctx, pool, &plan.status).await?;
