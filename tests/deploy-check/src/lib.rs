@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 /// The one command that builds the shipped binaries: the `Containerfile`'s builder stage
-/// runs exactly this, and so does the project's test script, so CI proves it works.
+/// runs exactly this, and the project's test script builds that file before the tests, so
+/// CI proves it works.
 pub const RELEASE_BUILD: &str =
     "cargo build --release --locked -p bootc-pool-controller -p bootc-node-agent";
 

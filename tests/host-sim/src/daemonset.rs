@@ -33,7 +33,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// `target/<profile>/deps` or `target/<profile>`).
 ///
 /// Cargo does not build another package's binaries for a test, so build it first:
-/// `cargo build -p bootc-node-agent` (or `cargo build --workspace`).
+/// `cargo build -p bootc-node-agent` (`cargo test --workspace` builds every binary).
 pub fn agent_binary() -> Result<PathBuf> {
     let exe = std::env::current_exe()
         .map_err(|e| SimError::io("finding this test executable", "/proc/self/exe", e))?;
@@ -49,7 +49,7 @@ pub fn agent_binary() -> Result<PathBuf> {
     } else {
         Err(SimError::InvalidOptions(format!(
             "the agent binary `{}` is missing: build it first with `cargo build -p \
-             bootc-node-agent` (or `cargo build --workspace`; scripts/test does)",
+             bootc-node-agent` (`cargo test --workspace` builds it too)",
             binary.display()
         )))
     }
