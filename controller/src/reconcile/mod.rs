@@ -505,12 +505,9 @@ fn error_policy(pool: Arc<BootcNodePool>, error: &ReconcileError, ctx: Arc<Conte
             Requeue::requeue(Duration::from_millis(50))
         }
         ReconcileError::Api { .. } | ReconcileError::CacheGone => {
-            let failures = {
-                let mut failures = lock(&ctx.failures);
-                let n = failures.entry(name.clone()).or_insert(0);
-                *n = n.saturating_add(1);
-                *n
-            };
+            // Counted by `reconcile`, which forgets a pool let go after counting: here the
+            // count is only read, so a pool forgotten is not brought back.
+            let failures = lock(&ctx.failures).get(&name).copied().unwrap_or(1);
             let wait = error_backoff(failures);
             warn!(pool = %name, error = %error, failures, retry_in = ?wait, "reconcile failed");
             Requeue::requeue(wait)
@@ -534,6 +531,11 @@ async fn reconcile(pool: Arc<BootcNodePool>, ctx: Arc<Context>) -> Result<Requeu
         Err(e) => {
             metrics.record_reconcile(&name, e.reason());
             metrics.record_reconcile_error(&name, e.reason());
+            if !matches!(e, ReconcileError::Conflict(_)) {
+                let mut failures = lock(&ctx.failures);
+                let n = failures.entry(name.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+            }
         }
     }
     ctx.forget_if_gone(&name);
@@ -587,13 +589,4 @@ async fn reconcile_once(pool: &BootcNodePool, ctx: &Context) -> Result<Requeue, 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn error_backoff_doubles_from_a_second_to_five_minutes() {
-        let waits: Vec<u64> = (1..=11).map(|n| error_backoff(n).as_secs()).collect();
-        assert_eq!(waits, vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
-        assert_eq!(error_backoff(u32::MAX), ERROR_BACKOFF.max);
-    }
-}
+mod tests;
